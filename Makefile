@@ -1,0 +1,173 @@
+# train — build, test, demo, bench.
+#
+#   make            build ./train (CUDA when the toolkit and cuDNN are found)
+#   make CUDA=0     force a CPU-only build;  make CUDA=1 insist on CUDA
+#   make deps       install the Debian packages the project needs
+#   make test       deps + every build variant + the Criterion suite under
+#                   AddressSanitizer and UndefinedBehaviorSanitizer
+#   make demo       deps + build + real Fashion-MNIST + a short training run
+#   make bench      the benchmarks (docs/BENCHMARKS.md)
+#
+# Objects live in build/<variant>/ (cpu, cuda, asan); each variant keeps a
+# stamp of its flags so changing them rebuilds, and ./train is relinked when
+# the chosen variant changes.
+
+CC        := gcc
+CUDA_HOME ?= /usr/local/cuda
+NVCC      := $(CUDA_HOME)/bin/nvcc
+
+# ---------------------------------------------------------------- CUDA detection
+CUDA_FOUND := $(shell test -x $(NVCC) && test -f $(CUDA_HOME)/include/cudnn.h && \
+                      test -f $(CUDA_HOME)/include/cublas_v2.h && echo 1)
+ifeq ($(CUDA_FOUND),1)
+CUDA_VER  := $(shell $(NVCC) --version | sed -n 's/.*release \([0-9.]*\),.*/\1/p')
+CUDNN_VER := $(shell awk '/define CUDNN_MAJOR/{M=$$3} /define CUDNN_MINOR/{m=$$3} END{print M"."m}' \
+                     $(CUDA_HOME)/include/cudnn_version.h 2>/dev/null)
+endif
+ifeq ($(origin CUDA),undefined)
+CUDA := $(if $(CUDA_FOUND),1,0)
+endif
+ifeq ($(CUDA),1)
+ifneq ($(CUDA_FOUND),1)
+$(error CUDA=1 but no CUDA toolkit with cuDNN and cuBLAS under CUDA_HOME=$(CUDA_HOME) \
+(need $(NVCC), include/cudnn.h, include/cublas_v2.h); build with CUDA=0 or set CUDA_HOME)
+endif
+endif
+ifeq ($(MAKELEVEL)$(QUIET),0)
+ifeq ($(CUDA_FOUND),1)
+$(info CUDA: found $(CUDA_VER), cuDNN $(CUDNN_VER)$(if $(filter 0,$(CUDA)), (not used: CUDA=0)))
+else
+$(info CUDA: not found, CPU-only build)
+endif
+endif
+
+# ---------------------------------------------------------------- flags
+WARN     := -Wall -Wextra -Werror
+BASE_CFLAGS := -std=c11 $(WARN) -MMD -MP -I.
+LIBS     := -lturbojpeg -lstb -lcsv -lopenblas -lpthread -ldl -lm
+# nvcc 13 supports compute_75 and newer; list targets explicitly, never native
+GENCODE  := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+            -gencode arch=compute_90,code=compute_90
+NVFLAGS  := -std=c++17 -O2 $(GENCODE) --Werror all-warnings -Xcompiler -Wall,-Wextra,-Werror -I.
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn -lcublas -lcudart
+
+SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
+# ---------------------------------------------------------------- sources
+LIB_SRC   := $(sort $(wildcard common/*.c loader/*.c nn/*.c app/*.c))
+CUDA_CSRC := $(sort $(wildcard cuda/*.c))
+CUDA_CU   := $(sort $(wildcard cuda/*.cu))
+TEST_SRC  := $(sort $(wildcard tests/*.c))
+TOOL_SRC  := $(sort $(wildcard tools/*.c))
+
+VARIANT := $(if $(filter 1,$(CUDA)),cuda,cpu)
+
+define variant_objs
+$(patsubst %.c,build/$(1)/%.o,$(LIB_SRC) main.c) \
+$(if $(filter cuda,$(1)),$(patsubst %.c,build/$(1)/%.o,$(CUDA_CSRC)) $(patsubst %.cu,build/$(1)/%.o,$(CUDA_CU)))
+endef
+
+CFLAGS_cpu  := $(BASE_CFLAGS) -O2 -g
+CFLAGS_cuda := $(BASE_CFLAGS) -O2 -g -DTRAIN_CUDA=1 -isystem $(CUDA_HOME)/include
+CFLAGS_asan := $(BASE_CFLAGS) -O1 -g $(SAN)
+LDFLAGS_cpu  :=
+LDFLAGS_cuda := $(CUDA_LIBS)
+LDFLAGS_asan := $(SAN)
+
+.PHONY: all deps test test-build demo bench bench-deps fuzz clean FORCE tools
+
+all: train
+
+# ./train is the selected variant's binary; relink when the variant changes
+train: build/$(VARIANT)/train build/.variant
+	@cp build/$(VARIANT)/train $@
+
+build/.variant: FORCE
+	@mkdir -p build; echo $(VARIANT) | cmp -s - $@ || echo $(VARIANT) > $@
+
+# flags stamps: objects depend on them, the file changes only with the flags
+build/%/.flags: FORCE
+	@mkdir -p $(dir $@); echo '$(CFLAGS_$*) $(LDFLAGS_$*) $(NVFLAGS)' | cmp -s - $@ || \
+	  echo '$(CFLAGS_$*) $(LDFLAGS_$*) $(NVFLAGS)' > $@
+
+build/cpu/%.o: %.c build/cpu/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_cpu) -c $< -o $@
+build/cuda/%.o: %.c build/cuda/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_cuda) -c $< -o $@
+build/cuda/%.o: %.cu build/cuda/.flags
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
+build/asan/%.o: %.c build/asan/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_asan) -c $< -o $@
+
+build/cpu/train: $(call variant_objs,cpu)
+	$(CC) -o $@ $^ $(LDFLAGS_cpu) $(LIBS)
+build/cuda/train: $(call variant_objs,cuda)
+	$(CC) -o $@ $^ $(LDFLAGS_cuda) $(LIBS) -lstdc++
+build/asan/train: $(call variant_objs,asan)
+	$(CC) -o $@ $^ $(LDFLAGS_asan) $(LIBS)
+
+# ---------------------------------------------------------------- tests
+TEST_OBJS := $(patsubst %.c,build/asan/%.o,$(TEST_SRC) $(LIB_SRC))
+build/asan/tests/run: $(TEST_OBJS)
+	$(CC) -o $@ $^ $(LDFLAGS_asan) $(LIBS) -lcriterion -lz
+
+# tools: dataset generators and benchmark helpers (optimised, no sanitizers)
+TOOLS := $(patsubst tools/%.c,build/tools/%,$(TOOL_SRC))
+tools: $(TOOLS)
+build/tools/%: tools/%.c tools/idx.h common/util.c common/util.h common/rng.h
+	@mkdir -p build/tools
+	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< common/util.c $(LIBS) -lz
+
+test-build: build/cpu/train $(if $(CUDA_FOUND),build/cuda/train) build/asan/train \
+            build/asan/tests/run $(TOOLS)
+
+# The suite runs in the asan build; the tests run the asan ./train too.
+test: deps
+	@$(MAKE) --no-print-directory test-build
+	@cp build/$(VARIANT)/train train
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	TRAIN_BIN=$(CURDIR)/build/asan/train TRAIN_TOOLS=$(CURDIR)/build/tools \
+	TRAIN_ROOT=$(CURDIR) tests/run-suite build/asan/tests/run --jobs 2 $(TESTFLAGS)
+
+# ---------------------------------------------------------------- dependencies
+DEB_PKGS := build-essential pkg-config zlib1g-dev libturbojpeg0-dev libstb-dev libcsv-dev \
+            libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist
+BENCH_PKGS := python3-torch python3-torchvision python3-pil hyperfine
+FUZZ_PKGS := clang libclang-rt-dev
+
+define apt_install
+@missing=""; for p in $(1); do \
+  dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+done; \
+if [ -z "$$missing" ]; then echo "deps: all installed"; else \
+  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO=sudo; \
+  echo "deps: installing$$missing"; \
+  $$SUDO apt-get update -qq && \
+  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+fi
+endef
+
+deps:
+	$(call apt_install,$(DEB_PKGS))
+bench-deps: deps
+	$(call apt_install,$(BENCH_PKGS))
+
+# ---------------------------------------------------------------- demo
+DEMO_N ?= 12000
+demo: deps
+	@$(MAKE) --no-print-directory train tools
+	tools/fashion-mnist --limit $(DEMO_N)
+	./train --epochs 2 --val data/fashion-mnist/test.csv data/fashion-mnist/train.csv
+
+clean:
+	rm -rf build train
+
+FORCE:
+
+.SECONDARY:
+
+-include $(shell find build -name '*.d' 2>/dev/null)

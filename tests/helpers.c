@@ -1,0 +1,232 @@
+/* helpers.c — see helpers.h. */
+#define _GNU_SOURCE
+#include "helpers.h"
+
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+char *tmpdir_make(void)
+{
+    char tmpl[] = "/tmp/train-test-XXXXXX";
+    char *d = mkdtemp(tmpl);
+    cr_assert_not_null(d, "mkdtemp: %s", strerror(errno));
+    return strdup(d);
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+void tmpdir_remove(char *dir)
+{
+    if (dir && strncmp(dir, "/tmp/train-test-", 16) == 0)
+        nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    free(dir);
+}
+
+char *path_join(const char *dir, const char *name)
+{
+    char *p;
+    if (asprintf(&p, "%s/%s", dir, name) < 0)
+        abort();
+    return p;
+}
+
+static void mkdirs_for(const char *path)
+{
+    char *copy = strdup(path);
+    for (char *s = copy + 1; *s; s++)
+        if (*s == '/') {
+            *s = '\0';
+            mkdir(copy, 0755);
+            *s = '/';
+        }
+    free(copy);
+}
+
+char *write_file(const char *dir, const char *name, const void *data, size_t len)
+{
+    char *p = path_join(dir, name);
+    mkdirs_for(p);
+    FILE *f = fopen(p, "wb");
+    cr_assert_not_null(f, "%s: %s", p, strerror(errno));
+    if (len)
+        cr_assert_eq(fwrite(data, 1, len, f), len);
+    fclose(f);
+    return p;
+}
+
+char *write_text(const char *dir, const char *name, const char *text)
+{
+    return write_file(dir, name, text, strlen(text));
+}
+
+static void append(char **buf, size_t *len, size_t *cap, const char *data, size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        while (*len + n + 1 > *cap)
+            *cap = *cap ? *cap * 2 : 4096;
+        *buf = realloc(*buf, *cap);
+    }
+    memcpy(*buf + *len, data, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+}
+
+static double mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int run_argv(char *const argv[], char *const env_extra[], double timeout_s, run_result *r)
+{
+    memset(r, 0, sizeof *r);
+    int po[2], pe[2];
+    cr_assert_eq(pipe2(po, O_CLOEXEC), 0);
+    cr_assert_eq(pipe2(pe, O_CLOEXEC), 0);
+    double t0 = mono();
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        setpgid(0, 0);
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        for (int i = 0; env_extra && env_extra[i]; i++)
+            putenv(env_extra[i]);
+        execv(argv[0], argv);
+        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(po[1]);
+    close(pe[1]);
+    size_t olen = 0, ocap = 0, elen = 0, ecap = 0;
+    append(&r->out, &olen, &ocap, "", 0);
+    append(&r->err, &elen, &ecap, "", 0);
+    struct pollfd fds[2] = {{.fd = po[0], .events = POLLIN}, {.fd = pe[0], .events = POLLIN}};
+    int open_fds = 2, timed_out = 0;
+    while (open_fds > 0) {
+        double left = timeout_s - (mono() - t0);
+        if (left <= 0) {
+            timed_out = 1;
+            kill(-pid, SIGKILL);
+            break;
+        }
+        int n = poll(fds, 2, (int)(left * 1000) + 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        for (int i = 0; i < 2; i++) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            char buf[65536];
+            ssize_t k = read(fds[i].fd, buf, sizeof buf);
+            if (k <= 0) {
+                close(fds[i].fd);
+                fds[i].fd = -1;
+                open_fds--;
+            } else if (i == 0) {
+                append(&r->out, &olen, &ocap, buf, (size_t)k);
+            } else {
+                append(&r->err, &elen, &ecap, buf, (size_t)k);
+            }
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (fds[i].fd >= 0)
+            close(fds[i].fd);
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    r->secs = mono() - t0;
+    if (WIFEXITED(st)) {
+        r->status = WEXITSTATUS(st);
+    } else {
+        r->status = -1;
+        r->signal = WTERMSIG(st);
+    }
+    cr_assert(!timed_out, "%s timed out after %.0f s\nstdout:\n%s\nstderr:\n%s", argv[0], timeout_s,
+              r->out, r->err);
+    /* the binary under test is a sanitizer build: any report is a failure */
+    cr_assert(!strstr(r->err, "Sanitizer") && !strstr(r->err, "runtime error:"),
+              "%s: sanitizer report:\n%s", argv[0], r->err);
+    return r->status;
+}
+
+void run_free(run_result *r)
+{
+    free(r->out);
+    free(r->err);
+    memset(r, 0, sizeof *r);
+}
+
+const char *train_bin(void)
+{
+    const char *b = getenv("TRAIN_BIN");
+    return b ? b : "./train";
+}
+
+const char *tools_dir(void)
+{
+    const char *b = getenv("TRAIN_TOOLS");
+    return b ? b : "build/tools";
+}
+
+const char *source_root(void)
+{
+    const char *b = getenv("TRAIN_ROOT");
+    return b ? b : ".";
+}
+
+int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+int count_children(int pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char cp[300];
+        snprintf(cp, sizeof cp, "/proc/%d/task/%s/children", pid, de->d_name);
+        FILE *f = fopen(cp, "r");
+        if (!f)
+            continue;
+        int c;
+        while (fscanf(f, "%d", &c) == 1)
+            n++;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}

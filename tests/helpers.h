@@ -1,0 +1,44 @@
+/* helpers.h — what the tests share: temporary folders, files, running the
+ * train binary and the tools as real processes. */
+#ifndef TRAIN_TESTS_HELPERS_H
+#define TRAIN_TESTS_HELPERS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A fresh folder under /tmp; removed (recursively) by tmpdir_remove. */
+char *tmpdir_make(void);
+void tmpdir_remove(char *dir);
+
+/* dir/name (subfolders created); returns the malloc'd full path. */
+char *write_file(const char *dir, const char *name, const void *data, size_t len);
+char *write_text(const char *dir, const char *name, const char *text);
+char *path_join(const char *dir, const char *name);
+
+typedef struct run_result {
+    int status;  /* exit status, or -1 when killed by a signal */
+    int signal;  /* the signal, or 0 */
+    char *out;   /* captured stdout (NUL-terminated) */
+    char *err;   /* captured stderr */
+    double secs; /* wall time */
+} run_result;
+
+/* Run argv (argv[0] is a path) with an optional NULL-terminated list of
+ * extra environment entries; waits at most timeout_s seconds, then kills the
+ * process group and fails the test. */
+int run_argv(char *const argv[], char *const env_extra[], double timeout_s, run_result *r);
+void run_free(run_result *r);
+
+/* The train binary under test ($TRAIN_BIN, default ./train), the tools
+ * folder ($TRAIN_TOOLS, default build/tools) and the source tree. */
+const char *train_bin(void);
+const char *tools_dir(void);
+const char *source_root(void);
+
+/* Count lines of a text. */
+int count_lines(const char *s);
+
+/* Number of children of `pid` (from /proc/PID/task/ * /children). */
+int count_children(int pid);
+
+#endif

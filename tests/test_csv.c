@@ -1,0 +1,365 @@
+/* test_csv.c — the CSV index on real files with the mess real CSVs have. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../loader/csv_index.h"
+#include "helpers.h"
+
+static char *dir;
+
+static void setup(void) { dir = tmpdir_make(); }
+static void teardown(void) { tmpdir_remove(dir); }
+
+TestSuite(csv, .init = setup, .fini = teardown);
+
+/* Load `text` written as dir/name; expect success. */
+static void load_ok(ds_index *ix, const char *name, const char *text, const csv_opts *o)
+{
+    char *p = write_text(dir, name, text);
+    errbuf e = {{0}};
+    int rc = ds_index_load(ix, p, o, &e);
+    cr_assert_eq(rc, 0, "load failed: %s", e.msg);
+    free(p);
+}
+
+/* Load `text`; expect failure with exactly `want` after the CSV path. */
+static void load_fails(const char *text, const csv_opts *o, const char *want)
+{
+    char *p = write_text(dir, "bad.csv", text);
+    ds_index ix;
+    errbuf e = {{0}};
+    cr_assert_eq(ds_index_load(&ix, p, o, &e), -1, "expected failure: %s", want);
+    char *full;
+    cr_assert(asprintf(&full, "%s%s", p, want) > 0);
+    cr_assert_str_eq(e.msg, full);
+    cr_assert_null(ix.rows);
+    free(full);
+    free(p);
+}
+
+static const char *rel(const ds_index *ix, uint32_t i)
+{
+    const char *p = ds_path(ix, i);
+    size_t n = strlen(dir);
+    cr_assert(strncmp(p, dir, n) == 0 && p[n] == '/', "path %s is not under %s", p, dir);
+    return p + n + 1;
+}
+
+Test(csv, header_and_relative_paths)
+{
+    ds_index ix;
+    load_ok(&ix, "data.csv", "path,label\nimg/a.png,0\nimg/b.png,2\n", NULL);
+    cr_assert_eq(ix.n, 2);
+    cr_assert(ix.had_header);
+    cr_assert_str_eq(rel(&ix, 0), "img/a.png");
+    cr_assert_str_eq(rel(&ix, 1), "img/b.png");
+    cr_assert_eq(ix.rows[0].label, 0);
+    cr_assert_eq(ix.rows[1].label, 2);
+    cr_assert_eq(ix.nclasses, 3);
+    cr_assert_eq(ix.rows[0].line, 2);
+    cr_assert_eq(ix.rows[1].line, 3);
+    cr_assert(!ix.names);
+    ds_index_free(&ix);
+}
+
+Test(csv, no_header_detected)
+{
+    ds_index ix;
+    load_ok(&ix, "data.csv", "a.png,1\nb.png,0\n", NULL);
+    cr_assert_eq(ix.n, 2);
+    cr_assert(!ix.had_header);
+    cr_assert_eq(ix.rows[0].line, 1);
+    ds_index_free(&ix);
+}
+
+Test(csv, quoted_fields_with_commas_quotes_and_newlines)
+{
+    ds_index ix;
+    const char *text = "path,label,comment\n"
+                       "\"x, y.png\",1,\"said \"\"hi\"\"\"\n"
+                       "\"multi\nline.png\",0,\"a\nb\nc\"\n"
+                       "z.png,1,plain\n";
+    load_ok(&ix, "data.csv", text, NULL);
+    cr_assert_eq(ix.n, 3);
+    cr_assert_str_eq(rel(&ix, 0), "x, y.png");
+    cr_assert_str_eq(rel(&ix, 1), "multi\nline.png");
+    cr_assert_str_eq(rel(&ix, 2), "z.png");
+    cr_assert_eq(ix.rows[1].line, 3);
+    cr_assert_eq(ix.rows[2].line, 7, "line numbers count the newlines inside quotes");
+    ds_index_free(&ix);
+}
+
+Test(csv, line_numbers_after_quoted_newlines_in_errors)
+{
+    load_fails("path,label\n\"a\nb.png\",1\n\"c.png\",x\n", NULL, ":4: label 'x' is not an integer");
+}
+
+Test(csv, crlf_bom_trailing_blank_lines)
+{
+    ds_index ix;
+    const char *text = "\xEF\xBB\xBFpath,label\r\na.png,3\r\nb.png,1\r\n\r\n\r\n,,\r\n  \r\n";
+    load_ok(&ix, "data.csv", text, NULL);
+    cr_assert_eq(ix.n, 2);
+    cr_assert(ix.had_header, "the BOM must not hide the header");
+    cr_assert_str_eq(rel(&ix, 0), "a.png");
+    cr_assert_str_eq(rel(&ix, 1), "b.png");
+    cr_assert_eq(ix.rows[1].line, 3);
+    cr_assert_eq(ix.nclasses, 4);
+    ds_index_free(&ix);
+}
+
+Test(csv, old_mac_line_endings)
+{
+    ds_index ix;
+    load_ok(&ix, "data.csv", "path,label\ra.png,0\rb.png,1\r", NULL);
+    cr_assert_eq(ix.n, 2);
+    cr_assert_eq(ix.rows[1].line, 3);
+    ds_index_free(&ix);
+}
+
+Test(csv, extra_columns_and_columns_by_name)
+{
+    ds_index ix;
+    load_ok(&ix, "data.csv", "id,label,split,path\n7,4,train,a.png\n8,2,val,b.png\n", NULL);
+    cr_assert_eq(ix.n, 2);
+    cr_assert_str_eq(rel(&ix, 0), "a.png");
+    cr_assert_eq(ix.rows[0].label, 4);
+    ds_index_free(&ix);
+
+    csv_opts o = CSV_OPTS_DEFAULT;
+    o.path_col = "file";
+    o.label_col = "Target"; /* case-insensitive fallback */
+    load_ok(&ix, "named.csv", "target,file\n5,x.png\n6,y.png\n", &o);
+    cr_assert_str_eq(rel(&ix, 1), "y.png");
+    cr_assert_eq(ix.rows[1].label, 6);
+    ds_index_free(&ix);
+}
+
+Test(csv, columns_by_number_without_header)
+{
+    ds_index ix;
+    csv_opts o = CSV_OPTS_DEFAULT;
+    o.path_col = "2";
+    o.label_col = "0";
+    load_ok(&ix, "data.csv", "1,ignored,a.png\n0,ignored,b.png\n", &o);
+    cr_assert(!ix.had_header);
+    cr_assert_str_eq(rel(&ix, 0), "a.png");
+    cr_assert_eq(ix.rows[0].label, 1);
+    ds_index_free(&ix);
+}
+
+Test(csv, korean_names_and_spaces)
+{
+    ds_index ix;
+    load_ok(&ix, "data.csv", "path,label\n사진/고양이 1.jpg,0\nmy photos/dog two.png,1\n", NULL);
+    cr_assert_str_eq(rel(&ix, 0), "사진/고양이 1.jpg");
+    cr_assert_str_eq(rel(&ix, 1), "my photos/dog two.png");
+    ds_index_free(&ix);
+}
+
+Test(csv, absolute_paths_and_root)
+{
+    ds_index ix;
+    load_ok(&ix, "data.csv", "path,label\n/abs/a.png,0\nrel/b.png,1\n", NULL);
+    cr_assert_str_eq(ds_path(&ix, 0), "/abs/a.png");
+    ds_index_free(&ix);
+
+    csv_opts o = CSV_OPTS_DEFAULT;
+    o.root = "/data/set";
+    load_ok(&ix, "data.csv", "path,label\n/abs/a.png,0\nrel/b.png,1\n", &o);
+    cr_assert_str_eq(ds_path(&ix, 0), "/abs/a.png");
+    cr_assert_str_eq(ds_path(&ix, 1), "/data/set/rel/b.png");
+    ds_index_free(&ix);
+}
+
+Test(csv, string_labels_sorted)
+{
+    ds_index ix;
+    load_ok(&ix, "data.csv", "path,label\na.png,dog\nb.png,cat\nc.png,zebra\nd.png,cat\n", NULL);
+    cr_assert(ix.names);
+    cr_assert_eq(ix.nclasses, 3);
+    char buf[16];
+    cr_assert_str_eq(ds_class_name(&ix, 0, buf, sizeof buf), "cat");
+    cr_assert_str_eq(ds_class_name(&ix, 1, buf, sizeof buf), "dog");
+    cr_assert_str_eq(ds_class_name(&ix, 2, buf, sizeof buf), "zebra");
+    cr_assert_eq(ix.rows[0].label, 1);
+    cr_assert_eq(ix.rows[1].label, 0);
+    cr_assert_eq(ix.rows[2].label, 2);
+    cr_assert_eq(ix.rows[3].label, 0);
+    ds_index_free(&ix);
+}
+
+Test(csv, string_labels_header_detection)
+{
+    ds_index ix;
+    /* "filename" does not look like a path: header */
+    load_ok(&ix, "a.csv", "filename,class\ncat/1.jpg,cat\ndog/2.jpg,dog\n", NULL);
+    cr_assert(ix.had_header);
+    cr_assert_eq(ix.n, 2);
+    ds_index_free(&ix);
+    /* no header: the first row is data */
+    load_ok(&ix, "b.csv", "cat/1.jpg,cat\ndog/2.jpg,dog\n", NULL);
+    cr_assert(!ix.had_header);
+    cr_assert_eq(ix.n, 2);
+    ds_index_free(&ix);
+    /* forced */
+    csv_opts o = CSV_OPTS_DEFAULT;
+    o.header = 0;
+    load_ok(&ix, "c.csv", "path,label\n", &o);
+    cr_assert_eq(ix.n, 1, "--no-header keeps the first row as data");
+    cr_assert(ix.names);
+    ds_index_free(&ix);
+}
+
+Test(csv, class_mapping_printed)
+{
+    ds_index ix;
+    load_ok(&ix, "data.csv", "path,label\na.png,b\nb.png,a\n", NULL);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    ds_index_print_classes(&ix, f);
+    fclose(f);
+    cr_assert_str_eq(buf, "classes (2, sorted): 0=a, 1=b\n");
+    free(buf);
+    ds_index_free(&ix);
+}
+
+Test(csv, errors_name_file_line_and_reason)
+{
+    load_fails("path,label\na.png,1\nb.png,x\n", NULL, ":3: label 'x' is not an integer");
+    load_fails("path,label\na.png,1\nb.png\n", NULL,
+               ":3: missing label column (row has 1 field, label is column 1)");
+    load_fails("path,label\na.png,-2\n", NULL, ":2: label '-2' is negative");
+    load_fails("path,label\n,1\n", NULL, ":2: empty path");
+    load_fails("path,label\na.png,\n", NULL, ":2: empty label");
+    load_fails("path,label\n", NULL, ": no rows");
+    load_fails("", NULL, ": no rows");
+    load_fails("\n\n", NULL, ": no rows");
+    load_fails("path,label\n\"a.png,1\n", NULL, ":2: unterminated quoted field");
+    load_fails("path,label\na\"b.png,1\n", NULL,
+               ":2: malformed quoted field (a quote inside an unquoted field, or text after a "
+               "closing quote)");
+    csv_opts o = CSV_OPTS_DEFAULT;
+    o.label_col = "klass";
+    load_fails("path,label\na.png,1\n", &o, ":1: no column named 'klass' (header has 'path', 'label')");
+    load_fails("path,label\na.png,99999999\n", NULL, ":2: label 99999999 is too large (limit 1000000)");
+}
+
+Test(csv, missing_file)
+{
+    ds_index ix;
+    errbuf e;
+    char *p = path_join(dir, "nope.csv");
+    cr_assert_eq(ds_index_load(&ix, p, NULL, &e), -1);
+    char *want;
+    cr_assert(asprintf(&want, "%s: No such file or directory", p) > 0);
+    cr_assert_str_eq(e.msg, want);
+    free(want);
+    free(p);
+}
+
+Test(csv, skip_bad_counts_and_warns)
+{
+    ds_index ix;
+    char *wbuf = NULL;
+    size_t wlen = 0;
+    FILE *w = open_memstream(&wbuf, &wlen);
+    csv_opts o = CSV_OPTS_DEFAULT;
+    o.skip_bad = 1;
+    o.warn = w;
+    load_ok(&ix, "data.csv", "path,label\na.png,1\nb.png,x\nc.png\nd.png,0\n", &o);
+    fclose(w);
+    cr_assert_eq(ix.n, 2);
+    cr_assert_eq(ix.bad_rows, 2);
+    cr_assert_str_eq(rel(&ix, 1), "d.png");
+    cr_assert(strstr(wbuf, "skipped 2 bad rows (first: ") != NULL, "%s", wbuf);
+    cr_assert(strstr(wbuf, "data.csv:3: label 'x' is not an integer") != NULL, "%s", wbuf);
+    free(wbuf);
+    ds_index_free(&ix);
+}
+
+Test(csv, check_files_reports_missing_with_lines)
+{
+    ds_index ix;
+    free(write_text(dir, "img/ok.png", "x"));
+    free(write_text(dir, "img/empty.png", ""));
+    load_ok(&ix, "data.csv", "path,label\nimg/ok.png,0\nimg/gone.png,1\nimg,0\nimg/empty.png,1\n",
+            NULL);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_eq(ds_index_check_files(&ix, f), 3);
+    fclose(f);
+    cr_assert(strstr(buf, "data.csv:3: ") && strstr(buf, "img/gone.png: No such file or directory"),
+              "%s", buf);
+    cr_assert(strstr(buf, "data.csv:4: ") && strstr(buf, "/img: is a directory"), "%s", buf);
+    cr_assert(strstr(buf, "data.csv:5: ") && strstr(buf, "img/empty.png: empty file"), "%s", buf);
+    free(buf);
+    ds_index_free(&ix);
+}
+
+Test(csv, big_csv_is_flat)
+{
+    /* 50k rows: loads, and the row array and strings are single blocks */
+    size_t cap = 50000 * 24 + 32, len = 0;
+    char *text = malloc(cap);
+    len += (size_t)sprintf(text, "path,label\n");
+    for (int i = 0; i < 50000; i++)
+        len += (size_t)sprintf(text + len, "im/%05d.png,%d\n", i, i % 7);
+    ds_index ix;
+    load_ok(&ix, "big.csv", text, NULL);
+    cr_assert_eq(ix.n, 50000);
+    cr_assert_eq(ix.nclasses, 7);
+    cr_assert_str_eq(rel(&ix, 49999), "im/49999.png");
+    cr_assert_eq(ix.rows[49999].line, 50001);
+    cr_assert_eq(ix.rows[49999].label, 49999 % 7);
+    free(text);
+    ds_index_free(&ix);
+}
+
+Test(csv, content_hash_changes_with_content)
+{
+    ds_index a, b, c;
+    load_ok(&a, "h1.csv", "path,label\na.png,0\n", NULL);
+    load_ok(&b, "h2.csv", "path,label\na.png,0\n", NULL);
+    load_ok(&c, "h3.csv", "path,label\na.png,1\n", NULL);
+    cr_assert_eq(a.content_hash, b.content_hash);
+    cr_assert_neq(a.content_hash, c.content_hash);
+    ds_index_free(&a);
+    ds_index_free(&b);
+    ds_index_free(&c);
+}
+
+/* The binary: a bad CSV exits 2 before any work, naming file and line. */
+Test(csv, train_binary_reports_and_exits_2)
+{
+    char *p = write_text(dir, "d.csv", "path,label\na.png,0\nb.png,cat\n");
+    char *argv[] = {(char *)train_bin(), p, NULL};
+    run_result r;
+    run_argv(argv, NULL, 60, &r);
+    cr_assert_eq(r.status, 2, "status %d, stderr: %s", r.status, r.err);
+    char *want;
+    cr_assert(asprintf(&want, "%s:3: label 'cat' is not an integer\n", p) > 0);
+    cr_assert(strstr(r.err, want), "stderr: %s", r.err);
+    free(want);
+    run_free(&r);
+    free(p);
+}
+
+Test(csv, train_binary_check_reports_missing_files)
+{
+    free(write_text(dir, "a.png", "not really a png"));
+    char *p = write_text(dir, "d.csv", "path,label\na.png,0\nmissing.png,1\n");
+    char *argv[] = {(char *)train_bin(), "--check", p, NULL};
+    run_result r;
+    run_argv(argv, NULL, 60, &r);
+    cr_assert_eq(r.status, 2, "status %d, stderr: %s", r.status, r.err);
+    cr_assert(strstr(r.err, "d.csv:3: ") && strstr(r.err, "missing.png: No such file or directory"),
+              "stderr: %s", r.err);
+    run_free(&r);
+    free(p);
+}

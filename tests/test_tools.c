@@ -1,0 +1,112 @@
+/* test_tools.c — the data-set tools produce what they promise. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <stb/stb_image.h>
+
+#include "../common/util.h"
+#include "../loader/csv_index.h"
+#include "helpers.h"
+
+static char *dir;
+static void setup(void) { dir = tmpdir_make(); }
+static void teardown(void) { tmpdir_remove(dir); }
+TestSuite(tools, .init = setup, .fini = teardown, .timeout = 120);
+
+static char *tool(const char *name)
+{
+    return path_join(tools_dir(), name);
+}
+
+Test(tools, fashion_mnist_limit)
+{
+    char *bin = tool("fashion_mnist"), *out = path_join(dir, "fm");
+    char *argv[] = {bin, "--out", out, "--limit", "40", NULL};
+    run_result r;
+    run_argv(argv, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    run_free(&r);
+
+    const char *splits[] = {"train.csv", "test.csv"};
+    for (int s = 0; s < 2; s++) {
+        char *csv = path_join(out, splits[s]);
+        ds_index ix;
+        errbuf e;
+        cr_assert_eq(ds_index_load(&ix, csv, NULL, &e), 0, "%s", e.msg);
+        cr_assert_eq(ix.n, 40);
+        cr_assert_leq(ix.nclasses, 10);
+        for (uint32_t i = 0; i < ix.n; i++) {
+            int w, h, c;
+            cr_assert(stbi_info(ds_path(&ix, i), &w, &h, &c), "%s", ds_path(&ix, i));
+            cr_assert(w == 28 && h == 28 && c == 1);
+        }
+        ds_index_free(&ix);
+        free(csv);
+    }
+    /* the first training item of Fashion-MNIST is an ankle boot (9) */
+    char *csv = path_join(out, "train.csv");
+    size_t len;
+    char *text = read_whole_file(csv, &len, NULL);
+    cr_assert(strncmp(text, "path,label\ntrain/00000.png,9\n", 29) == 0, "%s", text);
+    free(text);
+    free(csv);
+
+    /* a second run with the same limit is a no-op */
+    run_argv(argv, NULL, 60, &r);
+    cr_assert_eq(r.status, 0);
+    cr_assert(strstr(r.out, "up to date"), "%s", r.out);
+    run_free(&r);
+    free(bin);
+    free(out);
+}
+
+Test(tools, jpeg_set_counts_sizes_and_determinism)
+{
+    char *bin = tool("jpeg_set"), *a = path_join(dir, "a"), *b = path_join(dir, "b");
+    char *argv_a[] = {bin, "--n", "12", "--val", "3", "--out", a, "--seed", "7", NULL};
+    char *argv_b[] = {bin, "--n", "12", "--val", "3", "--out", b, "--seed", "7", NULL};
+    run_result r;
+    run_argv(argv_a, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    run_free(&r);
+    run_argv(argv_b, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "stderr: %s", r.err);
+    run_free(&r);
+
+    char *csv = path_join(a, "train.csv"), *vcsv = path_join(a, "val.csv");
+    ds_index ix, vx;
+    errbuf e;
+    cr_assert_eq(ds_index_load(&ix, csv, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(ds_index_load(&vx, vcsv, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(ix.n, 12);
+    cr_assert_eq(vx.n, 3);
+    for (uint32_t i = 0; i < ix.n; i++) {
+        const char *p = ds_path(&ix, i);
+        int w, h, c;
+        cr_assert(stbi_info(p, &w, &h, &c), "%s", p);
+        cr_assert(w == 512 && h == 384 && c == 3, "%s: %dx%dx%d", p, w, h, c);
+        struct stat st;
+        cr_assert_eq(stat(p, &st), 0);
+        cr_assert(st.st_size > 10 * 1024 && st.st_size < 200 * 1024, "%s: %ld bytes", p,
+                  (long)st.st_size);
+        /* same seed, same bytes */
+        char *other = path_join(b, p + strlen(a) + 1);
+        size_t la, lb;
+        char *da = read_whole_file(p, &la, NULL), *db = read_whole_file(other, &lb, NULL);
+        cr_assert(da && db && la == lb && memcmp(da, db, la) == 0, "%s differs", other);
+        free(da);
+        free(db);
+        free(other);
+    }
+    ds_index_free(&ix);
+    ds_index_free(&vx);
+    free(csv);
+    free(vcsv);
+    free(bin);
+    free(a);
+    free(b);
+}
