@@ -110,6 +110,21 @@ build/cuda/train: $(call variant_objs,cuda)
 build/asan/train: $(call variant_objs,asan)
 	$(CC) -o $@ $^ $(LDFLAGS_asan) $(LIBS)
 
+# ---------------------------------------------------------------- fragments
+# Each area adds its own benchmark, fuzz and helper rules in mk/<area>.mk and
+# appends to BENCH_TARGETS / FUZZ_TARGETS / TEST_EXTRA (prerequisites of
+# test-build), so areas do not edit each other's rules.
+BENCH_TARGETS :=
+FUZZ_TARGETS  :=
+TEST_EXTRA    :=
+include $(sort $(wildcard mk/*.mk))
+
+bench: bench-deps
+	@$(MAKE) --no-print-directory $(BENCH_TARGETS)
+fuzz:
+	$(call apt_install,$(FUZZ_PKGS))
+	@$(MAKE) --no-print-directory $(FUZZ_TARGETS)
+
 # ---------------------------------------------------------------- tests
 TEST_OBJS := $(patsubst %.c,build/asan/%.o,$(TEST_SRC) $(LIB_SRC))
 build/asan/tests/run: $(TEST_OBJS)
@@ -123,7 +138,7 @@ build/tools/%: tools/%.c tools/idx.h common/util.c common/util.h common/rng.h
 	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< common/util.c $(LIBS) -lz
 
 test-build: build/cpu/train $(if $(CUDA_FOUND),build/cuda/train) build/asan/train \
-            build/asan/tests/run $(TOOLS)
+            build/asan/tests/run $(TOOLS) $(TEST_EXTRA)
 
 # The suite runs in the asan build; the tests run the asan ./train too.
 test: deps
