@@ -1,0 +1,72 @@
+/* kernels.h — element-wise arithmetic shared by the CPU and GPU backends.
+ *
+ * Each function computes one element (or one row) of an operation. The CPU
+ * backend calls them in loops; the CUDA kernels in cuda/ call them once per
+ * thread. They compile as C11 with gcc and as CUDA C++ with nvcc (KERNEL_FN
+ * becomes __host__ __device__ there), so the arithmetic the GPU runs is the
+ * arithmetic the CPU tests check. Keep them free of libc beyond <math.h>
+ * functions that exist on the device (expf, logf, fmaxf).
+ */
+#ifndef TRAIN_KERNELS_H
+#define TRAIN_KERNELS_H
+
+#include <math.h>
+#include <stdint.h>
+
+#ifdef __CUDACC__
+#define KERNEL_FN static inline __host__ __device__
+#else
+#define KERNEL_FN static inline
+#endif
+
+/* (v / 255 - mean) / std, with the reciprocal precomputed by the caller */
+KERNEL_FN float k_normalize(uint8_t v, float mean, float inv_std)
+{
+    return ((float)v * (1.0f / 255.0f) - mean) * inv_std;
+}
+
+KERNEL_FN float k_relu(float x)
+{
+    return x > 0.0f ? x : 0.0f;
+}
+
+/* gradient through relu, given the forward output */
+KERNEL_FN float k_relu_grad(float dout, float out)
+{
+    return out > 0.0f ? dout : 0.0f;
+}
+
+/* one parameter of SGD with momentum and L2 weight decay */
+KERNEL_FN void k_sgd(float *w, float *v, float g, float lr, float momentum, float wd)
+{
+    float gd = g + wd * *w;
+    float vn = momentum * *v + gd;
+    *v = vn;
+    *w = *w - lr * vn;
+}
+
+/* Softmax cross-entropy of one sample with K logits. Writes the row of
+ * dlogits ((p - onehot) * scale), the argmax to *pred, returns the loss. */
+KERNEL_FN float k_softmax_xent_row(float *dlogits, int32_t *pred, const float *logits, int32_t label,
+                                   int K, float scale)
+{
+    float mx = logits[0];
+    int32_t arg = 0;
+    for (int k = 1; k < K; k++)
+        if (logits[k] > mx) {
+            mx = logits[k];
+            arg = k;
+        }
+    float sum = 0.0f;
+    for (int k = 0; k < K; k++)
+        sum += expf(logits[k] - mx);
+    float inv = 1.0f / sum;
+    for (int k = 0; k < K; k++) {
+        float p = expf(logits[k] - mx) * inv;
+        dlogits[k] = (p - (k == label ? 1.0f : 0.0f)) * scale;
+    }
+    *pred = arg;
+    return logf(sum) - (logits[label] - mx);
+}
+
+#endif
