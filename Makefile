@@ -113,10 +113,12 @@ build/asan/train: $(call variant_objs,asan)
 # ---------------------------------------------------------------- fragments
 # Each area adds its own benchmark, fuzz and helper rules in mk/<area>.mk and
 # appends to BENCH_TARGETS / FUZZ_TARGETS / TEST_EXTRA (prerequisites of
-# test-build), so areas do not edit each other's rules.
+# test-build) / TEST_SUITES (further Criterion binaries `make test` runs after
+# the main suite), so areas do not edit each other's rules.
 BENCH_TARGETS :=
 FUZZ_TARGETS  :=
 TEST_EXTRA    :=
+TEST_SUITES   :=
 include $(sort $(wildcard mk/*.mk))
 
 bench: bench-deps
@@ -146,7 +148,8 @@ test: deps
 	@cp build/$(VARIANT)/train train
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	TRAIN_BIN=$(CURDIR)/build/asan/train TRAIN_TOOLS=$(CURDIR)/build/tools \
-	TRAIN_ROOT=$(CURDIR) tests/run-suite build/asan/tests/run --jobs 2 $(TESTFLAGS)
+	TRAIN_ROOT=$(CURDIR) sh -c 'set -e; for s in build/asan/tests/run $(TEST_SUITES); do \
+	  echo "== $$s"; tests/run-suite $$s --jobs 2 $(TESTFLAGS); done'
 
 # ---------------------------------------------------------------- dependencies
 DEB_PKGS := build-essential pkg-config zlib1g-dev libturbojpeg0-dev libstb-dev libcsv-dev \
