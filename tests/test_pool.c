@@ -1,0 +1,510 @@
+/* test_pool.c — the worker pool with real forked workers and real files.
+ *
+ * The samples are small files whose bytes depend on the sample index; the
+ * load function reads the file and mixes in bytes from the sample's rng, so
+ * a batch digest covers which samples, in which order, with which
+ * augmentation. The image pipeline itself is tested in test_image.c.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../loader/csv_index.h"
+#include "../loader/pool.h"
+#include "../loader/sampler.h"
+#include "helpers.h"
+
+#define SAMPLE 24
+#define NSAMPLES 57
+
+static char *dir;
+static ds_index ix;
+
+static void make_set(int bad_index)
+{
+    dir = tmpdir_make();
+    size_t cap = 64 * NSAMPLES + 32, len = 0;
+    char *csv = malloc(cap);
+    len += (size_t)sprintf(csv, "path,label\n");
+    for (int i = 0; i < NSAMPLES; i++) {
+        char name[32];
+        unsigned char bytes[SAMPLE];
+        for (int k = 0; k < SAMPLE; k++)
+            bytes[k] = (unsigned char)(i * 31 + k * 7);
+        if (i == bad_index)
+            memcpy(bytes, "BAD", 3);
+        sprintf(name, "s/%03d.bin", i);
+        free(write_file(dir, name, bytes, SAMPLE));
+        len += (size_t)sprintf(csv + len, "%s,%d\n", name, i % 5);
+    }
+    char *p = write_text(dir, "data.csv", csv);
+    free(csv);
+    errbuf e;
+    cr_assert_eq(ds_index_load(&ix, p, NULL, &e), 0, "%s", e.msg);
+    free(p);
+}
+
+static void setup(void) { make_set(-1); }
+static void teardown(void)
+{
+    ds_index_free(&ix);
+    tmpdir_remove(dir);
+}
+
+typedef struct wctx {
+    int slow; /* microseconds of extra work on every 5th sample */
+} wctx;
+
+static int slow_us;
+static void *winit(void *arg)
+{
+    (void)arg;
+    wctx *w = malloc(sizeof *w);
+    w->slow = slow_us;
+    return w;
+}
+static void wfini(void *w) { free(w); }
+
+static int load(void *wc, int src, uint32_t index, pool_job_kind kind, rng *r, uint8_t *out,
+                errbuf *e)
+{
+    wctx *w = wc;
+    const char *path = ds_path(&ix, index);
+    (void)src;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return errf(e, "%s: %s", path, strerror(errno));
+    unsigned char buf[SAMPLE];
+    ssize_t n = read(fd, buf, SAMPLE);
+    close(fd);
+    if (n != SAMPLE)
+        return errf(e, "%s: short file", path);
+    if (memcmp(buf, "BAD", 3) == 0)
+        return errf(e, "%s: corrupt sample", path);
+    if (w->slow && index % 5 == 0)
+        usleep((useconds_t)w->slow);
+    for (int k = 0; k < SAMPLE; k++)
+        out[k] = buf[k] ^ (kind == POOL_JOB_TRAIN ? (uint8_t)rng_next(r) : 0);
+    return 0;
+}
+
+static pool_config config(int workers, int prefetch, uint32_t batch)
+{
+    pool_config c = {.workers = workers,
+                     .prefetch = prefetch,
+                     .batch = batch,
+                     .sample_bytes = SAMPLE,
+                     .nsrc = 1,
+                     .seed = 1234,
+                     .load = load,
+                     .worker_init = winit,
+                     .worker_fini = wfini};
+    c.src[0] = &ix;
+    return c;
+}
+
+/* Digest of every batch of `epochs` training epochs. */
+static uint64_t run_digest(pool_config c, int epochs, int drop_last, int *nbatches)
+{
+    errbuf e;
+    pool *p = pool_create(&c, &e);
+    cr_assert_not_null(p, "%s", e.msg);
+    for (int ep = 0; ep < epochs; ep++) {
+        pool_job j = {.src = 0, .kind = POOL_JOB_TRAIN, .epoch = (uint32_t)ep, .batch = 8,
+                      .shuffle = 1, .drop_last = drop_last};
+        pool_post(p, &j);
+    }
+    uint64_t h = 0;
+    int n = 0;
+    pool_batch b;
+    int rc;
+    while ((rc = pool_next(p, &b, &e)) == POOL_OK) {
+        h = hash64(&b.seq, sizeof b.seq, h);
+        h = hash64(&b.count, sizeof b.count, h);
+        h = hash64(b.indices, b.count * sizeof *b.indices, h);
+        h = hash64(b.labels, b.count * sizeof *b.labels, h);
+        h = hash64(b.data, b.count * SAMPLE, h);
+        for (uint32_t i = 0; i < b.count; i++)
+            cr_assert_eq(b.labels[i], ix.rows[b.indices[i]].label);
+        pool_release(p, &b);
+        n++;
+    }
+    cr_assert_eq(rc, POOL_END, "%s", e.msg);
+    pool_destroy(p);
+    if (nbatches)
+        *nbatches = n;
+    return h;
+}
+
+/* Exists and is not a zombie (an orphaned zombie waits for init to reap it). */
+static int process_alive(int pid)
+{
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
+}
+
+TestSuite(pool, .init = setup, .fini = teardown, .timeout = 60);
+
+Test(pool, same_batches_for_any_workers_and_prefetch)
+{
+    slow_us = 300;
+    int nb;
+    uint64_t ref = run_digest(config(0, 1, 8), 2, 0, &nb);
+    cr_assert_eq(nb, 2 * 8, "57 samples in batches of 8: 8 batches per epoch");
+    int cfgs[][2] = {{1, 1}, {3, 1}, {3, 4}, {1, 4}, {2, 2}};
+    for (size_t i = 0; i < sizeof cfgs / sizeof *cfgs; i++) {
+        uint64_t d = run_digest(config(cfgs[i][0], cfgs[i][1], 8), 2, 0, NULL);
+        cr_assert_eq(d, ref, "workers %d prefetch %d differ from workers 0", cfgs[i][0],
+                     cfgs[i][1]);
+    }
+}
+
+Test(pool, digest_differs_between_epochs_and_seeds)
+{
+    pool_config c = config(2, 2, 8);
+    uint64_t two = run_digest(c, 2, 0, NULL);
+    uint64_t one = run_digest(c, 1, 0, NULL);
+    cr_assert_neq(two, one);
+    c.seed = 99;
+    cr_assert_neq(run_digest(c, 1, 0, NULL), one);
+    cr_assert_neq(run_digest(c, 2, 0, NULL), two);
+}
+
+Test(pool, epochs_shuffle_differently_and_cover_every_sample)
+{
+    errbuf e;
+    pool_config c = config(2, 3, 8);
+    pool *p = pool_create(&c, &e);
+    cr_assert_not_null(p, "%s", e.msg);
+    for (int ep = 0; ep < 2; ep++) {
+        pool_job j = {.kind = POOL_JOB_TRAIN, .epoch = (uint32_t)ep, .batch = 8, .shuffle = 1};
+        pool_post(p, &j);
+    }
+    uint32_t order[2][NSAMPLES];
+    int seen[2][NSAMPLES] = {{0}}, k[2] = {0, 0};
+    pool_batch b;
+    while (pool_next(p, &b, &e) == POOL_OK) {
+        cr_assert(b.job == 0 || b.job == 1);
+        for (uint32_t i = 0; i < b.count; i++) {
+            order[b.job][k[b.job]++] = b.indices[i];
+            seen[b.job][b.indices[i]]++;
+        }
+        pool_release(p, &b);
+    }
+    pool_destroy(p);
+    cr_assert_eq(k[0], NSAMPLES);
+    cr_assert_eq(k[1], NSAMPLES);
+    for (int i = 0; i < NSAMPLES; i++)
+        cr_assert(seen[0][i] == 1 && seen[1][i] == 1);
+    cr_assert(memcmp(order[0], order[1], sizeof order[0]) != 0);
+}
+
+Test(pool, ring_sizing_drop_last_and_partial_batch)
+{
+    errbuf e;
+    pool_config c = config(3, 2, 8);
+    pool *p = pool_create(&c, &e);
+    cr_assert_not_null(p, "%s", e.msg);
+    cr_assert_eq(pool_ring_slots(p), 6);
+    size_t bytes;
+    void *ring = pool_ring(p, &bytes);
+    cr_assert_not_null(ring);
+    cr_assert_eq((uintptr_t)ring % 4096, 0, "the ring is page aligned (for cudaHostRegister)");
+    cr_assert_eq(bytes, 6 * 4096);
+    pool_job keep = {.kind = POOL_JOB_EVAL, .batch = 8};
+    pool_job drop = {.kind = POOL_JOB_EVAL, .batch = 8, .drop_last = 1};
+    int a = pool_post(p, &keep), d = pool_post(p, &drop);
+    cr_assert_eq(pool_job_batches(p, a), 8);
+    cr_assert_eq(pool_job_batches(p, d), 7);
+    pool_batch b;
+    uint32_t sizes[16];
+    int n = 0;
+    while (pool_next(p, &b, &e) == POOL_OK) {
+        sizes[n++] = b.count;
+        if (b.job == 0) /* no shuffle: identity order */
+            cr_assert_eq(b.indices[0], b.index * 8);
+        pool_release(p, &b);
+    }
+    pool_destroy(p);
+    cr_assert_eq(n, 15);
+    cr_assert_eq(sizes[7], 1, "57 = 7 x 8 + 1: the last batch of the first pass has 1 sample");
+    for (int i = 8; i < 15; i++)
+        cr_assert_eq(sizes[i], 8);
+
+    pool_config z = config(0, 2, 8);
+    p = pool_create(&z, &e);
+    cr_assert_eq(pool_ring_slots(p), 1, "0 workers: one slot");
+    pool_destroy(p);
+}
+
+Test(pool, several_batches_held_at_once)
+{
+    /* an asynchronous copy holds slots for a while: release out of order */
+    errbuf e;
+    pool_config c = config(2, 2, 8);
+    pool *p = pool_create(&c, &e);
+    pool_job j = {.kind = POOL_JOB_TRAIN, .batch = 8, .shuffle = 1};
+    pool_post(p, &j);
+    pool_batch held[3];
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(pool_next(p, &held[i], &e), POOL_OK, "%s", e.msg);
+        n++;
+    }
+    pool_release(p, &held[1]);
+    pool_release(p, &held[0]);
+    pool_release(p, &held[2]);
+    pool_batch b;
+    while (pool_next(p, &b, &e) == POOL_OK) {
+        n++;
+        pool_release(p, &b);
+    }
+    cr_assert_eq(n, 8);
+    pool_destroy(p);
+}
+
+Test(pool, bad_sample_names_csv_line_and_file)
+{
+    teardown();
+    make_set(17);
+    for (int workers = 0; workers <= 2; workers += 2) {
+        errbuf e;
+        pool_config c = config(workers, 2, 8);
+        pool *p = pool_create(&c, &e);
+        pool_job j = {.kind = POOL_JOB_EVAL, .batch = 8};
+        pool_post(p, &j);
+        pool_batch b;
+        int rc;
+        while ((rc = pool_next(p, &b, &e)) == POOL_OK)
+            pool_release(p, &b);
+        pool_destroy(p);
+        cr_assert_eq(rc, POOL_BAD_SAMPLE);
+        char *want;
+        cr_assert(asprintf(&want, "%s:19: %s: corrupt sample", ix.csv_path, ds_path(&ix, 17)) > 0);
+        cr_assert_str_eq(e.msg, want, "workers %d", workers);
+        free(want);
+    }
+}
+
+Test(pool, skip_bad_replaces_deterministically)
+{
+    teardown();
+    make_set(17);
+    uint64_t d[2];
+    for (int k = 0; k < 2; k++) {
+        errbuf e;
+        pool_config c = config(k * 3, 2, 8);
+        c.skip_bad = 1;
+        pool *p = pool_create(&c, &e);
+        pool_job j = {.kind = POOL_JOB_TRAIN, .batch = 8, .shuffle = 1};
+        pool_post(p, &j);
+        pool_batch b;
+        uint32_t skipped = 0;
+        d[k] = 0;
+        while (pool_next(p, &b, &e) == POOL_OK) {
+            skipped += b.skipped;
+            for (uint32_t i = 0; i < b.count; i++)
+                cr_assert_neq(b.indices[i], 17);
+            d[k] = hash64(b.data, b.count * SAMPLE, d[k]);
+            d[k] = hash64(b.indices, b.count * 4, d[k]);
+            pool_release(p, &b);
+        }
+        pool_destroy(p);
+        cr_assert_eq(skipped, 1);
+    }
+    cr_assert_eq(d[0], d[1]);
+}
+
+static void consume_killing_worker(pool_config c, uint64_t *digest, int *status, char *msg,
+                                   pool_stats *st)
+{
+    errbuf e;
+    pool *p = pool_create(&c, &e);
+    cr_assert_not_null(p, "%s", e.msg);
+    for (int ep = 0; ep < 2; ep++) {
+        pool_job j = {.kind = POOL_JOB_TRAIN, .epoch = (uint32_t)ep, .batch = 8, .shuffle = 1};
+        pool_post(p, &j);
+    }
+    pool_batch b;
+    int rc, n = 0;
+    *digest = 0;
+    while ((rc = pool_next(p, &b, &e)) == POOL_OK) {
+        *digest = hash64(b.data, b.count * SAMPLE, *digest);
+        *digest = hash64(b.indices, b.count * 4, *digest);
+        pool_release(p, &b);
+        if (++n == 3) {
+            int pids[8];
+            int np = pool_pids(p, pids, 8);
+            cr_assert_geq(np, 3, "supervisor + 2 workers");
+            usleep(5000); /* let it claim its next batch */
+            kill(pids[1], SIGKILL); /* pids[0] is the supervisor */
+        }
+    }
+    *status = rc;
+    strcpy(msg, e.msg);
+    pool_get_stats(p, st);
+    pool_destroy(p);
+}
+
+Test(pool, killed_worker_is_named_and_fails)
+{
+    slow_us = 20000; /* slow enough that the worker is busy when killed */
+    uint64_t d;
+    int rc;
+    char msg[ERR_MAX];
+    pool_stats st;
+    double t0 = now_sec();
+    consume_killing_worker(config(2, 1, 8), &d, &rc, msg, &st);
+    cr_assert_eq(rc, POOL_WORKER_LOST);
+    cr_assert(strstr(msg, "loader worker ") && strstr(msg, "was killed by signal 9 (Killed)"), "%s",
+              msg);
+    cr_assert(strstr(msg, "(pid "), "%s", msg);
+    cr_assert(now_sec() - t0 < 20, "detected promptly");
+}
+
+Test(pool, respawn_survives_with_the_same_batches)
+{
+    slow_us = 20000;
+    uint64_t ref = run_digest(config(0, 1, 8), 2, 0, NULL);
+    pool_config c = config(2, 1, 8);
+    c.respawn = 1;
+    uint64_t d;
+    int rc;
+    char msg[ERR_MAX];
+    pool_stats st;
+    consume_killing_worker(c, &d, &rc, msg, &st);
+    cr_assert_eq(rc, POOL_END, "%s", msg);
+    cr_assert_eq(st.respawns, 1);
+    /* the run continues; the two epochs match an undisturbed run */
+    uint64_t ref2 = 0;
+    {
+        errbuf e;
+        pool_config z = config(0, 1, 8);
+        pool *p = pool_create(&z, &e);
+        for (int ep = 0; ep < 2; ep++) {
+            pool_job j = {.kind = POOL_JOB_TRAIN, .epoch = (uint32_t)ep, .batch = 8, .shuffle = 1};
+            pool_post(p, &j);
+        }
+        pool_batch b;
+        while (pool_next(p, &b, &e) == POOL_OK) {
+            ref2 = hash64(b.data, b.count * SAMPLE, ref2);
+            ref2 = hash64(b.indices, b.count * 4, ref2);
+            pool_release(p, &b);
+        }
+        pool_destroy(p);
+    }
+    (void)ref;
+    cr_assert_eq(d, ref2);
+}
+
+Test(pool, timeout_names_the_batch_and_worker)
+{
+    slow_us = 1500000; /* 1.5 s on every 5th sample */
+    errbuf e;
+    pool_config c = config(1, 1, 8);
+    c.timeout = 0.5;
+    pool *p = pool_create(&c, &e);
+    pool_job j = {.kind = POOL_JOB_EVAL, .batch = 8};
+    pool_post(p, &j);
+    pool_batch b;
+    int rc = pool_next(p, &b, &e);
+    pool_destroy(p);
+    cr_assert_eq(rc, POOL_WORKER_LOST);
+    cr_assert(strstr(e.msg, "timeout: validation batch 0 of epoch 0 not delivered within 0.5 s "
+                            "(loader worker 0, pid "),
+              "%s", e.msg);
+}
+
+Test(pool, no_process_outlives_destroy)
+{
+    errbuf e;
+    pool_config c = config(3, 2, 8);
+    pool *p = pool_create(&c, &e);
+    pool_job j = {.kind = POOL_JOB_TRAIN, .batch = 8};
+    pool_post(p, &j);
+    pool_batch b;
+    cr_assert_eq(pool_next(p, &b, &e), POOL_OK);
+    int pids[8], n = pool_pids(p, pids, 8);
+    for (int t = 0; t < 1000 && n < 4; t++) { /* the supervisor forks them one by one */
+        usleep(1000);
+        n = pool_pids(p, pids, 8);
+    }
+    cr_assert_eq(n, 4);
+    pool_destroy(p); /* mid-epoch, batches in flight */
+    for (int i = 0; i < n; i++)
+        cr_assert(!process_alive(pids[i]), "pid %d still exists", pids[i]);
+    cr_assert_eq(count_children(getpid()), 0);
+}
+
+Test(pool, workers_die_with_the_main_process)
+{
+    /* a child process creates a pool and is killed: its workers follow */
+    int fds[2];
+    cr_assert_eq(pipe(fds), 0);
+    pid_t child = fork();
+    if (child == 0) {
+        errbuf e;
+        pool_config c = config(2, 2, 8);
+        pool *p = pool_create(&c, &e);
+        int pids[8], n = pool_pids(p, pids, 8);
+        while (n < 3) { /* wait until both workers are forked */
+            usleep(1000);
+            n = pool_pids(p, pids, 8);
+        }
+        if (write(fds[1], pids, sizeof(int) * 3) < 0)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    close(fds[1]);
+    int pids[3];
+    cr_assert_eq(read(fds[0], pids, sizeof pids), (ssize_t)sizeof pids);
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    for (int i = 0; i < 3; i++) {
+        int gone = 0;
+        for (int t = 0; t < 200 && !gone; t++) {
+            gone = !process_alive(pids[i]);
+            if (!gone)
+                usleep(10000);
+        }
+        cr_assert(gone, "pid %d outlived its main process", pids[i]);
+    }
+}
+
+Test(pool, sampler_is_a_permutation_keyed_by_seed_epoch)
+{
+    uint32_t a[100], b[100], c[100];
+    sampler_permutation(a, 100, 1, 0, 0, 1);
+    sampler_permutation(b, 100, 1, 0, 0, 1);
+    sampler_permutation(c, 100, 1, 1, 0, 1);
+    cr_assert(memcmp(a, b, sizeof a) == 0);
+    cr_assert(memcmp(a, c, sizeof a) != 0);
+    int seen[100] = {0};
+    for (int i = 0; i < 100; i++)
+        seen[a[i]]++;
+    for (int i = 0; i < 100; i++)
+        cr_assert_eq(seen[i], 1);
+    sampler_permutation(a, 100, 1, 0, 0, 0);
+    for (int i = 0; i < 100; i++)
+        cr_assert_eq(a[i], (uint32_t)i);
+    cr_assert_eq(sampler_batches(57, 8, 0), 8);
+    cr_assert_eq(sampler_batches(57, 8, 1), 7);
+    cr_assert_eq(sampler_batch_size(57, 8, 7), 1);
+    cr_assert_eq(sampler_batch_size(57, 8, 8), 0);
+}
