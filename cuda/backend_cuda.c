@@ -70,10 +70,7 @@ static void gpu_download(backend *be, void *dst, const void *src, size_t bytes)
     CUDA_CHECK(cudaStreamSynchronize(g->compute));
 }
 
-static void gpu_synchronize(backend *be)
-{
-    CUDA_CHECK(cudaStreamSynchronize(gpu_of(be)->compute));
-}
+static void gpu_synchronize(backend *be) { CUDA_CHECK(cudaStreamSynchronize(gpu_of(be)->compute)); }
 
 /* ---------------------------------------------------------------- kernel ops */
 
@@ -207,7 +204,7 @@ backend *backend_cuda_create(int device, errbuf *e)
      * gradient routing on every run. */
     CUDNN_CHECK(cudnnSetPooling2dDescriptor(g->pool, CUDNN_POOLING_MAX_DETERMINISTIC,
                                             CUDNN_NOT_PROPAGATE_NAN, 2, 2, 0, 0, 2, 2));
-    CUDNN_CHECK(cudnnSetActivationDescriptor(g->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN,
-                                             0.0));
+    CUDNN_CHECK(
+        cudnnSetActivationDescriptor(g->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
     return be;
 }

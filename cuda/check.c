@@ -68,7 +68,8 @@ static const char *cudnn_name(cudnnStatus_t st)
     return cudnnGetErrorString(st);
 }
 
-void gpu_check_cudnn(cudnnStatus_t st, const char *stmt, const char *func, const char *file, int line)
+void gpu_check_cudnn(cudnnStatus_t st, const char *stmt, const char *func, const char *file,
+                     int line)
 {
     cudaError_t as = sync_if_asked();
     if (st != CUDNN_STATUS_SUCCESS) {

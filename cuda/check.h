@@ -32,7 +32,8 @@ extern "C" {
 #define CUBLAS_CHECK(call) gpu_check_cublas((call), #call, __func__, __FILE__, __LINE__)
 
 void gpu_check_cuda(cudaError_t st, const char *stmt, const char *func, const char *file, int line);
-void gpu_check_cudnn(cudnnStatus_t st, const char *stmt, const char *func, const char *file, int line);
+void gpu_check_cudnn(cudnnStatus_t st, const char *stmt, const char *func, const char *file,
+                     int line);
 void gpu_check_cublas(cublasStatus_t st, const char *stmt, const char *func, const char *file,
                       int line);
 

@@ -54,7 +54,8 @@ static int imprecise(int dir, int algo)
 {
     switch (dir) {
     case DIR_FWD:
-        return algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT || algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
+        return algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT ||
+               algo == CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING ||
                algo == CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
     case DIR_DATA:
         return algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT ||
@@ -86,14 +87,14 @@ static int want_find(void)
     return v && *v && strcmp(v, "0") != 0;
 }
 
-#define COPY_PERF(dst, src, n)                         \
-    for (int i_ = 0; i_ < (n); i_++) {                 \
-        (dst)[i_].algo = (int)(src)[i_].algo;          \
-        (dst)[i_].status = (src)[i_].status;           \
-        (dst)[i_].time = (src)[i_].time;               \
-        (dst)[i_].memory = (src)[i_].memory;           \
-        (dst)[i_].determinism = (src)[i_].determinism; \
-        (dst)[i_].math = (src)[i_].mathType;           \
+#define COPY_PERF(dst, src, n)                                                                     \
+    for (int i_ = 0; i_ < (n); i_++) {                                                             \
+        (dst)[i_].algo = (int)(src)[i_].algo;                                                      \
+        (dst)[i_].status = (src)[i_].status;                                                       \
+        (dst)[i_].time = (src)[i_].time;                                                           \
+        (dst)[i_].memory = (src)[i_].memory;                                                       \
+        (dst)[i_].determinism = (src)[i_].determinism;                                             \
+        (dst)[i_].math = (src)[i_].mathType;                                                       \
     }
 
 static void choose_fwd(gpu_ctx *g, conv_plan *p)
@@ -105,9 +106,11 @@ static void choose_fwd(gpu_ctx *g, conv_plan *p)
     if (max > ALGO_MAX || max < 1)
         max = ALGO_MAX;
     if (want_find())
-        CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(g->dnn, p->x, p->w, p->cf, p->y, max, &n, r));
+        CUDNN_CHECK(
+            cudnnFindConvolutionForwardAlgorithm(g->dnn, p->x, p->w, p->cf, p->y, max, &n, r));
     else
-        CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(g->dnn, p->x, p->w, p->cf, p->y, max, &n, r));
+        CUDNN_CHECK(
+            cudnnGetConvolutionForwardAlgorithm_v7(g->dnn, p->x, p->w, p->cf, p->y, max, &n, r));
     COPY_PERF(a, r, n);
     int i = pick(a, n, DIR_FWD);
     if (i < 0)
@@ -115,7 +118,8 @@ static void choose_fwd(gpu_ctx *g, conv_plan *p)
     p->fwd = (cudnnConvolutionFwdAlgo_t)a[i].algo;
     CUDNN_CHECK(cudnnSetConvolutionMathType(p->cf, a[i].math));
     size_t ws = 0;
-    CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(g->dnn, p->x, p->w, p->cf, p->y, p->fwd, &ws));
+    CUDNN_CHECK(
+        cudnnGetConvolutionForwardWorkspaceSize(g->dnn, p->x, p->w, p->cf, p->y, p->fwd, &ws));
     if (ws > p->ws_bytes)
         p->ws_bytes = ws;
 }
@@ -129,10 +133,11 @@ static void choose_data(gpu_ctx *g, conv_plan *p)
     if (max > ALGO_MAX || max < 1)
         max = ALGO_MAX;
     if (want_find())
-        CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(g->dnn, p->w, p->y, p->cd, p->x, max, &n, r));
-    else
         CUDNN_CHECK(
-            cudnnGetConvolutionBackwardDataAlgorithm_v7(g->dnn, p->w, p->y, p->cd, p->x, max, &n, r));
+            cudnnFindConvolutionBackwardDataAlgorithm(g->dnn, p->w, p->y, p->cd, p->x, max, &n, r));
+    else
+        CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(g->dnn, p->w, p->y, p->cd, p->x,
+                                                                max, &n, r));
     COPY_PERF(a, r, n);
     int i = pick(a, n, DIR_DATA);
     if (i < 0)
@@ -155,11 +160,11 @@ static void choose_filter(gpu_ctx *g, conv_plan *p)
     if (max > ALGO_MAX || max < 1)
         max = ALGO_MAX;
     if (want_find())
-        CUDNN_CHECK(
-            cudnnFindConvolutionBackwardFilterAlgorithm(g->dnn, p->x, p->y, p->cw, p->w, max, &n, r));
+        CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(g->dnn, p->x, p->y, p->cw, p->w,
+                                                                max, &n, r));
     else
-        CUDNN_CHECK(
-            cudnnGetConvolutionBackwardFilterAlgorithm_v7(g->dnn, p->x, p->y, p->cw, p->w, max, &n, r));
+        CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g->dnn, p->x, p->y, p->cw, p->w,
+                                                                  max, &n, r));
     COPY_PERF(a, r, n);
     int i = pick(a, n, DIR_FILTER);
     if (i < 0)
@@ -204,8 +209,10 @@ void *gpu_conv_plan(backend *be, const conv_shape *s)
     CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->cf));
     CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->cd));
     CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->cw));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->B, s->C, s->H, s->W));
-    CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s->K, s->C, s->R, s->S));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->B, s->C,
+                                           s->H, s->W));
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s->K, s->C,
+                                           s->R, s->S));
     set_conv_desc(p->cf, s);
     set_conv_desc(p->cd, s);
     set_conv_desc(p->cw, s);
@@ -215,7 +222,8 @@ void *gpu_conv_plan(backend *be, const conv_shape *s)
         gpu_fatal(__func__, "conv_shape says %dx%dx%dx%d out, cuDNN says %dx%dx%dx%d", s->B, s->K,
                   s->OH, s->OW, n, c, h, w);
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, s->K, 1, 1));
+    CUDNN_CHECK(
+        cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, s->K, 1, 1));
     choose_fwd(g, p);
     choose_data(g, p);
     choose_filter(g, p);
@@ -256,8 +264,8 @@ void gpu_conv_forward(backend *be, void *plan, float *out, const float *in, cons
 {
     gpu_ctx *g = gpu_of(be);
     conv_plan *p = plan_for(plan, s, __func__);
-    CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, p->x, in, p->w, w, p->cf, p->fwd, g->workspace,
-                                        g->workspace_bytes, &zero, p->y, out));
+    CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, p->x, in, p->w, w, p->cf, p->fwd,
+                                        g->workspace, g->workspace_bytes, &zero, p->y, out));
     CUDNN_CHECK(cudnnAddTensor(g->dnn, &one, p->bias, bias, &one, p->y, out));
 }
 
@@ -267,9 +275,11 @@ void gpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *db
     gpu_ctx *g = gpu_of(be);
     conv_plan *p = plan_for(plan, s, __func__);
     CUDNN_CHECK(cudnnConvolutionBackwardBias(g->dnn, &one, p->y, dout, &zero, p->bias, dbias));
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, p->x, in, p->y, dout, p->cw, p->bwd_filter,
-                                               g->workspace, g->workspace_bytes, &zero, p->w, dw));
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, p->x, in, p->y, dout, p->cw,
+                                               p->bwd_filter, g->workspace, g->workspace_bytes,
+                                               &zero, p->w, dw));
     if (din)
-        CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, w, p->y, dout, p->cd, p->bwd_data,
-                                                 g->workspace, g->workspace_bytes, &zero, p->x, din));
+        CUDNN_CHECK(cudnnConvolutionBackwardData(g->dnn, &one, p->w, w, p->y, dout, p->cd,
+                                                 p->bwd_data, g->workspace, g->workspace_bytes,
+                                                 &zero, p->x, din));
 }

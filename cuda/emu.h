@@ -27,8 +27,8 @@
 
 extern "C" {
 /* Enqueue job on stream s; run(job) executes it, drop(job) frees it. */
-cudaError_t emu_enqueue(cudaStream_t s, const char *kernel, void (*run)(void *), void (*drop)(void *),
-                        void *job);
+cudaError_t emu_enqueue(cudaStream_t s, const char *kernel, void (*run)(void *),
+                        void (*drop)(void *), void *job);
 /* 0 when p is NULL or inside a live device allocation; else reports and -1 */
 int emu_check_arg(const char *kernel, int index, const void *p);
 /* record a failed launch: cudaGetLastError returns err next */

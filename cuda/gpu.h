@@ -60,7 +60,7 @@ int gpu_selftest_run(backend *be, FILE *out);
  * NVML does not know, or NVML_ERROR_NOT_SUPPORTED all give available = 0 with
  * the reason, never an error. */
 typedef struct gpu_util {
-    int available;     /* 0: n/a, see why */
+    int available; /* 0: n/a, see why */
     char why[160];
     int samples;
     double util_avg;   /* % of time a kernel was running, mean of samples */

@@ -42,10 +42,7 @@ typedef struct gpu_ctx {
     void *pinned[PIN_MAX]; /* host_pin'ed ranges, unregistered at destroy */
 } gpu_ctx;
 
-static inline gpu_ctx *gpu_of(backend *be)
-{
-    return (gpu_ctx *)be->ctx;
-}
+static inline gpu_ctx *gpu_of(backend *be) { return (gpu_ctx *)be->ctx; }
 
 /* conv.c */
 void *gpu_conv_plan(backend *be, const conv_shape *s);
@@ -82,6 +79,7 @@ void gpu_staging_free(gpu_ctx *g); /* events and remaining registrations */
 
 /* A contract violation by the caller (bad shape, size beyond int): print
  * and exit 1 like a failed CUDA call. */
-void gpu_fatal(const char *func, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+void gpu_fatal(const char *func, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
 
 #endif

@@ -14,7 +14,7 @@
 
 #ifdef KERNEL_EMULATION
 #include "emu.h"
-#define LAUNCH_EXPR(k, grid, block, stream, ...) \
+#define LAUNCH_EXPR(k, grid, block, stream, ...)                                                   \
     emu_launch((stream), (grid), (block), #k, k, __VA_ARGS__)
 #else
 #define LAUNCH_EXPR(k, grid, block, stream, ...) k<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
@@ -25,17 +25,17 @@
  * earlier call (cudaEventQuery's cudaErrorNotReady, a refused
  * cudaHostRegister that was handled) must not be blamed on this launch.
  * Sticky faults are unaffected: the launch itself then fails. */
-#define LAUNCH(k, grid, block, stream, ...)                                                   \
-    do {                                                                                      \
-        (void)cudaGetLastError();                                                             \
-        LAUNCH_EXPR(k, grid, block, stream, __VA_ARGS__);                                     \
-        gpu_check_cuda(cudaGetLastError(), "launch " #k "<<<" #grid ", " #block ">>>", __func__, \
-                       __FILE__, __LINE__);                                                   \
+#define LAUNCH(k, grid, block, stream, ...)                                                        \
+    do {                                                                                           \
+        (void)cudaGetLastError();                                                                  \
+        LAUNCH_EXPR(k, grid, block, stream, __VA_ARGS__);                                          \
+        gpu_check_cuda(cudaGetLastError(), "launch " #k "<<<" #grid ", " #block ">>>", __func__,   \
+                       __FILE__, __LINE__);                                                        \
     } while (0)
 
 /* Grid-stride loop over [0, n): correct for any grid size. */
-#define KERNEL_LOOP(i, n)                                                          \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); \
+#define KERNEL_LOOP(i, n)                                                                          \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n);                \
          i += (size_t)blockDim.x * gridDim.x)
 
 #define KERNEL_THREADS 256

@@ -64,8 +64,8 @@ static void pool_descs(gpu_ctx *g, const pool_shape *s, const char *func)
     int n, c, h, w;
     CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(g->pool, g->ta, &n, &c, &h, &w));
     if (n != s->B || c != s->C || h != s->OH || w != s->OW)
-        gpu_fatal(func, "pool_shape says %dx%dx%dx%d out, cuDNN says %dx%dx%dx%d", s->B, s->C, s->OH,
-                  s->OW, n, c, h, w);
+        gpu_fatal(func, "pool_shape says %dx%dx%dx%d out, cuDNN says %dx%dx%dx%d", s->B, s->C,
+                  s->OH, s->OW, n, c, h, w);
     set4(g->tb, n, c, h, w);
 }
 
@@ -81,8 +81,8 @@ void gpu_maxpool_backward(backend *be, float *din, const float *dout, const floa
 {
     gpu_ctx *g = gpu_of(be);
     pool_descs(g, s, __func__);
-    CUDNN_CHECK(cudnnPoolingBackward(g->dnn, g->pool, &one, g->tb, out, g->tb, dout, g->ta, in, &zero,
-                                     g->ta, din));
+    CUDNN_CHECK(cudnnPoolingBackward(g->dnn, g->pool, &one, g->tb, out, g->tb, dout, g->ta, in,
+                                     &zero, g->ta, din));
 }
 
 void gpu_fc_forward(backend *be, float *out, const float *in, const float *w, const float *bias,
@@ -91,7 +91,8 @@ void gpu_fc_forward(backend *be, float *out, const float *in, const float *w, co
     gpu_ctx *g = gpu_of(be);
     if (B < 1 || M < 1 || N < 1)
         gpu_fatal(__func__, "bad size B=%d M=%d N=%d", B, M, N);
-    CUBLAS_CHECK(cublasSgemm(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, B, M, &one, w, M, in, M, &zero, out, N));
+    CUBLAS_CHECK(
+        cublasSgemm(g->blas, CUBLAS_OP_T, CUBLAS_OP_N, N, B, M, &one, w, M, in, M, &zero, out, N));
     set4(g->ta, 1, N, 1, 1);
     set4(g->tb, B, N, 1, 1);
     CUDNN_CHECK(cudnnAddTensor(g->dnn, &one, g->ta, bias, &one, g->tb, out));
@@ -103,10 +104,11 @@ void gpu_fc_backward(backend *be, float *din, float *dw, float *dbias, const flo
     gpu_ctx *g = gpu_of(be);
     if (B < 1 || M < 1 || N < 1)
         gpu_fatal(__func__, "bad size B=%d M=%d N=%d", B, M, N);
-    CUBLAS_CHECK(cublasSgemm(g->blas, CUBLAS_OP_N, CUBLAS_OP_T, M, N, B, &one, in, M, dout, N, &zero, dw, M));
+    CUBLAS_CHECK(cublasSgemm(g->blas, CUBLAS_OP_N, CUBLAS_OP_T, M, N, B, &one, in, M, dout, N,
+                             &zero, dw, M));
     if (din)
-        CUBLAS_CHECK(
-            cublasSgemm(g->blas, CUBLAS_OP_N, CUBLAS_OP_N, M, B, N, &one, w, M, dout, N, &zero, din, M));
+        CUBLAS_CHECK(cublasSgemm(g->blas, CUBLAS_OP_N, CUBLAS_OP_N, M, B, N, &one, w, M, dout, N,
+                                 &zero, din, M));
     set4(g->ta, B, N, 1, 1);
     set4(g->tb, 1, N, 1, 1);
     CUDNN_CHECK(cudnnConvolutionBackwardBias(g->dnn, &one, g->ta, dout, &zero, g->tb, dbias));

@@ -231,7 +231,8 @@ const char *gpu_util_format(const gpu_util *u, char *buf, size_t len)
     char used[32], total[32];
     if (u->mem_total)
         snprintf(buf, len, "gpu %.0f%% avg, %.0f%% max, mem %s / %s", u->util_avg, u->util_max,
-                 fmt_bytes(used, sizeof used, u->mem_used), fmt_bytes(total, sizeof total, u->mem_total));
+                 fmt_bytes(used, sizeof used, u->mem_used),
+                 fmt_bytes(total, sizeof total, u->mem_total));
     else
         snprintf(buf, len, "gpu %.0f%% avg, %.0f%% max, mem n/a", u->util_avg, u->util_max);
     return buf;

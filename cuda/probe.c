@@ -58,9 +58,8 @@ void gpu_probe(int device, gpu_info *g)
         return;
     case cudaErrorNoDevice:
         g->status = GPU_NO_DEVICE;
-        snprintf(g->reason, sizeof g->reason,
-                 "the NVIDIA driver (CUDA %s) sees no CUDA device%s", drv,
-                 "; check nvidia-smi and CUDA_VISIBLE_DEVICES");
+        snprintf(g->reason, sizeof g->reason, "the NVIDIA driver (CUDA %s) sees no CUDA device%s",
+                 drv, "; check nvidia-smi and CUDA_VISIBLE_DEVICES");
         return;
     case cudaErrorStubLibrary:
         snprintf(g->reason, sizeof g->reason,
@@ -114,7 +113,7 @@ const char *gpu_describe(const gpu_info *g, char *buf, size_t len)
     char mem[32], drv[16];
     fmt_bytes(mem, sizeof mem, g->mem_total);
     ver(drv, sizeof drv, g->driver_version);
-    snprintf(buf, len, "%.100s (cc %d.%d, %s, driver CUDA %s)", g->name, g->cc_major, g->cc_minor, mem,
-             drv);
+    snprintf(buf, len, "%.100s (cc %d.%d, %s, driver CUDA %s)", g->name, g->cc_major, g->cc_minor,
+             mem, drv);
     return buf;
 }

@@ -75,7 +75,8 @@ static void check_conv(st *t, int B, int C, int H, int W, int K, int R, int stri
     conv_shape s;
     if (conv_shape_init(&s, B, C, H, W, K, R, R, stride, pad) != 0)
         return;
-    size_t nin = (size_t)B * C * H * W, nw = (size_t)K * C * R * R, nout = (size_t)B * K * s.OH * s.OW;
+    size_t nin = (size_t)B * C * H * W, nw = (size_t)K * C * R * R,
+           nout = (size_t)B * K * s.OH * s.OW;
     float *in = rand_host(t, nin, -1, 1), *w = rand_host(t, nw, -0.5f, 0.5f);
     float *bias = rand_host(t, K, -0.5f, 0.5f), *dout = rand_host(t, nout, -1, 1);
     float *din_in = to_dev(t, in, nin * 4), *dw_w = to_dev(t, w, nw * 4);
@@ -90,19 +91,24 @@ static void check_conv(st *t, int B, int C, int H, int W, int K, int R, int stri
     href_conv_forward(ref_out, in, w, bias, &s);
     href_conv_backward(ref_din, ref_dw, ref_db, dout, in, w, &s);
     char name[64];
-    snprintf(name, sizeof name, "conv %dx%dx%dx%d k%d %dx%d s%d p%d fwd", B, C, H, W, K, R, R, stride, pad);
+    snprintf(name, sizeof name, "conv %dx%dx%dx%d k%d %dx%d s%d p%d fwd", B, C, H, W, K, R, R,
+             stride, pad);
     verdict_dev(t, name, d_out, ref_out, nout);
-    snprintf(name, sizeof name, "conv %dx%dx%dx%d k%d %dx%d s%d p%d dx", B, C, H, W, K, R, R, stride, pad);
+    snprintf(name, sizeof name, "conv %dx%dx%dx%d k%d %dx%d s%d p%d dx", B, C, H, W, K, R, R,
+             stride, pad);
     verdict_dev(t, name, d_din, ref_din, nin);
-    snprintf(name, sizeof name, "conv %dx%dx%dx%d k%d %dx%d s%d p%d dw", B, C, H, W, K, R, R, stride, pad);
+    snprintf(name, sizeof name, "conv %dx%dx%dx%d k%d %dx%d s%d p%d dw", B, C, H, W, K, R, R,
+             stride, pad);
     verdict_dev(t, name, d_dw, ref_dw, nw);
-    snprintf(name, sizeof name, "conv %dx%dx%dx%d k%d %dx%d s%d p%d db", B, C, H, W, K, R, R, stride, pad);
+    snprintf(name, sizeof name, "conv %dx%dx%dx%d k%d %dx%d s%d p%d db", B, C, H, W, K, R, R,
+             stride, pad);
     verdict_dev(t, name, d_db, ref_db, K);
     o->conv_plan_free(t->be, plan);
     void *dev[] = {din_in, dw_w, d_bias, d_dout, d_out, d_din, d_dw, d_db};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
         o->free(t->be, dev[i]);
-    free(in), free(w), free(bias), free(dout), free(ref_out), free(ref_din), free(ref_dw), free(ref_db);
+    free(in), free(w), free(bias), free(dout), free(ref_out), free(ref_din), free(ref_dw),
+        free(ref_db);
 }
 
 static void check_pool_relu(st *t)
@@ -111,8 +117,10 @@ static void check_pool_relu(st *t)
     pool_shape s;
     pool_shape_init(&s, 3, 4, 9, 10);
     size_t nin = (size_t)s.B * s.C * s.H * s.W, nout = (size_t)s.B * s.C * s.OH * s.OW;
-    float *in = rand_host(t, nin, -1, 1), *dout = rand_host(t, nout, -1, 1), *dr = rand_host(t, nin, -1, 1);
-    float *d_in = to_dev(t, in, nin * 4), *d_dout = to_dev(t, dout, nout * 4), *d_dr = to_dev(t, dr, nin * 4);
+    float *in = rand_host(t, nin, -1, 1), *dout = rand_host(t, nout, -1, 1),
+          *dr = rand_host(t, nin, -1, 1);
+    float *d_in = to_dev(t, in, nin * 4), *d_dout = to_dev(t, dout, nout * 4),
+          *d_dr = to_dev(t, dr, nin * 4);
     float *d_out = o->alloc(t->be, nout * 4), *d_din = o->alloc(t->be, nin * 4);
     float *d_relu = o->alloc(t->be, nin * 4), *d_drelu = o->alloc(t->be, nin * 4);
     o->maxpool_forward(t->be, d_out, d_in, &s);
@@ -138,14 +146,17 @@ static void check_fc(st *t, int B, int M, int N)
 {
     const backend_ops *o = t->be->ops;
     size_t ni = (size_t)B * M, nw = (size_t)N * M, no = (size_t)B * N;
-    float *in = rand_host(t, ni, -1, 1), *w = rand_host(t, nw, -0.3f, 0.3f), *bias = rand_host(t, N, -1, 1);
+    float *in = rand_host(t, ni, -1, 1), *w = rand_host(t, nw, -0.3f, 0.3f),
+          *bias = rand_host(t, N, -1, 1);
     float *dout = rand_host(t, no, -1, 1);
     float *d_in = to_dev(t, in, ni * 4), *d_w = to_dev(t, w, nw * 4), *d_b = to_dev(t, bias, N * 4);
     float *d_dout = to_dev(t, dout, no * 4), *d_out = o->alloc(t->be, no * 4);
-    float *d_din = o->alloc(t->be, ni * 4), *d_dw = o->alloc(t->be, nw * 4), *d_db = o->alloc(t->be, N * 4);
+    float *d_din = o->alloc(t->be, ni * 4), *d_dw = o->alloc(t->be, nw * 4),
+          *d_db = o->alloc(t->be, N * 4);
     o->fc_forward(t->be, d_out, d_in, d_w, d_b, B, M, N);
     o->fc_backward(t->be, d_din, d_dw, d_db, d_dout, d_in, d_w, B, M, N);
-    float *r_out = xmalloc(no * 4), *r_din = xmalloc(ni * 4), *r_dw = xmalloc(nw * 4), *r_db = xmalloc(N * 4);
+    float *r_out = xmalloc(no * 4), *r_din = xmalloc(ni * 4), *r_dw = xmalloc(nw * 4),
+          *r_db = xmalloc(N * 4);
     href_fc_forward(r_out, in, w, bias, B, M, N);
     href_fc_backward(r_din, r_dw, r_db, dout, in, w, B, M, N);
     char name[64];
@@ -169,8 +180,10 @@ static void check_small_ops(st *t)
     enum { B = 5, C = 3, HW = 7, K = 10 };
     /* global average pooling */
     float *in = rand_host(t, B * C * HW, -1, 1), *dout = rand_host(t, B * C, -1, 1);
-    float *d_in = to_dev(t, in, sizeof(float) * B * C * HW), *d_dout = to_dev(t, dout, sizeof(float) * B * C);
-    float *d_out = o->alloc(t->be, sizeof(float) * B * C), *d_din = o->alloc(t->be, sizeof(float) * B * C * HW);
+    float *d_in = to_dev(t, in, sizeof(float) * B * C * HW),
+          *d_dout = to_dev(t, dout, sizeof(float) * B * C);
+    float *d_out = o->alloc(t->be, sizeof(float) * B * C),
+          *d_din = o->alloc(t->be, sizeof(float) * B * C * HW);
     o->gap_forward(t->be, d_out, d_in, B, C, HW);
     o->gap_backward(t->be, d_din, d_dout, B, C, HW);
     float ref[B * C * HW];
@@ -190,7 +203,8 @@ static void check_small_ops(st *t)
         labels[b] = (int32_t)rng_below(&t->r, K);
     float *d_logits = to_dev(t, logits, sizeof(float) * B * K);
     int32_t *d_labels = to_dev(t, labels, sizeof labels);
-    float *d_dl = o->alloc(t->be, sizeof(float) * B * K), *d_loss = o->alloc(t->be, sizeof(float) * B);
+    float *d_dl = o->alloc(t->be, sizeof(float) * B * K),
+          *d_loss = o->alloc(t->be, sizeof(float) * B);
     int32_t *d_pred = o->alloc(t->be, sizeof(int32_t) * B);
     o->softmax_xent(t->be, d_dl, d_loss, d_pred, d_logits, d_labels, B, K, 1.0f / B);
     float r_dl[B * K], r_loss[B];
@@ -203,13 +217,14 @@ static void check_small_ops(st *t)
     for (int b = 0; b < B; b++)
         pf[b] = (float)pred[b], rf[b] = (float)r_pred[b];
     verdict(t, "softmax xent argmax", pf, rf, B);
-    o->free(t->be, d_logits), o->free(t->be, d_labels), o->free(t->be, d_dl), o->free(t->be, d_loss),
-        o->free(t->be, d_pred);
+    o->free(t->be, d_logits), o->free(t->be, d_labels), o->free(t->be, d_dl),
+        o->free(t->be, d_loss), o->free(t->be, d_pred);
     free(logits);
 
     /* SGD with momentum and weight decay, two steps */
     enum { N = 1000 };
-    float *w = rand_host(t, N, -1, 1), *v = rand_host(t, N, -0.1f, 0.1f), *gr = rand_host(t, N, -1, 1);
+    float *w = rand_host(t, N, -1, 1), *v = rand_host(t, N, -0.1f, 0.1f),
+          *gr = rand_host(t, N, -1, 1);
     float *d_w = to_dev(t, w, sizeof(float) * N), *d_v = to_dev(t, v, sizeof(float) * N);
     float *d_g = to_dev(t, gr, sizeof(float) * N);
     for (int step = 0; step < 2; step++) {
@@ -272,11 +287,13 @@ int gpu_selftest_run(backend *be, FILE *out)
     check_small_ops(&t);
     check_staging(&t);
     if (t.fails)
-        fprintf(out, "selftest: FAIL: %d of %d checks differ from the host reference "
-                     "(rtol %.0e); this GPU setup computes wrong results\n",
+        fprintf(out,
+                "selftest: FAIL: %d of %d checks differ from the host reference "
+                "(rtol %.0e); this GPU setup computes wrong results\n",
                 t.fails, t.checks, RTOL);
     else
-        fprintf(out, "selftest: PASS: %d checks, the GPU matches the host reference within rtol %.0e\n",
+        fprintf(out,
+                "selftest: PASS: %d checks, the GPU matches the host reference within rtol %.0e\n",
                 t.checks, RTOL);
     return t.fails ? 1 : 0;
 }

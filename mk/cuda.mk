@@ -25,6 +25,9 @@ CFLAGS_fakecuda := $(CFLAGS_asan) -DTRAIN_CUDA=1 -DTRAIN_FAKECUDA=1 -isystem $(C
                    -DFAKE_NVML_LIB='"$(FAKE_NVML)"'
 CXXFLAGS_fakecuda := -std=c++17 $(WARN) -MMD -MP -I. -O1 -g $(SAN) -DKERNEL_EMULATION \
                      -isystem $(CUDA_HOME)/include
+# the top-level flags stamp (build/fakecuda/.flags) records CFLAGS_ and
+# LDFLAGS_ of the variant: the C++ flags ride along so changing them rebuilds
+LDFLAGS_fakecuda := $(CXXFLAGS_fakecuda)
 
 FAKE_SUITE_SRC := $(CUDA_CSRC) nn/device.c nn/shapes.c common/util.c tests/helpers.c \
                   $(filter-out tests/fakecuda/fake_nvml.c,$(sort $(wildcard tests/fakecuda/*.c))) \

@@ -47,9 +47,10 @@ Test(device, pin_guard)
     cr_expect_eq(device_pin_check(4 * GB, 10 * GB, 0, &e), 0, "40%% is fine");
     cr_expect_eq(device_pin_check(5 * GB, 10 * GB, 0, &e), 0, "exactly the limit is fine");
     cr_expect_eq(device_pin_check(6 * GB, 10 * GB, 0, &e), -1, "60%% is refused");
-    cr_expect_str_eq(e.msg, "--pin: pinning 6.0 GB would lock 60% of MemAvailable (10.0 GB); the limit is "
-                            "50% because page-locked memory cannot be swapped and can freeze the machine. "
-                            "Use fewer workers or a smaller --prefetch or batch, --pin=off, or --pin-force");
+    cr_expect_str_eq(
+        e.msg, "--pin: pinning 6.0 GB would lock 60% of MemAvailable (10.0 GB); the limit is "
+               "50% because page-locked memory cannot be swapped and can freeze the machine. "
+               "Use fewer workers or a smaller --prefetch or batch, --pin=off, or --pin-force");
     cr_expect_eq(device_pin_check(6 * GB, 10 * GB, 1, &e), 1, "forced: allowed with a warning");
     cr_expect(strstr(e.msg, "above the 50% limit as forced"), "%s", e.msg);
     cr_expect_eq(device_pin_check(1 * GB, 0, 0, &e), 1, "unknown MemAvailable: allowed, said");

@@ -57,7 +57,8 @@ Test(kernels, sgd_one_step_matches_double)
     rng r = rng_keyed(21, RNG_TOOL, 0, 0);
     for (int i = 0; i < 2000; i++) {
         float w = rng_uniform(&r) * 4 - 2, v = rng_uniform(&r) - 0.5f, g = rng_uniform(&r) * 2 - 1;
-        float lr = 0.001f + rng_uniform(&r) * 0.5f, mom = rng_uniform(&r), wd = rng_uniform(&r) * 1e-2f;
+        float lr = 0.001f + rng_uniform(&r) * 0.5f, mom = rng_uniform(&r),
+              wd = rng_uniform(&r) * 1e-2f;
         double vw = (double)mom * v + ((double)g + (double)wd * w);
         double ww = (double)w - (double)lr * vw;
         k_sgd(&w, &v, g, lr, mom, wd);
@@ -124,7 +125,8 @@ Test(kernels, softmax_xent_random_rows)
         float z[64];
         for (int k = 0; k < K; k++)
             z[k] = rng_uniform(&r) * 10 - 5;
-        check_row(z, (int)rng_below(&r, (uint32_t)K), K, 1.0f / (1 + (float)rng_below(&r, 64)), "random");
+        check_row(z, (int)rng_below(&r, (uint32_t)K), K, 1.0f / (1 + (float)rng_below(&r, 64)),
+                  "random");
     }
 }
 
@@ -140,7 +142,8 @@ Test(kernels, softmax_xent_large_logits)
     /* the loss of a hopeless label is the logit gap, not inf */
     float dl[2];
     int32_t p;
-    cr_expect_float_eq(k_softmax_xent_row(dl, &p, (float[]){0.0f, 200.0f}, 0, 2, 1.0f), 200.0f, 1e-3);
+    cr_expect_float_eq(k_softmax_xent_row(dl, &p, (float[]){0.0f, 200.0f}, 0, 2, 1.0f), 200.0f,
+                       1e-3);
 }
 
 Test(kernels, softmax_xent_edges)

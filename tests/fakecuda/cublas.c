@@ -44,16 +44,16 @@ static int handle_ok(cublasHandle_t h)
     return 0;
 }
 
-#define ENTER(api)                                          \
-    do {                                                    \
-        fk_count(api);                                      \
-        if (fk_device_error() != cudaSuccess)               \
-            return CUBLAS_STATUS_NOT_INITIALIZED;           \
-        if (fk_sticky_error() != cudaSuccess)               \
-            return CUBLAS_STATUS_EXECUTION_FAILED;          \
-        int st_;                                            \
-        if (fk_take_failure(api, &st_))                     \
-            return (cublasStatus_t)st_;                     \
+#define ENTER(api)                                                                                 \
+    do {                                                                                           \
+        fk_count(api);                                                                             \
+        if (fk_device_error() != cudaSuccess)                                                      \
+            return CUBLAS_STATUS_NOT_INITIALIZED;                                                  \
+        if (fk_sticky_error() != cudaSuccess)                                                      \
+            return CUBLAS_STATUS_EXECUTION_FAILED;                                                 \
+        int st_;                                                                                   \
+        if (fk_take_failure(api, &st_))                                                            \
+            return (cublasStatus_t)st_;                                                            \
     } while (0)
 
 cublasStatus_t cublasCreate_v2(cublasHandle_t *h)
@@ -86,7 +86,8 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t h, cudaStream_t s)
 {
     ENTER("cublasSetStream");
     if (!handle_ok(h) || !fk_stream_ok(s)) {
-        fk_violation("cublasSetStream", "handle %p or stream %p is not alive", (void *)h, (void *)s);
+        fk_violation("cublasSetStream", "handle %p or stream %p is not alive", (void *)h,
+                     (void *)s);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
     h->stream = s;
@@ -183,7 +184,8 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t transa, cublas
         fk_violation(api, "%p is not a live handle", (void *)h);
         return CUBLAS_STATUS_NOT_INITIALIZED;
     }
-    if ((transa != CUBLAS_OP_N && transa != CUBLAS_OP_T) || (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T)) {
+    if ((transa != CUBLAS_OP_N && transa != CUBLAS_OP_T) ||
+        (transb != CUBLAS_OP_N && transb != CUBLAS_OP_T)) {
         fk_violation(api, "operation codes %d, %d (N or T for real matrices)", transa, transb);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
@@ -195,8 +197,9 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t transa, cublas
         return CUBLAS_STATUS_INVALID_VALUE;
     }
     if (lda < (ar > 1 ? ar : 1) || ldb < (br > 1 ? br : 1) || ldc < (m > 1 ? m : 1)) {
-        fk_violation(api, "leading dimension too small: lda=%d (A stored %dx%d), ldb=%d (B stored "
-                          "%dx%d), ldc=%d (C %dx%d)",
+        fk_violation(api,
+                     "leading dimension too small: lda=%d (A stored %dx%d), ldb=%d (B stored "
+                     "%dx%d), ldc=%d (C %dx%d)",
                      lda, ar, ac, ldb, br, bc, ldc, m, n);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
@@ -209,7 +212,8 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t transa, cublas
         !fk_dev_range(api, "C", C, span(m, n, ldc)))
         return CUBLAS_STATUS_INVALID_VALUE;
     gemm_job *j = calloc(1, sizeof *j);
-    *j = (gemm_job){ta, tb, m, n, k, lda, ldb, ldc, *alpha, *beta, A, B, C, fk_take_corruption(api)};
+    *j =
+        (gemm_job){ta, tb, m, n, k, lda, ldb, ldc, *alpha, *beta, A, B, C, fk_take_corruption(api)};
     if (fk_enqueue(h->stream, api, gemm_run, free, j, NULL, 0) != cudaSuccess)
         return CUBLAS_STATUS_EXECUTION_FAILED;
     return CUBLAS_STATUS_SUCCESS;

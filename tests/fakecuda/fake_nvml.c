@@ -33,10 +33,7 @@ int nvmlInit_v2(void)
     return mode_is("init_fails") ? 9 : 0;
 }
 
-int nvmlShutdown(void)
-{
-    return 0;
-}
+int nvmlShutdown(void) { return 0; }
 
 const char *nvmlErrorString(int r)
 {

@@ -8,7 +8,7 @@
 typedef struct forked {
     int status; /* exit status, -1 when killed */
     int signal;
-    char *err;  /* captured stderr, NUL-terminated; free() it */
+    char *err; /* captured stderr, NUL-terminated; free() it */
 } forked;
 
 void run_forked(void (*fn)(void *), void *arg, forked *r);

@@ -44,8 +44,10 @@ static void expect_choices(void)
 {
     cr_expect_eq(fake_last_algo(0), CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
                  "forward: not FFT (imprecise), not the default-math entry (TF32)");
-    cr_expect_eq(fake_last_algo(1), CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, "backward data: deterministic");
-    cr_expect_eq(fake_last_algo(2), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, "backward filter: deterministic");
+    cr_expect_eq(fake_last_algo(1), CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+                 "backward data: deterministic");
+    cr_expect_eq(fake_last_algo(2), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+                 "backward filter: deterministic");
 }
 
 Test(conv_plan, heuristic_choice_and_shared_workspace)

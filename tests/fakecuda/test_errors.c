@@ -39,7 +39,8 @@ static void expect_match(const char *text, const char *pattern)
 {
     regex_t re;
     cr_assert_eq(regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB), 0);
-    cr_expect_eq(regexec(&re, text, 0, NULL, 0), 0, "stderr does not match /%s/:\n%s", pattern, text);
+    cr_expect_eq(regexec(&re, text, 0, NULL, 0), 0, "stderr does not match /%s/:\n%s", pattern,
+                 text);
     regfree(&re);
 }
 
@@ -91,8 +92,8 @@ static void gemm_fails(void *arg)
 {
     (void)arg;
     backend *be = make();
-    float *in = be->ops->alloc(be, 8 * 4), *w = be->ops->alloc(be, 8 * 4), *b = be->ops->alloc(be, 4 * 4),
-          *out = be->ops->alloc(be, 8 * 4);
+    float *in = be->ops->alloc(be, 8 * 4), *w = be->ops->alloc(be, 8 * 4),
+          *b = be->ops->alloc(be, 4 * 4), *out = be->ops->alloc(be, 8 * 4);
     fake_fail_next("cublasSgemm", CUBLAS_STATUS_EXECUTION_FAILED);
     be->ops->fc_forward(be, out, in, w, b, 2, 2, 4);
 }

@@ -38,7 +38,8 @@ static void *dmalloc(size_t n)
 Test(fake, host_pointer_where_device_memory_is_required)
 {
     float host[16] = {0}, src[16] = {0};
-    cr_expect_eq(cudaMemcpyAsync(host, src, sizeof src, cudaMemcpyHostToDevice, NULL), cudaErrorInvalidValue);
+    cr_expect_eq(cudaMemcpyAsync(host, src, sizeof src, cudaMemcpyHostToDevice, NULL),
+                 cudaErrorInvalidValue);
     EXPECT_VIOLATION("not a device allocation");
     cr_expect_eq(cudaGetLastError(), cudaErrorInvalidValue);
     cr_expect_eq(cudaGetLastError(), cudaSuccess, "cudaGetLastError resets");
@@ -58,7 +59,8 @@ Test(fake, copy_of_the_wrong_kind)
 Test(fake, extent_past_the_end)
 {
     char *d = dmalloc(100), host[200] = {0};
-    cr_expect_eq(cudaMemcpyAsync(d + 50, host, 60, cudaMemcpyHostToDevice, NULL), cudaErrorInvalidValue);
+    cr_expect_eq(cudaMemcpyAsync(d + 50, host, 60, cudaMemcpyHostToDevice, NULL),
+                 cudaErrorInvalidValue);
     EXPECT_VIOLATION("past the end");
     cr_expect_eq(cudaMemsetAsync(d, 0, 101, NULL), cudaErrorInvalidValue);
     cudaFree(d);
@@ -107,8 +109,9 @@ Test(fake, sgemm_leading_dimension_and_scalars)
     cr_expect_eq(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, A, 2, B, 3, &nan, C, 2),
                  CUBLAS_STATUS_INVALID_VALUE);
     EXPECT_VIOLATION("not finite");
-    cr_expect_eq(cublasSgemm(h, (cublasOperation_t)7, CUBLAS_OP_N, 2, 2, 3, &one, A, 2, B, 3, &zero, C, 2),
-                 CUBLAS_STATUS_INVALID_VALUE);
+    cr_expect_eq(
+        cublasSgemm(h, (cublasOperation_t)7, CUBLAS_OP_N, 2, 2, 3, &one, A, 2, B, 3, &zero, C, 2),
+        CUBLAS_STATUS_INVALID_VALUE);
     cudaFree(A), cudaFree(B), cudaFree(C);
     cublasDestroy(h);
 }
@@ -128,7 +131,8 @@ Test(fake, sgemm_computes_column_major_and_beta_zero_ignores_c)
     cr_assert_eq(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, A, 2, B, 3, &zero, C, 2),
                  CUBLAS_STATUS_SUCCESS);
     cudaMemcpy(c, C, 16, cudaMemcpyDeviceToHost);
-    cr_expect(c[0] == 4 && c[1] == 10 && c[2] == 5 && c[3] == 11, "C = %g %g %g %g", c[0], c[1], c[2], c[3]);
+    cr_expect(c[0] == 4 && c[1] == 10 && c[2] == 5 && c[3] == 11, "C = %g %g %g %g", c[0], c[1],
+              c[2], c[3]);
     /* beta 2: C = A.B + 2 C */
     cr_assert_eq(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, A, 2, B, 3, &two, C, 2),
                  CUBLAS_STATUS_SUCCESS);
@@ -139,7 +143,8 @@ Test(fake, sgemm_computes_column_major_and_beta_zero_ignores_c)
                  CUBLAS_STATUS_SUCCESS);
     cudaMemcpy(c, C, 16, cudaMemcpyDeviceToHost);
     /* A as 3x2 column-major: [[1 5], [4 3], [2 6]]; A^T B = [[3 6], [11 9]] */
-    cr_expect(c[0] == 3 && c[1] == 11 && c[2] == 6 && c[3] == 9, "C = %g %g %g %g", c[0], c[1], c[2], c[3]);
+    cr_expect(c[0] == 3 && c[1] == 11 && c[2] == 6 && c[3] == 9, "C = %g %g %g %g", c[0], c[1],
+              c[2], c[3]);
     cr_expect_eq(fake_violations(), 0);
     cudaFree(A), cudaFree(B), cudaFree(C);
     cublasDestroy(h);
@@ -191,18 +196,20 @@ Test(fake, conv_modes_read_through_the_real_descriptors)
     conv_env e;
     conv_env_init(&e, CUDNN_CROSS_CORRELATION);
     cr_assert_eq(cudnnConvolutionForward(e.h, &one, e.x, e.dx, e.w, e.dw, e.c,
-                                         CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0, &zero, e.y, e.dy),
+                                         CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0, &zero,
+                                         e.y, e.dy),
                  CUDNN_STATUS_SUCCESS);
     cudaMemcpy(y, e.dy, 16, cudaMemcpyDeviceToHost);
-    cr_expect(y[0] == 0 && y[1] == 1 && y[2] == 4 && y[3] == 5, "cross-correlation: %g %g %g %g", y[0], y[1],
-              y[2], y[3]);
+    cr_expect(y[0] == 0 && y[1] == 1 && y[2] == 4 && y[3] == 5, "cross-correlation: %g %g %g %g",
+              y[0], y[1], y[2], y[3]);
     cudnnSetConvolution2dDescriptor(e.c, 0, 0, 1, 1, 1, 1, CUDNN_CONVOLUTION, CUDNN_DATA_FLOAT);
     cr_assert_eq(cudnnConvolutionForward(e.h, &one, e.x, e.dx, e.w, e.dw, e.c,
-                                         CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0, &zero, e.y, e.dy),
+                                         CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0, &zero,
+                                         e.y, e.dy),
                  CUDNN_STATUS_SUCCESS);
     cudaMemcpy(y, e.dy, 16, cudaMemcpyDeviceToHost);
-    cr_expect(y[0] == 10 && y[1] == 11 && y[2] == 14 && y[3] == 15, "convolution (flipped): %g %g %g %g",
-              y[0], y[1], y[2], y[3]);
+    cr_expect(y[0] == 10 && y[1] == 11 && y[2] == 14 && y[3] == 15,
+              "convolution (flipped): %g %g %g %g", y[0], y[1], y[2], y[3]);
     conv_env_free(&e);
 }
 
@@ -212,34 +219,40 @@ Test(fake, conv_workspace_shape_and_algorithm_misuse)
     conv_env e;
     conv_env_init(&e, CUDNN_CROSS_CORRELATION);
     /* GEMM needs an im2col workspace; none given */
-    cr_expect_eq(cudnnConvolutionForward(e.h, &one, e.x, e.dx, e.w, e.dw, e.c, CUDNN_CONVOLUTION_FWD_ALGO_GEMM,
-                                         NULL, 0, &zero, e.y, e.dy),
+    cr_expect_eq(cudnnConvolutionForward(e.h, &one, e.x, e.dx, e.w, e.dw, e.c,
+                                         CUDNN_CONVOLUTION_FWD_ALGO_GEMM, NULL, 0, &zero, e.y,
+                                         e.dy),
                  CUDNN_STATUS_BAD_PARAM);
     EXPECT_VIOLATION("needs");
     char msg[512];
     cudnnGetLastErrorString(msg, sizeof msg);
-    cr_expect(strstr(msg, "workspace") != NULL, "cudnnGetLastErrorString gives the fake's reason: %s", msg);
+    cr_expect(strstr(msg, "workspace") != NULL,
+              "cudnnGetLastErrorString gives the fake's reason: %s", msg);
     /* a workspace size larger than the buffer passed */
     void *ws = dmalloc(16);
-    cr_expect_eq(cudnnConvolutionForward(e.h, &one, e.x, e.dx, e.w, e.dw, e.c, CUDNN_CONVOLUTION_FWD_ALGO_GEMM,
-                                         ws, 1 << 20, &zero, e.y, e.dy),
+    cr_expect_eq(cudnnConvolutionForward(e.h, &one, e.x, e.dx, e.w, e.dw, e.c,
+                                         CUDNN_CONVOLUTION_FWD_ALGO_GEMM, ws, 1 << 20, &zero, e.y,
+                                         e.dy),
                  CUDNN_STATUS_BAD_PARAM);
     EXPECT_VIOLATION("past the end");
     /* an output descriptor that does not match the convolution */
     cudnnSetTensor4dDescriptor(e.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 1, 3, 3);
     cr_expect_eq(cudnnConvolutionForward(e.h, &one, e.x, e.dx, e.w, e.dw, e.c,
-                                         CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0, &zero, e.y, e.dy),
+                                         CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0, &zero,
+                                         e.y, e.dy),
                  CUDNN_STATUS_BAD_PARAM);
     EXPECT_VIOLATION("shapes disagree");
     /* an algorithm the fake's table marks unsupported */
     cudnnSetTensor4dDescriptor(e.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 1, 2, 2);
     cr_expect_eq(cudnnConvolutionForward(e.h, &one, e.x, e.dx, e.w, e.dw, e.c,
-                                         CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, NULL, 0, &zero, e.y, e.dy),
+                                         CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, NULL, 0, &zero, e.y,
+                                         e.dy),
                  CUDNN_STATUS_NOT_SUPPORTED);
     /* a host pointer for x */
     float hx[16];
     cr_expect_eq(cudnnConvolutionForward(e.h, &one, e.x, hx, e.w, e.dw, e.c,
-                                         CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0, &zero, e.y, e.dy),
+                                         CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, NULL, 0, &zero,
+                                         e.y, e.dy),
                  CUDNN_STATUS_BAD_PARAM);
     EXPECT_VIOLATION("x: host memory");
     cudaFree(ws);
@@ -265,11 +278,13 @@ Test(fake, pooling_and_activation_backward_check_their_pairs)
     cudaMemcpy(dy, hy, 4, cudaMemcpyHostToDevice);
     cudaMemcpy(gy, hy, 4, cudaMemcpyHostToDevice);
     float one = 1.0f, zero = 0.0f;
-    cr_assert_eq(cudnnPoolingBackward(h, p, &one, y, dy, y, gy, x, dx, &zero, x, gx), CUDNN_STATUS_SUCCESS);
+    cr_assert_eq(cudnnPoolingBackward(h, p, &one, y, dy, y, gy, x, dx, &zero, x, gx),
+                 CUDNN_STATUS_SUCCESS);
     cudaDeviceSynchronize();
     EXPECT_VIOLATION("not the maximum");
     /* relu backward: y must be relu(x) */
-    cr_assert_eq(cudnnActivationBackward(h, a, &one, x, dx, x, dx, x, gx, &zero, x, gx), CUDNN_STATUS_SUCCESS);
+    cr_assert_eq(cudnnActivationBackward(h, a, &one, x, dx, x, dx, x, gx, &zero, x, gx),
+                 CUDNN_STATUS_SUCCESS);
     cudaDeviceSynchronize();
     EXPECT_VIOLATION("is not relu");
     cudaFree(dx), cudaFree(dy), cudaFree(gy), cudaFree(gx);
@@ -306,7 +321,8 @@ Test(fake, streams_run_lazily_and_events_order_them)
     cr_expect_eq(fake_pending(a), 1, "nothing runs before a sync point");
     cudaEventRecord(ev, a);
     cr_expect_eq(cudaEventQuery(ev), cudaErrorNotReady);
-    cr_expect_eq(cudaGetLastError(), cudaErrorNotReady, "NotReady is reported as the last error too");
+    cr_expect_eq(cudaGetLastError(), cudaErrorNotReady,
+                 "NotReady is reported as the last error too");
     cr_expect_eq(cudaEventQuery(ev), cudaSuccess, "the query let the stream progress");
     /* b waits for a's next record before its memset */
     cudaMemsetAsync(d, 1, 8, a);
@@ -315,7 +331,8 @@ Test(fake, streams_run_lazily_and_events_order_them)
     cudaMemsetAsync(d, 2, 4, b);
     cr_assert_eq(cudaMemcpyAsync(out, d, 8, cudaMemcpyDeviceToHost, b), cudaSuccess);
     cudaStreamSynchronize(b);
-    cr_expect(out[0] == 2 && out[3] == 2 && out[4] == 1 && out[7] == 1, "a's memset ran before b's");
+    cr_expect(out[0] == 2 && out[3] == 2 && out[4] == 1 && out[7] == 1,
+              "a's memset ran before b's");
     cr_expect_eq(fake_violations(), 0);
     cudaFree(d);
     cudaEventDestroy(ev);

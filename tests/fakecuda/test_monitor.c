@@ -49,10 +49,12 @@ Test(monitor, samples_average_and_max)
     cr_expect_float_eq(u.util_avg, sum / u.samples, 1e-9, "avg over %d samples", u.samples);
     cr_expect_float_eq(u.util_max, max, 1e-9);
     cr_expect_eq(u.mem_total, 8ull << 30);
-    cr_expect_eq(u.mem_used, (1ull << 30) + ((unsigned long long)u.samples << 20), "the maximum, after the last sample");
+    cr_expect_eq(u.mem_used, (1ull << 30) + ((unsigned long long)u.samples << 20),
+                 "the maximum, after the last sample");
     char line[200];
     gpu_util_format(&u, line, sizeof line);
-    cr_expect(strncmp(line, "gpu ", 4) == 0 && strstr(line, "% avg, ") && strstr(line, "/ 8.0 GB"), "%s", line);
+    cr_expect(strncmp(line, "gpu ", 4) == 0 && strstr(line, "% avg, ") && strstr(line, "/ 8.0 GB"),
+              "%s", line);
 }
 
 Test(monitor, two_epochs_each_start_fresh)

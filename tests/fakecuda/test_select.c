@@ -12,10 +12,7 @@
 #include "../../nn/device.h"
 #include "fake.h"
 
-static void setup(void)
-{
-    fake_reset();
-}
+static void setup(void) { fake_reset(); }
 
 TestSuite(select, .init = setup);
 
@@ -26,7 +23,8 @@ Test(select, auto_picks_a_usable_gpu)
     cr_assert_eq(device_select(DEVICE_AUTO, &c, &e), 0);
     cr_expect_eq(c.kind, DEVICE_CUDA);
     cr_expect_eq(c.gpu, 0);
-    cr_expect_str_eq(c.line, "device: cuda:0 Fake GPU (tests/fakecuda) (cc 8.0, 1.0 GB, driver CUDA 13.0)");
+    cr_expect_str_eq(c.line,
+                     "device: cuda:0 Fake GPU (tests/fakecuda) (cc 8.0, 1.0 GB, driver CUDA 13.0)");
     cr_expect_str_eq(c.pci_bus_id, "00000000:01:00.0");
     cr_expect(device_built_with_cuda());
     backend *be = device_create_cuda(&c, &e);
@@ -53,23 +51,26 @@ static void expect_choice(device_kind want, int rc_want, device_kind kind, const
 Test(select, no_driver)
 {
     fake_set_devices(0, cudaErrorInsufficientDriver, 0);
-    expect_choice(DEVICE_AUTO, 0, DEVICE_CPU, "device: cpu (no usable GPU: no NVIDIA driver (libcuda.so.1 "
-                                              "not found); this build needs a driver for CUDA 13.0");
+    expect_choice(DEVICE_AUTO, 0, DEVICE_CPU,
+                  "device: cpu (no usable GPU: no NVIDIA driver (libcuda.so.1 "
+                  "not found); this build needs a driver for CUDA 13.0");
     expect_choice(DEVICE_CUDA, -1, DEVICE_CPU, "--device cuda: no usable GPU: no NVIDIA driver");
 }
 
 Test(select, driver_too_old)
 {
     fake_set_devices(1, cudaErrorInsufficientDriver, 12080);
-    expect_choice(DEVICE_AUTO, 0, DEVICE_CPU, "the NVIDIA driver supports CUDA 12.8 but this build needs "
-                                              "CUDA 13.0; update the driver (R580 or newer)");
+    expect_choice(DEVICE_AUTO, 0, DEVICE_CPU,
+                  "the NVIDIA driver supports CUDA 12.8 but this build needs "
+                  "CUDA 13.0; update the driver (R580 or newer)");
     expect_choice(DEVICE_CUDA, -1, DEVICE_CPU, "supports CUDA 12.8");
 }
 
 Test(select, no_device)
 {
     fake_set_devices(0, cudaSuccess, 13000);
-    expect_choice(DEVICE_AUTO, 0, DEVICE_CPU, "sees no CUDA device; check nvidia-smi and CUDA_VISIBLE_DEVICES");
+    expect_choice(DEVICE_AUTO, 0, DEVICE_CPU,
+                  "sees no CUDA device; check nvidia-smi and CUDA_VISIBLE_DEVICES");
     expect_choice(DEVICE_CUDA, -1, DEVICE_CPU, "sees no CUDA device");
 }
 
@@ -82,15 +83,17 @@ Test(select, stub_library_instead_of_a_driver)
 Test(select, other_driver_failure_quotes_the_runtime)
 {
     fake_set_devices(0, cudaErrorDevicesUnavailable, 13000);
-    expect_choice(DEVICE_CUDA, -1, DEVICE_CPU, "cannot use the driver: devices busy or unavailable "
-                                               "(cudaErrorDevicesUnavailable)");
+    expect_choice(DEVICE_CUDA, -1, DEVICE_CPU,
+                  "cannot use the driver: devices busy or unavailable "
+                  "(cudaErrorDevicesUnavailable)");
 }
 
 Test(select, device_older_than_the_build)
 {
     fake_set_device_props("Tesla T4", 7, 5, (size_t)16 << 30);
-    expect_choice(DEVICE_AUTO, 0, DEVICE_CPU, "Tesla T4 has compute capability 7.5; this build's kernels "
-                                              "start at 8.0");
+    expect_choice(DEVICE_AUTO, 0, DEVICE_CPU,
+                  "Tesla T4 has compute capability 7.5; this build's kernels "
+                  "start at 8.0");
     expect_choice(DEVICE_CUDA, -1, DEVICE_CPU, "compute capability 7.5");
 }
 
@@ -111,7 +114,8 @@ Test(select, probe_reports_the_device)
     cr_expect_eq(g.driver_version, 13000);
     cr_expect_eq(g.runtime_version, CUDART_VERSION);
     char d[400];
-    cr_expect_str_eq(gpu_describe(&g, d, sizeof d), "NVIDIA H100 (cc 9.0, 80.0 GB, driver CUDA 13.0)");
+    cr_expect_str_eq(gpu_describe(&g, d, sizeof d),
+                     "NVIDIA H100 (cc 9.0, 80.0 GB, driver CUDA 13.0)");
     gpu_probe(3, &g);
     cr_expect_eq(g.status, GPU_UNUSABLE);
     cr_expect(strstr(g.reason, "device 3 does not exist (1 visible)"), "%s", g.reason);

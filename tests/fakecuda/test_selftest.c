@@ -10,10 +10,7 @@
 #include "../../cuda/gpu.h"
 #include "fake.h"
 
-static void setup(void)
-{
-    fake_reset();
-}
+static void setup(void) { fake_reset(); }
 
 TestSuite(selftest, .init = setup);
 

@@ -16,10 +16,7 @@
 #include "fake.h"
 #include "forked.h"
 
-static void setup(void)
-{
-    fake_reset();
-}
+static void setup(void) { fake_reset(); }
 
 TestSuite(staging, .init = setup);
 
@@ -154,7 +151,8 @@ Test(staging, pin_refused_falls_back_and_later_launches_still_work)
     fake_fail_next("cudaHostRegister", cudaErrorNotSupported);
     errbuf e = {{0}};
     cr_expect_eq(o->host_pin(be, host, N, &e), -1);
-    cr_expect(strstr(e.msg, "cudaHostRegister failed") && strstr(e.msg, "cudaErrorNotSupported"), "%s", e.msg);
+    cr_expect(strstr(e.msg, "cudaHostRegister failed") && strstr(e.msg, "cudaErrorNotSupported"),
+              "%s", e.msg);
     /* pageable memory through the same path: a kernel launch after the
      * refused call must not inherit its error */
     uint8_t *d_in = o->alloc(be, N);

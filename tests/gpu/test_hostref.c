@@ -67,8 +67,8 @@ static void fd_check(const char *what, fwd_fn f, void *ctx, float *x, size_t nx,
         for (size_t k = 0; k < nout; k++)
             l1 += (double)o1[k] * g[k], l2 += (double)o2[k] * g[k];
         double fd = (l1 - l2) / (2.0 * h);
-        cr_expect(fabs(fd - analytic[i]) <= tol * (1.0 + fabs(fd)), "%s: element %zu: fd %.7g, analytic %.7g",
-                  what, i, fd, (double)analytic[i]);
+        cr_expect(fabs(fd - analytic[i]) <= tol * (1.0 + fabs(fd)),
+                  "%s: element %zu: fd %.7g, analytic %.7g", what, i, fd, (double)analytic[i]);
     }
     free(o1), free(o2);
 }
@@ -150,10 +150,7 @@ Test(hostref, fc_backward_is_the_gradient)
     free(k.in), free(k.w), free(k.bias), free(g);
 }
 
-static void pool_fwd(float *out, const float *x, void *c)
-{
-    href_maxpool_forward(out, x, c);
-}
+static void pool_fwd(float *out, const float *x, void *c) { href_maxpool_forward(out, x, c); }
 
 static void gap_fwd(float *out, const float *x, void *c)
 {

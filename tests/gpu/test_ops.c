@@ -33,14 +33,16 @@ static float *garbage(backend *be, size_t n)
     return d;
 }
 
-static void conv_case(int B, int C, int H, int W, int K, int R, int S, int stride, int pad, int with_din)
+static void conv_case(int B, int C, int H, int W, int K, int R, int S, int stride, int pad,
+                      int with_din)
 {
     backend *be = gt_backend();
     const backend_ops *o = be->ops;
     rng r = rng_keyed(1, RNG_TOOL, (uint64_t)(B * 1000 + C * 100 + K), (uint64_t)(R * 10 + S));
     conv_shape s;
     cr_assert_eq(conv_shape_init(&s, B, C, H, W, K, R, S, stride, pad), 0);
-    size_t nin = (size_t)B * C * H * W, nw = (size_t)K * C * R * S, nout = (size_t)B * K * s.OH * s.OW;
+    size_t nin = (size_t)B * C * H * W, nw = (size_t)K * C * R * S,
+           nout = (size_t)B * K * s.OH * s.OW;
     float *in = gt_rand(&r, nin, -1, 1), *w = gt_rand(&r, nw, -0.5f, 0.5f);
     float *bias = gt_rand(&r, K, -1, 1), *dout = gt_rand(&r, nout, -1, 1);
     float *d_in = gt_to_dev(be, in, nin * 4), *d_w = gt_to_dev(be, w, nw * 4);
@@ -51,7 +53,8 @@ static void conv_case(int B, int C, int H, int W, int K, int R, int S, int strid
     o->conv_forward(be, plan, d_out, d_in, d_w, d_b, &s);
     o->conv_backward(be, plan, with_din ? d_din : NULL, d_dw, d_db, d_dout, d_in, d_w, &s);
 
-    float *r_out = malloc(nout * 4), *r_din = malloc(nin * 4), *r_dw = malloc(nw * 4), *r_db = malloc(K * 4);
+    float *r_out = malloc(nout * 4), *r_din = malloc(nin * 4), *r_dw = malloc(nw * 4),
+          *r_db = malloc(K * 4);
     href_conv_forward(r_out, in, w, bias, &s);
     href_conv_backward(r_din, r_dw, r_db, dout, in, w, &s);
     gt_expect_dev(be, "conv forward", d_out, r_out, nout);
@@ -73,35 +76,17 @@ static void conv_case(int B, int C, int H, int W, int K, int R, int S, int strid
     gt_done(be);
 }
 
-Test(gpu_ops, conv_3x3_pad1)
-{
-    conv_case(2, 3, 9, 7, 4, 3, 3, 1, 1, 1);
-}
+Test(gpu_ops, conv_3x3_pad1) { conv_case(2, 3, 9, 7, 4, 3, 3, 1, 1, 1); }
 
-Test(gpu_ops, conv_5x5_stride2_pad2)
-{
-    conv_case(2, 2, 11, 12, 3, 5, 5, 2, 2, 1);
-}
+Test(gpu_ops, conv_5x5_stride2_pad2) { conv_case(2, 2, 11, 12, 3, 5, 5, 2, 2, 1); }
 
-Test(gpu_ops, conv_nonsquare_kernel_no_pad)
-{
-    conv_case(3, 2, 8, 10, 5, 3, 2, 1, 0, 1);
-}
+Test(gpu_ops, conv_nonsquare_kernel_no_pad) { conv_case(3, 2, 8, 10, 5, 3, 2, 1, 0, 1); }
 
-Test(gpu_ops, conv_1x1)
-{
-    conv_case(2, 6, 5, 5, 3, 1, 1, 1, 0, 1);
-}
+Test(gpu_ops, conv_1x1) { conv_case(2, 6, 5, 5, 3, 1, 1, 1, 0, 1); }
 
-Test(gpu_ops, conv_lenet_first_layer_without_din)
-{
-    conv_case(4, 1, 28, 28, 20, 5, 5, 1, 0, 0);
-}
+Test(gpu_ops, conv_lenet_first_layer_without_din) { conv_case(4, 1, 28, 28, 20, 5, 5, 1, 0, 0); }
 
-Test(gpu_ops, conv_lenet_second_layer)
-{
-    conv_case(2, 20, 12, 12, 50, 5, 5, 1, 0, 1);
-}
+Test(gpu_ops, conv_lenet_second_layer) { conv_case(2, 20, 12, 12, 50, 5, 5, 1, 0, 1); }
 
 Test(gpu_ops, relu_forward_backward)
 {
@@ -119,7 +104,8 @@ Test(gpu_ops, relu_forward_backward)
     href_relu_backward(r_din, dout, r_out, n);
     gt_expect_dev(be, "relu forward", d_out, r_out, n);
     gt_expect_dev(be, "relu backward", d_din, r_din, n);
-    be->ops->free(be, d_in), be->ops->free(be, d_dout), be->ops->free(be, d_out), be->ops->free(be, d_din);
+    be->ops->free(be, d_in), be->ops->free(be, d_dout), be->ops->free(be, d_out),
+        be->ops->free(be, d_din);
     free(in), free(dout), free(r_out), free(r_din);
     gt_done(be);
 }
@@ -143,7 +129,8 @@ Test(gpu_ops, maxpool_odd_sizes)
     href_maxpool_backward(r_din, dout, in, &s);
     gt_expect_dev(be, "maxpool forward", d_out, r_out, nout);
     gt_expect_dev(be, "maxpool backward", d_din, r_din, nin);
-    be->ops->free(be, d_in), be->ops->free(be, d_dout), be->ops->free(be, d_out), be->ops->free(be, d_din);
+    be->ops->free(be, d_in), be->ops->free(be, d_dout), be->ops->free(be, d_out),
+        be->ops->free(be, d_din);
     free(in), free(dout), free(r_out), free(r_din);
     gt_done(be);
 }
@@ -153,14 +140,18 @@ static void fc_case(int B, int M, int N, int with_din)
     backend *be = gt_backend();
     rng r = rng_keyed(4, RNG_TOOL, (uint64_t)B, (uint64_t)(M * 1000 + N));
     size_t ni = (size_t)B * M, nw = (size_t)N * M, no = (size_t)B * N;
-    float *in = gt_rand(&r, ni, -1, 1), *w = gt_rand(&r, nw, -0.2f, 0.2f), *bias = gt_rand(&r, N, -1, 1);
+    float *in = gt_rand(&r, ni, -1, 1), *w = gt_rand(&r, nw, -0.2f, 0.2f),
+          *bias = gt_rand(&r, N, -1, 1);
     float *dout = gt_rand(&r, no, -1, 1);
-    float *d_in = gt_to_dev(be, in, ni * 4), *d_w = gt_to_dev(be, w, nw * 4), *d_b = gt_to_dev(be, bias, N * 4);
+    float *d_in = gt_to_dev(be, in, ni * 4), *d_w = gt_to_dev(be, w, nw * 4),
+          *d_b = gt_to_dev(be, bias, N * 4);
     float *d_dout = gt_to_dev(be, dout, no * 4);
-    float *d_out = garbage(be, no), *d_din = garbage(be, ni), *d_dw = garbage(be, nw), *d_db = garbage(be, N);
+    float *d_out = garbage(be, no), *d_din = garbage(be, ni), *d_dw = garbage(be, nw),
+          *d_db = garbage(be, N);
     be->ops->fc_forward(be, d_out, d_in, d_w, d_b, B, M, N);
     be->ops->fc_backward(be, with_din ? d_din : NULL, d_dw, d_db, d_dout, d_in, d_w, B, M, N);
-    float *r_out = malloc(no * 4), *r_din = malloc(ni * 4), *r_dw = malloc(nw * 4), *r_db = malloc(N * 4);
+    float *r_out = malloc(no * 4), *r_din = malloc(ni * 4), *r_dw = malloc(nw * 4),
+          *r_db = malloc(N * 4);
     href_fc_forward(r_out, in, w, bias, B, M, N);
     href_fc_backward(r_din, r_dw, r_db, dout, in, w, B, M, N);
     gt_expect_dev(be, "fc forward", d_out, r_out, no);
@@ -175,22 +166,13 @@ static void fc_case(int B, int M, int N, int with_din)
     gt_done(be);
 }
 
-Test(gpu_ops, fc_rectangular)
-{
-    fc_case(6, 50, 10, 1);
-}
+Test(gpu_ops, fc_rectangular) { fc_case(6, 50, 10, 1); }
 
 /* B, M, N all different and none 1: a swapped dimension or leading
  * dimension cannot go unnoticed */
-Test(gpu_ops, fc_lenet_hidden_without_din)
-{
-    fc_case(7, 800, 33, 0);
-}
+Test(gpu_ops, fc_lenet_hidden_without_din) { fc_case(7, 800, 33, 0); }
 
-Test(gpu_ops, fc_single_everything)
-{
-    fc_case(1, 1, 1, 1);
-}
+Test(gpu_ops, fc_single_everything) { fc_case(1, 1, 1, 1); }
 
 Test(gpu_ops, global_average_pool)
 {
@@ -208,7 +190,8 @@ Test(gpu_ops, global_average_pool)
     href_gap_backward(r_din, dout, B, C, HW);
     gt_expect_dev(be, "gap forward", d_out, r_out, (size_t)B * C);
     gt_expect_dev(be, "gap backward", d_din, r_din, n);
-    be->ops->free(be, d_in), be->ops->free(be, d_dout), be->ops->free(be, d_out), be->ops->free(be, d_din);
+    be->ops->free(be, d_in), be->ops->free(be, d_dout), be->ops->free(be, d_out),
+        be->ops->free(be, d_din);
     free(in), free(dout), free(r_out), free(r_din);
     gt_done(be);
 }
@@ -251,7 +234,8 @@ Test(gpu_ops, sgd_momentum_three_steps)
     rng r = rng_keyed(7, RNG_TOOL, 0, 0);
     size_t n = 3001;
     float *w = gt_rand(&r, n, -1, 1), *v = gt_rand(&r, n, -0.1f, 0.1f), *g = gt_rand(&r, n, -1, 1);
-    float *d_w = gt_to_dev(be, w, n * 4), *d_v = gt_to_dev(be, v, n * 4), *d_g = gt_to_dev(be, g, n * 4);
+    float *d_w = gt_to_dev(be, w, n * 4), *d_v = gt_to_dev(be, v, n * 4),
+          *d_g = gt_to_dev(be, g, n * 4);
     for (int step = 0; step < 3; step++) {
         be->ops->sgd_update(be, d_w, d_v, d_g, n, 0.05f, 0.9f, 1e-3f);
         href_sgd(w, v, g, n, 0.05f, 0.9f, 1e-3f);
@@ -300,26 +284,31 @@ Test(gpu_ops, small_net_twenty_steps)
     int M = K * ps.OH * ps.OW;
     size_t nx = (size_t)B * C * H * W, nc = (size_t)B * K * cs.OH * cs.OW, np = (size_t)B * M;
     size_t ncw = (size_t)K * C * R * R, nfw = (size_t)N * M;
-    float *x = gt_rand(&r, nx, 0, 1), *cw = gt_rand(&r, ncw, -0.3f, 0.3f), *cb = gt_rand(&r, K, -0.1f, 0.1f);
+    float *x = gt_rand(&r, nx, 0, 1), *cw = gt_rand(&r, ncw, -0.3f, 0.3f),
+          *cb = gt_rand(&r, K, -0.1f, 0.1f);
     float *fw = gt_rand(&r, nfw, -0.1f, 0.1f), *fb = gt_rand(&r, N, -0.1f, 0.1f);
     int32_t lab[B] = {0, 1, 2, 3};
     float *cwv = calloc(ncw, 4), *cbv = calloc(K, 4), *fwv = calloc(nfw, 4), *fbv = calloc(N, 4);
     /* device copies */
-    float *d_x = gt_to_dev(be, x, nx * 4), *d_cw = gt_to_dev(be, cw, ncw * 4), *d_cb = gt_to_dev(be, cb, K * 4);
+    float *d_x = gt_to_dev(be, x, nx * 4), *d_cw = gt_to_dev(be, cw, ncw * 4),
+          *d_cb = gt_to_dev(be, cb, K * 4);
     float *d_fw = gt_to_dev(be, fw, nfw * 4), *d_fb = gt_to_dev(be, fb, N * 4);
     int32_t *d_lab = gt_to_dev(be, lab, sizeof lab);
-    float *d_cwv = o->alloc(be, ncw * 4), *d_cbv = o->alloc(be, K * 4), *d_fwv = o->alloc(be, nfw * 4),
-          *d_fbv = o->alloc(be, N * 4);
+    float *d_cwv = o->alloc(be, ncw * 4), *d_cbv = o->alloc(be, K * 4),
+          *d_fwv = o->alloc(be, nfw * 4), *d_fbv = o->alloc(be, N * 4);
     float *d_c = o->alloc(be, nc * 4), *d_a = o->alloc(be, nc * 4), *d_p = o->alloc(be, np * 4);
-    float *d_z = o->alloc(be, B * N * 4), *d_dz = o->alloc(be, B * N * 4), *d_loss = o->alloc(be, B * 4);
+    float *d_z = o->alloc(be, B * N * 4), *d_dz = o->alloc(be, B * N * 4),
+          *d_loss = o->alloc(be, B * 4);
     int32_t *d_pred = o->alloc(be, B * 4);
     float *d_dp = o->alloc(be, np * 4), *d_da = o->alloc(be, nc * 4), *d_dc = o->alloc(be, nc * 4);
-    float *d_gcw = o->alloc(be, ncw * 4), *d_gcb = o->alloc(be, K * 4), *d_gfw = o->alloc(be, nfw * 4),
-          *d_gfb = o->alloc(be, N * 4);
+    float *d_gcw = o->alloc(be, ncw * 4), *d_gcb = o->alloc(be, K * 4),
+          *d_gfw = o->alloc(be, nfw * 4), *d_gfb = o->alloc(be, N * 4);
     void *plan = o->conv_plan(be, &cs);
     /* host scratch */
-    float *c = malloc(nc * 4), *a = malloc(nc * 4), *p = malloc(np * 4), z[B * N], dz[B * N], loss[B];
-    float *dp = malloc(np * 4), *da = malloc(nc * 4), *dc = malloc(nc * 4), *gcw = malloc(ncw * 4), gcb[K];
+    float *c = malloc(nc * 4), *a = malloc(nc * 4), *p = malloc(np * 4), z[B * N], dz[B * N],
+          loss[B];
+    float *dp = malloc(np * 4), *da = malloc(nc * 4), *dc = malloc(nc * 4), *gcw = malloc(ncw * 4),
+          gcb[K];
     float *gfw = malloc(nfw * 4), gfb[N];
     int32_t pred[B];
     for (int step = 0; step < STEPS; step++) {
@@ -358,8 +347,9 @@ Test(gpu_ops, small_net_twenty_steps)
     gt_expect_dev(be, "conv weights after 20 steps", d_cw, cw, ncw);
     gt_expect_dev(be, "fc weights after 20 steps", d_fw, fw, nfw);
     o->conv_plan_free(be, plan);
-    void *dev[] = {d_x, d_cw, d_cb, d_fw, d_fb, d_lab, d_cwv, d_cbv, d_fwv, d_fbv, d_c, d_a, d_p, d_z,
-                   d_dz, d_loss, d_pred, d_dp, d_da, d_dc, d_gcw, d_gcb, d_gfw, d_gfb};
+    void *dev[] = {d_x,    d_cw,  d_cb, d_fw, d_fb,  d_lab, d_cwv, d_cbv,
+                   d_fwv,  d_fbv, d_c,  d_a,  d_p,   d_z,   d_dz,  d_loss,
+                   d_pred, d_dp,  d_da, d_dc, d_gcw, d_gcb, d_gfw, d_gfb};
     for (size_t i = 0; i < sizeof dev / sizeof *dev; i++)
         o->free(be, dev[i]);
     free(x), free(cw), free(cb), free(fw), free(fb), free(cwv), free(cbv), free(fwv), free(fbv);

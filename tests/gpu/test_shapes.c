@@ -26,15 +26,15 @@ Test(gpu_shapes, conv_output_size_matches_cudnn)
                         for (int pad = 0; pad <= 2; pad++) {
                             conv_shape s;
                             int ours = conv_shape_init(&s, 2, 3, H, W, 4, R, S, stride, pad);
-                            cr_assert_eq(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                                    2, 3, H, W),
+                            cr_assert_eq(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW,
+                                                                    CUDNN_DATA_FLOAT, 2, 3, H, W),
                                          CUDNN_STATUS_SUCCESS);
-                            cr_assert_eq(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                                                    4, 3, R, S),
+                            cr_assert_eq(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT,
+                                                                    CUDNN_TENSOR_NCHW, 4, 3, R, S),
                                          CUDNN_STATUS_SUCCESS);
-                            cr_assert_eq(cudnnSetConvolution2dDescriptor(c, pad, pad, stride, stride, 1, 1,
-                                                                         CUDNN_CROSS_CORRELATION,
-                                                                         CUDNN_DATA_FLOAT),
+                            cr_assert_eq(cudnnSetConvolution2dDescriptor(
+                                             c, pad, pad, stride, stride, 1, 1,
+                                             CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                                          CUDNN_STATUS_SUCCESS);
                             int n, k, oh, ow;
                             cudnnStatus_t st =
@@ -42,14 +42,14 @@ Test(gpu_shapes, conv_output_size_matches_cudnn)
                             if (ours != 0) {
                                 /* we call it empty: cuDNN must refuse or agree it is empty */
                                 cr_expect(st != CUDNN_STATUS_SUCCESS || oh <= 0 || ow <= 0,
-                                          "H%d W%d R%d S%d s%d p%d: we say empty, cuDNN %dx%d", H, W,
-                                          R, S, stride, pad, oh, ow);
+                                          "H%d W%d R%d S%d s%d p%d: we say empty, cuDNN %dx%d", H,
+                                          W, R, S, stride, pad, oh, ow);
                                 continue;
                             }
                             cr_assert_eq(st, CUDNN_STATUS_SUCCESS);
                             cr_expect(n == 2 && k == 4 && oh == s.OH && ow == s.OW,
-                                      "H%d W%d R%d S%d s%d p%d: ours %dx%d, cuDNN %dx%d", H, W, R, S,
-                                      stride, pad, s.OH, s.OW, oh, ow);
+                                      "H%d W%d R%d S%d s%d p%d: ours %dx%d, cuDNN %dx%d", H, W, R,
+                                      S, stride, pad, s.OH, s.OW, oh, ow);
                             checked++;
                         }
     cr_assert_gt(checked, 500);
@@ -64,19 +64,21 @@ Test(gpu_shapes, pool_output_size_matches_cudnn)
     cudnnPoolingDescriptor_t p;
     cr_assert_eq(cudnnCreateTensorDescriptor(&x), CUDNN_STATUS_SUCCESS);
     cr_assert_eq(cudnnCreatePoolingDescriptor(&p), CUDNN_STATUS_SUCCESS);
-    cr_assert_eq(cudnnSetPooling2dDescriptor(p, CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_NOT_PROPAGATE_NAN,
-                                             2, 2, 0, 0, 2, 2),
+    cr_assert_eq(cudnnSetPooling2dDescriptor(p, CUDNN_POOLING_MAX_DETERMINISTIC,
+                                             CUDNN_NOT_PROPAGATE_NAN, 2, 2, 0, 0, 2, 2),
                  CUDNN_STATUS_SUCCESS);
     for (int H = 2; H <= 30; H++)
         for (int W = 2; W <= 30; W += 3) {
             pool_shape s;
             cr_assert_eq(pool_shape_init(&s, 3, 5, H, W), 0);
-            cr_assert_eq(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 3, 5, H, W),
-                         CUDNN_STATUS_SUCCESS);
+            cr_assert_eq(
+                cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 3, 5, H, W),
+                CUDNN_STATUS_SUCCESS);
             int n, c, oh, ow;
-            cr_assert_eq(cudnnGetPooling2dForwardOutputDim(p, x, &n, &c, &oh, &ow), CUDNN_STATUS_SUCCESS);
-            cr_expect(n == 3 && c == 5 && oh == s.OH && ow == s.OW, "%dx%d: ours %dx%d, cuDNN %dx%d",
-                      H, W, s.OH, s.OW, oh, ow);
+            cr_assert_eq(cudnnGetPooling2dForwardOutputDim(p, x, &n, &c, &oh, &ow),
+                         CUDNN_STATUS_SUCCESS);
+            cr_expect(n == 3 && c == 5 && oh == s.OH && ow == s.OW,
+                      "%dx%d: ours %dx%d, cuDNN %dx%d", H, W, s.OH, s.OW, oh, ow);
         }
     cudnnDestroyTensorDescriptor(x);
     cudnnDestroyPoolingDescriptor(p);
@@ -86,15 +88,17 @@ Test(gpu_shapes, tensor_bytes_match_cudnn)
 {
     cudnnTensorDescriptor_t x;
     cr_assert_eq(cudnnCreateTensorDescriptor(&x), CUDNN_STATUS_SUCCESS);
-    int dims[][4] = {{1, 1, 1, 1}, {64, 1, 28, 28}, {64, 20, 24, 24}, {100, 3, 64, 64}, {1, 1, 1, 737280}};
+    int dims[][4] = {
+        {1, 1, 1, 1}, {64, 1, 28, 28}, {64, 20, 24, 24}, {100, 3, 64, 64}, {1, 1, 1, 737280}};
     for (size_t i = 0; i < sizeof dims / sizeof *dims; i++) {
         int *d = dims[i];
-        cr_assert_eq(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d[0], d[1], d[2], d[3]),
+        cr_assert_eq(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d[0], d[1],
+                                                d[2], d[3]),
                      CUDNN_STATUS_SUCCESS);
         size_t bytes = 0;
         cr_assert_eq(cudnnGetTensorSizeInBytes(x, &bytes), CUDNN_STATUS_SUCCESS);
-        cr_expect_eq(bytes, (size_t)d[0] * d[1] * d[2] * d[3] * sizeof(float), "%dx%dx%dx%d", d[0], d[1],
-                     d[2], d[3]);
+        cr_expect_eq(bytes, (size_t)d[0] * d[1] * d[2] * d[3] * sizeof(float), "%dx%dx%dx%d", d[0],
+                     d[1], d[2], d[3]);
     }
     cudnnDestroyTensorDescriptor(x);
 }
