@@ -51,6 +51,8 @@ int fake_live_objects(void);
  * every device call fail with err (like a missing driver). */
 void fake_set_devices(int count, cudaError_t err, int driver_version);
 void fake_set_device_props(const char *name, int cc_major, int cc_minor, size_t mem_total);
+/* What cudaSetDeviceFlags last set. */
+unsigned fake_device_flags(void);
 
 /* The next call of `api` (e.g. "cudaMalloc", "cudnnConvolutionForward")
  * returns `status` without doing anything. */

@@ -41,6 +41,7 @@ static struct {
     int cc_major, cc_minor;
     size_t mem_total;
     int current_device;
+    unsigned device_flags;
     int configured;
 } F;
 
@@ -298,6 +299,18 @@ cudaError_t cudaSetDevice(int d)
         return cudaErrorInvalidDevice;
     F.current_device = d;
     return cudaSuccess;
+}
+
+cudaError_t cudaSetDeviceFlags(unsigned int flags)
+{
+    FK_ENTER("cudaSetDeviceFlags");
+    F.device_flags = flags;
+    return cudaSuccess;
+}
+
+unsigned fake_device_flags(void)
+{
+    return F.device_flags;
 }
 
 cudaError_t cudaGetDevice(int *d)

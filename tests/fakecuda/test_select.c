@@ -30,6 +30,8 @@ Test(select, auto_picks_a_usable_gpu)
     backend *be = device_create_cuda(&c, &e);
     cr_assert_not_null(be, "%s", e.msg);
     cr_expect_str_eq(be->ops->name, "cuda");
+    cr_expect_eq(fake_device_flags() & cudaDeviceScheduleMask, cudaDeviceScheduleBlockingSync,
+                 "the host thread sleeps, not spins, while it waits for the device");
     be->ops->destroy(be);
     cr_expect_eq(fake_live_objects(), 0);
 }
