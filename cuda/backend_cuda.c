@@ -186,7 +186,8 @@ backend *backend_cuda_create(int device, errbuf *e)
     /* Block, do not spin, while waiting for the device: the loader's
      * workers need the CPU more than a sync needs microseconds. */
     if (gpu_soft_cuda(e, cudaSetDevice(device), "cudaSetDevice") ||
-        gpu_soft_cuda(e, cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync), "cudaSetDeviceFlags") ||
+        gpu_soft_cuda(e, cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync),
+                      "cudaSetDeviceFlags") ||
         gpu_soft_cuda(e, cudaStreamCreateWithFlags(&g->compute, cudaStreamNonBlocking),
                       "creating the compute stream") ||
         gpu_soft_cuda(e, cudaStreamCreateWithFlags(&g->copy, cudaStreamNonBlocking),

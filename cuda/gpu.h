@@ -13,8 +13,11 @@
 
 #include "../common/util.h"
 #include "../nn/backend.h"
+#include "../nn/device.h"
 
-/* ---- probing (no context is created: safe before fork()) */
+/* ---- probing. Initialises the driver but creates no context. Processes
+ * forked afterwards must not call CUDA themselves (the loader's workers do
+ * not), the same rule as PyTorch's forked DataLoader workers. */
 typedef enum gpu_status {
     GPU_OK = 0,
     GPU_NO_DRIVER,  /* libcuda.so.1 missing: no NVIDIA driver installed */
@@ -56,26 +59,14 @@ int gpu_selftest(FILE *out);
 int gpu_selftest_run(backend *be, FILE *out);
 
 /* ---- utilisation monitor: NVML, loaded with dlopen at run time, sampled
- * every period_ms by a thread between start and stop. Missing NVML, a device
- * NVML does not know, or NVML_ERROR_NOT_SUPPORTED all give available = 0 with
- * the reason, never an error. */
-typedef struct gpu_util {
-    int available; /* 0: n/a, see why */
-    char why[160];
-    int samples;
-    double util_avg;   /* % of time a kernel was running, mean of samples */
-    double util_max;   /* max of samples */
-    uint64_t mem_used; /* device memory in use (all processes), max over samples */
-    uint64_t mem_total;
-} gpu_util;
-
-typedef struct gpu_monitor gpu_monitor;
+ * every period_ms by a thread between start and stop (the figures are
+ * device_util, nn/device.h). Missing NVML, a device NVML does not know, or
+ * NVML_ERROR_NOT_SUPPORTED all give available = 0 with the reason, never an
+ * error. The rest of train reaches it through device_monitor_* (device.h). */
 /* pci_bus_id from gpu_info; libname NULL = "libnvidia-ml.so.1". Never NULL. */
 gpu_monitor *gpu_monitor_create(const char *pci_bus_id, const char *libname, int period_ms);
-void gpu_monitor_start(gpu_monitor *m);               /* begin an epoch */
-void gpu_monitor_stop(gpu_monitor *m, gpu_util *out); /* end it; the epoch's figures */
+void gpu_monitor_start(gpu_monitor *m);                  /* begin an epoch */
+void gpu_monitor_stop(gpu_monitor *m, device_util *out); /* end it; the epoch's figures */
 void gpu_monitor_free(gpu_monitor *m);
-/* "gpu 37% avg, 88% max, mem 1.2 GB / 40.0 GB" or "gpu n/a (why)" */
-const char *gpu_util_format(const gpu_util *u, char *buf, size_t len);
 
 #endif

@@ -177,7 +177,7 @@ void gpu_monitor_start(gpu_monitor *m)
     m->running = 1;
 }
 
-void gpu_monitor_stop(gpu_monitor *m, gpu_util *out)
+void gpu_monitor_stop(gpu_monitor *m, device_util *out)
 {
     memset(out, 0, sizeof *out);
     if (m->running) {
@@ -210,7 +210,7 @@ void gpu_monitor_free(gpu_monitor *m)
     if (!m)
         return;
     if (m->running) {
-        gpu_util u;
+        device_util u;
         gpu_monitor_stop(m, &u);
     }
     if (m->lib) {
@@ -220,20 +220,4 @@ void gpu_monitor_free(gpu_monitor *m)
     pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     free(m);
-}
-
-const char *gpu_util_format(const gpu_util *u, char *buf, size_t len)
-{
-    if (!u->available) {
-        snprintf(buf, len, "gpu n/a (%s)", u->why[0] ? u->why : "no data");
-        return buf;
-    }
-    char used[32], total[32];
-    if (u->mem_total)
-        snprintf(buf, len, "gpu %.0f%% avg, %.0f%% max, mem %s / %s", u->util_avg, u->util_max,
-                 fmt_bytes(used, sizeof used, u->mem_used),
-                 fmt_bytes(total, sizeof total, u->mem_total));
-    else
-        snprintf(buf, len, "gpu %.0f%% avg, %.0f%% max, mem n/a", u->util_avg, u->util_max);
-    return buf;
 }

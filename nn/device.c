@@ -114,3 +114,73 @@ int device_pin_check(uint64_t bytes, uint64_t mem_available, int force, errbuf *
                 "fewer workers or a smaller --prefetch or batch, --pin=off, or --pin-force",
                 need, 100.0 * frac, avail, 100.0 * DEVICE_PIN_MAX_FRACTION);
 }
+
+int device_selftest(FILE *out)
+{
+#ifdef TRAIN_CUDA
+    return gpu_selftest(out);
+#else
+    fprintf(out, "selftest: this train was built without CUDA; nothing to test\n");
+    return 2;
+#endif
+}
+
+gpu_monitor *device_monitor_create(const device_choice *c)
+{
+#ifdef TRAIN_CUDA
+    if (c->kind == DEVICE_CUDA)
+        return gpu_monitor_create(c->pci_bus_id, NULL, 50);
+#else
+    (void)c;
+#endif
+    return NULL;
+}
+
+void device_monitor_start(gpu_monitor *m)
+{
+#ifdef TRAIN_CUDA
+    if (m)
+        gpu_monitor_start(m);
+#else
+    (void)m;
+#endif
+}
+
+void device_monitor_stop(gpu_monitor *m, device_util *out)
+{
+#ifdef TRAIN_CUDA
+    if (m) {
+        gpu_monitor_stop(m, out);
+        return;
+    }
+#else
+    (void)m;
+#endif
+    memset(out, 0, sizeof *out);
+    snprintf(out->why, sizeof out->why, "no GPU");
+}
+
+void device_monitor_free(gpu_monitor *m)
+{
+#ifdef TRAIN_CUDA
+    gpu_monitor_free(m);
+#else
+    (void)m;
+#endif
+}
+
+const char *device_util_format(const device_util *u, char *buf, size_t len)
+{
+    if (!u->available) {
+        snprintf(buf, len, "gpu n/a (%s)", u->why[0] ? u->why : "no data");
+        return buf;
+    }
+    char used[32], total[32];
+    if (u->mem_total)
+        snprintf(buf, len, "gpu %.0f%% avg, %.0f%% max, mem %s / %s", u->util_avg, u->util_max,
+                 fmt_bytes(used, sizeof used, u->mem_used),
+                 fmt_bytes(total, sizeof total, u->mem_total));
+    else
+        snprintf(buf, len, "gpu %.0f%% avg, %.0f%% max, mem n/a", u->util_avg, u->util_max);
+    return buf;
+}

@@ -10,6 +10,7 @@
 #define TRAIN_DEVICE_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "../common/util.h"
 #include "backend.h"
@@ -51,5 +52,32 @@ backend *device_create_cuda(const device_choice *c, errbuf *e);
  * MemAvailable without force, message in e. */
 #define DEVICE_PIN_MAX_FRACTION 0.5
 int device_pin_check(uint64_t bytes, uint64_t mem_available, int force, errbuf *e);
+
+/* `train --selftest`: the GPU ops against host reference loops on a tiny
+ * net (cuda/selftest.c), one line per check and a verdict to out. Returns 0
+ * pass, 1 mismatch, 2 no usable GPU or a CPU-only build (reason printed). */
+int device_selftest(FILE *out);
+
+/* ---- GPU utilisation per epoch, from NVML (cuda/nvml.c), sampled every
+ * 50 ms by a thread while an epoch runs. */
+typedef struct device_util {
+    int available; /* 0: n/a, see why */
+    char why[160];
+    int samples;
+    double util_avg;   /* % of time a kernel was running, mean of the samples */
+    double util_max;   /* max of the samples */
+    uint64_t mem_used; /* device memory in use (all processes), max over the epoch */
+    uint64_t mem_total;
+} device_util;
+
+typedef struct gpu_monitor gpu_monitor;
+/* NULL for a CPU choice or in a CPU-only build; every call below accepts
+ * NULL (stop then reports n/a). Create after the workers were forked. */
+gpu_monitor *device_monitor_create(const device_choice *c);
+void device_monitor_start(gpu_monitor *m);
+void device_monitor_stop(gpu_monitor *m, device_util *out);
+void device_monitor_free(gpu_monitor *m);
+/* "gpu 37% avg, 88% max, mem 1.2 GB / 40.0 GB" or "gpu n/a (why)" */
+const char *device_util_format(const device_util *u, char *buf, size_t len);
 
 #endif

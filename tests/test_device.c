@@ -7,6 +7,8 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../nn/device.h"
@@ -56,4 +58,34 @@ Test(device, pin_guard)
     cr_expect_eq(device_pin_check(1 * GB, 0, 0, &e), 1, "unknown MemAvailable: allowed, said");
     cr_expect(strstr(e.msg, "MemAvailable is unknown"), "%s", e.msg);
     cr_expect_eq(device_pin_check(0, 10 * GB, 0, &e), 0);
+}
+
+Test(device, selftest_and_monitor_without_cuda)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    cr_expect_eq(device_selftest(f), 2);
+    fclose(f);
+    cr_expect_str_eq(buf, "selftest: this train was built without CUDA; nothing to test\n");
+    free(buf);
+    device_choice c;
+    errbuf e;
+    device_select(DEVICE_AUTO, &c, &e);
+    gpu_monitor *m = device_monitor_create(&c);
+    cr_expect_null(m);
+    device_util u;
+    device_monitor_start(m);
+    device_monitor_stop(m, &u);
+    device_monitor_free(m);
+    char line[100];
+    cr_expect_str_eq(device_util_format(&u, line, sizeof line), "gpu n/a (no GPU)");
+    u = (device_util){.available = 1,
+                      .util_avg = 37.4,
+                      .util_max = 88,
+                      .mem_used = 1288490188,
+                      .mem_total = 40ull << 30};
+    cr_expect_str_eq(device_util_format(&u, line, sizeof line),
+                     "gpu 37% avg, 88% max, mem 1.2 GB / 40.0 GB");
 }

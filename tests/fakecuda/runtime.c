@@ -308,10 +308,7 @@ cudaError_t cudaSetDeviceFlags(unsigned int flags)
     return cudaSuccess;
 }
 
-unsigned fake_device_flags(void)
-{
-    return F.device_flags;
-}
+unsigned fake_device_flags(void) { return F.device_flags; }
 
 cudaError_t cudaGetDevice(int *d)
 {

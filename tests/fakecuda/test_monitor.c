@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "../../cuda/gpu.h"
+#include "../../nn/device.h"
 
 static const char *bus = "00000000:01:00.0";
 
@@ -21,12 +22,12 @@ static void nap_ms(int ms)
     nanosleep(&t, NULL);
 }
 
-static gpu_util epoch(const char *mode, int ms)
+static device_util epoch(const char *mode, int ms)
 {
     if (mode)
         setenv("FAKE_NVML", mode, 1);
     gpu_monitor *m = gpu_monitor_create(bus, FAKE_NVML_LIB, 20);
-    gpu_util u;
+    device_util u;
     gpu_monitor_start(m);
     nap_ms(ms);
     gpu_monitor_stop(m, &u);
@@ -36,7 +37,7 @@ static gpu_util epoch(const char *mode, int ms)
 
 Test(monitor, samples_average_and_max)
 {
-    gpu_util u = epoch("ok", 120);
+    device_util u = epoch("ok", 120);
     cr_assert(u.available, "%s", u.why);
     cr_assert_geq(u.samples, 1, "the first sample is taken at start");
     /* the fake answers 10, 20, 30, 40, 50, 10, ... */
@@ -52,7 +53,7 @@ Test(monitor, samples_average_and_max)
     cr_expect_eq(u.mem_used, (1ull << 30) + ((unsigned long long)u.samples << 20),
                  "the maximum, after the last sample");
     char line[200];
-    gpu_util_format(&u, line, sizeof line);
+    device_util_format(&u, line, sizeof line);
     cr_expect(strncmp(line, "gpu ", 4) == 0 && strstr(line, "% avg, ") && strstr(line, "/ 8.0 GB"),
               "%s", line);
 }
@@ -61,7 +62,7 @@ Test(monitor, two_epochs_each_start_fresh)
 {
     setenv("FAKE_NVML", "ok", 1);
     gpu_monitor *m = gpu_monitor_create(bus, FAKE_NVML_LIB, 20);
-    gpu_util a, b;
+    device_util a, b;
     gpu_monitor_start(m);
     gpu_monitor_stop(m, &a);
     gpu_monitor_start(m);
@@ -77,34 +78,34 @@ Test(monitor, two_epochs_each_start_fresh)
 Test(monitor, missing_library_is_na)
 {
     gpu_monitor *m = gpu_monitor_create(bus, "/nonexistent/libnvidia-ml.so.1", 20);
-    gpu_util u;
+    device_util u;
     gpu_monitor_start(m);
     gpu_monitor_stop(m, &u);
     gpu_monitor_free(m);
     cr_expect_eq(u.available, 0);
     cr_expect(strstr(u.why, "NVML not available"), "%s", u.why);
     char line[200];
-    cr_expect_str_eq(gpu_util_format(&u, line, sizeof line),
+    cr_expect_str_eq(device_util_format(&u, line, sizeof line),
                      "gpu n/a (NVML not available (/nonexistent/libnvidia-ml.so.1))");
 }
 
 Test(monitor, not_supported_is_na)
 {
-    gpu_util u = epoch("not_supported", 10);
+    device_util u = epoch("not_supported", 10);
     cr_expect_eq(u.available, 0);
     cr_expect(strstr(u.why, "utilisation not supported on this device"), "%s", u.why);
 }
 
 Test(monitor, init_failure_is_na)
 {
-    gpu_util u = epoch("init_fails", 0);
+    device_util u = epoch("init_fails", 0);
     cr_expect_eq(u.available, 0);
     cr_expect(strstr(u.why, "NVML init failed: Driver Not Loaded (fake)"), "%s", u.why);
 }
 
 Test(monitor, unknown_device_is_na)
 {
-    gpu_util u = epoch("no_device", 0);
+    device_util u = epoch("no_device", 0);
     cr_expect_eq(u.available, 0);
     cr_expect(strstr(u.why, "NVML does not know device 00000000:01:00.0"), "%s", u.why);
 }
@@ -113,9 +114,30 @@ Test(monitor, stop_without_start_and_free_while_running)
 {
     setenv("FAKE_NVML", "ok", 1);
     gpu_monitor *m = gpu_monitor_create(bus, FAKE_NVML_LIB, 20);
-    gpu_util u;
+    device_util u;
     gpu_monitor_stop(m, &u);
     cr_expect_eq(u.available, 0);
     gpu_monitor_start(m);
     gpu_monitor_free(m); /* joins the thread */
+}
+
+/* the wrapper the rest of train uses: NULL for the CPU, a monitor for a GPU */
+Test(monitor, device_wrappers)
+{
+    device_choice cpu = {.kind = DEVICE_CPU};
+    gpu_monitor *m = device_monitor_create(&cpu);
+    cr_expect_null(m);
+    device_util u;
+    device_monitor_start(m);
+    device_monitor_stop(m, &u);
+    device_monitor_free(m);
+    char line[200];
+    cr_expect_str_eq(device_util_format(&u, line, sizeof line), "gpu n/a (no GPU)");
+    device_choice gpu = {.kind = DEVICE_CUDA, .pci_bus_id = "00000000:01:00.0"};
+    m = device_monitor_create(&gpu);
+    cr_assert_not_null(m);
+    device_monitor_start(m);
+    device_monitor_stop(m, &u); /* real NVML or none: figures or a reason, never a failure */
+    cr_expect(u.available || u.why[0], "n/a needs a reason");
+    device_monitor_free(m);
 }
