@@ -14,8 +14,9 @@
  * cudnnFind* (benchmarked on the device) when TRAIN_CUDNN_FIND=1. Among the
  * candidates we take, in the library's order, the first that succeeded,
  * is deterministic and uses plain FMA math (no TF32: fp32 results must match
- * the CPU to 1e-4), skipping FFT and non-fused Winograd for precision; only
- * if none qualifies, the first that succeeded at all.
+ * the CPU to 1e-4), skipping FFT and non-fused Winograd for precision; then
+ * such a candidate reported with default math, forced to FMA if cuDNN can
+ * size it that way; only if none qualifies, the first that succeeded at all.
  *
  * Deliberately left out: grouped or dilated convolution, NHWC, fusion.
  */
@@ -68,16 +69,54 @@ static int imprecise(int dir, int algo)
     }
 }
 
-/* Index of the chosen candidate, or -1. */
-static int pick(const algo_perf *p, int n, int dir)
+static cudnnConvolutionDescriptor_t desc_of(conv_plan *p, int dir)
 {
-    for (int i = 0; i < n; i++)
-        if (p[i].status == CUDNN_STATUS_SUCCESS && p[i].determinism == CUDNN_DETERMINISTIC &&
-            p[i].math == CUDNN_FMA_MATH && !imprecise(dir, p[i].algo))
-            return i;
-    for (int i = 0; i < n; i++)
-        if (p[i].status == CUDNN_STATUS_SUCCESS)
-            return i;
+    return dir == DIR_FWD ? p->cf : dir == DIR_DATA ? p->cd : p->cw;
+}
+
+/* Set direction dir's descriptor to math and ask what algo needs then. */
+static cudnnStatus_t probe_algo(gpu_ctx *g, conv_plan *p, int dir, int algo, cudnnMathType_t math,
+                                size_t *ws)
+{
+    cudnnConvolutionDescriptor_t c = desc_of(p, dir);
+    CUDNN_CHECK(cudnnSetConvolutionMathType(c, math));
+    switch (dir) {
+    case DIR_FWD:
+        return cudnnGetConvolutionForwardWorkspaceSize(g->dnn, p->x, p->w, c, p->y,
+                                                       (cudnnConvolutionFwdAlgo_t)algo, ws);
+    case DIR_DATA:
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+            g->dnn, p->w, p->y, c, p->x, (cudnnConvolutionBwdDataAlgo_t)algo, ws);
+    default:
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            g->dnn, p->x, p->y, c, p->w, (cudnnConvolutionBwdFilterAlgo_t)algo, ws);
+    }
+}
+
+/* The algorithm for direction dir among the library's candidates (in its
+ * order), in tiers: deterministic, precise and reported as FMA math; then
+ * deterministic and precise with default math, forced to FMA (accepted if
+ * cuDNN can size it that way); last, anything that succeeded, with its own
+ * math. The descriptor is left with the chosen math type; -1 if none. */
+static int choose(gpu_ctx *g, conv_plan *p, int dir, const algo_perf *a, int n)
+{
+    for (int tier = 0; tier < 3; tier++)
+        for (int i = 0; i < n; i++) {
+            if (a[i].status != CUDNN_STATUS_SUCCESS)
+                continue;
+            int good = a[i].determinism == CUDNN_DETERMINISTIC && !imprecise(dir, a[i].algo);
+            if (tier == 0 && !(good && a[i].math == CUDNN_FMA_MATH))
+                continue;
+            if (tier == 1 && !(good && a[i].math == CUDNN_DEFAULT_MATH))
+                continue;
+            size_t ws = 0;
+            if (probe_algo(g, p, dir, a[i].algo, tier < 2 ? CUDNN_FMA_MATH : a[i].math, &ws) !=
+                CUDNN_STATUS_SUCCESS)
+                continue;
+            if (ws > p->ws_bytes)
+                p->ws_bytes = ws;
+            return a[i].algo;
+        }
     return -1;
 }
 
@@ -97,85 +136,63 @@ static int want_find(void)
         (dst)[i_].math = (src)[i_].mathType;                                                       \
     }
 
-static void choose_fwd(gpu_ctx *g, conv_plan *p)
+/* cuDNN's candidates for each direction, as algo_perf; returns the count */
+static int candidates(gpu_ctx *g, conv_plan *p, int dir, algo_perf *a)
 {
-    cudnnConvolutionFwdAlgoPerf_t r[ALGO_MAX];
-    algo_perf a[ALGO_MAX];
     int max = 0, n = 0;
-    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(g->dnn, &max));
-    if (max > ALGO_MAX || max < 1)
-        max = ALGO_MAX;
-    if (want_find())
-        CUDNN_CHECK(
-            cudnnFindConvolutionForwardAlgorithm(g->dnn, p->x, p->w, p->cf, p->y, max, &n, r));
-    else
-        CUDNN_CHECK(
-            cudnnGetConvolutionForwardAlgorithm_v7(g->dnn, p->x, p->w, p->cf, p->y, max, &n, r));
-    COPY_PERF(a, r, n);
-    int i = pick(a, n, DIR_FWD);
-    if (i < 0)
-        gpu_fatal(__func__, "cuDNN offers no forward algorithm for this convolution");
-    p->fwd = (cudnnConvolutionFwdAlgo_t)a[i].algo;
-    CUDNN_CHECK(cudnnSetConvolutionMathType(p->cf, a[i].math));
-    size_t ws = 0;
-    CUDNN_CHECK(
-        cudnnGetConvolutionForwardWorkspaceSize(g->dnn, p->x, p->w, p->cf, p->y, p->fwd, &ws));
-    if (ws > p->ws_bytes)
-        p->ws_bytes = ws;
-}
-
-static void choose_data(gpu_ctx *g, conv_plan *p)
-{
-    cudnnConvolutionBwdDataAlgoPerf_t r[ALGO_MAX];
-    algo_perf a[ALGO_MAX];
-    int max = 0, n = 0;
-    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(g->dnn, &max));
-    if (max > ALGO_MAX || max < 1)
-        max = ALGO_MAX;
-    if (want_find())
-        CUDNN_CHECK(
-            cudnnFindConvolutionBackwardDataAlgorithm(g->dnn, p->w, p->y, p->cd, p->x, max, &n, r));
-    else
-        CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(g->dnn, p->w, p->y, p->cd, p->x,
-                                                                max, &n, r));
-    COPY_PERF(a, r, n);
-    int i = pick(a, n, DIR_DATA);
-    if (i < 0)
-        gpu_fatal(__func__, "cuDNN offers no backward-data algorithm for this convolution");
-    p->bwd_data = (cudnnConvolutionBwdDataAlgo_t)a[i].algo;
-    CUDNN_CHECK(cudnnSetConvolutionMathType(p->cd, a[i].math));
-    size_t ws = 0;
-    CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(g->dnn, p->w, p->y, p->cd, p->x,
-                                                             p->bwd_data, &ws));
-    if (ws > p->ws_bytes)
-        p->ws_bytes = ws;
-}
-
-static void choose_filter(gpu_ctx *g, conv_plan *p)
-{
-    cudnnConvolutionBwdFilterAlgoPerf_t r[ALGO_MAX];
-    algo_perf a[ALGO_MAX];
-    int max = 0, n = 0;
-    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(g->dnn, &max));
-    if (max > ALGO_MAX || max < 1)
-        max = ALGO_MAX;
-    if (want_find())
-        CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(g->dnn, p->x, p->y, p->cw, p->w,
-                                                                max, &n, r));
-    else
-        CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g->dnn, p->x, p->y, p->cw, p->w,
+    switch (dir) {
+    case DIR_FWD: {
+        cudnnConvolutionFwdAlgoPerf_t r[ALGO_MAX];
+        CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(g->dnn, &max));
+        max = max < 1 || max > ALGO_MAX ? ALGO_MAX : max;
+        if (want_find())
+            CUDNN_CHECK(
+                cudnnFindConvolutionForwardAlgorithm(g->dnn, p->x, p->w, p->cf, p->y, max, &n, r));
+        else
+            CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(g->dnn, p->x, p->w, p->cf, p->y, max,
+                                                               &n, r));
+        COPY_PERF(a, r, n);
+        break;
+    }
+    case DIR_DATA: {
+        cudnnConvolutionBwdDataAlgoPerf_t r[ALGO_MAX];
+        CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(g->dnn, &max));
+        max = max < 1 || max > ALGO_MAX ? ALGO_MAX : max;
+        if (want_find())
+            CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(g->dnn, p->w, p->y, p->cd, p->x,
                                                                   max, &n, r));
-    COPY_PERF(a, r, n);
-    int i = pick(a, n, DIR_FILTER);
-    if (i < 0)
-        gpu_fatal(__func__, "cuDNN offers no backward-filter algorithm for this convolution");
-    p->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)a[i].algo;
-    CUDNN_CHECK(cudnnSetConvolutionMathType(p->cw, a[i].math));
-    size_t ws = 0;
-    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(g->dnn, p->x, p->y, p->cw, p->w,
-                                                               p->bwd_filter, &ws));
-    if (ws > p->ws_bytes)
-        p->ws_bytes = ws;
+        else
+            CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(g->dnn, p->w, p->y, p->cd, p->x,
+                                                                    max, &n, r));
+        COPY_PERF(a, r, n);
+        break;
+    }
+    default: {
+        cudnnConvolutionBwdFilterAlgoPerf_t r[ALGO_MAX];
+        CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(g->dnn, &max));
+        max = max < 1 || max > ALGO_MAX ? ALGO_MAX : max;
+        if (want_find())
+            CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(g->dnn, p->x, p->y, p->cw, p->w,
+                                                                    max, &n, r));
+        else
+            CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(g->dnn, p->x, p->y, p->cw,
+                                                                      p->w, max, &n, r));
+        COPY_PERF(a, r, n);
+        break;
+    }
+    }
+    return n;
+}
+
+static int choose_dir(gpu_ctx *g, conv_plan *p, int dir, const char *what)
+{
+    algo_perf a[ALGO_MAX];
+    int n = candidates(g, p, dir, a);
+    int algo = choose(g, p, dir, a, n);
+    if (algo < 0)
+        gpu_fatal("gpu_conv_plan", "cuDNN offers no usable %s algorithm for this convolution",
+                  what);
+    return algo;
 }
 
 void gpu_workspace_reserve(gpu_ctx *g, size_t bytes)
@@ -224,9 +241,10 @@ void *gpu_conv_plan(backend *be, const conv_shape *s)
     CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, h, w));
     CUDNN_CHECK(
         cudnnSetTensor4dDescriptor(p->bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, s->K, 1, 1));
-    choose_fwd(g, p);
-    choose_data(g, p);
-    choose_filter(g, p);
+    p->fwd = (cudnnConvolutionFwdAlgo_t)choose_dir(g, p, DIR_FWD, "forward");
+    p->bwd_data = (cudnnConvolutionBwdDataAlgo_t)choose_dir(g, p, DIR_DATA, "backward-data");
+    p->bwd_filter =
+        (cudnnConvolutionBwdFilterAlgo_t)choose_dir(g, p, DIR_FILTER, "backward-filter");
     gpu_workspace_reserve(g, p->ws_bytes);
     return p;
 }

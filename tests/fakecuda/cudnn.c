@@ -28,6 +28,8 @@
 static cudnnHandle_t handles[16];
 static char last_message[512];
 static int last_algo[3] = {-1, -1, -1};
+static cudnnMathType_t last_math[3];
+static int default_math_only;
 
 int fk_cudnn_live(void)
 {
@@ -45,11 +47,22 @@ void fk_cudnn_reset(void)
     }
     last_message[0] = '\0';
     last_algo[0] = last_algo[1] = last_algo[2] = -1;
+    default_math_only = 0;
 }
 
 int fake_last_algo(int dir) { return dir >= 0 && dir < 3 ? last_algo[dir] : -1; }
 
-void fkd_set_last_algo(int dir, int algo) { last_algo[dir] = algo; }
+int fake_last_math(int dir) { return dir >= 0 && dir < 3 ? (int)last_math[dir] : -1; }
+
+void fkd_set_last_algo(int dir, int algo, cudnnMathType_t math)
+{
+    last_algo[dir] = algo;
+    last_math[dir] = math;
+}
+
+void fake_cudnn_default_math_only(int on) { default_math_only = on; }
+
+int fkd_default_math_only(void) { return default_math_only; }
 
 int fkd_handle_ok(cudnnHandle_t h)
 {

@@ -146,7 +146,7 @@ static cudnnStatus_t conv_call(const char *api, int dir, cudnnHandle_t h, const 
                                  fkd_dev(api, "dw", out, wb);
     if (!ok)
         return CUDNN_STATUS_BAD_PARAM;
-    fkd_set_last_algo(dir, algo);
+    fkd_set_last_algo(dir, algo, j.p.math);
     j.corrupt = fk_take_corruption(api);
     conv_job *q = malloc(sizeof *q);
     *q = j;

@@ -72,6 +72,11 @@ int fake_calls(const char *api);
 /* The algorithm the last convolution of each direction ran with
  * (0 forward, 1 backward data, 2 backward filter); -1 if none. */
 int fake_last_algo(int dir);
+/* ... and the math type its descriptor carried (a cudnnMathType_t). */
+int fake_last_math(int dir);
+/* on: every candidate reports CUDNN_DEFAULT_MATH, as a library might that
+ * does not distinguish FMA kernels in its perf results. */
+void fake_cudnn_default_math_only(int on);
 /* Workspace the fake's algorithm tables demand for the last plan's
  * directions, for checks of the sizing logic. */
 size_t fake_workspace_need(int dir, int algo, const int *xdims, const int *wdims, const int *ydims);

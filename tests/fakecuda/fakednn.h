@@ -85,6 +85,8 @@ enum { FWD, DATA, FILTER };
 /* the workspace algo needs for these shapes; 0 in *ok when the fake does
  * not support algo in that direction */
 size_t fkd_need(int dir, int algo, const tens *x, const filt *w, const tens *y, int *ok);
-void fkd_set_last_algo(int dir, int algo);
+void fkd_set_last_algo(int dir, int algo, cudnnMathType_t math);
+/* fake_cudnn_default_math_only is on: candidates all report default math */
+int fkd_default_math_only(void);
 
 #endif

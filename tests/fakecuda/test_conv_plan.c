@@ -42,6 +42,8 @@ static void run_once(backend *be, const conv_shape *s)
 
 static void expect_choices(void)
 {
+    for (int dir = 0; dir < 3; dir++)
+        cr_expect_eq(fake_last_math(dir), CUDNN_FMA_MATH, "direction %d ran with FMA math", dir);
     cr_expect_eq(fake_last_algo(0), CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
                  "forward: not FFT (imprecise), not the default-math entry (TF32)");
     cr_expect_eq(fake_last_algo(1), CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
@@ -80,6 +82,23 @@ Test(conv_plan, find_path_on_request)
     cr_expect_eq(fake_calls("cudnnFindConvolutionBackwardDataAlgorithm"), 1);
     cr_expect_eq(fake_calls("cudnnFindConvolutionBackwardFilterAlgorithm"), 1);
     cr_expect_eq(fake_calls("cudnnGetConvolutionForwardAlgorithm_v7"), 0);
+    gt_done(be);
+}
+
+/* a library that reports every candidate with default math (TF32-eligible
+ * on Ampere): the deterministic, precise ones are still taken, forced to FMA */
+Test(conv_plan, default_math_candidates_are_forced_to_fma)
+{
+    fake_cudnn_default_math_only(1);
+    backend *be = gt_backend();
+    conv_shape s;
+    conv_shape_init(&s, 2, 3, 6, 6, 2, 3, 3, 1, 1);
+    run_once(be, &s);
+    cr_expect_eq(fake_last_algo(0), CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                 "the first deterministic precise candidate, now that none says FMA");
+    cr_expect_eq(fake_last_algo(2), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1);
+    for (int dir = 0; dir < 3; dir++)
+        cr_expect_eq(fake_last_math(dir), CUDNN_FMA_MATH, "direction %d forced to FMA", dir);
     gt_done(be);
 }
 
