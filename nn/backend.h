@@ -105,7 +105,44 @@ typedef struct backend_ops {
      * g' = g + wd w;  v = momentum v + g';  w -= lr v */
     void (*sgd_update)(backend *be, float *w, float *v, const float *g, size_t n, float lr,
                        float momentum, float wd);
+
+    /* ---- optional: staging and device timing. Backends with a separate
+     * copy engine (the GPU) fill these; the CPU backend leaves them NULL and
+     * callers check for NULL. A staging buffer b, 0 <= b < BACKEND_STAGE_MAX,
+     * names one device input buffer the caller copies batches into; the
+     * backend keeps two events per b: "copy into b done" (copy stream) and
+     * "compute finished reading b" (compute stream). The caller remembers
+     * which host ring slot it last copied into b.
+     *
+     * Page-lock [p, p + bytes) of host memory so copies from it are DMA that
+     * overlaps compute. Returns -1 with e filled when the driver refuses; the
+     * caller says so once and goes on with pageable memory. */
+    int (*host_pin)(backend *be, void *p, size_t bytes, errbuf *e);
+    void (*host_unpin)(backend *be, void *p); /* p as given to host_pin */
+    /* Enqueue dst (device) <- src (host) on the copy stream, ordered after
+     * the last stage_release(b), then record b's copy event. Returns at once:
+     * src must stay untouched until stage_done(b) says 1. */
+    void (*stage_copy)(backend *be, int b, void *dst, const void *src, size_t bytes);
+    /* 1 when b's last stage_copy has completed (its host source may be
+     * reused), else 0; wait = 1 blocks the host until it has. */
+    int (*stage_done)(backend *be, int b, int wait);
+    /* Compute operations enqueued after this wait for b's last copy
+     * (a device-side wait: the host does not block). */
+    void (*stage_wait)(backend *be, int b);
+    /* Compute enqueued so far is all that reads b (e.g. after normalize_u8):
+     * the next stage_copy into b may overwrite it once that has run. */
+    void (*stage_release)(backend *be, int b);
+    /* Compute-busy time from device events: busy_begin / busy_end bracket
+     * one step's compute on the compute stream (begin after stage_wait, so
+     * waiting for a copy is not counted); busy_take returns the seconds
+     * inside completed brackets since its last call, waiting for the last
+     * busy_end. */
+    void (*busy_begin)(backend *be);
+    void (*busy_end)(backend *be);
+    double (*busy_take)(backend *be);
 } backend_ops;
+
+#define BACKEND_STAGE_MAX 16
 
 struct backend {
     const backend_ops *ops;

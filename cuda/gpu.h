@@ -1,0 +1,72 @@
+/* gpu.h — what the rest of train uses from cuda/: probing for a device,
+ * creating the GPU backend, the self-test and the utilisation monitor.
+ *
+ * Plain C types only, so nn/device.c can include it without CUDA headers.
+ * Everything here exists only in the CUDA build (make CUDA=1); nn/device.c
+ * is the one place that decides whether to call it.
+ */
+#ifndef TRAIN_GPU_H
+#define TRAIN_GPU_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../common/util.h"
+#include "../nn/backend.h"
+#include "../nn/device.h"
+
+/* ---- probing. Initialises the driver but creates no context. Processes
+ * forked afterwards must not call CUDA themselves (the loader's workers do
+ * not), the same rule as PyTorch's forked DataLoader workers. */
+typedef enum gpu_status {
+    GPU_OK = 0,
+    GPU_NO_DRIVER,  /* libcuda.so.1 missing: no NVIDIA driver installed */
+    GPU_OLD_DRIVER, /* driver older than the CUDA runtime this was built with */
+    GPU_NO_DEVICE,  /* driver present, no device (or CUDA_VISIBLE_DEVICES hides them) */
+    GPU_UNUSABLE,   /* a device exists but cannot run this build (see reason) */
+} gpu_status;
+
+typedef struct gpu_info {
+    gpu_status status;
+    int device;          /* the index probed */
+    int count;           /* devices visible */
+    int driver_version;  /* CUDA version the driver supports, 13000 = 13.0; 0 = none */
+    int runtime_version; /* CUDA runtime linked in */
+    char name[256];
+    int cc_major, cc_minor;
+    uint64_t mem_total;
+    char pci_bus_id[32]; /* for matching NVML's device */
+    char reason[320];    /* one line: why status != GPU_OK */
+} gpu_info;
+
+/* Probe device `device` (0 for the first). Always fills *out. */
+void gpu_probe(int device, gpu_info *out);
+
+/* One-line description of a usable device: "NVIDIA A100 (cc 8.0, 40.0 GB,
+ * driver CUDA 13.0)". */
+const char *gpu_describe(const gpu_info *g, char *buf, size_t len);
+
+/* ---- the backend (nn/backend.h) on device `device`; NULL with e filled
+ * when a handle or stream cannot be created. Fill-in of every op and of the
+ * optional staging/timing block. */
+backend *backend_cuda_create(int device, errbuf *e);
+
+/* ---- self-test: every op on the GPU against host reference loops on a
+ * tiny net, one line per op and a verdict to `out`. Returns 0 when all
+ * match, 1 on a mismatch, 2 when no usable device exists (reason printed). */
+int gpu_selftest(FILE *out);
+/* The same on an existing backend (for tests). */
+int gpu_selftest_run(backend *be, FILE *out);
+
+/* ---- utilisation monitor: NVML, loaded with dlopen at run time, sampled
+ * every period_ms by a thread between start and stop (the figures are
+ * device_util, nn/device.h). Missing NVML, a device NVML does not know, or
+ * NVML_ERROR_NOT_SUPPORTED all give available = 0 with the reason, never an
+ * error. The rest of train reaches it through device_monitor_* (device.h). */
+/* pci_bus_id from gpu_info; libname NULL = "libnvidia-ml.so.1". Never NULL. */
+gpu_monitor *gpu_monitor_create(const char *pci_bus_id, const char *libname, int period_ms);
+void gpu_monitor_start(gpu_monitor *m);                  /* begin an epoch */
+void gpu_monitor_stop(gpu_monitor *m, device_util *out); /* end it; the epoch's figures */
+void gpu_monitor_free(gpu_monitor *m);
+
+#endif

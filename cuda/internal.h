@@ -1,0 +1,85 @@
+/* internal.h — the GPU backend's context, shared by its files:
+ * backend_cuda.c (create/destroy, memory, small ops), conv.c (convolution
+ * plans), layers.c (pooling, activation, fully connected) and staging.c
+ * (pinning, copy stream, events, busy timing). Not for use outside cuda/.
+ */
+#ifndef TRAIN_CUDA_INTERNAL_H
+#define TRAIN_CUDA_INTERNAL_H
+
+#include "../nn/backend.h"
+#include "check.h"
+
+#define BUSY_RING 64 /* begin/end event pairs in flight before harvesting */
+#define PIN_MAX 16   /* host ranges registered at once */
+
+typedef struct gpu_ctx {
+    int device;
+    /* both created non-blocking: no implicit sync with the legacy stream */
+    cudaStream_t compute; /* every op; the cuDNN and cuBLAS handles are bound to it */
+    cudaStream_t copy;    /* stage_copy only */
+    cudnnHandle_t dnn;
+    cublasHandle_t blas;
+
+    /* scratch descriptors re-set by each non-conv op (cuDNN reads them
+     * during the call only, so one set serves every op in turn) */
+    cudnnTensorDescriptor_t ta, tb;
+    cudnnPoolingDescriptor_t pool;
+    cudnnActivationDescriptor_t relu;
+
+    /* one workspace for all convolutions: ops run in order on one stream */
+    void *workspace;
+    size_t workspace_bytes;
+
+    /* staging: events created on first use of a buffer */
+    cudaEvent_t copied[BACKEND_STAGE_MAX], released[BACKEND_STAGE_MAX];
+    unsigned char copy_recorded[BACKEND_STAGE_MAX], release_recorded[BACKEND_STAGE_MAX];
+
+    /* busy timing: a ring of (begin, end) event pairs */
+    cudaEvent_t busy_ev[BUSY_RING][2];
+    int busy_head, busy_count, busy_open;
+    double busy_acc; /* seconds harvested since the last busy_take */
+
+    void *pinned[PIN_MAX]; /* host_pin'ed ranges, unregistered at destroy */
+} gpu_ctx;
+
+static inline gpu_ctx *gpu_of(backend *be) { return (gpu_ctx *)be->ctx; }
+
+/* conv.c */
+void *gpu_conv_plan(backend *be, const conv_shape *s);
+void gpu_conv_plan_free(backend *be, void *plan);
+void gpu_conv_forward(backend *be, void *plan, float *out, const float *in, const float *w,
+                      const float *bias, const conv_shape *s);
+void gpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *dbias,
+                       const float *dout, const float *in, const float *w, const conv_shape *s);
+/* grow the shared workspace to at least `bytes` (synchronises the device) */
+void gpu_workspace_reserve(gpu_ctx *g, size_t bytes);
+
+/* layers.c */
+void gpu_relu_forward(backend *be, float *out, const float *in, size_t n);
+void gpu_relu_backward(backend *be, float *din, const float *dout, const float *out, size_t n);
+void gpu_maxpool_forward(backend *be, float *out, const float *in, const pool_shape *s);
+void gpu_maxpool_backward(backend *be, float *din, const float *dout, const float *out,
+                          const float *in, const pool_shape *s);
+void gpu_fc_forward(backend *be, float *out, const float *in, const float *w, const float *bias,
+                    int B, int M, int N);
+void gpu_fc_backward(backend *be, float *din, float *dw, float *dbias, const float *dout,
+                     const float *in, const float *w, int B, int M, int N);
+
+/* staging.c */
+int gpu_host_pin(backend *be, void *p, size_t bytes, errbuf *e);
+void gpu_host_unpin(backend *be, void *p);
+void gpu_stage_copy(backend *be, int b, void *dst, const void *src, size_t bytes);
+int gpu_stage_done(backend *be, int b, int wait);
+void gpu_stage_wait(backend *be, int b);
+void gpu_stage_release(backend *be, int b);
+void gpu_busy_begin(backend *be);
+void gpu_busy_end(backend *be);
+double gpu_busy_take(backend *be);
+void gpu_staging_free(gpu_ctx *g); /* events and remaining registrations */
+
+/* A contract violation by the caller (bad shape, size beyond int): print
+ * and exit 1 like a failed CUDA call. */
+void gpu_fatal(const char *func, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
+
+#endif

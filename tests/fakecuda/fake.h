@@ -1,0 +1,87 @@
+/* fake.h — the test-only host implementation of the CUDA runtime, cuBLAS
+ * and cuDNN calls the GPU backend makes, and the knobs tests turn.
+ *
+ * The backend (cuda/ *.c) and the emulated kernels (cuda/kernels.cu built
+ * with -DKERNEL_EMULATION) link against these definitions instead of
+ * libcudart/libcublas; libcudnn is linked for its descriptor functions
+ * only (they run without a GPU), and the fake reads every shape through
+ * them. "Device" memory is malloc'd host memory in a registry, so misuse a
+ * GPU would punish late or never is caught at the call: a host pointer
+ * where device memory is required, a copy of the wrong kind, an extent past
+ * the end of an allocation, a freed allocation, a leading dimension too
+ * small, a workspace smaller than its algorithm needs, bad alpha/beta, a
+ * pinned host buffer modified before the copy from it ran. Each violation
+ * prints "fakecuda: <api>: <what>" to stderr, counts, and makes the call
+ * return an error status, which the backend's CHECK macros then report
+ * with file:line.
+ *
+ * Streams are queues run lazily: nothing executes until a synchronisation
+ * point demands it (stream/event/device synchronize, an event query, a
+ * cross-stream wait being reached, cudaFree, a legacy-stream call). So work
+ * that is not ordered by events runs in an order the code did not ask for,
+ * and missing waits show up as wrong data. The fake is stricter than CUDA:
+ * no copy completes before a sync point, even from pageable memory.
+ *
+ * Single-threaded: call it from one thread. Deliberately missing: sticky
+ * errors, multiple devices, anything the backend does not call.
+ */
+#ifndef TRAIN_FAKECUDA_H
+#define TRAIN_FAKECUDA_H
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Back to a fresh device: every queue drained and dropped, every allocation
+ * freed, knobs and counters cleared. */
+void fake_reset(void);
+
+/* Misuse detected since the last reset, and the last message. quiet: do
+ * not print each one (tests that provoke misuse on purpose). */
+void fake_set_quiet(int quiet);
+int fake_violations(void);
+const char *fake_last_violation(void);
+
+/* Device allocations / host registrations / streams / events / handles
+ * still alive (a backend's destroy must bring them all to 0). */
+int fake_live_allocations(void);
+int fake_live_objects(void);
+
+/* What cudaGetDeviceCount and friends report. err != cudaSuccess makes
+ * every device call fail with err (like a missing driver). */
+void fake_set_devices(int count, cudaError_t err, int driver_version);
+void fake_set_device_props(const char *name, int cc_major, int cc_minor, size_t mem_total);
+/* What cudaSetDeviceFlags last set. */
+unsigned fake_device_flags(void);
+
+/* The next call of `api` (e.g. "cudaMalloc", "cudnnConvolutionForward")
+ * returns `status` without doing anything. */
+void fake_fail_next(const char *api, int status);
+/* The next call of `api` computes, then adds 1.0 to its first output element. */
+void fake_corrupt_next(const char *api);
+/* The next operation of `api` (a cuDNN/cuBLAS call, a copy, or a kernel by
+ * name) is enqueued fine but faults when it runs, like a kernel touching an
+ * illegal address: from then on every synchronising call, and every call
+ * after that (the error is sticky), returns cudaErrorIllegalAddress. */
+void fake_fault_next(const char *api);
+
+/* Operations enqueued on s and not yet run. */
+int fake_pending(cudaStream_t s);
+/* Number of calls of `api` since the reset. */
+int fake_calls(const char *api);
+/* The algorithm the last convolution of each direction ran with
+ * (0 forward, 1 backward data, 2 backward filter); -1 if none. */
+int fake_last_algo(int dir);
+/* ... and the math type its descriptor carried (a cudnnMathType_t). */
+int fake_last_math(int dir);
+/* on: every candidate reports CUDNN_DEFAULT_MATH, as a library might that
+ * does not distinguish FMA kernels in its perf results. */
+void fake_cudnn_default_math_only(int on);
+/* Workspace the fake's algorithm tables demand for the last plan's
+ * directions, for checks of the sizing logic. */
+size_t fake_workspace_need(int dir, int algo, const int *xdims, const int *wdims, const int *ydims);
+
+/* The emulated launch's pointer check (cuda/emu.h), callable from C tests. */
+int emu_check_arg(const char *kernel, int index, const void *p);
+
+#endif

@@ -1,0 +1,448 @@
+/* streams.c — the fake's streams and events. Each stream is a queue of
+ * operations that run only when something waits: a stream, event or
+ * device synchronisation, an event query (which answers "not ready" once
+ * and lets the stream progress), a cross-stream wait being reached, a
+ * cudaFree or cudaStreamDestroy, or any call on the legacy default stream
+ * (which first runs every blocking stream, and never the non-blocking
+ * ones, like CUDA). An operation with a host source checks at run time
+ * that the source was not modified since it was enqueued. Emulated kernels
+ * are enqueued here too. See fake.h.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../common/util.h"
+#include "internal.h"
+
+struct CUstream_st {
+    unsigned flags;
+    int live;
+    struct fk_op *head, *tail;
+    int pending;
+};
+
+struct CUevent_st {
+    unsigned flags;
+    int live;
+    unsigned recorded, completed; /* sequence numbers of records issued / run */
+    cudaStream_t stream;          /* where the last record was issued */
+    double time_ms;               /* fake clock when the last record ran */
+};
+
+typedef struct fk_op {
+    struct fk_op *next;
+    const char *name;
+    void (*run)(void *);
+    void (*drop)(void *);
+    void *arg;
+    /* host range read when it runs, and its hash at enqueue */
+    const void *host;
+    size_t host_bytes;
+    uint64_t host_hash;
+    /* an event record, or a wait for an event's record number */
+    cudaEvent_t rec, wait;
+    cudaStream_t wait_stream; /* where the awaited record was issued */
+    unsigned seq;
+    int fault; /* running it raises the sticky asynchronous error */
+} fk_op;
+
+#define STREAM_MAX 64
+#define EVENT_MAX 512
+
+static struct {
+    cudaStream_t streams[STREAM_MAX];
+    cudaEvent_t events[EVENT_MAX];
+    struct CUstream_st legacy; /* the legacy default stream (NULL) */
+    double clock_ms;
+} S;
+
+/* ---------------------------------------------------------------- queues */
+
+static struct CUstream_st *stream_of(cudaStream_t s) { return s ? s : &S.legacy; }
+
+int fk_stream_ok(cudaStream_t s)
+{
+    if (!s)
+        return 1;
+    for (size_t i = 0; i < STREAM_MAX; i++)
+        if (S.streams[i] == s)
+            return s->live;
+    return 0;
+}
+
+static int event_ok(cudaEvent_t e)
+{
+    if (!e)
+        return 0;
+    for (size_t i = 0; i < EVENT_MAX; i++)
+        if (S.events[i] == e)
+            return e->live;
+    return 0;
+}
+
+static void run_until(struct CUstream_st *s, unsigned ev_seq, cudaEvent_t ev);
+
+/* Run one op from the front of s. */
+static void run_one(struct CUstream_st *s)
+{
+    fk_op *op = s->head;
+    s->head = op->next;
+    if (!s->head)
+        s->tail = NULL;
+    s->pending--;
+    if (op->wait && op->wait->completed < op->seq)
+        run_until(stream_of(op->wait_stream), op->seq, op->wait);
+    if (op->host && hash64(op->host, op->host_bytes, 0) != op->host_hash)
+        fk_violation(op->name,
+                     "the host buffer %p (%zu bytes) was modified after the copy was "
+                     "enqueued and before it ran: it was reused before its copy "
+                     "completed (wait for the copy's event)",
+                     op->host, op->host_bytes);
+    if (op->run)
+        op->run(op->arg);
+    if (op->fault)
+        fk_raise_fault();
+    S.clock_ms += 0.001;
+    if (op->rec) {
+        if (op->seq > op->rec->completed)
+            op->rec->completed = op->seq;
+        op->rec->time_ms = S.clock_ms;
+    }
+    if (op->drop)
+        op->drop(op->arg);
+    free(op);
+}
+
+/* Run s until event ev has completed record number ev_seq (or s is empty). */
+static void run_until(struct CUstream_st *s, unsigned ev_seq, cudaEvent_t ev)
+{
+    while (s->head && ev->completed < ev_seq)
+        run_one(s);
+}
+
+static void run_all(struct CUstream_st *s)
+{
+    while (s->head)
+        run_one(s);
+}
+
+void fk_drain_all(void)
+{
+    int more = 1;
+    while (more) {
+        more = 0;
+        run_all(&S.legacy);
+        for (size_t i = 0; i < STREAM_MAX; i++)
+            if (S.streams[i] && S.streams[i]->head) {
+                run_all(S.streams[i]);
+                more = 1;
+            }
+    }
+}
+
+/* The legacy default stream synchronises with every blocking stream: work
+ * on it runs after everything enqueued on them, and right away. */
+void fk_legacy_barrier(void)
+{
+    for (size_t i = 0; i < STREAM_MAX; i++)
+        if (S.streams[i] && !(S.streams[i]->flags & cudaStreamNonBlocking))
+            run_all(S.streams[i]);
+}
+
+static cudaError_t push(cudaStream_t s, fk_op *op)
+{
+    struct CUstream_st *st = stream_of(s);
+    if (!s)
+        fk_legacy_barrier();
+    op->next = NULL;
+    if (st->tail)
+        st->tail->next = op;
+    else
+        st->head = op;
+    st->tail = op;
+    st->pending++;
+    if (!s)
+        run_all(st);
+    return cudaSuccess;
+}
+
+cudaError_t fk_enqueue(cudaStream_t s, const char *name, void (*run)(void *), void (*drop)(void *),
+                       void *arg, const void *host, size_t host_bytes)
+{
+    if (!fk_stream_ok(s)) {
+        fk_violation(name, "stream %p is not a live stream", (void *)s);
+        if (drop)
+            drop(arg);
+        return fk_ret(cudaErrorInvalidResourceHandle);
+    }
+    fk_op *op = calloc(1, sizeof *op);
+    op->name = name;
+    op->fault = fk_take_fault(name);
+    op->run = run;
+    op->drop = drop;
+    op->arg = arg;
+    if (host && host_bytes) {
+        op->host = host;
+        op->host_bytes = host_bytes;
+        op->host_hash = hash64(host, host_bytes, 0);
+    }
+    return push(s, op);
+}
+
+int fake_pending(cudaStream_t s) { return stream_of(s)->pending; }
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
+{
+    FK_ENTER("cudaStreamCreateWithFlags");
+    for (size_t i = 0; i < STREAM_MAX; i++)
+        if (!S.streams[i]) {
+            S.streams[i] = calloc(1, sizeof *S.streams[i]);
+            S.streams[i]->flags = flags;
+            S.streams[i]->live = 1;
+            *s = S.streams[i];
+            return cudaSuccess;
+        }
+    return fk_ret(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t *s)
+{
+    return cudaStreamCreateWithFlags(s, cudaStreamDefault);
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t s)
+{
+    FK_ENTER("cudaStreamDestroy");
+    if (!s || !fk_stream_ok(s)) {
+        fk_violation("cudaStreamDestroy", "%p is not a live stream", (void *)s);
+        return fk_ret(cudaErrorInvalidResourceHandle);
+    }
+    run_all(s); /* pending work completes, then the stream goes */
+    for (size_t i = 0; i < STREAM_MAX; i++)
+        if (S.streams[i] == s)
+            S.streams[i] = NULL;
+    free(s);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t s)
+{
+    FK_ENTER("cudaStreamSynchronize");
+    if (!fk_stream_ok(s)) {
+        fk_violation("cudaStreamSynchronize", "%p is not a live stream", (void *)s);
+        return fk_ret(cudaErrorInvalidResourceHandle);
+    }
+    if (!s)
+        fk_legacy_barrier();
+    run_all(stream_of(s));
+    return fk_sync_result();
+}
+
+cudaError_t cudaDeviceSynchronize(void)
+{
+    FK_ENTER("cudaDeviceSynchronize");
+    fk_drain_all();
+    return fk_sync_result();
+}
+
+/* ---------------------------------------------------------------- events */
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
+{
+    FK_ENTER("cudaEventCreateWithFlags");
+    for (size_t i = 0; i < EVENT_MAX; i++)
+        if (!S.events[i]) {
+            S.events[i] = calloc(1, sizeof *S.events[i]);
+            S.events[i]->flags = flags;
+            S.events[i]->live = 1;
+            *e = S.events[i];
+            return cudaSuccess;
+        }
+    return fk_ret(cudaErrorMemoryAllocation);
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *e)
+{
+    return cudaEventCreateWithFlags(e, cudaEventDefault);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    FK_ENTER("cudaEventDestroy");
+    if (!event_ok(e)) {
+        fk_violation("cudaEventDestroy", "%p is not a live event", (void *)e);
+        return fk_ret(cudaErrorInvalidResourceHandle);
+    }
+    /* a record still queued completes first; waits on it were captured */
+    if (e->completed < e->recorded)
+        run_until(stream_of(e->stream), e->recorded, e);
+    fk_drain_all(); /* queued waits hold the pointer */
+    for (size_t i = 0; i < EVENT_MAX; i++)
+        if (S.events[i] == e)
+            S.events[i] = NULL;
+    free(e);
+    return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
+{
+    FK_ENTER("cudaEventRecord");
+    if (!event_ok(e) || !fk_stream_ok(s)) {
+        fk_violation("cudaEventRecord", "event %p or stream %p is not alive", (void *)e, (void *)s);
+        return fk_ret(cudaErrorInvalidResourceHandle);
+    }
+    fk_op *op = calloc(1, sizeof *op);
+    op->name = "cudaEventRecord";
+    op->rec = e;
+    op->seq = ++e->recorded;
+    e->stream = s;
+    return push(s, op);
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
+{
+    FK_ENTER("cudaStreamWaitEvent");
+    if (!event_ok(e) || !fk_stream_ok(s) || flags != 0) {
+        fk_violation("cudaStreamWaitEvent", "event %p or stream %p is not alive, or flags %u",
+                     (void *)e, (void *)s, flags);
+        return fk_ret(cudaErrorInvalidResourceHandle);
+    }
+    if (e->recorded == 0)
+        return cudaSuccess; /* never recorded: nothing to wait for */
+    fk_op *op = calloc(1, sizeof *op);
+    op->name = "cudaStreamWaitEvent";
+    op->wait = e;
+    op->wait_stream = e->stream;
+    op->seq = e->recorded;
+    return push(s, op);
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t e)
+{
+    FK_ENTER("cudaEventQuery");
+    if (!event_ok(e)) {
+        fk_violation("cudaEventQuery", "%p is not a live event", (void *)e);
+        return fk_ret(cudaErrorInvalidResourceHandle);
+    }
+    if (e->completed >= e->recorded)
+        return cudaSuccess;
+    /* not yet: say so, and let the device make progress for next time */
+    run_until(stream_of(e->stream), e->recorded, e);
+    return fk_ret(cudaErrorNotReady);
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t e)
+{
+    FK_ENTER("cudaEventSynchronize");
+    if (!event_ok(e)) {
+        fk_violation("cudaEventSynchronize", "%p is not a live event", (void *)e);
+        return fk_ret(cudaErrorInvalidResourceHandle);
+    }
+    run_until(stream_of(e->stream), e->recorded, e);
+    return fk_sync_result();
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    FK_ENTER("cudaEventElapsedTime");
+    if (!event_ok(start) || !event_ok(end)) {
+        fk_violation("cudaEventElapsedTime", "an event is not alive");
+        return fk_ret(cudaErrorInvalidResourceHandle);
+    }
+    if ((start->flags | end->flags) & cudaEventDisableTiming) {
+        fk_violation("cudaEventElapsedTime", "an event was created with cudaEventDisableTiming");
+        return fk_ret(cudaErrorInvalidResourceHandle);
+    }
+    if (!start->recorded || !end->recorded)
+        return fk_ret(cudaErrorInvalidResourceHandle);
+    if (start->completed < start->recorded || end->completed < end->recorded)
+        return fk_ret(cudaErrorNotReady);
+    *ms = (float)(end->time_ms - start->time_ms);
+    return cudaSuccess;
+}
+
+/* ---------------------------------------------------------------- emulated kernels */
+
+cudaError_t emu_enqueue(cudaStream_t s, const char *kernel, void (*run)(void *),
+                        void (*drop)(void *), void *job)
+{
+    fk_count(kernel);
+    if (fk_device_error() != cudaSuccess) {
+        drop(job);
+        return fk_ret(fk_device_error());
+    }
+    return fk_enqueue(s, kernel, run, drop, job, NULL, 0);
+}
+
+int emu_check_arg(const char *kernel, int index, const void *p)
+{
+    if (!p || fk_is_device(p))
+        return 0;
+    char d[160];
+    fk_violation(kernel, "kernel argument %d is %s", index, fk_describe(p, d, sizeof d));
+    return -1;
+}
+
+void emu_launch_failed(const char *kernel, cudaError_t err, const char *why)
+{
+    fk_violation(kernel, "launch failed: %s", why);
+    fk_ret(err);
+}
+
+/* ---------------------------------------------------------------- queries for the other parts,
+ * reset */
+
+const char *fk_queued_reader(const void *base, size_t size)
+{
+    const char *b = base;
+    cudaStream_t all[STREAM_MAX + 1];
+    int n = 0;
+    all[n++] = &S.legacy;
+    for (int k = 0; k < STREAM_MAX; k++)
+        if (S.streams[k])
+            all[n++] = S.streams[k];
+    for (int k = 0; k < n; k++)
+        for (fk_op *op = all[k]->head; op; op = op->next)
+            if (op->host && (const char *)op->host < b + size &&
+                b < (const char *)op->host + op->host_bytes)
+                return op->name;
+    return NULL;
+}
+
+int fk_streams_live(void)
+{
+    int n = 0;
+    for (int i = 0; i < STREAM_MAX; i++)
+        n += S.streams[i] != NULL;
+    for (int i = 0; i < EVENT_MAX; i++)
+        n += S.events[i] != NULL;
+    return n;
+}
+
+static void drop_queue(struct CUstream_st *s)
+{
+    while (s->head) {
+        fk_op *op = s->head;
+        s->head = op->next;
+        if (op->drop)
+            op->drop(op->arg);
+        free(op);
+    }
+    s->tail = NULL;
+    s->pending = 0;
+}
+
+void fk_streams_reset(void)
+{
+    drop_queue(&S.legacy);
+    for (int i = 0; i < STREAM_MAX; i++)
+        if (S.streams[i]) {
+            drop_queue(S.streams[i]);
+            free(S.streams[i]);
+        }
+    for (int i = 0; i < EVENT_MAX; i++)
+        free(S.events[i]);
+    memset(&S, 0, sizeof S);
+}

@@ -1,0 +1,66 @@
+/* test_selftest.c — `train --selftest` on the fake: passes when the
+ * backend is right, fails naming the op when one result is off by one
+ * element, and says there is no usable GPU when there is none.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../cuda/gpu.h"
+#include "fake.h"
+
+static void setup(void) { fake_reset(); }
+
+TestSuite(selftest, .init = setup);
+
+/* run gpu_selftest, return its output */
+static char *run(int *rc)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_assert_not_null(f);
+    *rc = gpu_selftest(f);
+    fclose(f);
+    return buf;
+}
+
+Test(selftest, passes_on_a_correct_backend)
+{
+    int rc;
+    char *out = run(&rc);
+    cr_expect_eq(rc, 0, "%s", out);
+    cr_expect(strstr(out, "selftest: device 0: Fake GPU (tests/fakecuda)"), "%s", out);
+    cr_expect(strstr(out, "selftest: PASS: "), "%s", out);
+    cr_expect(strstr(out, "FAIL") == NULL, "%s", out);
+    cr_expect(strstr(out, "normalize u8 via copy stream") != NULL, "%s", out);
+    cr_expect_eq(fake_violations(), 0, "%s", fake_last_violation());
+    cr_expect_eq(fake_live_allocations(), 0);
+    cr_expect_eq(fake_live_objects(), 0);
+    free(out);
+}
+
+Test(selftest, one_wrong_element_fails_and_names_the_op)
+{
+    fake_corrupt_next("cudnnConvolutionBackwardFilter");
+    int rc;
+    char *out = run(&rc);
+    cr_expect_eq(rc, 1, "%s", out);
+    const char *line = strstr(out, "s1 p1 dw ");
+    cr_assert_not_null(line, "%s", out);
+    const char *fail = strstr(line, "FAIL  element 0: gpu "), *eol = strchr(line, '\n');
+    cr_expect(fail && fail < eol, "the dw line reports the element: %s", out);
+    cr_expect(strstr(out, "selftest: FAIL: 1 of ") != NULL, "%s", out);
+    free(out);
+}
+
+Test(selftest, no_gpu_is_status_2_with_the_reason)
+{
+    fake_set_devices(0, cudaErrorInsufficientDriver, 0);
+    int rc;
+    char *out = run(&rc);
+    cr_expect_eq(rc, 2);
+    cr_expect(strstr(out, "selftest: no usable GPU: no NVIDIA driver"), "%s", out);
+    free(out);
+}
