@@ -58,6 +58,13 @@ uint8_t *img_grow(uint8_t **buf, size_t *cap, size_t need)
     return *buf;
 }
 
+void img_printable(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+            *s = '?';
+}
+
 const char *img_format_name(img_format f)
 {
     static const char *const names[] = {"image", "JPEG", "PNG", "GIF", "BMP", "TGA", "PSD", "PNM"};

@@ -15,7 +15,7 @@ struct img_ctx {
     size_t file_len, file_cap;
     uint8_t *dec;        /* decoded image, dh x dw x C */
     size_t dec_cap;
-    uint8_t *tmp;        /* CMYK pixels before conversion */
+    uint8_t *tmp;        /* CMYK pixels before conversion; a repaired PNG */
     size_t tmp_cap;
     uint8_t *out;        /* resized and/or cropped base */
     size_t out_cap;
@@ -45,6 +45,9 @@ typedef struct img_info {
 
 const char *img_format_name(img_format f);
 
+/* Replace control and non-ASCII bytes of a library's message with '?'. */
+void img_printable(char *s);
+
 /* Grow *buf to at least need bytes (contents not kept); returns *buf. */
 uint8_t *img_grow(uint8_t **buf, size_t *cap, size_t need);
 
@@ -69,6 +72,15 @@ void img_jpeg_scaled_size(int w, int h, int want_h, int want_w, int *sh, int *sw
 int img_stb_header(img_ctx *c, const char *path, img_info *info, errbuf *e);
 int img_stb_decode(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw,
                    errbuf *e);
+
+/* img_check.c — structural checks stb_image does not make. The headers
+ * fill w, h, channels; the prepares run before decoding and may point *d
+ * at a repaired copy in c->tmp (PNG palettes padded to 256 entries). */
+int img_png_header(const uint8_t *d, size_t n, img_info *info, const char *path, errbuf *e);
+int img_png_prepare(img_ctx *c, const uint8_t **d, size_t *n, const char *path, errbuf *e);
+int img_bmp_header(const uint8_t *d, size_t n, img_info *info, const char *path, errbuf *e);
+int img_bmp_prepare(const uint8_t *d, size_t n, const char *path, errbuf *e);
+int img_pnm_header(const uint8_t *d, size_t n, img_info *info, const char *path, errbuf *e);
 
 /* augment.c — which part of a `size`-long axis lands where in a `crop`-long
  * one: source [src, src + len) goes to [dst, dst + len). */

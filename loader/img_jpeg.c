@@ -107,6 +107,7 @@ static int failure(img_ctx *c, const char *path, int sizes_known, errbuf *e)
     tjhandle tj = c->tj;
     char msg[256];
     snprintf(msg, sizeof msg, "%s", tjGetErrorStr2(tj));
+    img_printable(msg);
     int warning = tjGetErrorCode(tj) == TJERR_WARNING;
     drop_handle(c);
     int eoi = has_eoi(c->file, c->file_len);

@@ -8,13 +8,8 @@
  * stb_image reads past the end of its input as zeros, so a truncated BMP,
  * TGA, GIF, PSD or PNM would decode "successfully" with black rows; we
  * give it the bytes through callbacks instead and call the file truncated
- * when stb_image asks for more than there is.
- * PNG gets a structural check of our own first, because stb_image also
- * allocates the whole image before it finds out that the compressed data is
- * too short for it: the IHDR fields must be valid, the chunks must lie
- * inside the file and end with IEND ("truncated PNG" otherwise), and the
- * IDAT chunks must be able to inflate to the pixels the header claims
- * (deflate expands at most 1032:1) before stb_image decodes anything.
+ * when stb_image asks for more than there is. PNG and BMP get structural
+ * checks of our own first (img_check.c).
  * Deliberately not here: animation, colour management (gAMA, iCCP, sRGB are
  * ignored, as PIL ignores them), alpha compositing.
  */
@@ -27,93 +22,25 @@
 
 #include "img_internal.h"
 
-typedef struct png_summary {
-    uint32_t w, h;
-    int depth, color_type;
-    uint64_t idat; /* compressed pixel bytes */
-} png_summary;
-
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-/* Valid bit depths per colour type, as bit masks of the depth. */
-static int png_ihdr_check(const png_summary *s, const char *path, errbuf *e)
-{
-    static const unsigned depths[7] = {1u << 1 | 1u << 2 | 1u << 4 | 1u << 8 | 1u << 16, 0,
-                                       1u << 8 | 1u << 16, 1u << 1 | 1u << 2 | 1u << 4 | 1u << 8,
-                                       1u << 8 | 1u << 16, 0, 1u << 8 | 1u << 16};
-    if (s->w == 0 || s->h == 0 || s->w > 0x7fffffffu || s->h > 0x7fffffffu)
-        return errf(e, "%s: corrupt PNG (size %ux%u)", path, s->h, s->w);
-    if (s->color_type > 6 || s->depth > 16 || !(depths[s->color_type] >> s->depth & 1))
-        return errf(e, "%s: corrupt PNG (bit depth %d with colour type %d)", path, s->depth,
-                    s->color_type);
-    return 0;
-}
-
-static int png_walk(const uint8_t *d, size_t n, png_summary *s, const char *path, errbuf *e)
-{
-    size_t i = 8;
-    int ihdr = 0;
-    memset(s, 0, sizeof *s);
-    while (i + 12 <= n) {
-        uint32_t len = be32(d + i);
-        const uint8_t *type = d + i + 4;
-        if (len > 0x7fffffffu || (uint64_t)len + 12 > n - i)
-            return errf(e, "%s: truncated PNG (a chunk runs past the end of the file)", path);
-        if (!ihdr) {
-            if (memcmp(type, "IHDR", 4) != 0 || len < 13)
-                return errf(e, "%s: corrupt PNG (does not start with an IHDR chunk)", path);
-            s->w = be32(d + i + 8);
-            s->h = be32(d + i + 12);
-            s->depth = d[i + 16];
-            s->color_type = d[i + 17];
-            if (png_ihdr_check(s, path, e) != 0)
-                return -1;
-            ihdr = 1;
-        } else if (memcmp(type, "IDAT", 4) == 0) {
-            s->idat += len;
-        } else if (memcmp(type, "IEND", 4) == 0) {
-            return 0;
-        }
-        i += 12 + (size_t)len;
-    }
-    return errf(e, "%s: truncated PNG (%s)", path, ihdr ? "no IEND chunk" : "no IHDR chunk");
-}
-
-/* The pixel bytes the header claims must fit what the IDAT data can
- * inflate to. */
-static int png_plausible(const png_summary *s, const char *path, errbuf *e)
-{
-    static const int comps[7] = {1, 0, 3, 1, 2, 0, 4};
-    int nc = comps[s->color_type]; /* checked by png_ihdr_check */
-    uint64_t bits = (uint64_t)s->w * s->h * (uint64_t)(nc * s->depth);
-    if (bits / 8 > (s->idat + 64) * 1032)
-        return errf(e, "%s: corrupt PNG (%llu bytes of image data cannot hold %ux%u pixels)", path,
-                    (unsigned long long)s->idat, s->w, s->h);
-    return 0;
-}
-
-static const char *stb_reason(void)
+/* stb_image's reason, printable: for an unknown chunk it copies the raw
+ * chunk type bytes into its message. */
+static const char *stb_reason(char *buf, size_t len)
 {
     const char *r = stbi_failure_reason();
-    return r ? r : "unknown reason";
+    snprintf(buf, len, "%s", r ? r : "unknown reason");
+    img_printable(buf);
+    return buf;
 }
 
 int img_stb_header(img_ctx *c, const char *path, img_info *info, errbuf *e)
 {
     info->cmyk = 0;
-    if (info->format == IMG_FMT_PNG) { /* our own IHDR: exact sizes even
-                                          where stb_image's info gives up */
-        png_summary s;
-        if (png_walk(c->file, c->file_len, &s, path, e) != 0)
-            return -1;
-        info->w = (int)s.w; /* <= 2^31 - 1, checked */
-        info->h = (int)s.h;
-        info->channels = s.color_type == 0 || s.color_type == 4 ? 1 : 3;
-        return 0;
-    }
+    if (info->format == IMG_FMT_PNG) /* exact sizes even where stb_image gives up */
+        return img_png_header(c->file, c->file_len, info, path, e);
+    if (info->format == IMG_FMT_BMP) /* stb_image's info: negative top-down heights */
+        return img_bmp_header(c->file, c->file_len, info, path, e);
+    if (info->format == IMG_FMT_PNM) /* stb_image's info: int overflow on long numbers */
+        return img_pnm_header(c->file, c->file_len, info, path, e);
     int w = 0, h = 0, n = 0;
     if (!stbi_info_from_memory(c->file, (int)c->file_len, &w, &h, &n))
         return errf(e, "%s: corrupt or unsupported %s (header not understood)", path,
@@ -196,21 +123,23 @@ int img_stb_decode(img_ctx *c, const char *path, const img_info *info, int C, in
                    errbuf *e)
 {
     const char *name = img_format_name(info->format);
-    if (info->format == IMG_FMT_PNG) {
-        png_summary s;
-        if (png_walk(c->file, c->file_len, &s, path, e) != 0 || png_plausible(&s, path, e) != 0)
-            return -1;
-    }
+    const uint8_t *data = c->file;
+    size_t len = c->file_len;
+    if (info->format == IMG_FMT_PNG && img_png_prepare(c, &data, &len, path, e) != 0)
+        return -1;
+    if (info->format == IMG_FMT_BMP && img_bmp_prepare(data, len, path, e) != 0)
+        return -1;
     int w = 0, h = 0, n = 0;
-    reader rd = {.d = c->file, .n = c->file_len};
+    reader rd = {.d = data, .n = len};
     const stbi_io_callbacks io = {rd_read, rd_skip, rd_eof};
     stbi_uc *px = stbi_load_from_callbacks(&io, &rd, &w, &h, &n, 0);
+    char why[64];
     if (rd.overrun) {
         stbi_image_free(px);
         return errf(e, "%s: truncated %s (the data ends before the image)", path, name);
     }
     if (!px)
-        return errf(e, "%s: corrupt %s (%s)", path, name, stb_reason());
+        return errf(e, "%s: corrupt %s (%s)", path, name, stb_reason(why, sizeof why));
     if (w != info->w || h != info->h || n < 1 || n > 4) {
         stbi_image_free(px);
         return errf(e, "%s: corrupt %s (header says %dx%d, data %dx%d)", path, name, info->w,

@@ -154,6 +154,28 @@ Test(image, bmp_tga_gif_psd_pnm_exact)
         free(liar);
 }
 
+Test(image, palette_bmp_both_row_orders_and_short_png_palette)
+{
+    const int h = 5, w = 7;
+    const uint8_t pal[9] = {10, 20, 30, 200, 100, 50, 0, 255, 128};
+    uint8_t ix[35], want[35 * 3];
+    for (int i = 0; i < h * w; i++) {
+        ix[i] = (uint8_t)((i * 5 + i / 3) % 3);
+        memcpy(want + 3 * i, pal + 3 * ix[i], 3);
+    }
+    char *up = ti_write_bmp8(dir, "up.bmp", ix, h, w, pal, 3, 0);
+    char *down = ti_write_bmp8(dir, "down.bmp", ix, h, w, pal, 3, 1);
+    expect_exact(up, 3, want, h, w);
+    expect_exact(down, 3, want, h, w);
+    /* a PNG index past the end of its palette reads black (as in PIL), the
+     * same every time: stb_image alone would read uninitialised memory */
+    ix[4] = 9;
+    memset(want + 12, 0, 3);
+    char *png = ti_write_png_raw(dir, "short.png", w, h, 8, 3, ix, pal, 3);
+    expect_exact(png, 3, want, h, w);
+    free(up), free(down), free(png);
+}
+
 Test(image, channel_conversion_uses_luma_weights)
 {
     const int h = 8, w = 32;

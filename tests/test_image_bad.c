@@ -247,7 +247,19 @@ Test(image_bad, truncated_other_formats)
         free(d), free(cut);
     }
     char *hdr = put("hdr.bmp", "BM\x10\0\0\0\0\0\0\0\x0e\0\0\0\x05\0", 16);
-    expect_error(hdr, "corrupt or unsupported BMP (header not understood)");
+    expect_error(hdr, "truncated BMP (header)");
+    uint8_t odd[40] = {'B', 'M', [10] = 40, [14] = 99};
+    char *hsz = put("hsz.bmp", odd, sizeof odd);
+    expect_error(hsz, "corrupt or unsupported BMP (header size 99)");
+    const uint8_t pal2[6] = {1, 2, 3, 4, 5, 6};
+    uint8_t ix2[12] = {0, 1, 1, 0, 1, 5, 0, 0, 1, 1, 1, 1};
+    char *outside = ti_write_bmp8(dir, "outside.bmp", ix2, 3, 4, pal2, 2, 0);
+    expect_error(outside, "corrupt BMP (pixel index 5 outside the 2-colour palette)");
+    char *digits = put("long.pgm", "P5\n1111111111 2\n255\n", 20);
+    expect_error(digits, "corrupt PNM (a number in the header is too long)");
+    char *zero = put("zero.ppm", "P6\n0 5\n255\n\1\2\3", 14);
+    expect_error(zero, "corrupt PNM (size 5x0, maximum value 255)");
+    free(hsz), free(outside), free(digits), free(zero);
     free(px), free(bmp), free(tga), free(gif), free(psd), free(ppm), free(hdr);
 }
 

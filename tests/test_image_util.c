@@ -211,6 +211,36 @@ char *ti_write_psd(const char *dir, const char *name, const uint8_t *rgb, int h,
     return path;
 }
 
+static void put_le32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
+}
+
+char *ti_write_bmp8(const char *dir, const char *name, const uint8_t *idx, int h, int w,
+                    const uint8_t *pal, int n, int top_down)
+{
+    size_t stride = ((size_t)w + 3) & ~(size_t)3, off = 14 + 40 + 4 * (size_t)n;
+    size_t total = off + stride * h;
+    uint8_t *b = calloc(1, total);
+    b[0] = 'B', b[1] = 'M';
+    put_le32(b + 2, (uint32_t)total);
+    put_le32(b + 10, (uint32_t)off);
+    put_le32(b + 14, 40);
+    put_le32(b + 18, (uint32_t)w);
+    put_le32(b + 22, (uint32_t)(top_down ? -h : h));
+    b[26] = 1, b[28] = 8;
+    put_le32(b + 46, (uint32_t)n);
+    for (int i = 0; i < n; i++)
+        b[54 + 4 * i] = pal[3 * i + 2], b[55 + 4 * i] = pal[3 * i + 1], b[56 + 4 * i] = pal[3 * i];
+    for (int y = 0; y < h; y++) {
+        int row = top_down ? y : h - 1 - y;
+        memcpy(b + off + stride * row, idx + (size_t)y * w, (size_t)w);
+    }
+    char *path = write_file(dir, name, b, total);
+    free(b);
+    return path;
+}
+
 char *ti_write_pnm(const char *dir, const char *name, const uint8_t *px, int h, int w, int c,
                    int maxval)
 {

@@ -36,6 +36,10 @@ char *ti_write_gif(const char *dir, const char *name, const uint8_t *idx, int h,
                    const uint8_t palette[768]);
 /* An uncompressed RGB PSD, 8 or 16 bits (16-bit samples are v * 257). */
 char *ti_write_psd(const char *dir, const char *name, const uint8_t *rgb, int h, int w, int depth);
+/* An 8-bit palette BMP: n palette entries (RGB), indices h x w, rows
+ * stored top-down (negative height) or bottom-up. */
+char *ti_write_bmp8(const char *dir, const char *name, const uint8_t *idx, int h, int w,
+                    const uint8_t *pal, int n, int top_down);
 /* Binary PNM: P5 (c = 1) or P6 (c = 3), maxval 255 or 65535 (v * 257). */
 char *ti_write_pnm(const char *dir, const char *name, const uint8_t *px, int h, int w, int c,
                    int maxval);
