@@ -97,19 +97,24 @@ static inline uint8_t clip8(int32_t v)
 }
 
 /* One row: ax->count outputs of c channels from a source row. */
-static void hpass(uint8_t *out, const uint8_t *in, const rs_axis *ax, int c)
+static void hpass(uint8_t *restrict out, const uint8_t *restrict in, const rs_axis *ax, int c)
 {
     const int32_t half = 1 << (RS_PRECISION - 1);
-    for (int i = 0; i < ax->count; i++) {
-        const int32_t *k = ax->coef + (size_t)i * (size_t)ax->taps;
-        const uint8_t *s = in + (size_t)ax->lo[i] * (size_t)c;
-        int n = ax->n[i];
+    const int count = ax->count;
+    const size_t taps = (size_t)ax->taps;
+    const int32_t *restrict coef = ax->coef;
+    const int *restrict lo = ax->lo, *restrict nt = ax->n;
+    for (int i = 0; i < count; i++) {
+        const int32_t *restrict k = coef + (size_t)i * taps;
+        const uint8_t *restrict s = in + (size_t)lo[i] * (size_t)c;
+        const int n = nt[i];
         if (c == 3) {
             int32_t s0 = half, s1 = half, s2 = half;
-            for (int j = 0; j < n; j++) {
-                s0 += s[3 * j] * k[j];
-                s1 += s[3 * j + 1] * k[j];
-                s2 += s[3 * j + 2] * k[j];
+            for (int j = 0; j < n; j++, s += 3) {
+                const int32_t w = k[j];
+                s0 += s[0] * w;
+                s1 += s[1] * w;
+                s2 += s[2] * w;
             }
             out[3 * i] = clip8(s0);
             out[3 * i + 1] = clip8(s1);

@@ -27,9 +27,9 @@ build/tools/fuzz_image: tools/fuzz_image.c tools/fuzz_image.h $(IMG_SRC) $(IMG_H
 BENCH_IMAGE_N    ?= 1000
 BENCH_IMAGE_RUNS ?= 5
 BENCH_PYTHON     ?= /usr/bin/python3
-bench-image: build/tools/bench_image build/tools/jpeg_set build/tools/fashion_mnist
-	@test -f data/e1/train.csv || build/tools/jpeg_set --n 2000
-	@test -f data/fashion-mnist/train.csv || build/tools/fashion_mnist --limit 12000
+bench-image: build/tools/bench_image
+	@test -f data/e1/train.csv || tools/jpeg-set --n 2000
+	@test -f data/fashion-mnist/train.csv || tools/fashion-mnist --limit 12000
 	build/tools/bench_image --n $(BENCH_IMAGE_N) --runs $(BENCH_IMAGE_RUNS) \
 	  --peer "$(BENCH_PYTHON) tools/bench-peer.py image" data/e1/train.csv data/fashion-mnist/train.csv
 BENCH_TARGETS += bench-image

@@ -8,8 +8,10 @@ does per sample on the same files as bench_image:
   e1:  open, convert("RGB"), Resize((96, 128)), CenterCrop(64),
        RandomHorizontalFlip(), ToTensor()
   png: open, convert("L"), RandomHorizontalFlip(), ToTensor()
-(open + convert is torchvision's default_loader). Prints one line per run:
-  peer image e1: n=1000 seconds=3.2100 rate=311.5 us_per_image=3210.0
+(open + convert is torchvision's default_loader). Prints one line per run,
+wall and process CPU time (user + system: the rate per core):
+  peer image e1: n=1000 seconds=2.10 rate=476.2 cpu_seconds=2.05 cpu_rate=487.8
+  cpu_us_per_image=2050.0
 --dump writes, for the first N images, the raw RGB bytes of
 Resize((96, 128)) applied to the full-size decode (H x W x 3 each), for
 bench_image's agreement check.
@@ -77,10 +79,11 @@ def main(argv):
     for p in paths[:20]:  # warm up: imports, allocator, page cache
         sample(p)
     for _ in range(args.runs):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for p in paths:
             sample(p)
-        dt = time.perf_counter() - t0
-        print("peer image %s: n=%d seconds=%.4f rate=%.1f us_per_image=%.1f"
-              % (args.set, len(paths), dt, len(paths) / dt, 1e6 * dt / len(paths)), flush=True)
+        dt, dc = time.perf_counter() - t0, time.process_time() - c0
+        print("peer image %s: n=%d seconds=%.4f rate=%.1f cpu_seconds=%.4f cpu_rate=%.1f "
+              "cpu_us_per_image=%.1f" % (args.set, len(paths), dt, len(paths) / dt, dc,
+                                         len(paths) / dc, 1e6 * dc / len(paths)), flush=True)
     return 0
