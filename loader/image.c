@@ -52,8 +52,8 @@ uint8_t *img_grow(uint8_t **buf, size_t *cap, size_t need)
 {
     if (need > *cap || !*buf) {
         free(*buf); /* contents are not kept: no copy */
-        *buf = xmalloc(need ? need : 1);
-        *cap = need;
+        *cap = need + need / 4; /* slack: sizes vary a little between files */
+        *buf = xmalloc(*cap ? *cap : 1);
     }
     return *buf;
 }

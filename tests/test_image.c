@@ -317,8 +317,8 @@ Test(image, dct_scaled_decode_close_to_full_decode_and_resize)
         cr_assert_not_null(full, "%s", e.msg);
         cr_assert(bh == sizes[k][0] && bw == sizes[k][1] && fh == bh && fw == bw);
         double md = ti_mean_diff(dct, full, (size_t)bh * bw * 3, &mx);
-        cr_assert_lt(md, 2.5, "%dx%d: mean difference %.2f", bh, bw, md);
-        cr_assert_lt(mx, 48, "%dx%d: max difference %d", bh, bw, mx);
+        cr_assert_lt(md, 1.0, "%dx%d: mean difference %.2f", bh, bw, md);
+        cr_assert_lt(mx, 24, "%dx%d: max difference %d", bh, bw, mx);
         cr_assert_gt(md, 0.0, "the two paths cannot be identical"); /* really two paths */
         free(dct), free(full);
     }
