@@ -16,7 +16,7 @@
  * image (stb_image and libjpeg still allocate internally per image).
  *
  * Formats are recognised by their first bytes, never by the file name:
- * JPEG (baseline, progressive, arithmetic; gray, YCbCr, CMYK/YCCK), PNG
+ * JPEG (baseline, progressive; gray, YCbCr, CMYK/YCCK), PNG
  * (1-16 bit, palette, gray+alpha, RGBA), GIF (first frame), BMP, TGA, PSD,
  * binary PNM (P5/P6). Alpha is dropped, not composited (as PIL's
  * convert("RGB")). Gray from colour uses the ITU-R 601 luma weights
