@@ -10,9 +10,24 @@
  *             hflip) -> HWC to CHW into the caller's buffer
  *             draws from the caller's rng, keyed by (seed, epoch, sample)
  *
- * img_load = base + augment. A per-worker img_ctx owns every scratch buffer
- * and the TurboJPEG handle, reused across samples: no malloc per sample once
- * the buffers have grown to the data set's largest image.
+ * img_load = base + augment, byte for byte. A per-worker img_ctx owns every
+ * scratch buffer and the TurboJPEG handle, reused across samples: no malloc
+ * of ours per sample once the buffers have grown to the data set's largest
+ * image (stb_image and libjpeg still allocate internally per image).
+ *
+ * Formats are recognised by their first bytes, never by the file name:
+ * JPEG (baseline, progressive; gray, YCbCr, CMYK/YCCK), PNG
+ * (1-16 bit, palette, gray+alpha, RGBA), GIF (first frame), BMP, TGA, PSD,
+ * binary PNM (P5/P6). Alpha is dropped, not composited (as PIL's
+ * convert("RGB")). Gray from colour uses the ITU-R 601 luma weights
+ * (0.299, 0.587, 0.114); a colour JPEG decoded to gray takes its Y plane.
+ * CMYK JPEGs are read as Adobe-inverted, as PIL reads them.
+ *
+ * Geometry follows torchvision on PIL images: Resize((h, w)) / Resize(n)
+ * (antialiased bilinear; n sets the shorter side, the longer is
+ * floor(n * long / short)); CenterCrop offsets round((size - crop) / 2)
+ * with Python's round-half-to-even; a padded centre crop puts the image at
+ * floor((crop - size) / 2).
  *
  * Every failure is one line `path: reason` in the errbuf; nothing here
  * prints, exits, or leaks on bad input.
@@ -26,8 +41,11 @@
 #include "../common/rng.h"
 #include "../common/util.h"
 
+/* Images larger than this are refused from their header, before any pixel
+ * memory is allocated (img_ctx_set_limits lowers them, e.g. for fuzzing). */
 #define IMG_MAX_SIDE 16384
 #define IMG_MAX_PIXELS (256ull * 1024 * 1024)
+#define IMG_MAX_FILE_BYTES (1ull << 30)
 
 typedef struct img_params {
     int channels;           /* 1 or 3 (resolve --channels auto with img_probe) */
@@ -39,31 +57,52 @@ typedef struct img_params {
                                instead of failing */
     float hflip;            /* probability of a horizontal flip */
     int cold;               /* drop each file from the page cache after reading */
+    int full_decode;        /* never DCT-scale JPEGs: decode at full size and
+                               resize (benchmarks, comparisons with PIL) */
 } img_params;
 
-/* Output size of every sample, when it is fixed by the parameters (a crop,
- * or an exact resize); fixed_h/w otherwise (e.g. the first image's size,
- * for data sets of equal-sized images). */
+/* Check a parameter set once, up front (channels 1|3, sizes in 1..
+ * IMG_MAX_SIDE given in pairs, not both resize kinds, random_crop only with
+ * a crop, hflip in [0, 1]). The message has no path. */
+int img_params_check(const img_params *p, errbuf *e);
+
+/* Output size of every sample: the crop when there is one, else the exact
+ * resize, else the size an image of fixed_h x fixed_w (its size on disk,
+ * e.g. the first image's, for data sets of equal-sized images) gets from
+ * resize_short or no resize; 0 x 0 when that is needed and unknown. */
 void img_output_size(const img_params *p, int fixed_h, int fixed_w, int *out_h, int *out_w);
 
-/* Size of the base image when it is the same for every image (exact resize
- * or centre crop); returns -1 when it depends on the image. */
+/* Size of the base image: the centre crop, else the exact resize, else
+ * computed from fixed_h x fixed_w as above. Returns -1 when it depends on the
+ * image and fixed_h/fixed_w are not given (<= 0). */
 int img_base_size(const img_params *p, int fixed_h, int fixed_w, int *base_h, int *base_w);
 
 typedef struct img_ctx img_ctx;
 img_ctx *img_ctx_create(void);
 void img_ctx_free(img_ctx *c);
 
-/* Width, height and channel count of an image file without decoding it
- * (for --channels auto and data sets without --resize). */
+/* Lower (or restore, with 0) the size limits checked before decoding. */
+void img_ctx_set_limits(img_ctx *c, int max_side, uint64_t max_pixels);
+
+/* Width, height and channel count (1 gray, 3 colour) of an image file from
+ * its header, without decoding pixels (for --channels auto and data sets
+ * without --resize). */
 int img_probe(const char *path, int *w, int *h, int *channels, errbuf *e);
 
 /* Decode `path` into the base image. *base points into ctx (valid until the
- * next call on ctx); *bh, *bw receive its size. */
+ * next call on ctx); *bh, *bw receive its size. A crop larger than the
+ * (resized) image without p->pad is an error here, with the path. */
 int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8_t **base, int *bh,
                   int *bw, errbuf *e);
 
-/* Augment a base image into out (C x out_h x out_w u8, contiguous). */
+/* Augment a base image into out (C x out_h x out_w u8, contiguous).
+ * Draws from r in a fixed order, so a sample depends only on its rng key:
+ *   1. random_crop: rng_below(|bh - crop_h| + 1) for the top offset, then
+ *      rng_below(|bw - crop_w| + 1) for the left (when the base is smaller,
+ *      with pad, the offset places the image inside the zero canvas);
+ *   2. hflip > 0: one rng_uniform(r) < hflip decides the flip.
+ * Nothing else draws. out_h x out_w must be the crop (random_crop) or the
+ * base size. */
 int img_augment(uint8_t *out, int out_h, int out_w, const uint8_t *base, int bh, int bw,
                 const img_params *p, rng *r, errbuf *e);
 
@@ -71,11 +110,12 @@ int img_augment(uint8_t *out, int out_h, int out_w, const uint8_t *base, int bh,
 int img_load(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t *out, int out_h,
              int out_w, errbuf *e);
 
-/* Read the file's bytes only (for diagnosis: "no preprocessing"). Returns
- * the byte count, or -1. */
+/* Read the file's bytes only (for diagnosis: "no preprocessing"); honours
+ * p->cold. Returns the byte count, or -1. */
 long img_read_only(img_ctx *c, const char *path, const img_params *p, errbuf *e);
 
-/* Parse "HxW" or "N" (for --resize and --crop). Returns 0 or -1. */
+/* Parse "HxW" or "N" (for --resize and --crop): h, w in 1..IMG_MAX_SIDE;
+ * "N" gives h = w = N and *single = 1. Returns 0 or -1. */
 int img_parse_size(const char *s, int *h, int *w, int *single);
 
 #endif

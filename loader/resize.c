@@ -1,0 +1,218 @@
+/* resize.c — separable antialiased bilinear resampling; see resize.h.
+ *
+ * For output index i along an axis of scale s = in/out, the kernel is the
+ * triangle max(0, 1 - |t|) stretched to radius r = max(s, 1) and centred on
+ * the source coordinate (i + 0.5) * s; source pixel j sits at j + 0.5.
+ * Weights are normalised to sum 1 over the pixels inside the image (so edges
+ * renormalise instead of clamping) and rounded to Q22. This is the
+ * geometry PIL uses for Image.resize(..., BILINEAR), so results agree with
+ * PIL to within rounding (measured in docs/BENCH-IMAGE.md).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "resize.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../common/util.h"
+
+static double tri(double t)
+{
+    t = fabs(t);
+    return t < 1.0 ? 1.0 - t : 0.0;
+}
+
+static void axis_reserve(rs_axis *a, int count, int taps)
+{
+    if ((size_t)count > a->cap) {
+        a->cap = (size_t)count;
+        a->lo = xrealloc(a->lo, a->cap * sizeof *a->lo);
+        a->n = xrealloc(a->n, a->cap * sizeof *a->n);
+    }
+    size_t need = (size_t)count * (size_t)taps;
+    if (need > a->coef_cap) {
+        a->coef_cap = need;
+        a->coef = xrealloc(a->coef, need * sizeof *a->coef);
+    }
+}
+
+/* Weights for output indices [first, first + count) of an in -> out axis;
+ * reuses the previous ones when the geometry is unchanged. */
+static void axis_build(rs_axis *a, int in, int out, int first, int count)
+{
+    if (a->lo && a->in == in && a->out == out && a->first == first && a->count == count)
+        return;
+    double scale = (double)in / (double)out;
+    double fscale = scale > 1.0 ? scale : 1.0;
+    double inv = 1.0 / fscale, radius = fscale;
+    int taps = (int)ceil(radius) * 2 + 1;
+    axis_reserve(a, count, taps);
+    a->in = in;
+    a->out = out;
+    a->first = first;
+    a->count = count;
+    a->taps = taps;
+    for (int i = 0; i < count; i++) {
+        double centre = ((double)(first + i) + 0.5) * scale;
+        int lo = (int)floor(centre - radius + 0.5), hi = (int)floor(centre + radius + 0.5);
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > in ? in : hi;
+        int32_t *k = a->coef + (size_t)i * (size_t)taps;
+        double sum = 0.0;
+        for (int j = lo; j < hi; j++)
+            sum += tri(((double)j - centre + 0.5) * inv);
+        if (!(sum > 0.0)) { /* cannot happen for in, out >= 1; stay safe */
+            int j = (int)centre;
+            a->lo[i] = j < 0 ? 0 : j >= in ? in - 1 : j;
+            a->n[i] = 1;
+            k[0] = 1 << RS_PRECISION;
+            continue;
+        }
+        int n = 0, first_nz = -1;
+        for (int j = lo; j < hi; j++) {
+            double w = tri(((double)j - centre + 0.5) * inv) / sum;
+            int32_t q = (int32_t)floor(w * (double)(1 << RS_PRECISION) + 0.5);
+            if (q == 0 && first_nz < 0)
+                continue; /* leading zero weight: skip the tap */
+            if (first_nz < 0)
+                first_nz = j;
+            k[n++] = q;
+        }
+        while (n > 1 && k[n - 1] == 0) /* trailing zero weights */
+            n--;
+        a->lo[i] = first_nz < 0 ? lo : first_nz;
+        a->n[i] = n > 0 ? n : 1;
+        if (n == 0)
+            k[0] = 0;
+    }
+}
+
+static inline uint8_t clip8(int32_t v)
+{
+    if (v < 0)
+        return 0;
+    v >>= RS_PRECISION;
+    return v > 255 ? 255 : (uint8_t)v;
+}
+
+/* One row: ax->count outputs of c channels from a source row. */
+static void hpass(uint8_t *restrict out, const uint8_t *restrict in, const rs_axis *ax, int c)
+{
+    const int32_t half = 1 << (RS_PRECISION - 1);
+    const int count = ax->count;
+    const size_t taps = (size_t)ax->taps;
+    const int32_t *restrict coef = ax->coef;
+    const int *restrict lo = ax->lo, *restrict nt = ax->n;
+    for (int i = 0; i < count; i++) {
+        const int32_t *restrict k = coef + (size_t)i * taps;
+        const uint8_t *restrict s = in + (size_t)lo[i] * (size_t)c;
+        const int n = nt[i];
+        if (c == 3) {
+            int32_t s0 = half, s1 = half, s2 = half;
+            for (int j = 0; j < n; j++, s += 3) {
+                const int32_t w = k[j];
+                s0 += s[0] * w;
+                s1 += s[1] * w;
+                s2 += s[2] * w;
+            }
+            out[3 * i] = clip8(s0);
+            out[3 * i + 1] = clip8(s1);
+            out[3 * i + 2] = clip8(s2);
+        } else if (c == 1) {
+            int32_t s0 = half;
+            for (int j = 0; j < n; j++)
+                s0 += s[j] * k[j];
+            out[i] = clip8(s0);
+        } else {
+            for (int ch = 0; ch < c; ch++) {
+                int32_t s0 = half;
+                for (int j = 0; j < n; j++)
+                    s0 += s[c * j + ch] * k[j];
+                out[c * i + ch] = clip8(s0);
+            }
+        }
+    }
+}
+
+void rs_resize(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
+               int ow, const uint8_t *src, int sh, int sw, int c)
+{
+    const int horiz = sw != dw, vert = sh != dh;
+    const size_t rowb = (size_t)ow * (size_t)c, src_stride = (size_t)sw * (size_t)c;
+    if (oh <= 0 || ow <= 0)
+        return;
+    if (horiz)
+        axis_build(&p->x, sw, dw, x0, ow);
+    if (!vert) { /* rows map one to one */
+        for (int i = 0; i < oh; i++) {
+            const uint8_t *s = src + (size_t)(y0 + i) * src_stride;
+            if (horiz)
+                hpass(dst + (size_t)i * dst_stride, s, &p->x, c);
+            else
+                memcpy(dst + (size_t)i * dst_stride, s + (size_t)x0 * (size_t)c, rowb);
+        }
+        return;
+    }
+    axis_build(&p->y, sh, dh, y0, oh);
+    const rs_axis *ay = &p->y;
+    int rlo = ay->lo[0], rhi = rlo;
+    for (int i = 0; i < oh; i++) {
+        int end = ay->lo[i] + ay->n[i];
+        rlo = ay->lo[i] < rlo ? ay->lo[i] : rlo;
+        rhi = end > rhi ? end : rhi;
+    }
+    const uint8_t *rows;
+    size_t rstride;
+    if (horiz) { /* horizontal pass over the source rows the window needs */
+        size_t need = (size_t)(rhi - rlo) * rowb;
+        if (need > p->tmp_cap) {
+            p->tmp_cap = need;
+            p->tmp = xrealloc(p->tmp, need);
+        }
+        for (int r = rlo; r < rhi; r++)
+            hpass(p->tmp + (size_t)(r - rlo) * rowb, src + (size_t)r * src_stride, &p->x, c);
+        rows = p->tmp;
+        rstride = rowb;
+    } else {
+        rows = src + (size_t)rlo * src_stride + (size_t)x0 * (size_t)c;
+        rstride = src_stride;
+    }
+    if (rowb > p->acc_cap) {
+        p->acc_cap = rowb;
+        p->acc = xrealloc(p->acc, rowb * sizeof *p->acc);
+    }
+    int32_t *acc = p->acc;
+    for (int i = 0; i < oh; i++) {
+        const int32_t *k = ay->coef + (size_t)i * (size_t)ay->taps;
+        for (size_t x = 0; x < rowb; x++)
+            acc[x] = 1 << (RS_PRECISION - 1);
+        for (int j = 0; j < ay->n[i]; j++) {
+            const uint8_t *row = rows + (size_t)(ay->lo[i] + j - rlo) * rstride;
+            const int32_t w = k[j];
+            for (size_t x = 0; x < rowb; x++)
+                acc[x] += row[x] * w;
+        }
+        uint8_t *out = dst + (size_t)i * dst_stride;
+        for (size_t x = 0; x < rowb; x++)
+            out[x] = clip8(acc[x]);
+    }
+}
+
+static void axis_free(rs_axis *a)
+{
+    free(a->lo);
+    free(a->n);
+    free(a->coef);
+}
+
+void rs_plan_free(rs_plan *p)
+{
+    if (!p)
+        return;
+    axis_free(&p->x);
+    axis_free(&p->y);
+    free(p->tmp);
+    free(p->acc);
+    memset(p, 0, sizeof *p);
+}

@@ -1,0 +1,54 @@
+/* resize.h — antialiased bilinear resampling of u8 HWC images.
+ *
+ * The filter is the triangle ("bilinear") kernel, widened by the scale
+ * factor when shrinking so that every source pixel contributes (the
+ * antialiasing of PIL's BILINEAR and of torchvision's Resize on PIL images);
+ * when enlarging it is plain bilinear interpolation. Pixel centres sit at
+ * (i + 0.5): output pixel i samples the source around (i + 0.5) * in/out.
+ * Separable, horizontal pass first into a u8 intermediate, then vertical;
+ * weights in Q22 fixed point with 32-bit accumulators, rounded to nearest.
+ *
+ * Only a window of the output may be computed (what a crop keeps): the
+ * result equals the same window of the full resize, byte for byte.
+ * A plan caches the weights of the last geometry, so resizing a data set of
+ * equal-sized images builds them once. Deliberately no other filters, no
+ * float images, no channel counts beyond 4.
+ */
+#ifndef TRAIN_RESIZE_H
+#define TRAIN_RESIZE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Weights along one axis for output indices [first, first + count). */
+typedef struct rs_axis {
+    int in, out;       /* source size, full output size */
+    int first, count;  /* computed window of output indices */
+    int taps;          /* stride of coef */
+    int *lo;           /* (count) first source index of each output */
+    int *n;            /* (count) number of taps of each output */
+    int32_t *coef;     /* (count, taps) Q22 weights, each row sums to ~1 << 22 */
+    size_t cap;        /* entries allocated in lo/n, and taps * cap in coef */
+    size_t coef_cap;
+} rs_axis;
+
+typedef struct rs_plan {
+    rs_axis y, x;
+    uint8_t *tmp;    /* horizontal-pass rows */
+    size_t tmp_cap;
+    int32_t *acc;    /* one row of vertical-pass accumulators */
+    size_t acc_cap;
+} rs_plan;
+
+#define RS_PRECISION 22
+
+/* Resize src (sh x sw x c, rows contiguous) to a dh x dw image, of which
+ * only rows [y0, y0 + oh) and columns [x0, x0 + ow) are computed and written
+ * to dst (row i of the window at dst + i * dst_stride). 1 <= c <= 4, the
+ * window must lie inside dh x dw. A plan starts zeroed. */
+void rs_resize(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
+               int ow, const uint8_t *src, int sh, int sw, int c);
+
+void rs_plan_free(rs_plan *p);
+
+#endif

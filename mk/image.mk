@@ -1,0 +1,60 @@
+# mk/image.mk — the image pipeline's benchmark and fuzz target (issue 3).
+#
+#   make bench-image   ours vs bare TurboJPEG vs PIL + torchvision on the E1
+#                      JPEG set and Fashion-MNIST PNGs (docs/BENCH-IMAGE.md);
+#                      BENCH_IMAGE_N images, BENCH_IMAGE_RUNS rounds
+#   make fuzz-image    libFuzzer over decode + transform for FUZZ_SECONDS
+#                      (default 60); new inputs in fuzz/corpus-work/image,
+#                      crashers in fuzz/corpus-work/image/crashes — fix them
+#                      and copy them to tests/fuzz-corpus/image/
+
+IMG_SRC := loader/image.c loader/img_jpeg.c loader/img_stb.c loader/img_check.c loader/resize.c \
+           loader/augment.c \
+           common/util.c
+IMG_HDR := loader/image.h loader/img_internal.h loader/resize.h common/util.h common/rng.h
+IMG_TOOL_CFLAGS := -std=c11 $(WARN) -I. -O2
+
+# Tools that link the image pipeline (the generic tools rule links util.c
+# only). fuzz_image built with gcc is the plain replay driver.
+build/tools/bench_image: tools/bench_image.c $(IMG_SRC) $(IMG_HDR) loader/csv_index.c loader/csv_index.h
+	@mkdir -p build/tools
+	$(CC) $(IMG_TOOL_CFLAGS) -o $@ tools/bench_image.c $(IMG_SRC) loader/csv_index.c $(LIBS)
+build/tools/fuzz_image: tools/fuzz_image.c tools/fuzz_image.h $(IMG_SRC) $(IMG_HDR)
+	@mkdir -p build/tools
+	$(CC) $(IMG_TOOL_CFLAGS) -o $@ tools/fuzz_image.c $(IMG_SRC) $(LIBS)
+
+# ---------------------------------------------------------------- bench
+BENCH_IMAGE_N    ?= 1000
+BENCH_IMAGE_RUNS ?= 5
+BENCH_PYTHON     ?= /usr/bin/python3
+bench-image: build/tools/bench_image
+	@test -f data/e1/train.csv || tools/jpeg-set --n 2000
+	@test -f data/fashion-mnist/train.csv || tools/fashion-mnist --limit 12000
+	build/tools/bench_image --n $(BENCH_IMAGE_N) --runs $(BENCH_IMAGE_RUNS) \
+	  --peer "$(BENCH_PYTHON) tools/bench-peer.py image" data/e1/train.csv data/fashion-mnist/train.csv
+BENCH_TARGETS += bench-image
+
+# ---------------------------------------------------------------- fuzz
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+FUZZ_IMAGE_WORK := fuzz/corpus-work/image
+
+# stb_image compiled from the Debian header, instrumented, instead of libstb
+build/fuzz/stb_image.o: /usr/include/stb/stb_image.h
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) -x c -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link -DSTB_IMAGE_IMPLEMENTATION \
+	  -c $< -o $@
+build/fuzz/fuzz_image: tools/fuzz_image.c tools/fuzz_image.h $(IMG_SRC) $(IMG_HDR) build/fuzz/stb_image.o
+	$(FUZZ_CC) -std=c11 -O1 -g -I. $(FUZZ_SAN) -fsanitize=fuzzer -DFUZZ_LIBFUZZER -o $@ \
+	  tools/fuzz_image.c $(IMG_SRC) build/fuzz/stb_image.o -lturbojpeg -lm
+
+fuzz-image: build/fuzz/fuzz_image build/tools/fuzz_image
+	@mkdir -p $(FUZZ_IMAGE_WORK)/corpus $(FUZZ_IMAGE_WORK)/crashes
+	@test -d $(FUZZ_IMAGE_WORK)/seeds || build/tools/fuzz_image --seeds $(FUZZ_IMAGE_WORK)/seeds
+	build/fuzz/fuzz_image -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
+	  -max_len=65536 -print_final_stats=1 -artifact_prefix=$(FUZZ_IMAGE_WORK)/crashes/ \
+	  $(FUZZ_IMAGE_WORK)/corpus tests/fuzz-corpus/image $(FUZZ_IMAGE_WORK)/seeds
+FUZZ_TARGETS += fuzz-image
+
+.PHONY: bench-image fuzz-image
