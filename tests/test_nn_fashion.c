@@ -9,7 +9,7 @@
 #define _GNU_SOURCE
 #include "test_nn_util.h"
 
-TestSuite(nn_fashion, .timeout = 300);
+TestSuite(nn_fashion);
 
 Test(nn_fashion, lenet_one_epoch_on_10k_reaches_80_percent)
 {
