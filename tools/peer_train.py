@@ -5,6 +5,8 @@
         [--epochs 1] [--batch 64] [--limit N] [--idx DIR]
     /usr/bin/python3 tools/peer_train.py e2e --csv data/fashion-mnist/train.csv
         [--workers 0,2] [--threads 2] [--runs 3] [--epochs 1] [--batch 64] [--limit N]
+    /usr/bin/python3 tools/peer_train.py duel [--bench build/tools/bench_nn]
+        [--threads 1,2] [--runs 5] [--limit N]
 
 Also reachable as `tools/bench-peer.py train ...` (the dispatcher imports this
 file and calls main(argv)).
@@ -18,6 +20,8 @@ compute: Fashion-MNIST from Debian's IDX files, held in memory as a u8
     tensor; each step's batch is gathered outside the timed region and the
     timed step is u8->float normalisation, forward, loss, backward, SGD — the
     same work bench_nn times around model_train_step.
+duel: bench_nn and the compute peer alternately, run by run, so that both
+    see the same load on a shared machine; prints the medians and the ratio.
 e2e: a torchvision ImageFolder-like dataset over the PNG CSV written by
     tools/fashion-mnist (PIL decode, ToTensor, Normalize) through a
     DataLoader with --workers processes, shuffled; reports the epoch's wall
@@ -90,47 +94,91 @@ def report(kind, label, secs, n):
           f"(runs: {' '.join(f'{s:.2f}' for s in secs)})", flush=True)
 
 
-def run_compute(args):
-    torch = _torch()
+def load_idx_tensors(torch, args):
     x8, n, rows, cols = read_idx(os.path.join(args.idx, "train-images-idx3-ubyte.gz"))
-    y8, ny, _, _ = read_idx(os.path.join(args.idx, "train-labels-idx1-ubyte.gz"))
+    y8, _, _, _ = read_idx(os.path.join(args.idx, "train-labels-idx1-ubyte.gz"))
     if args.limit:
         n = min(n, args.limit)
     X = torch.frombuffer(bytearray(x8[:n * rows * cols]), dtype=torch.uint8).view(n, 1, rows, cols)
     Y = torch.frombuffer(bytearray(y8[:n]), dtype=torch.uint8).long()
+    return X, Y
+
+
+def compute_run(torch, X, Y, threads, args, seed):
+    """One run of args.epochs epochs; returns (compute seconds per epoch, last loss)."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    n = X.shape[0]
     steps = (n + args.batch - 1) // args.batch
+    net = lenet(torch)
+    opt, sched = make_opt(torch, net, args, steps)
+    lossf = torch.nn.CrossEntropyLoss()
+    compute, lv = 0.0, float("nan")
+    for ep in range(args.epochs):
+        g = torch.Generator().manual_seed(ep)
+        perm = torch.randperm(n, generator=g)
+        for s in range(steps):
+            idx = perm[s * args.batch:(s + 1) * args.batch]
+            xb, yb = X[idx].contiguous(), Y[idx]
+            t0 = time.perf_counter()
+            xf = (xb.float() / 255.0 - 0.5) / 0.5
+            opt.zero_grad(set_to_none=True)
+            loss = lossf(net(xf), yb)
+            loss.backward()
+            opt.step()
+            sched.step()
+            lv = loss.item()  # the loss comes back to the host, as in train
+            compute += time.perf_counter() - t0
+            if not math.isfinite(lv):
+                sys.exit(f"peer: epoch {ep + 1} batch {s}: loss is {lv}")
+    return compute / args.epochs, lv
+
+
+def run_compute(args):
+    torch = _torch()
+    X, Y = load_idx_tensors(torch, args)
+    n = X.shape[0]
     print(f"peer compute: torch {torch.__version__}, lenet, {n} images, batch {args.batch}, "
           f"lr {args.lr} momentum {args.momentum} wd {args.wd} cosine", flush=True)
     for threads in int_list(args.threads):
-        torch.set_num_threads(threads)
         secs = []
         for r in range(args.runs):
-            torch.manual_seed(r)
-            net = lenet(torch)
-            opt, sched = make_opt(torch, net, args, steps)
-            lossf = torch.nn.CrossEntropyLoss()
-            compute = 0.0
-            for ep in range(args.epochs):
-                g = torch.Generator().manual_seed(ep)
-                perm = torch.randperm(n, generator=g)
-                for s in range(steps):
-                    idx = perm[s * args.batch:(s + 1) * args.batch]
-                    xb, yb = X[idx].contiguous(), Y[idx]
-                    t0 = time.perf_counter()
-                    xf = (xb.float() / 255.0 - 0.5) / 0.5
-                    opt.zero_grad(set_to_none=True)
-                    loss = lossf(net(xf), yb)
-                    loss.backward()
-                    opt.step()
-                    sched.step()
-                    lv = loss.item()  # the loss comes back to the host, as in train
-                    compute += time.perf_counter() - t0
-                    if not math.isfinite(lv):
-                        sys.exit(f"peer: epoch {ep + 1} batch {s}: loss is {lv}")
-            secs.append(compute / args.epochs)
-            print(f"  peer compute threads {threads} run {r + 1}: {secs[-1]:.2f} s/epoch "
-                  f"({n / secs[-1]:.0f} images/s), last loss {lv:.4f}", flush=True)
+            sec, lv = compute_run(torch, X, Y, threads, args, r)
+            secs.append(sec)
+            print(f"  peer compute threads {threads} run {r + 1}: {sec:.2f} s/epoch "
+                  f"({n / sec:.0f} images/s), last loss {lv:.4f}", flush=True)
         report("compute", f"threads {threads}", secs, n)
+    return 0
+
+
+def run_duel(args):
+    """train's bench_nn and the peer, alternating run by run, so both see
+    the same machine load; medians and the ratio per thread count."""
+    import re
+    import subprocess
+    torch = _torch()
+    X, Y = load_idx_tensors(torch, args)
+    n = X.shape[0]
+    print(f"duel: train ({args.bench}) vs torch {torch.__version__}, lenet compute step, {n} images, "
+          f"batch {args.batch}, {args.runs} alternating runs per thread count", flush=True)
+    for threads in int_list(args.threads):
+        ours, peer = [], []
+        for r in range(args.runs):
+            cmd = [args.bench, "--threads", str(threads), "--runs", "1", "--epochs", str(args.epochs),
+                   "--batch", str(args.batch)]
+            if args.limit:
+                cmd += ["--limit", str(args.limit)]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            m = re.search(r"median ([0-9.]+) s/epoch", out)
+            if not m:
+                sys.exit(f"duel: no timing in the output of {' '.join(cmd)}:\n{out}")
+            ours.append(float(m.group(1)))
+            peer.append(compute_run(torch, X, Y, threads, args, r)[0])
+            print(f"  threads {threads} run {r + 1}: train {ours[-1]:.2f} s, torch {peer[-1]:.2f} s",
+                  flush=True)
+        mo, mp = statistics.median(ours), statistics.median(peer)
+        print(f"duel threads {threads}: train {mo:.2f} s/epoch ({n / mo:.0f} images/s), "
+              f"torch {mp:.2f} s/epoch ({n / mp:.0f} images/s), ratio {mp / mo:.2f}x", flush=True)
     return 0
 
 
@@ -203,7 +251,7 @@ def run_e2e(args):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="peer_train.py",
                                 description="PyTorch lenet peer of train (docs/BENCH-NN.md)")
-    p.add_argument("mode", choices=["compute", "e2e"])
+    p.add_argument("mode", choices=["compute", "e2e", "duel"])
     p.add_argument("--threads", default=None, help="compute: list (1,2); e2e: one number")
     p.add_argument("--workers", default="0", help="e2e: DataLoader workers, a list")
     p.add_argument("--runs", type=int, default=3)
@@ -215,12 +263,13 @@ def main(argv=None):
     p.add_argument("--wd", type=float, default=5e-4)
     p.add_argument("--idx", default=IDX_DIR, help="compute: folder of the IDX files")
     p.add_argument("--csv", default=None, help="e2e: the training CSV")
+    p.add_argument("--bench", default="build/tools/bench_nn", help="duel: train's benchmark binary")
     args = p.parse_args(argv)
     if args.runs < 1 or args.epochs < 1 or args.batch < 1:
         p.error("--runs, --epochs and --batch must be positive")
-    if args.mode == "compute":
+    if args.mode in ("compute", "duel"):
         args.threads = args.threads or "1,2"
-        return run_compute(args)
+        return run_compute(args) if args.mode == "compute" else run_duel(args)
     args.threads = args.threads or "2"
     return run_e2e(args)
 
