@@ -23,5 +23,5 @@ build/tools/bench_nn: $(NN_BENCH_SRC) $(wildcard nn/*.h) tools/idx.h common/util
 bench-nn: build/tools/bench_nn
 	/usr/bin/python3 tools/peer_train.py duel --threads 1,2 --runs $(BENCH_NN_RUNS)
 	@if [ -f $(BENCH_NN_CSV) ]; then \
-	  /usr/bin/python3 tools/peer_train.py e2e --csv $(BENCH_NN_CSV) --workers 0,1,2 --threads 1 --runs 3; \
+	  /usr/bin/python3 tools/peer_train.py e2e --csv $(BENCH_NN_CSV) --workers 0,1,2 --threads 1,2 --runs 3; \
 	else echo "bench-nn: no $(BENCH_NN_CSV) (tools/fashion-mnist makes it): PyTorch end-to-end skipped"; fi

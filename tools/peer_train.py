@@ -4,7 +4,7 @@
     /usr/bin/python3 tools/peer_train.py compute [--threads 1,2] [--runs 3]
         [--epochs 1] [--batch 64] [--limit N] [--idx DIR]
     /usr/bin/python3 tools/peer_train.py e2e --csv data/fashion-mnist/train.csv
-        [--workers 0,2] [--threads 2] [--runs 3] [--epochs 1] [--batch 64] [--limit N]
+        [--workers 0,2] [--threads 1,2] [--runs 3] [--epochs 1] [--batch 64] [--limit N]
     /usr/bin/python3 tools/peer_train.py duel [--bench build/tools/bench_nn]
         [--threads 1,2] [--runs 5] [--limit N]
 
@@ -216,35 +216,36 @@ def run_e2e(args):
     ds = CsvImages(args.csv, args.limit)
     n = len(ds)
     steps = (n + args.batch - 1) // args.batch
-    torch.set_num_threads(int(args.threads))
     print(f"peer e2e: torch {torch.__version__}, lenet, {n} images from {args.csv}, "
-          f"batch {args.batch}, {args.threads} compute thread(s)", flush=True)
-    for workers in int_list(args.workers):
-        secs = []
-        for r in range(args.runs):
-            torch.manual_seed(r)
-            net = lenet(torch)
-            opt, sched = make_opt(torch, net, args, steps)
-            lossf = torch.nn.CrossEntropyLoss()
-            dl = torch.utils.data.DataLoader(ds, batch_size=args.batch, shuffle=True,
-                                             num_workers=workers)
-            t0 = time.perf_counter()
-            compute = 0.0
-            for ep in range(args.epochs):
-                for xb, yb in dl:
-                    t1 = time.perf_counter()
-                    opt.zero_grad(set_to_none=True)
-                    loss = lossf(net(xb), yb)
-                    loss.backward()
-                    opt.step()
-                    sched.step()
-                    loss.item()
-                    compute += time.perf_counter() - t1
-            wall = (time.perf_counter() - t0) / args.epochs
-            secs.append(wall)
-            print(f"  peer e2e workers {workers} run {r + 1}: {wall:.2f} s/epoch "
-                  f"({n / wall:.0f} images/s), compute {compute / args.epochs:.2f} s", flush=True)
-        report("e2e", f"workers {workers} threads {args.threads}", secs, n)
+          f"batch {args.batch}", flush=True)
+    for threads in int_list(args.threads):
+        torch.set_num_threads(threads)
+        for workers in int_list(args.workers):
+            secs = []
+            for r in range(args.runs):
+                torch.manual_seed(r)
+                net = lenet(torch)
+                opt, sched = make_opt(torch, net, args, steps)
+                lossf = torch.nn.CrossEntropyLoss()
+                dl = torch.utils.data.DataLoader(ds, batch_size=args.batch, shuffle=True,
+                                                 num_workers=workers)
+                t0 = time.perf_counter()
+                compute = 0.0
+                for ep in range(args.epochs):
+                    for xb, yb in dl:
+                        t1 = time.perf_counter()
+                        opt.zero_grad(set_to_none=True)
+                        loss = lossf(net(xb), yb)
+                        loss.backward()
+                        opt.step()
+                        sched.step()
+                        loss.item()
+                        compute += time.perf_counter() - t1
+                wall = (time.perf_counter() - t0) / args.epochs
+                secs.append(wall)
+                print(f"  peer e2e workers {workers} threads {threads} run {r + 1}: {wall:.2f} s/epoch "
+                      f"({n / wall:.0f} images/s), compute {compute / args.epochs:.2f} s", flush=True)
+            report("e2e", f"workers {workers} threads {threads}", secs, n)
     return 0
 
 
@@ -252,7 +253,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(prog="peer_train.py",
                                 description="PyTorch lenet peer of train (docs/BENCH-NN.md)")
     p.add_argument("mode", choices=["compute", "e2e", "duel"])
-    p.add_argument("--threads", default=None, help="compute: list (1,2); e2e: one number")
+    p.add_argument("--threads", default=None, help="compute threads, a list (1,2)")
     p.add_argument("--workers", default="0", help="e2e: DataLoader workers, a list")
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--epochs", type=int, default=1)
@@ -270,7 +271,7 @@ def main(argv=None):
     if args.mode in ("compute", "duel"):
         args.threads = args.threads or "1,2"
         return run_compute(args) if args.mode == "compute" else run_duel(args)
-    args.threads = args.threads or "2"
+    args.threads = args.threads or "1,2"
     return run_e2e(args)
 
 
