@@ -197,6 +197,16 @@ static void maxpool_fwd_task(void *arg, int b, int thread)
     }
 }
 
+/* g when bit is 1, +0 when 0 (bitwise, so a NaN g does not leak into the 0s) */
+static inline float masked(float g, uint32_t bit)
+{
+    uint32_t u;
+    memcpy(&u, &g, 4);
+    u &= (uint32_t)0 - bit;
+    memcpy(&g, &u, 4);
+    return g;
+}
+
 /* din is written whole: the window's first maximum (row-major) gets the
  * gradient, the other three 0, and so do a last row or column the floor
  * dropped. Row by row, no memset-then-scatter. */
@@ -217,12 +227,14 @@ static void maxpool_bwd_task(void *arg, int b, int thread)
             for (int ow = 0; ow < s->OW; ow++) {
                 float m = y[oh * s->OW + ow], g = dy[oh * s->OW + ow];
                 int i = 2 * ow;
-                int h0 = x0[i] == m, h1 = !h0 && x0[i + 1] == m;
-                int h2 = !h0 && !h1 && x1[i] == m, h3 = !h0 && !h1 && !h2 && x1[i + 1] == m;
-                d0[i] = h0 ? g : 0.0f;
-                d0[i + 1] = h1 ? g : 0.0f;
-                d1[i] = h2 ? g : 0.0f;
-                d1[i + 1] = h3 ? g : 0.0f;
+                /* which one is the first maximum, as bit masks: which
+                 * element wins is data, unpredictable for a branch */
+                uint32_t e0 = x0[i] == m, e1 = x0[i + 1] == m, e2 = x1[i] == m;
+                uint32_t h1 = e1 & ~e0, h2 = e2 & ~(e0 | e1), h3 = 1u & ~(e0 | e1 | e2);
+                d0[i] = masked(g, e0);
+                d0[i + 1] = masked(g, h1);
+                d1[i] = masked(g, h2);
+                d1[i + 1] = masked(g, h3);
             }
             if (s->W & 1)
                 d0[s->W - 1] = d1[s->W - 1] = 0.0f;
