@@ -2,7 +2,7 @@
  *
  *   bench_nn [--model lenet] [--threads 1,2] [--runs 3] [--epochs 1]
  *            [--batch 64] [--limit N] [--lr X --momentum X --wd X
- *            --schedule const|step|cosine] [--seed S] [--eval] [--src DIR]
+ *            --schedule const|step|cosine] [--seed S] [--eval] [--ops] [--src DIR]
  *
  * Reads Fashion-MNIST from Debian's IDX files into memory, then trains
  * `--model` (default lenet, with its default hyper-parameters) for
@@ -12,7 +12,8 @@
  * epoch, the median, images/s, and a hash of the final parameters: the
  * hashes must agree across thread counts (the CPU backend's determinism).
  * --eval also reports test-set loss and accuracy after each epoch of the
- * first run.
+ * first run. --ops times every backend operation (through a wrapper ops
+ * table, per layer shape) and prints where a step's time goes.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -23,6 +24,182 @@
 #include "../common/util.h"
 #include "../nn/model.h"
 #include "idx.h"
+
+/* ---------------------------------------------------------------- --ops */
+/* A backend whose ops call the CPU backend's and add up their time per
+ * label ("conv2 fwd 20x12x12->50"). Every op is synchronous on the CPU. */
+#define OPS_MAX 32
+static struct {
+    char label[48];
+    double secs;
+    long calls;
+} op_times[OPS_MAX];
+static int op_n;
+static const backend_ops *real_ops;
+static backend *real_be;
+
+static void op_add(const char *label, double secs)
+{
+    int i = 0;
+    while (i < op_n && strcmp(op_times[i].label, label) != 0)
+        i++;
+    if (i == op_n) {
+        if (op_n == OPS_MAX)
+            return;
+        snprintf(op_times[op_n++].label, sizeof op_times[0].label, "%s", label);
+    }
+    op_times[i].secs += secs;
+    op_times[i].calls++;
+}
+
+#define TIMED(label, call)                  \
+    do {                                    \
+        double t0_ = now_sec();             \
+        call;                               \
+        op_add(label, now_sec() - t0_);     \
+    } while (0)
+
+static void *w_alloc(backend *be, size_t n)
+{
+    (void)be;
+    return real_ops->alloc(real_be, n);
+}
+static void w_free(backend *be, void *p)
+{
+    (void)be;
+    real_ops->free(real_be, p);
+}
+static void w_copy(backend *be, void *d, const void *s, size_t n)
+{
+    (void)be;
+    real_ops->upload(real_be, d, s, n);
+}
+static void w_sync(backend *be)
+{
+    (void)be;
+}
+static void w_norm(backend *be, float *o, const uint8_t *i, int B, int C, int HW, const float *m, const float *sd)
+{
+    (void)be;
+    TIMED("normalize", real_ops->normalize_u8(real_be, o, i, B, C, HW, m, sd));
+}
+static void *w_plan(backend *be, const conv_shape *s)
+{
+    (void)be;
+    return real_ops->conv_plan(real_be, s);
+}
+static void w_plan_free(backend *be, void *p)
+{
+    (void)be;
+    real_ops->conv_plan_free(real_be, p);
+}
+static void w_conv_f(backend *be, void *p, float *o, const float *i, const float *w, const float *b,
+                     const conv_shape *s)
+{
+    (void)be;
+    char l[48];
+    snprintf(l, sizeof l, "conv fwd %dx%dx%d->%d", s->C, s->H, s->W, s->K);
+    TIMED(l, real_ops->conv_forward(real_be, p, o, i, w, b, s));
+}
+static void w_conv_b(backend *be, void *p, float *di, float *dw, float *db, const float *g, const float *i,
+                     const float *w, const conv_shape *s)
+{
+    (void)be;
+    char l[48];
+    snprintf(l, sizeof l, "conv bwd %dx%dx%d->%d%s", s->C, s->H, s->W, s->K, di ? "" : " (no din)");
+    TIMED(l, real_ops->conv_backward(real_be, p, di, dw, db, g, i, w, s));
+}
+static void w_relu_f(backend *be, float *o, const float *i, size_t n)
+{
+    (void)be;
+    TIMED("relu fwd", real_ops->relu_forward(real_be, o, i, n));
+}
+static void w_relu_b(backend *be, float *di, const float *g, const float *o, size_t n)
+{
+    (void)be;
+    TIMED("relu bwd", real_ops->relu_backward(real_be, di, g, o, n));
+}
+static void w_pool_f(backend *be, float *o, const float *i, const pool_shape *s)
+{
+    (void)be;
+    TIMED("maxpool fwd", real_ops->maxpool_forward(real_be, o, i, s));
+}
+static void w_pool_b(backend *be, float *di, const float *g, const float *o, const float *i, const pool_shape *s)
+{
+    (void)be;
+    TIMED("maxpool bwd", real_ops->maxpool_backward(real_be, di, g, o, i, s));
+}
+static void w_fc_f(backend *be, float *o, const float *i, const float *w, const float *b, int B, int M, int N)
+{
+    (void)be;
+    char l[48];
+    snprintf(l, sizeof l, "fc fwd %d->%d", M, N);
+    TIMED(l, real_ops->fc_forward(real_be, o, i, w, b, B, M, N));
+}
+static void w_fc_b(backend *be, float *di, float *dw, float *db, const float *g, const float *i, const float *w,
+                   int B, int M, int N)
+{
+    (void)be;
+    char l[48];
+    snprintf(l, sizeof l, "fc bwd %d->%d", M, N);
+    TIMED(l, real_ops->fc_backward(real_be, di, dw, db, g, i, w, B, M, N));
+}
+static void w_gap_f(backend *be, float *o, const float *i, int B, int C, int HW)
+{
+    (void)be;
+    TIMED("gap fwd", real_ops->gap_forward(real_be, o, i, B, C, HW));
+}
+static void w_gap_b(backend *be, float *di, const float *g, int B, int C, int HW)
+{
+    (void)be;
+    TIMED("gap bwd", real_ops->gap_backward(real_be, di, g, B, C, HW));
+}
+static void w_xent(backend *be, float *dl, float *l, int32_t *p, const float *lg, const int32_t *y, int B, int K,
+                   float sc)
+{
+    (void)be;
+    TIMED("softmax xent", real_ops->softmax_xent(real_be, dl, l, p, lg, y, B, K, sc));
+}
+static void w_sgd(backend *be, float *w, float *v, const float *g, size_t n, float lr, float m, float wd)
+{
+    (void)be;
+    TIMED("sgd", real_ops->sgd_update(real_be, w, v, g, n, lr, m, wd));
+}
+static void w_destroy(backend *be)
+{
+    real_ops->destroy(real_be);
+    free(be);
+}
+
+static const backend_ops timed_ops = {
+    "cpu (timed)", w_destroy, w_alloc, w_free,   w_copy,   w_copy,  w_sync, w_norm,  w_plan,  w_plan_free,
+    w_conv_f,      w_conv_b,  w_relu_f, w_relu_b, w_pool_f, w_pool_b, w_fc_f, w_fc_b, w_gap_f, w_gap_b,
+    w_xent,        w_sgd,
+};
+
+static backend *timed_backend(backend *inner)
+{
+    real_be = inner;
+    real_ops = inner->ops;
+    backend *be = xcalloc(1, sizeof *be);
+    be->ops = &timed_ops;
+    be->host_visible = 1;
+    return be;
+}
+
+static void ops_report(int threads, long steps, double step_secs)
+{
+    double sum = 0;
+    printf("threads %d: time per step by operation (%ld steps; mean ms per step):\n", threads, steps);
+    for (int i = 0; i < op_n; i++) {
+        printf("  %-32s %8.3f ms %5.1f%%\n", op_times[i].label, op_times[i].secs / steps * 1e3,
+               100 * op_times[i].secs / step_secs);
+        sum += op_times[i].secs;
+    }
+    printf("  %-32s %8.3f ms (step %.3f ms)\n", "all operations", sum / steps * 1e3, step_secs / steps * 1e3);
+    memset(op_times, 0, sizeof op_times);
+    op_n = 0;
+}
 
 typedef struct set {
     int n;
@@ -77,7 +254,7 @@ static void evaluate(model *m, const set *t, int batch, uint8_t *xb, int32_t *yb
 int main(int argc, char **argv)
 {
     const char *src = "/usr/share/datasets/fashion-mnist", *model_name = "lenet", *threads_arg = "1,2";
-    int runs = 3, epochs = 1, batch = 64, do_eval = 0;
+    int runs = 3, epochs = 1, batch = 64, do_eval = 0, do_ops = 0;
     long limit = 0;
     uint64_t seed = 1;
     model_hparams hp;
@@ -87,6 +264,10 @@ int main(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--eval")) {
             do_eval = 1;
+            continue;
+        }
+        if (!strcmp(a, "--ops")) {
+            do_ops = 1;
             continue;
         }
         if (!v) {
@@ -166,8 +347,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "bench_nn: %s\n", e.msg);
             return 2;
         }
+        if (do_ops)
+            be = timed_backend(be);
         uint64_t h = 0;
-        double last_loss = 0;
+        double last_loss = 0, total_compute = 0;
         for (int r = 0; r < runs; r++) {
             model m;
             if (model_create(&m, model_name, 1, 28, 28, 10, batch, be, &e) != 0) {
@@ -215,6 +398,7 @@ int main(int argc, char **argv)
                 }
             }
             secs[r] = compute / epochs;
+            total_compute += compute;
             float *p = xmalloc(m.nparams * sizeof(float));
             be->ops->download(be, p, m.params, m.nparams * sizeof(float));
             h = hash64(p, m.nparams * sizeof(float), 0);
@@ -224,6 +408,8 @@ int main(int argc, char **argv)
                    r + 1, secs[r], tr.n / secs[r], last_loss);
             fflush(stdout);
         }
+        if (do_ops)
+            ops_report(threads, steps * epochs * runs, total_compute);
         qsort(secs, (size_t)runs, sizeof(double), cmp_double);
         double med = secs[runs / 2];
         printf("threads %d: median %.2f s/epoch, %.0f images/s, params hash %016llx\n", threads, med,
