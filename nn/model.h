@@ -1,0 +1,176 @@
+/* model.h — the conv nets: definitions, parameters, one training step.
+ *
+ * A model is a list of layers (conv2d, relu, 2x2 max pool, flatten, global
+ * average pool, fully connected) ending in softmax cross-entropy, with every
+ * shape computed from the input (C, H, W) and the class count. Its
+ * parameters, gradients and momentum are each ONE device allocation carved
+ * into named tensors (llm.c's layout): a checkpoint is one write, SGD is one
+ * call, a gradient check walks one array. All tensors come from
+ * be->ops->alloc and all arithmetic goes through be->ops, so the same code
+ * runs on the CPU and the GPU backend; per step only the labels go up and
+ * the per-sample losses and predictions come down.
+ *
+ * The input of a step is the loader's u8 batch (B x C x H x W, a DEVICE
+ * pointer — on the CPU backend simply the ring slot) normalised on the
+ * device as (x/255 - mean[c]) / std[c]; mean and std default to 0.5 for
+ * every channel (model_set_norm changes them).
+ *
+ * Left out: other optimisers, dropout, batch norm, mixed precision, data
+ * parallelism.
+ */
+#ifndef TRAIN_MODEL_H
+#define TRAIN_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../common/util.h"
+#include "backend.h"
+
+#define MODEL_MAX_CHANNELS 16
+#define MODEL_MAX_TENSORS 32
+#define MODEL_NAME_MAX 32
+#define MODEL_PLAN_SLOTS 3 /* conv plans kept per layer, one per batch size */
+
+/* ---------------------------------------------------------------- hyper-parameters */
+typedef enum lr_schedule {
+    LR_CONST = 0,
+    LR_STEP = 1,   /* x0.1 at 50% and again at 75% of the epochs */
+    LR_COSINE = 2, /* per step from lr down to 0 over all epochs */
+} lr_schedule;
+
+typedef struct model_hparams {
+    double lr, momentum, wd;
+    lr_schedule schedule;
+} model_hparams;
+
+/* The learning rate of step `step` (0-based, within the epoch) of epoch
+ * `epoch` (0-based) out of `epochs`, each of steps_per_epoch steps. */
+double lr_at(lr_schedule sched, double base_lr, int epoch, int epochs, long step, long steps_per_epoch);
+/* "const" | "step" | "cosine" -> schedule; -1 for anything else */
+int lr_schedule_parse(const char *s, lr_schedule *out);
+const char *lr_schedule_name(lr_schedule s);
+
+/* ---------------------------------------------------------------- model */
+typedef enum layer_kind {
+    LAYER_CONV,
+    LAYER_RELU,
+    LAYER_MAXPOOL, /* 2x2, stride 2 */
+    LAYER_FLATTEN,
+    LAYER_GAP,     /* global average pool */
+    LAYER_FC,
+} layer_kind;
+
+/* A named slice of the parameter array. */
+typedef struct model_tensor {
+    char name[MODEL_NAME_MAX]; /* "conv1.weight", "fc2.bias" */
+    int ndim;
+    int shape[4];
+    size_t offset; /* in floats, from the start of params (64-byte aligned) */
+    size_t n;      /* elements */
+} model_tensor;
+
+typedef struct model_layer {
+    layer_kind kind;
+    int in_c, in_h, in_w;    /* per-sample input */
+    int out_c, out_h, out_w; /* per-sample output (fc/gap: out_c features, 1 x 1) */
+    int k, r, stride, pad;   /* conv: filters, kernel size, stride, padding */
+    int w_tensor, b_tensor;  /* tensor indices, -1 when the layer has none */
+    int need_din;            /* a layer below has parameters */
+    float *out;              /* device, max_batch x out size (flatten: its input) */
+    struct {
+        int B;
+        void *plan;
+        unsigned long used;
+    } plans[MODEL_PLAN_SLOTS];
+} model_layer;
+
+typedef struct model {
+    char name[MODEL_NAME_MAX];
+    int C, H, W, nclasses, max_batch;
+    backend *be;
+    int nlayers;
+    model_layer *layers;
+    int ntensors;
+    model_tensor tensors[MODEL_MAX_TENSORS];
+    size_t nparams;      /* floats in params, grads, momentum (with alignment gaps) */
+    size_t nparams_used; /* real parameters */
+    double flops;        /* forward FLOPs per sample (2 x multiply-adds of conv and fc) */
+    float *params;       /* device (nparams) */
+    float *grads;        /* device (nparams), written by the last backward pass */
+    float *momentum;     /* device (nparams) */
+    float mean[MODEL_MAX_CHANNELS], std[MODEL_MAX_CHANNELS];
+
+    /* private: activations and scratch */
+    float *x;           /* device, max_batch x C x H x W normalised input */
+    float *gbuf[2];     /* device, gradient ping-pong, max_batch x largest activation */
+    float *dlogits;     /* device, max_batch x nclasses */
+    float *loss;        /* device, max_batch */
+    int32_t *pred;      /* device, max_batch */
+    int32_t *labels;    /* device, max_batch */
+    float *loss_host;   /* host copies, max_batch */
+    int32_t *pred_host;
+    unsigned long tick; /* plan-cache clock */
+} model;
+
+/* Per-step results. loss_sum adds the per-sample losses in sample order in
+ * double, so it is reproducible; nonfinite counts samples whose loss was NaN
+ * or infinite. */
+typedef struct step_stats {
+    double loss_sum;
+    long correct, n, nonfinite;
+} step_stats;
+
+/* a += b, in that order */
+void step_stats_add(step_stats *a, const step_stats *b);
+
+/* Builds model `name` for inputs C x H x W and nclasses classes, with room
+ * for batches up to max_batch. Parameters start at zero: call
+ * model_init_params (or load a checkpoint). Returns -1 with a message for an
+ * unknown name or an input too small for the net. */
+int model_create(model *m, const char *name, int C, int H, int W, int nclasses, int max_batch, backend *be,
+                 errbuf *e);
+void model_free(model *m);
+
+/* He (Kaiming) normal init of every weight (std sqrt(2/fan_in)), zero
+ * biases, zero momentum; tensor i draws from rng_keyed(seed, RNG_INIT, i, 0),
+ * so a tensor's values do not depend on the others. Done on the host, then
+ * one upload. */
+void model_init_params(model *m, uint64_t seed);
+
+/* Per-channel normalisation; NULL leaves that array unchanged. Returns -1
+ * for a std that is not positive and finite. */
+int model_set_norm(model *m, const float *mean, const float *std, errbuf *e);
+
+/* Forward, loss and backward on one batch: x is a DEVICE pointer to B x C x
+ * H x W u8, labels a HOST array of B values in [0, nclasses). Leaves the
+ * gradient of the mean loss in m->grads; fills *st (may be NULL). Returns 0,
+ * or 1 when some loss is NaN or infinite. B in [1, max_batch]; a bad B or
+ * label is a programming error (message, exit 1): validate labels up front. */
+int model_forward_backward(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st);
+/* One SGD step with momentum and weight decay on every parameter. */
+void model_sgd_step(model *m, float lr, float momentum, float wd);
+/* model_forward_backward + model_sgd_step: one training step. The results
+ * are downloaded before it returns, so timing around it measures the whole
+ * step's compute. Returns 1 (the update applied, the parameters now
+ * suspect) when some loss was NaN or infinite: stop the run. */
+int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, float lr, float momentum,
+                     float wd, step_stats *st);
+/* Forward and loss only, no gradients, no update. Same return. */
+int model_eval_step(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st);
+
+/* "epoch 3 batch 17: loss is nan (lr 0.1)" into buf; the numbers are
+ * printed as given. */
+const char *model_nonfinite_msg(char *buf, size_t len, long epoch, long batch, double loss, double lr);
+
+/* ---------------------------------------------------------------- catalogue */
+/* Default hyper-parameters of model `name`; -1 if unknown. */
+int model_defaults(const char *name, model_hparams *hp);
+/* The known names, NULL-terminated. */
+const char *const *model_names(void);
+/* `--model list`: one line per model — name, parameters, forward FLOPs per
+ * sample for inputs C x H x W with nclasses classes, description, defaults. */
+void model_print_list(FILE *fp, int C, int H, int W, int nclasses);
+
+#endif

@@ -1,0 +1,306 @@
+/* test_nn_model.c — the models: shapes, parameter counts and FLOPs worked
+ * out by hand, He init statistics, one SGD step against the formula, lr
+ * schedules, step statistics, NaN detection, thread-count independence of
+ * whole training runs, and learning on a synthetic task. */
+#define _GNU_SOURCE
+#include <stdio.h>
+
+#include "test_nn_util.h"
+
+TestSuite(nn_model);
+
+static void create_ok(model *m, const char *name, int C, int H, int W, int K, int B, backend *be)
+{
+    errbuf e = {{0}};
+    cr_assert_eq(model_create(m, name, C, H, W, K, B, be, &e), 0, "%s", e.msg);
+}
+
+static const model_tensor *tensor(const model *m, const char *name)
+{
+    for (int i = 0; i < m->ntensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0)
+            return &m->tensors[i];
+    cr_assert_fail("no tensor %s", name);
+    return NULL;
+}
+
+Test(nn_model, lenet_shapes_params_flops)
+{
+    backend *be = cpu_backend(1);
+    model m;
+    create_ok(&m, "lenet", 1, 28, 28, 10, 64, be);
+    /* conv1 20x1x5x5+20, conv2 50x20x5x5+50, fc1 512x800+512, fc2 10x512+10 */
+    cr_assert_eq(m.nparams_used, 520 + 25050 + 410112 + 5130);
+    cr_assert_eq(m.ntensors, 8);
+    const model_tensor *t = tensor(&m, "conv2.weight");
+    cr_assert(t->ndim == 4 && t->shape[0] == 50 && t->shape[1] == 20 && t->shape[2] == 5 && t->shape[3] == 5);
+    t = tensor(&m, "fc1.weight");
+    cr_assert(t->ndim == 2 && t->shape[0] == 512 && t->shape[1] == 800);
+    for (int i = 0; i < m.ntensors; i++) {
+        cr_assert_eq(m.tensors[i].offset % 16, 0, "%s not 64-byte aligned", m.tensors[i].name);
+        if (i)
+            cr_assert_geq(m.tensors[i].offset, m.tensors[i - 1].offset + m.tensors[i - 1].n);
+    }
+    cr_assert_geq(m.nparams, m.nparams_used);
+    /* 2 x MACs: 20*25*576 + 50*500*64 + 800*512 + 512*10 */
+    cr_assert_eq((long)m.flops, 2L * (288000 + 1600000 + 409600 + 5120));
+    /* conv pool relu (= conv relu pool, see model_zoo.c), twice; flatten, fc relu fc */
+    int want[10][3] = {{20, 24, 24}, {20, 12, 12}, {20, 12, 12}, {50, 8, 8},  {50, 4, 4},
+                       {50, 4, 4},   {800, 1, 1},  {512, 1, 1},  {512, 1, 1}, {10, 1, 1}};
+    cr_assert_eq(m.nlayers, 10);
+    for (int i = 0; i < 10; i++)
+        cr_assert(m.layers[i].out_c == want[i][0] && m.layers[i].out_h == want[i][1] &&
+                      m.layers[i].out_w == want[i][2],
+                  "layer %d: %dx%dx%d", i, m.layers[i].out_c, m.layers[i].out_h, m.layers[i].out_w);
+    model_free(&m);
+    be->ops->destroy(be);
+}
+
+Test(nn_model, probe_and_convnet_shapes)
+{
+    backend *be = cpu_backend(1);
+    model m;
+    create_ok(&m, "probe", 3, 64, 64, 10, 100, be);
+    /* one 3->3 3x3 conv (84), gap, fc 3->10 (40) */
+    cr_assert_eq(m.nparams_used, 84 + 40);
+    cr_assert_eq((long)m.flops, 2L * (3 * 27 * 4096 + 30));
+    model_free(&m);
+    create_ok(&m, "probe", 1, 28, 28, 10, 8, be); /* channels follow the data */
+    cr_assert_eq(tensor(&m, "conv1.weight")->shape[0], 1);
+    model_free(&m);
+    create_ok(&m, "convnet", 3, 64, 64, 7, 100, be);
+    cr_assert_eq(m.nparams_used, 896 + 18496 + 73856 + 128 * 7 + 7);
+    cr_assert_eq(m.layers[m.nlayers - 2].out_c, 128); /* global average pool */
+    model_free(&m);
+    be->ops->destroy(be);
+}
+
+Test(nn_model, creation_errors)
+{
+    backend *be = cpu_backend(1);
+    model m;
+    errbuf e = {{0}};
+    cr_assert_eq(model_create(&m, "resnet", 1, 28, 28, 10, 8, be, &e), -1);
+    cr_assert_str_eq(e.msg, "--model resnet: unknown (try --model list)");
+    cr_assert_eq(model_create(&m, "lenet", 1, 12, 12, 10, 8, be, &e), -1);
+    cr_assert(strstr(e.msg, "input 1x12x12 is too small") != NULL, "%s", e.msg);
+    cr_assert_eq(model_create(&m, "lenet", 1, 28, 28, 1, 8, be, &e), -1);
+    cr_assert(strstr(e.msg, "1 classes") != NULL, "%s", e.msg);
+    cr_assert_eq(model_create(&m, "convnet", 3, 64, 64, 10, 0, be, &e), -1);
+    cr_assert(strstr(e.msg, "batch size 0") != NULL, "%s", e.msg);
+    be->ops->destroy(be);
+}
+
+Test(nn_model, list_prints_every_model)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    model_print_list(f, 1, 28, 28, 10);
+    fclose(f);
+    cr_assert(strstr(buf, "probe") && strstr(buf, "convnet"), "%s", buf);
+    cr_assert(strstr(buf, "lenet       440812 params      4.61 MFLOP") != NULL, "%s", buf);
+    free(buf);
+    f = open_memstream(&buf, &len);
+    model_print_list(f, 1, 8, 8, 10); /* too small for lenet */
+    fclose(f);
+    cr_assert(strstr(buf, "lenet     does not fit") != NULL, "%s", buf);
+    free(buf);
+}
+
+Test(nn_model, he_init_statistics)
+{
+    backend *be = cpu_backend(1);
+    model m, m2;
+    create_ok(&m, "lenet", 1, 28, 28, 10, 4, be);
+    create_ok(&m2, "lenet", 1, 28, 28, 10, 4, be);
+    model_init_params(&m, 7);
+    model_init_params(&m2, 7);
+    cr_assert_eq(memcmp(m.params, m2.params, m.nparams * 4), 0, "same seed, same parameters");
+    model_init_params(&m2, 8);
+    cr_assert_neq(memcmp(m.params, m2.params, m.nparams * 4), 0);
+    for (int i = 0; i < m.ntensors; i++) {
+        const model_tensor *t = &m.tensors[i];
+        const float *p = m.params + t->offset;
+        if (t->ndim == 1) {
+            for (size_t j = 0; j < t->n; j++)
+                cr_assert_eq(p[j], 0.0f, "%s is not zero", t->name);
+            continue;
+        }
+        double sum = 0, sq = 0, fan_in = (double)t->n / t->shape[0], sd = sqrt(2.0 / fan_in);
+        for (size_t j = 0; j < t->n; j++) {
+            sum += p[j];
+            sq += (double)p[j] * p[j];
+        }
+        double mean = sum / t->n, var = sq / t->n - mean * mean;
+        /* within 5 standard errors of N(0, 2/fan_in) */
+        cr_assert(fabs(mean) < 5 * sd / sqrt((double)t->n), "%s mean %g", t->name, mean);
+        cr_assert(fabs(var / (sd * sd) - 1) < 5 * sqrt(2.0 / t->n), "%s var %g, want %g", t->name, var, sd * sd);
+    }
+    for (size_t j = 0; j < m.nparams; j++)
+        cr_assert_eq(m.momentum[j], 0.0f);
+    model_free(&m);
+    model_free(&m2);
+    be->ops->destroy(be);
+}
+
+Test(nn_model, sgd_step_is_the_formula)
+{
+    backend *be = cpu_backend(2);
+    model m;
+    create_ok(&m, "lenet", 1, 28, 28, 10, 16, be);
+    model_init_params(&m, 1);
+    nn_set s;
+    synth_set(&s, 16, 1, 28, 28, 10, 1);
+    step_stats st;
+    float lr = 0.05f, mom = 0.9f, wd = 1e-3f;
+    /* two steps, so momentum is non-zero in the second */
+    cr_assert_eq(model_train_step(&m, s.x, s.y, 16, lr, mom, wd, &st), 0);
+    float *w = download_floats(be, m.params, m.nparams), *v = download_floats(be, m.momentum, m.nparams);
+    cr_assert_eq(model_forward_backward(&m, s.x, s.y, 16, &st), 0);
+    float *g = download_floats(be, m.grads, m.nparams);
+    model_sgd_step(&m, lr, mom, wd);
+    for (size_t i = 0; i < m.nparams; i++) {
+        float vn = mom * v[i] + (g[i] + wd * w[i]);
+        cr_assert_eq(m.momentum[i], vn, "v[%zu]", i);
+        cr_assert_eq(m.params[i], w[i] - lr * vn, "w[%zu]", i);
+    }
+    free(w), free(v), free(g);
+    nn_set_free(&s);
+    model_free(&m);
+    be->ops->destroy(be);
+}
+
+Test(nn_model, lr_schedules)
+{
+    cr_assert_eq(lr_at(LR_CONST, 0.1, 3, 10, 5, 100), 0.1);
+    /* step: x0.1 from 50% of the epochs, x0.01 from 75% */
+    cr_assert_eq(lr_at(LR_STEP, 0.1, 4, 10, 99, 100), 0.1);
+    cr_assert(fabs(lr_at(LR_STEP, 0.1, 5, 10, 0, 100) - 0.01) < 1e-15);
+    cr_assert(fabs(lr_at(LR_STEP, 0.1, 7, 10, 0, 100) - 0.01) < 1e-15);
+    cr_assert(fabs(lr_at(LR_STEP, 0.1, 8, 10, 0, 100) - 0.001) < 1e-15);
+    cr_assert_eq(lr_at(LR_STEP, 0.1, 0, 1, 50, 100), 0.1);
+    /* cosine: full at the start, half way at the middle, near 0 at the end */
+    cr_assert_eq(lr_at(LR_COSINE, 0.2, 0, 4, 0, 50), 0.2);
+    cr_assert(fabs(lr_at(LR_COSINE, 0.2, 2, 4, 0, 50) - 0.1) < 1e-12);
+    double last = lr_at(LR_COSINE, 0.2, 3, 4, 49, 50);
+    cr_assert(last > 0 && last < 1e-4, "%g", last);
+    cr_assert(lr_at(LR_COSINE, 0.2, 1, 4, 10, 50) < lr_at(LR_COSINE, 0.2, 1, 4, 9, 50));
+    lr_schedule sc;
+    cr_assert_eq(lr_schedule_parse("cosine", &sc), 0);
+    cr_assert_eq(sc, LR_COSINE);
+    cr_assert_eq(lr_schedule_parse("step", &sc), 0);
+    cr_assert_eq(sc, LR_STEP);
+    cr_assert_eq(lr_schedule_parse("linear", &sc), -1);
+    cr_assert_str_eq(lr_schedule_name(LR_CONST), "const");
+    model_hparams hp;
+    cr_assert_eq(model_defaults("lenet", &hp), 0);
+    cr_assert(hp.lr > 0 && hp.momentum >= 0 && hp.wd >= 0);
+    cr_assert_eq(model_defaults("nope", &hp), -1);
+}
+
+Test(nn_model, step_stats_and_eval)
+{
+    backend *be = cpu_backend(2);
+    model m;
+    create_ok(&m, "probe", 3, 12, 12, 4, 10, be);
+    model_init_params(&m, 2);
+    nn_set s;
+    synth_set(&s, 10, 3, 12, 12, 4, 2);
+    float *before = download_floats(be, m.params, m.nparams);
+    step_stats st;
+    cr_assert_eq(model_eval_step(&m, s.x, s.y, 7, &st), 0);
+    cr_assert_eq(memcmp(before, m.params, m.nparams * 4), 0, "eval changed the parameters");
+    cr_assert_eq(st.n, 7);
+    /* loss_sum and correct are the per-sample values summed in order */
+    double sum = 0;
+    long correct = 0;
+    for (int b = 0; b < 7; b++) {
+        sum += (double)m.loss_host[b];
+        correct += m.pred_host[b] == s.y[b];
+        cr_assert(m.loss_host[b] > 0);
+    }
+    cr_assert_eq(st.loss_sum, sum);
+    cr_assert_eq(st.correct, correct);
+    cr_assert_eq(st.nonfinite, 0);
+    /* a different batch size than max_batch, then max_batch again */
+    cr_assert_eq(model_train_step(&m, s.x, s.y, 10, 0.01f, 0.9f, 0, &st), 0);
+    cr_assert_neq(memcmp(before, m.params, m.nparams * 4), 0);
+    step_stats a = {1, 2, 3, 0}, b = {0.5, 1, 1, 1};
+    step_stats_add(&a, &b);
+    cr_assert(a.loss_sum == 1.5 && a.correct == 3 && a.n == 4 && a.nonfinite == 1);
+    free(before);
+    nn_set_free(&s);
+    model_free(&m);
+    be->ops->destroy(be);
+}
+
+Test(nn_model, nan_loss_is_reported)
+{
+    backend *be = cpu_backend(1);
+    model m;
+    create_ok(&m, "probe", 1, 8, 8, 3, 4, be);
+    model_init_params(&m, 2);
+    nn_set s;
+    synth_set(&s, 4, 1, 8, 8, 3, 3);
+    m.params[tensor(&m, "fc1.bias")->offset] = NAN;
+    step_stats st;
+    cr_assert_eq(model_train_step(&m, s.x, s.y, 4, 0.1f, 0.9f, 0, &st), 1);
+    cr_assert_eq(st.nonfinite, 4);
+    cr_assert(isnan(st.loss_sum));
+    char msg[128];
+    cr_assert_str_eq(model_nonfinite_msg(msg, sizeof msg, 3, 17, st.loss_sum, 0.1),
+                     "epoch 3 batch 17: loss is nan (lr 0.1)");
+    cr_assert_str_eq(model_nonfinite_msg(msg, sizeof msg, 1, 0, INFINITY, 2.5), "epoch 1 batch 0: loss is inf (lr 2.5)");
+    nn_set_free(&s);
+    model_free(&m);
+    be->ops->destroy(be);
+}
+
+/* A whole training run gives the same bits with 1, 2 and 3 threads: the
+ * invariant that makes --workers and --threads irrelevant to the result. */
+Test(nn_model, training_is_bit_identical_across_thread_counts)
+{
+    nn_set s;
+    synth_set(&s, 200, 1, 28, 28, 10, 4);
+    float *ref = NULL;
+    double ref_loss = 0;
+    for (int t = 1; t <= 3; t++) {
+        backend *be = cpu_backend(t);
+        model m;
+        create_ok(&m, "lenet", 1, 28, 28, 10, 64, be);
+        model_init_params(&m, 11);
+        double loss = run_epoch(&m, &s, 200, 64, 0.05f, 0.9f, 5e-4f, NULL);
+        if (t == 1) {
+            ref = download_floats(be, m.params, m.nparams);
+            ref_loss = loss;
+        } else {
+            cr_assert_eq(loss, ref_loss, "loss with %d threads: %.17g vs %.17g", t, loss, ref_loss);
+            cr_assert_eq(memcmp(ref, m.params, m.nparams * 4), 0, "parameters differ with %d threads", t);
+        }
+        model_free(&m);
+        be->ops->destroy(be);
+    }
+    free(ref);
+    nn_set_free(&s);
+}
+
+Test(nn_model, learns_a_synthetic_task)
+{
+    backend *be = cpu_backend(2);
+    nn_set s;
+    synth_set(&s, 256, 3, 16, 16, 4, 5);
+    model m;
+    create_ok(&m, "convnet", 3, 16, 16, 4, 32, be);
+    model_init_params(&m, 1);
+    double acc0, acc;
+    double l0 = run_epoch(&m, &s, 256, 32, 0, 0, 0, &acc0);
+    for (int ep = 0; ep < 6; ep++)
+        run_epoch(&m, &s, 256, 32, 0.02f, 0.9f, 0, NULL);
+    double l1 = run_epoch(&m, &s, 256, 32, 0, 0, 0, &acc);
+    cr_assert(l1 < 0.5 * l0, "loss %g -> %g", l0, l1);
+    cr_assert(acc > 0.9, "accuracy %g (was %g)", acc, acc0);
+    nn_set_free(&s);
+    model_free(&m);
+    be->ops->destroy(be);
+}

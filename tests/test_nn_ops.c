@@ -1,0 +1,356 @@
+/* test_nn_ops.c — every CPU backend operation against straightforward
+ * reference loops (in double) written here, on shapes that reach the edge
+ * cases: padding, stride 2, 1x1 convolutions, odd pooling sizes, ties,
+ * batches that split into uneven chunks, fc layers big enough to be cut
+ * into blocks. Also: the results do not depend on the thread count. */
+#define _GNU_SOURCE
+#include "test_nn_util.h"
+
+
+TestSuite(nn_ops);
+
+/* ---------------------------------------------------------------- references */
+static void ref_conv_forward(double *out, const float *in, const float *w, const float *bias, const conv_shape *s)
+{
+    for (int b = 0; b < s->B; b++)
+        for (int k = 0; k < s->K; k++)
+            for (int oh = 0; oh < s->OH; oh++)
+                for (int ow = 0; ow < s->OW; ow++) {
+                    double acc = bias[k];
+                    for (int c = 0; c < s->C; c++)
+                        for (int r = 0; r < s->R; r++)
+                            for (int q = 0; q < s->S; q++) {
+                                int ih = oh * s->stride - s->pad + r, iw = ow * s->stride - s->pad + q;
+                                if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W)
+                                    continue;
+                                acc += (double)w[((k * s->C + c) * s->R + r) * s->S + q] *
+                                       in[((size_t)(b * s->C + c) * s->H + ih) * s->W + iw];
+                            }
+                    out[((size_t)(b * s->K + k) * s->OH + oh) * s->OW + ow] = acc;
+                }
+}
+
+static void ref_conv_backward(double *din, double *dw, double *db, const float *dout, const float *in,
+                              const float *w, const conv_shape *s)
+{
+    memset(din, 0, sizeof(double) * s->B * s->C * s->H * s->W);
+    memset(dw, 0, sizeof(double) * s->K * s->C * s->R * s->S);
+    memset(db, 0, sizeof(double) * s->K);
+    for (int b = 0; b < s->B; b++)
+        for (int k = 0; k < s->K; k++)
+            for (int oh = 0; oh < s->OH; oh++)
+                for (int ow = 0; ow < s->OW; ow++) {
+                    double g = dout[((size_t)(b * s->K + k) * s->OH + oh) * s->OW + ow];
+                    db[k] += g;
+                    for (int c = 0; c < s->C; c++)
+                        for (int r = 0; r < s->R; r++)
+                            for (int q = 0; q < s->S; q++) {
+                                int ih = oh * s->stride - s->pad + r, iw = ow * s->stride - s->pad + q;
+                                if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W)
+                                    continue;
+                                size_t xi = ((size_t)(b * s->C + c) * s->H + ih) * s->W + iw;
+                                size_t wi = ((size_t)(k * s->C + c) * s->R + r) * s->S + q;
+                                dw[wi] += g * in[xi];
+                                din[xi] += g * w[wi];
+                            }
+                }
+}
+
+/* ---------------------------------------------------------------- convolution */
+static void check_conv(int threads, int B, int C, int H, int W, int K, int R, int stride, int pad)
+{
+    backend *be = cpu_backend(threads);
+    conv_shape s;
+    cr_assert_eq(conv_shape_init(&s, B, C, H, W, K, R, R, stride, pad), 0);
+    size_t nin = (size_t)B * C * H * W, nout = (size_t)B * K * s.OH * s.OW, nw = (size_t)K * C * R * R;
+    float *in = rand_floats(nin, -1, 1, 1), *w = rand_floats(nw, -1, 1, 2), *bias = rand_floats(K, -1, 1, 3);
+    float *dout = rand_floats(nout, -1, 1, 4);
+    float *out = be->ops->alloc(be, nout * 4), *din = be->ops->alloc(be, nin * 4);
+    float *dw = be->ops->alloc(be, nw * 4), *db = be->ops->alloc(be, (size_t)K * 4);
+    double *rout = xmalloc(nout * 8), *rdin = xmalloc(nin * 8), *rdw = xmalloc(nw * 8), *rdb = xmalloc(K * 8);
+    void *plan = be->ops->conv_plan(be, &s);
+    be->ops->conv_forward(be, plan, out, in, w, bias, &s);
+    ref_conv_forward(rout, in, w, bias, &s);
+    assert_close(out, rout, nout, 1e-4, 1e-4, "conv out");
+    be->ops->conv_backward(be, plan, din, dw, db, dout, in, w, &s);
+    ref_conv_backward(rdin, rdw, rdb, dout, in, w, &s);
+    assert_close(din, rdin, nin, 1e-4, 1e-4, "conv din");
+    assert_close(dw, rdw, nw, 1e-3, 1e-4, "conv dw");
+    assert_close(db, rdb, K, 1e-3, 1e-4, "conv dbias");
+    /* without din: same weight gradients, bit for bit */
+    float *dw2 = be->ops->alloc(be, nw * 4), *db2 = be->ops->alloc(be, (size_t)K * 4);
+    be->ops->conv_backward(be, plan, NULL, dw2, db2, dout, in, w, &s);
+    cr_assert_eq(memcmp(dw, dw2, nw * 4), 0);
+    cr_assert_eq(memcmp(db, db2, (size_t)K * 4), 0);
+    be->ops->conv_plan_free(be, plan);
+    be->ops->free(be, out);
+    be->ops->free(be, din);
+    be->ops->free(be, dw);
+    be->ops->free(be, db);
+    be->ops->free(be, dw2);
+    be->ops->free(be, db2);
+    free(in), free(w), free(bias), free(dout), free(rout), free(rdin), free(rdw), free(rdb);
+    be->ops->destroy(be);
+}
+
+Test(nn_ops, conv_lenet_shapes)
+{
+    check_conv(2, 5, 1, 28, 28, 20, 5, 1, 0);
+    check_conv(2, 9, 20, 12, 12, 50, 5, 1, 0);
+}
+
+Test(nn_ops, conv_padded_and_odd_sizes)
+{
+    check_conv(2, 3, 3, 11, 9, 4, 3, 1, 1);
+    check_conv(1, 2, 2, 7, 10, 3, 5, 1, 2); /* pad 2, 5x5 */
+    check_conv(3, 17, 2, 6, 6, 3, 3, 1, 1); /* 17 samples: uneven chunks */
+}
+
+Test(nn_ops, conv_stride2_and_1x1)
+{
+    check_conv(2, 3, 3, 9, 8, 5, 3, 2, 1);
+    check_conv(2, 2, 2, 10, 10, 3, 4, 2, 0);
+    check_conv(2, 4, 6, 5, 7, 3, 1, 1, 0); /* 1x1: no im2col */
+}
+
+Test(nn_ops, conv_plan_serves_smaller_batch)
+{
+    backend *be = cpu_backend(2);
+    conv_shape big, small;
+    conv_shape_init(&big, 16, 2, 8, 8, 3, 3, 3, 1, 1);
+    conv_shape_init(&small, 5, 2, 8, 8, 3, 3, 3, 1, 1);
+    size_t nin = 5 * 2 * 64, nout = 5 * 3 * 64;
+    float *in = rand_floats(nin, -1, 1, 5), *w = rand_floats(54, -1, 1, 6), *bias = rand_floats(3, -1, 1, 7);
+    float *out = be->ops->alloc(be, nout * 4);
+    double *ref = xmalloc(nout * 8);
+    void *plan = be->ops->conv_plan(be, &big);
+    be->ops->conv_forward(be, plan, out, in, w, bias, &small);
+    ref_conv_forward(ref, in, w, bias, &small);
+    assert_close(out, ref, nout, 1e-4, 1e-4, "out");
+    be->ops->conv_plan_free(be, plan);
+    be->ops->free(be, out);
+    free(in), free(w), free(bias), free(ref);
+    be->ops->destroy(be);
+}
+
+/* ---------------------------------------------------------------- fully connected */
+static void check_fc(int B, int M, int N)
+{
+    backend *be = cpu_backend(2);
+    float *in = rand_floats((size_t)B * M, -1, 1, 10), *w = rand_floats((size_t)N * M, -1, 1, 11);
+    float *bias = rand_floats(N, -1, 1, 12), *dout = rand_floats((size_t)B * N, -1, 1, 13);
+    float *out = be->ops->alloc(be, (size_t)B * N * 4), *din = be->ops->alloc(be, (size_t)B * M * 4);
+    float *dw = be->ops->alloc(be, (size_t)N * M * 4), *db = be->ops->alloc(be, (size_t)N * 4);
+    double *rout = xcalloc((size_t)B * N, 8), *rdin = xcalloc((size_t)B * M, 8);
+    double *rdw = xcalloc((size_t)N * M, 8), *rdb = xcalloc(N, 8);
+    for (int b = 0; b < B; b++)
+        for (int n = 0; n < N; n++) {
+            double acc = bias[n];
+            for (int m = 0; m < M; m++) {
+                acc += (double)in[(size_t)b * M + m] * w[(size_t)n * M + m];
+                rdw[(size_t)n * M + m] += (double)dout[(size_t)b * N + n] * in[(size_t)b * M + m];
+                rdin[(size_t)b * M + m] += (double)dout[(size_t)b * N + n] * w[(size_t)n * M + m];
+            }
+            rout[(size_t)b * N + n] = acc;
+            rdb[n] += dout[(size_t)b * N + n];
+        }
+    be->ops->fc_forward(be, out, in, w, bias, B, M, N);
+    assert_close(out, rout, (size_t)B * N, 1e-4, 1e-4, "fc out");
+    be->ops->fc_backward(be, din, dw, db, dout, in, w, B, M, N);
+    assert_close(din, rdin, (size_t)B * M, 1e-4, 1e-4, "fc din");
+    assert_close(dw, rdw, (size_t)N * M, 1e-4, 1e-4, "fc dw");
+    assert_close(db, rdb, N, 1e-4, 1e-4, "fc dbias");
+    be->ops->fc_backward(be, NULL, dw, db, dout, in, w, B, M, N);
+    assert_close(dw, rdw, (size_t)N * M, 1e-4, 1e-4, "fc dw (no din)");
+    be->ops->free(be, out), be->ops->free(be, din), be->ops->free(be, dw), be->ops->free(be, db);
+    free(in), free(w), free(bias), free(dout), free(rout), free(rdin), free(rdw), free(rdb);
+    be->ops->destroy(be);
+}
+
+Test(nn_ops, fc_small_and_blocked)
+{
+    check_fc(3, 7, 5);
+    check_fc(64, 800, 300); /* cut into blocks, with ragged last blocks */
+    check_fc(1, 50, 10);
+}
+
+/* ---------------------------------------------------------------- element-wise */
+Test(nn_ops, normalize_relu_sgd)
+{
+    backend *be = cpu_backend(2);
+    int B = 3, C = 3, HW = 37;
+    size_t n = (size_t)B * C * HW;
+    uint8_t *x = rand_bytes(n, 20);
+    float mean[3] = {0.1f, 0.5f, 0.9f}, sd[3] = {0.2f, 0.5f, 1.5f};
+    float *out = be->ops->alloc(be, n * 4);
+    be->ops->normalize_u8(be, out, x, B, C, HW, mean, sd);
+    for (size_t i = 0; i < n; i++) {
+        int c = (int)(i / HW) % C;
+        double want = (x[i] / 255.0 - mean[c]) / sd[c];
+        cr_assert(fabs(out[i] - want) < 1e-5, "normalize[%zu] %g vs %g", i, (double)out[i], want);
+    }
+    /* relu across several element blocks */
+    size_t big = 100003;
+    float *a = rand_floats(big, -1, 1, 21), *g = rand_floats(big, -1, 1, 22);
+    float *y = be->ops->alloc(be, big * 4), *dx = be->ops->alloc(be, big * 4);
+    be->ops->relu_forward(be, y, a, big);
+    be->ops->relu_backward(be, dx, g, y, big);
+    for (size_t i = 0; i < big; i++) {
+        cr_assert_eq(y[i], a[i] > 0 ? a[i] : 0.0f);
+        cr_assert_eq(dx[i], a[i] > 0 ? g[i] : 0.0f);
+    }
+    /* SGD: PyTorch's formula, element by element */
+    float *w = rand_floats(big, -1, 1, 23), *v = rand_floats(big, -1, 1, 24);
+    float *w0 = xmalloc(big * 4), *v0 = xmalloc(big * 4);
+    memcpy(w0, w, big * 4);
+    memcpy(v0, v, big * 4);
+    be->ops->sgd_update(be, w, v, g, big, 0.1f, 0.9f, 1e-3f);
+    for (size_t i = 0; i < big; i++) {
+        float gd = g[i] + 1e-3f * w0[i];
+        float vn = 0.9f * v0[i] + gd;
+        cr_assert_eq(v[i], vn, "v[%zu]", i);
+        cr_assert_eq(w[i], w0[i] - 0.1f * vn, "w[%zu]", i);
+    }
+    be->ops->free(be, out), be->ops->free(be, y), be->ops->free(be, dx);
+    free(x), free(a), free(g), free(w), free(v), free(w0), free(v0);
+    be->ops->destroy(be);
+}
+
+/* ---------------------------------------------------------------- pooling */
+static void check_maxpool(int B, int C, int H, int W, int ties)
+{
+    backend *be = cpu_backend(2);
+    pool_shape s;
+    cr_assert_eq(pool_shape_init(&s, B, C, H, W), 0);
+    size_t nin = (size_t)B * C * H * W, nout = (size_t)B * C * s.OH * s.OW;
+    float *in = rand_floats(nin, -1, 1, 30), *dout = rand_floats(nout, -1, 1, 31);
+    if (ties)
+        for (size_t i = 0; i < nin; i++)
+            in[i] = floorf(in[i] * 2); /* values in {-2,-1,0,1}: many ties */
+    float *out = be->ops->alloc(be, nout * 4), *din = be->ops->alloc(be, nin * 4);
+    be->ops->maxpool_forward(be, out, in, &s);
+    for (size_t i = 0; i < nin; i++)
+        din[i] = 123.0f; /* every element must be written */
+    be->ops->maxpool_backward(be, din, dout, out, in, &s);
+    double *rdin = xcalloc(nin, 8);
+    for (int bc = 0; bc < B * C; bc++)
+        for (int oh = 0; oh < s.OH; oh++)
+            for (int ow = 0; ow < s.OW; ow++) {
+                size_t base = (size_t)bc * H * W;
+                size_t idx[4] = {base + (size_t)(2 * oh) * W + 2 * ow, base + (size_t)(2 * oh) * W + 2 * ow + 1,
+                                 base + (size_t)(2 * oh + 1) * W + 2 * ow,
+                                 base + (size_t)(2 * oh + 1) * W + 2 * ow + 1};
+                int best = 0;
+                for (int k = 1; k < 4; k++)
+                    if (in[idx[k]] > in[idx[best]])
+                        best = k;
+                size_t o = ((size_t)bc * s.OH + oh) * s.OW + ow;
+                cr_assert_eq(out[o], in[idx[best]]);
+                rdin[idx[best]] = dout[o];
+            }
+    for (size_t i = 0; i < nin; i++)
+        cr_assert_eq((double)din[i], rdin[i], "din[%zu] %g vs %g", i, (double)din[i], rdin[i]);
+    be->ops->free(be, out), be->ops->free(be, din);
+    free(in), free(dout), free(rdin);
+    be->ops->destroy(be);
+}
+
+Test(nn_ops, maxpool_even_odd_and_ties)
+{
+    check_maxpool(3, 4, 24, 24, 0);
+    check_maxpool(2, 3, 7, 9, 0); /* odd: last row and column dropped */
+    check_maxpool(2, 2, 6, 6, 1); /* ties: the first maximum wins */
+}
+
+Test(nn_ops, gap_and_softmax_xent)
+{
+    backend *be = cpu_backend(1);
+    int B = 4, C = 5, HW = 13, K = 7;
+    float *in = rand_floats((size_t)B * C * HW, -1, 1, 40), *g = rand_floats((size_t)B * C, -1, 1, 41);
+    float *out = be->ops->alloc(be, (size_t)B * C * 4), *din = be->ops->alloc(be, (size_t)B * C * HW * 4);
+    be->ops->gap_forward(be, out, in, B, C, HW);
+    be->ops->gap_backward(be, din, g, B, C, HW);
+    for (int bc = 0; bc < B * C; bc++) {
+        double sum = 0;
+        for (int i = 0; i < HW; i++) {
+            sum += in[(size_t)bc * HW + i];
+            cr_assert(fabs(din[(size_t)bc * HW + i] - g[bc] / (double)HW) < 1e-6);
+        }
+        cr_assert(fabs(out[bc] - sum / HW) < 1e-5);
+    }
+    float *logits = rand_floats((size_t)B * K, -4, 4, 42);
+    int32_t labels[4] = {0, 6, 3, 3};
+    float *dl = be->ops->alloc(be, (size_t)B * K * 4), *loss = be->ops->alloc(be, B * 4);
+    int32_t *pred = be->ops->alloc(be, B * 4);
+    be->ops->softmax_xent(be, dl, loss, pred, logits, labels, B, K, 0.25f);
+    for (int b = 0; b < B; b++) {
+        const float *l = logits + b * K;
+        double mx = l[0], z = 0;
+        int arg = 0;
+        for (int k = 1; k < K; k++)
+            if (l[k] > mx)
+                mx = l[k], arg = k;
+        for (int k = 0; k < K; k++)
+            z += exp(l[k] - mx);
+        cr_assert(fabs(loss[b] - (log(z) - (l[labels[b]] - mx))) < 1e-5, "loss %d", b);
+        cr_assert_eq(pred[b], arg);
+        for (int k = 0; k < K; k++) {
+            double p = exp(l[k] - mx) / z;
+            cr_assert(fabs(dl[b * K + k] - (p - (k == labels[b])) * 0.25) < 1e-6);
+        }
+    }
+    be->ops->free(be, out), be->ops->free(be, din), be->ops->free(be, dl), be->ops->free(be, loss);
+    be->ops->free(be, pred);
+    free(in), free(g), free(logits);
+    be->ops->destroy(be);
+}
+
+/* ---------------------------------------------------------------- threads */
+/* Results are the same bits for 1, 2 and 3 threads: the work is cut by
+ * shape, never by thread count. */
+Test(nn_ops, results_do_not_depend_on_thread_count)
+{
+    conv_shape s;
+    conv_shape_init(&s, 37, 6, 12, 12, 10, 3, 3, 1, 1);
+    size_t nin = (size_t)37 * 6 * 144, nout = (size_t)37 * 10 * 144, nw = 540;
+    float *in = rand_floats(nin, -1, 1, 50), *w = rand_floats(nw, -1, 1, 51), *bias = rand_floats(10, -1, 1, 52);
+    float *dout = rand_floats(nout, -1, 1, 53), *fw = rand_floats(300 * 1440, -1, 1, 54);
+    float *fb = rand_floats(300, -1, 1, 55);
+    float *ref[6] = {0};
+    for (int t = 1; t <= 3; t++) {
+        backend *be = cpu_backend(t);
+        float *out = be->ops->alloc(be, nout * 4), *din = be->ops->alloc(be, nin * 4);
+        float *dw = be->ops->alloc(be, nw * 4), *db = be->ops->alloc(be, 40);
+        float *fo = be->ops->alloc(be, 37 * 300 * 4), *fdw = be->ops->alloc(be, 300 * 1440 * 4);
+        float *fdb = be->ops->alloc(be, 300 * 4), *fdin = be->ops->alloc(be, 37 * 1440 * 4);
+        void *plan = be->ops->conv_plan(be, &s);
+        be->ops->conv_forward(be, plan, out, in, w, bias, &s);
+        be->ops->conv_backward(be, plan, din, dw, db, dout, in, w, &s);
+        be->ops->fc_forward(be, fo, out, fw, fb, 37, 1440, 300);
+        be->ops->fc_backward(be, fdin, fdw, fdb, fo, out, fw, 37, 1440, 300);
+        float *got[6] = {out, din, dw, fo, fdw, fdin};
+        size_t n[6] = {nout, nin, nw, 37 * 300, 300 * 1440, 37 * 1440};
+        for (int i = 0; i < 6; i++) {
+            if (t == 1) {
+                ref[i] = xmalloc(n[i] * 4);
+                memcpy(ref[i], got[i], n[i] * 4);
+            } else {
+                cr_assert_eq(memcmp(ref[i], got[i], n[i] * 4), 0, "output %d differs with %d threads", i, t);
+            }
+            be->ops->free(be, got[i]);
+        }
+        be->ops->free(be, db), be->ops->free(be, fdb);
+        be->ops->conv_plan_free(be, plan);
+        be->ops->destroy(be);
+    }
+    for (int i = 0; i < 6; i++)
+        free(ref[i]);
+    free(in), free(w), free(bias), free(dout), free(fw), free(fb);
+}
+
+Test(nn_ops, bad_thread_count_is_an_error)
+{
+    errbuf e = {{0}};
+    cr_assert_null(backend_cpu_create(-1, &e));
+    cr_assert(strstr(e.msg, "--threads -1") != NULL, "%s", e.msg);
+}
