@@ -144,6 +144,8 @@ int pool_post(pool *p, const pool_job *job)
         p->plan[id].batch = p->cfg.batch;
     const ds_index *ix = p->cfg.src[job->src];
     p->plan_nb[id] = sampler_batches(ix->n, p->plan[id].batch, job->drop_last);
+    if (job->max_batches && p->plan_nb[id] > job->max_batches)
+        p->plan_nb[id] = job->max_batches;
     p->plan_first[id] = id ? p->plan_first[id - 1] + p->plan_nb[id - 1] : 0;
     return id;
 }
@@ -204,6 +206,11 @@ static void raise_limit(pool *p)
     uint64_t lim = p->released + (uint64_t)p->nslots;
     if (lim > p->posted_end)
         lim = p->posted_end;
+    /* a job that must wait for everything before it caps the limit at its
+     * first batch until all earlier batches are back */
+    for (int j = job_of(p, p->released); j < p->active_end; j++)
+        if (p->plan[j].after_previous && p->plan_first[j] > p->released && p->plan_first[j] < lim)
+            lim = p->plan_first[j];
     uint64_t old = atomic_load(&p->ctl->limit);
     if (lim <= old)
         return;

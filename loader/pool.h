@@ -74,6 +74,9 @@ typedef struct pool_job {
     uint32_t batch;       /* batch size (<= pool_config.batch) */
     int shuffle;
     int drop_last;
+    uint32_t max_batches; /* > 0: stop the pass after this many batches */
+    int after_previous;   /* no batch starts before every earlier batch is
+                             released (e.g. training after the preload build) */
 } pool_job;
 
 typedef struct pool_batch {

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -507,4 +508,47 @@ Test(pool, sampler_is_a_permutation_keyed_by_seed_epoch)
     cr_assert_eq(sampler_batches(57, 8, 1), 7);
     cr_assert_eq(sampler_batch_size(57, 8, 7), 1);
     cr_assert_eq(sampler_batch_size(57, 8, 8), 0);
+}
+
+/* after_previous: the preload build must be complete before training reads
+ * the cache. The load function fails if a training sample is asked for
+ * before main has released every batch of the first job. */
+static volatile int *released_all;
+
+static int load_ordered(void *wc, int src, uint32_t index, pool_job_kind kind, rng *r,
+                        uint8_t *out, errbuf *e)
+{
+    if (kind == POOL_JOB_TRAIN && !*released_all)
+        return errf(e, "sample %u started before the previous job was released", index);
+    if (kind == POOL_JOB_BUILD) {
+        usleep(2000);
+        return 0;
+    }
+    return load(wc, src, index, kind, r, out, e);
+}
+
+Test(pool, after_previous_waits_for_every_earlier_batch)
+{
+    released_all = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    *released_all = 0;
+    errbuf e;
+    pool_config c = config(3, 2, 8);
+    c.load = load_ordered;
+    pool *p = pool_create(&c, &e);
+    pool_job build = {.kind = POOL_JOB_BUILD, .batch = 8};
+    pool_job train = {.kind = POOL_JOB_TRAIN, .batch = 8, .shuffle = 1, .after_previous = 1};
+    int bj = pool_post(p, &build);
+    pool_post(p, &train);
+    pool_batch b;
+    int rc, n = 0;
+    while ((rc = pool_next(p, &b, &e)) == POOL_OK) {
+        if (b.job == bj && b.index + 1 == pool_job_batches(p, bj))
+            *released_all = 1; /* set before the release that lets training start */
+        pool_release(p, &b);
+        n++;
+    }
+    pool_destroy(p);
+    cr_assert_eq(rc, POOL_END, "%s", e.msg);
+    cr_assert_eq(n, 16);
+    munmap((void *)released_all, 4096);
 }

@@ -1,0 +1,59 @@
+/* cache.h — the preload cache: every training sample's base image (decoded,
+ * resized, centre-cropped; u8 HWC), one after another, in memory shared by
+ * all loader processes.
+ *
+ * Without a file it is one anonymous MAP_SHARED mapping, checked against
+ * MemAvailable before it is taken. With --cache FILE it is a file mapping:
+ * a matching file is mapped and used as it is (nothing is decoded); a
+ * missing, stale, truncated or corrupt one is rebuilt into a temporary file
+ * that is renamed over FILE when complete, so readers never see a partial
+ * cache and two runs building at once each install a complete file.
+ *
+ * File format (little-endian): a 4096-byte header — magic "TRAINPC\n",
+ * version, sample count, C, H, W, the key (CSV content + transform
+ * parameters), a checksum of the data and a checksum of the header itself —
+ * then n * C * H * W bytes.
+ */
+#ifndef TRAIN_CACHE_H
+#define TRAIN_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common/util.h"
+#include "csv_index.h"
+#include "image.h"
+
+typedef struct preload_cache {
+    uint8_t *data;       /* n * sample_bytes */
+    size_t sample_bytes; /* C * H * W */
+    uint32_t n;
+    int c, h, w;
+    uint64_t key;
+    int ready;           /* data is complete (reused from FILE): no build */
+    /* internals */
+    uint8_t *map;
+    size_t map_len;
+    int fd;
+    char *path, *tmp_path;
+    char note[2 * ERR_MAX]; /* what happened, for the user ("reusing ...") */
+} preload_cache;
+
+/* Key of a cache: the CSV's content and every parameter that changes the
+ * base images. */
+uint64_t cache_key(const ds_index *ix, const img_params *p, int base_h, int base_w);
+
+/* Map (or reuse) a cache for n samples of c x h x w. mem_limit 0 means 80%
+ * of MemAvailable; it only limits anonymous (file-less) caches. Call before
+ * forking the loader. */
+int cache_open(preload_cache *pc, const char *path, uint32_t n, int c, int h, int w, uint64_t key,
+               uint64_t mem_limit, errbuf *e);
+
+/* After a build: checksum, header, fsync, rename over the target path. A
+ * file-less cache needs nothing. */
+int cache_commit(preload_cache *pc, errbuf *e);
+
+/* Unmap; an uncommitted temporary file is removed. */
+void cache_close(preload_cache *pc);
+
+#endif
