@@ -1,162 +1,108 @@
-/* main.c — train's command line.
- *
- * Foundation stage: reads and validates the CSV index, and runs a
- * loader-only pass (read + decode every image in the main process) that
- * reports images/s. The nets, the worker pool and the report arrive with
- * later work; until then the program says plainly that it does not train.
- */
+/* main.c — train's entry point: parse the command line, then one of
+ * --model list, --selftest, --check, a sweep of configurations, or one
+ * training run (app/run.c). */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <stb/stb_image.h>
-
-#include "common/util.h"
+#include "app/diagnose.h"
+#include "app/options.h"
+#include "app/run.h"
+#include "app/sweep.h"
 #include "loader/csv_index.h"
+#include "nn/device.h"
+#include "nn/model.h"
 
-static void usage(FILE *f)
+static int model_list(const options *o)
 {
-    fprintf(f,
-            "usage: train [options] data.csv\n"
-            "\n"
-            "Data (CSV with a path column and a label column):\n"
-            "  --header | --no-header   first row is / is not a header (default: detect)\n"
-            "  --path-col COL           path column, name or 0-based number (default path / 0)\n"
-            "  --label-col COL          label column, name or 0-based number (default label / 1)\n"
-            "  --root DIR               relative paths start here (default: the CSV's folder)\n"
-            "  --skip-bad               drop bad rows with one counted warning\n"
-            "  --check                  also stat every image file, report missing ones, exit\n"
-            "  --val FILE.csv           validation set (checked like the training CSV)\n"
-            "  --epochs N               passes over the data (default 1)\n"
-            "  --help                   this text\n"
-            "\n"
-            "Exit status: 0 ok, 1 internal error, 2 bad input (CSV, images, arguments).\n");
-}
-
-typedef struct opts {
-    const char *csv, *val;
-    csv_opts c;
-    int check;
-    long long epochs;
-} opts;
-
-static int parse_args(int argc, char **argv, opts *o)
-{
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_ARG()                                                               \
-    do {                                                                         \
-        if (!next) {                                                             \
-            fprintf(stderr, "train: %s needs a value (see --help)\n", a);        \
-            return -1;                                                           \
-        }                                                                        \
-        i++;                                                                     \
-    } while (0)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            exit(0);
-        } else if (!strcmp(a, "--header")) {
-            o->c.header = 1;
-        } else if (!strcmp(a, "--no-header")) {
-            o->c.header = 0;
-        } else if (!strcmp(a, "--path-col")) {
-            NEED_ARG();
-            o->c.path_col = next;
-        } else if (!strcmp(a, "--label-col")) {
-            NEED_ARG();
-            o->c.label_col = next;
-        } else if (!strcmp(a, "--root")) {
-            NEED_ARG();
-            o->c.root = next;
-        } else if (!strcmp(a, "--skip-bad")) {
-            o->c.skip_bad = 1;
-        } else if (!strcmp(a, "--check")) {
-            o->check = 1;
-        } else if (!strcmp(a, "--val")) {
-            NEED_ARG();
-            o->val = next;
-        } else if (!strcmp(a, "--epochs")) {
-            NEED_ARG();
-            if (parse_i64(next, &o->epochs) != 0 || o->epochs < 1) {
-                fprintf(stderr, "train: --epochs: '%s' is not a positive integer\n", next);
-                return -1;
-            }
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "train: unknown option '%s' (see --help)\n", a);
-            return -1;
-        } else if (o->csv) {
-            fprintf(stderr, "train: more than one data CSV ('%s' and '%s')\n", o->csv, a);
-            return -1;
-        } else {
-            o->csv = a;
-        }
-#undef NEED_ARG
-    }
     if (!o->csv) {
-        fprintf(stderr, "train: no data CSV given (usage: train [options] data.csv; see --help)\n");
-        return -1;
+        printf("for 1x28x28 inputs (Fashion-MNIST) and 10 classes:\n");
+        model_print_list(stdout, 1, 28, 28, 10);
+        printf("\nfor 3x64x64 inputs (E1 crops) and 10 classes:\n");
+        model_print_list(stdout, 3, 64, 64, 10);
+        return 0;
     }
+    ds_index ix;
+    errbuf e;
+    if (ds_index_load(&ix, o->csv, &o->csv_o, &e) != 0) {
+        fprintf(stderr, "%s\n", e.msg);
+        return 2;
+    }
+    int w, h, c, oh, ow;
+    if (img_probe(ds_path(&ix, 0), &w, &h, &c, &e) != 0) {
+        fprintf(stderr, "%s:%u: %s\n", ix.csv_path, ix.rows[0].line, e.msg);
+        ds_index_free(&ix);
+        return 2;
+    }
+    img_output_size(&o->img, h, w, &oh, &ow);
+    int ch = o->channels ? o->channels : (c >= 3 ? 3 : 1);
+    printf("for %dx%dx%d inputs and %u classes (%s):\n", ch, oh, ow, ix.nclasses, o->csv);
+    model_print_list(stdout, ch, oh, ow, (int)ix.nclasses);
+    ds_index_free(&ix);
     return 0;
 }
 
-/* Read and decode every image once; report images/s. */
-static int loader_pass(const ds_index *ix, int epoch)
+static int check(const options *o)
 {
-    double t0 = now_sec();
-    uint64_t pixels = 0;
-    for (uint32_t i = 0; i < ix->n; i++) {
-        int w, h, c;
-        unsigned char *px = stbi_load(ds_path(ix, i), &w, &h, &c, 0);
-        if (!px) {
-            fprintf(stderr, "%s:%u: %s: %s\n", ix->csv_path, ix->rows[i].line, ds_path(ix, i),
-                    stbi_failure_reason());
+    const char *csvs[2] = {o->csv, o->val_csv};
+    uint32_t bad = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!csvs[i])
+            continue;
+        ds_index ix;
+        errbuf e;
+        if (ds_index_load(&ix, csvs[i], &o->csv_o, &e) != 0) {
+            fprintf(stderr, "%s\n", e.msg);
             return 2;
         }
-        pixels += (uint64_t)w * h;
-        stbi_image_free(px);
+        printf("%s: %u rows, %u classes%s\n", csvs[i], ix.n, ix.nclasses,
+               ix.had_header ? " (header row)" : "");
+        ds_index_print_classes(&ix, stdout);
+        bad += ds_index_check_files(&ix, stderr);
+        ds_index_free(&ix);
     }
-    double dt = now_sec() - t0;
-    printf("epoch %d  %u images  %.2f s  %.0f images/s  (%.1f Mpixel)\n", epoch, ix->n, dt,
-           ix->n / (dt > 0 ? dt : 1e-9), (double)pixels / 1e6);
-    return 0;
+    printf("check: %u missing or unreadable file%s\n", bad, bad == 1 ? "" : "s");
+    return bad ? 2 : 0;
 }
+
 
 int main(int argc, char **argv)
 {
-    opts o = {.c = CSV_OPTS_DEFAULT, .epochs = 1};
-    o.c.warn = stderr;
-    if (parse_args(argc, argv, &o) != 0)
-        return 2;
-    ds_index train, val = {0};
-    errbuf e;
-    if (ds_index_load(&train, o.csv, &o.c, &e) != 0) {
-        fprintf(stderr, "%s\n", e.msg);
-        return 2;
+    options o;
+    int rc = options_parse(&o, argc, argv);
+    if (rc != 0) {
+        options_free(&o);
+        return rc > 0 ? 0 : 2;
     }
-    if (o.val && ds_index_load(&val, o.val, &o.c, &e) != 0) {
-        fprintf(stderr, "%s\n", e.msg);
-        ds_index_free(&train);
-        return 2;
+    for (int i = 0; i < o.workers.n && !o.sweep_child && !o.check && !o.diagnose; i++)
+        if (o.workers.v[i] < 0) { /* --workers auto: measure once, use everywhere */
+            int w = autotune_workers(&o);
+            if (w < 0) {
+                options_free(&o);
+                return 2;
+            }
+            for (int k = 0; k < o.workers.n; k++)
+                if (o.workers.v[k] < 0)
+                    o.workers.v[k] = w;
+        }
+    if (o.model && !strcmp(o.model, "list"))
+        rc = model_list(&o);
+    else if (o.diagnose && !o.sweep_child)
+        rc = diagnose_run(&o);
+    else if (o.selftest)
+        rc = device_selftest(stdout);
+    else if (o.check)
+        rc = check(&o);
+    else if (options_is_sweep(&o) && !o.sweep_child)
+        rc = sweep_run(&o);
+    else {
+        run_choice c;
+        run_choice_first(&o, &c);
+        run_install_signals();
+        rc = run_one(&o, &c);
     }
-    printf("data: %s: %u rows, %u classes%s\n", o.csv, train.n, train.nclasses,
-           train.had_header ? " (header row)" : "");
-    ds_index_print_classes(&train, stdout);
-    int rc = 0;
-    if (o.check) {
-        uint32_t bad = ds_index_check_files(&train, stderr);
-        if (o.val)
-            bad += ds_index_check_files(&val, stderr);
-        printf("check: %u missing or unreadable file%s\n", bad, bad == 1 ? "" : "s");
-        rc = bad ? 2 : 0;
-    } else {
-        printf("note: training is not implemented yet; running a loader-only pass "
-               "(read + decode every image in one process)\n");
-        for (int ep = 1; ep <= o.epochs && rc == 0; ep++)
-            rc = loader_pass(&train, ep);
-    }
-    ds_index_free(&train);
-    ds_index_free(&val);
+    options_free(&o);
     return rc;
 }

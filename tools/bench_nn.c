@@ -172,9 +172,28 @@ static void w_destroy(backend *be)
 }
 
 static const backend_ops timed_ops = {
-    "cpu (timed)", w_destroy, w_alloc, w_free,   w_copy,   w_copy,  w_sync, w_norm,  w_plan,  w_plan_free,
-    w_conv_f,      w_conv_b,  w_relu_f, w_relu_b, w_pool_f, w_pool_b, w_fc_f, w_fc_b, w_gap_f, w_gap_b,
-    w_xent,        w_sgd,
+    .name = "cpu (timed)",
+    .destroy = w_destroy,
+    .alloc = w_alloc,
+    .free = w_free,
+    .upload = w_copy,
+    .download = w_copy,
+    .synchronize = w_sync,
+    .normalize_u8 = w_norm,
+    .conv_plan = w_plan,
+    .conv_plan_free = w_plan_free,
+    .conv_forward = w_conv_f,
+    .conv_backward = w_conv_b,
+    .relu_forward = w_relu_f,
+    .relu_backward = w_relu_b,
+    .maxpool_forward = w_pool_f,
+    .maxpool_backward = w_pool_b,
+    .fc_forward = w_fc_f,
+    .fc_backward = w_fc_b,
+    .gap_forward = w_gap_f,
+    .gap_backward = w_gap_b,
+    .softmax_xent = w_xent,
+    .sgd_update = w_sgd,
 };
 
 static backend *timed_backend(backend *inner)

@@ -1,0 +1,148 @@
+/* diagnose.c — see diagnose.h. */
+#define _GNU_SOURCE
+#include "diagnose.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "child.h"
+#include "report.h"
+
+#define DIAG_BATCHES 200
+#define AUTO_BATCHES 30
+
+diag_verdict diagnose_verdict(const diag_rates *r, char *text, size_t len)
+{
+    if (isnan(r->full) || isnan(r->loader) || isnan(r->model)) {
+        snprintf(text, len, "unknown: a phase failed, see above");
+        return VERDICT_UNKNOWN;
+    }
+    if (r->full >= 0.85 * r->model || r->loader >= 1.15 * r->model) {
+        snprintf(text, len,
+                 "compute-bound: the model consumes %.0f img/s and the loader delivers %.0f img/s; "
+                 "the full pipeline runs at %.0f img/s -> more loader workers will not help: use a "
+                 "faster device, more --threads, a larger --batch or a smaller model",
+                 r->model, r->loader, r->full);
+        return VERDICT_COMPUTE_BOUND;
+    }
+    int w = r->workers > 0 ? r->workers : 1;
+    int need = (int)ceil((double)w * r->model / r->loader);
+    char advice[160];
+    if (need <= r->cores)
+        snprintf(advice, sizeof advice, "try --workers %d or --mode preload", need);
+    else
+        snprintf(advice, sizeof advice,
+                 "--workers %d would be needed but there are %d cores: use --mode preload", need,
+                 r->cores);
+    if (!isnan(r->read_only) && r->read_only <= 1.3 * r->loader) {
+        double read_pct = 100.0 * r->loader / r->read_only;
+        snprintf(text, len,
+                 "storage-bound: the loader delivers %.0f img/s, the model consumes %.0f img/s; "
+                 "reading the files alone runs at %.0f img/s (%.0f%% of loader time) -> faster "
+                 "storage, --mode preload with --cache on a fast disk, or %s",
+                 r->loader, r->model, r->read_only, read_pct > 100 ? 100 : read_pct, advice);
+        return VERDICT_STORAGE_BOUND;
+    }
+    double decode_pct = isnan(r->read_only) ? NAN : 100.0 * (1.0 - r->loader / r->read_only);
+    snprintf(text, len,
+             "data-bound: the loader delivers %.0f img/s, the model consumes %.0f img/s; decode "
+             "is %.0f%% of loader time -> %s",
+             r->loader, r->model, decode_pct, advice);
+    return VERDICT_DECODE_BOUND;
+}
+
+/* One measured phase; NaN when it failed. */
+static double phase(const options *o, const char *what, char *const extra[], int *status)
+{
+    summary_rec s;
+    char strs[256];
+    printf("  %-22s ", what);
+    fflush(stdout);
+    int rc = child_run(o, extra, 1, &s, strs, sizeof strs, status);
+    if (rc != 0 || *status != 0) {
+        printf("failed (status %d)\n", *status);
+        return NAN;
+    }
+    printf("%8.0f img/s\n", s.images_per_s);
+    return s.images_per_s;
+}
+
+int diagnose_run(const options *o)
+{
+    child_install_signals();
+    char batches[32];
+    int nb = o->max_batches ? o->max_batches : DIAG_BATCHES;
+    snprintf(batches, sizeof batches, "--max-batches=%d", nb);
+    diag_rates r = {.full = NAN, .loader = NAN, .read_only = NAN, .model = NAN,
+                    .workers = o->workers.v[0] < 0 ? 0 : o->workers.v[0], .cores = cpu_count()};
+    char wk[32];
+    snprintf(wk, sizeof wk, "--workers=%d", r.workers);
+    printf("diagnosis: %d batches per phase, workers %d, %d cores\n", nb, r.workers, r.cores);
+    int st = 0;
+    char *full[] = {batches, wk, "--epochs=1", "--warmup-epochs=0", NULL};
+    char *loader[] = {batches, wk, "--epochs=1", "--warmup-epochs=0", "--loader-only", NULL};
+    char *reads[] = {batches, wk, "--epochs=1", "--warmup-epochs=0", "--loader-only",
+                     "--diag-phase=read-only", NULL};
+    char *model[] = {batches, "--workers=0", "--epochs=1", "--warmup-epochs=0",
+                     "--diag-phase=refeed", NULL};
+    r.full = phase(o, "(a) full pipeline", full, &st);
+    if (st == 2 || child_signal_received())
+        return child_signal_received() ? 128 + child_signal_received() : st;
+    r.loader = phase(o, "(b) loader only", loader, &st);
+    r.read_only = phase(o, "(c) loader, read only", reads, &st);
+    r.model = phase(o, "(d) model only", model, &st);
+    if (child_signal_received())
+        return 128 + child_signal_received();
+    char text[512];
+    diag_verdict v = diagnose_verdict(&r, text, sizeof text);
+    printf("verdict: %s\n", text);
+    return v == VERDICT_UNKNOWN ? 1 : 0;
+}
+
+int autotune_workers(const options *o)
+{
+    child_install_signals();
+    int cores = cpu_count();
+    char batches[32];
+    snprintf(batches, sizeof batches, "--max-batches=%d", AUTO_BATCHES);
+    printf("workers auto: loader throughput on %d batches per count (%d cores)\n", AUTO_BATCHES,
+           cores);
+    double rate[65];
+    int st = 0, maxw = cores < 64 ? cores : 64;
+    double best = 0;
+    for (int w = 1; w <= maxw; w++) {
+        char wk[32], label[32];
+        snprintf(wk, sizeof wk, "--workers=%d", w);
+        snprintf(label, sizeof label, "%d worker%s", w, w == 1 ? "" : "s");
+        char *extra[] = {batches, wk, "--epochs=1", "--warmup-epochs=0", "--loader-only", NULL};
+        rate[w] = phase(o, label, extra, &st);
+        if (st == 2 || child_signal_received())
+            return -1;
+        if (rate[w] > best)
+            best = rate[w];
+    }
+    double model = NAN;
+    if (!o->loader_only) {
+        char *extra[] = {batches, "--workers=0", "--epochs=1", "--warmup-epochs=0",
+                         "--diag-phase=refeed", NULL};
+        model = phase(o, "model consumes", extra, &st);
+    }
+    if (!(best > 0)) {
+        fprintf(stderr, "train: --workers auto: every probe failed\n");
+        return -1;
+    }
+    int pick = maxw;
+    for (int w = 1; w <= maxw; w++)
+        if (rate[w] >= 0.95 * best || (!isnan(model) && rate[w] >= model)) {
+            pick = w;
+            break;
+        }
+    char tail[64] = "";
+    if (!isnan(model))
+        snprintf(tail, sizeof tail, "; the model consumes %.0f img/s", model);
+    printf("workers auto: chose %d (%.0f img/s; best %.0f img/s%s)\n", pick, rate[pick], best, tail);
+    fflush(stdout);
+    return pick;
+}

@@ -1,0 +1,39 @@
+/* diagnose.h — E4's bottleneck recipe, automated, and --workers auto.
+ *
+ * --diagnose measures, each in a fresh process and for a bounded number of
+ * batches: (a) the full pipeline, (b) the loader alone, (c) the loader
+ * reading files without decoding them, (d) the model alone on batches kept
+ * in device memory. From the rates it says whether the run is bound by
+ * compute, by decoding or by storage, and what to try.
+ *
+ * --workers auto probes the loader alone with 1, 2, ... up to the core
+ * count workers, and picks the smallest count within 5% of the best rate or
+ * faster than the model consumes (tf.data's AUTOTUNE; PyTorch has none).
+ */
+#ifndef TRAIN_DIAGNOSE_H
+#define TRAIN_DIAGNOSE_H
+
+#include "options.h"
+
+typedef enum diag_verdict {
+    VERDICT_COMPUTE_BOUND,
+    VERDICT_DECODE_BOUND,
+    VERDICT_STORAGE_BOUND,
+    VERDICT_UNKNOWN,
+} diag_verdict;
+
+typedef struct diag_rates {
+    double full, loader, read_only, model; /* images per second, NaN if not measured */
+    int workers, cores;
+} diag_rates;
+
+/* Pure: the verdict and the advice for these rates. */
+diag_verdict diagnose_verdict(const diag_rates *r, char *text, size_t len);
+
+int diagnose_run(const options *o);
+
+/* Resolve --workers auto: probe and return the count (prints what it
+ * measured); -1 on failure (message printed). */
+int autotune_workers(const options *o);
+
+#endif

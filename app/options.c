@@ -1,0 +1,482 @@
+/* options.c — see options.h. One table drives parsing and --help. */
+#define _GNU_SOURCE
+#include "options.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+enum opt_id {
+    O_HEADER, O_NO_HEADER, O_PATH_COL, O_LABEL_COL, O_ROOT, O_SKIP_BAD, O_CHECK, O_VAL,
+    O_CHANNELS, O_RESIZE, O_CROP, O_RANDOM_CROP, O_PAD, O_HFLIP,
+    O_WORKERS, O_PREFETCH, O_BATCH, O_SHUFFLE, O_NO_SHUFFLE, O_SEED, O_DROP_LAST, O_TIMEOUT,
+    O_RESPAWN, O_MODE, O_CACHE, O_COLD, O_MEM_LIMIT, O_LOADER_ONLY,
+    O_MODEL, O_DEVICE, O_THREADS, O_LR, O_MOMENTUM, O_WD, O_LR_SCHEDULE, O_EPOCHS, O_SAVE,
+    O_RESUME, O_MEAN, O_STD,
+    O_PIN, O_NO_PIN, O_NON_BLOCKING, O_NO_NON_BLOCKING, O_PIN_FORCE, O_SELFTEST,
+    O_JSON, O_WARMUP, O_DIAGNOSE, O_PROGRESS, O_NO_PROGRESS, O_HELP,
+    O_SWEEP_CHILD, O_SUMMARY_OUT, O_TEST_SLOW_LOAD, O_TEST_SLOW_STEP, O_MAX_BATCHES, O_DIAG_PHASE,
+};
+
+enum arg_kind {
+    ARG_NONE, /* --flag */
+    ARG_REQ,  /* --flag VALUE or --flag=VALUE */
+    ARG_OPT,  /* --flag or --flag=VALUE (never a separate word) */
+};
+
+typedef struct opt_spec {
+    const char *name;
+    enum arg_kind kind;
+    enum opt_id id;
+    const char *meta;
+    const char *help; /* NULL: hidden */
+    int sweep;        /* accepts a comma list that a sweep varies */
+} opt_spec;
+
+/* a section heading in --help: no name, the title as help */
+#define SECTION(title) {NULL, ARG_NONE, 0, NULL, title, 0}
+static const opt_spec table[] = {
+    SECTION("Data (a CSV with a path column and a label column)"),
+    {"header", ARG_NONE, O_HEADER, NULL, "first row is a header (default: detect)", 0},
+    {"no-header", ARG_NONE, O_NO_HEADER, NULL, "first row is data", 0},
+    {"path-col", ARG_REQ, O_PATH_COL, "COL", "path column: name or 0-based number (path / 0)", 0},
+    {"label-col", ARG_REQ, O_LABEL_COL, "COL", "label column: name or number (label / 1)", 0},
+    {"root", ARG_REQ, O_ROOT, "DIR", "relative paths start here (default: the CSV's folder)", 0},
+    {"skip-bad", ARG_NONE, O_SKIP_BAD, NULL,
+     "drop bad CSV rows and replace unreadable images, counted", 0},
+    {"check", ARG_NONE, O_CHECK, NULL, "check the CSV and that every image file exists, then exit", 0},
+    {"val", ARG_REQ, O_VAL, "FILE.csv", "validation set, evaluated after every epoch", 0},
+    SECTION("Images"),
+    {"channels", ARG_REQ, O_CHANNELS, "1|3|auto", "output channels (default 3; auto: the first image's)", 0},
+    {"resize", ARG_REQ, O_RESIZE, "HxW|N", "resize to HxW, or the shorter side to N (bilinear, antialiased)", 0},
+    {"crop", ARG_REQ, O_CROP, "S|HxW", "centre crop (random with --random-crop)", 0},
+    {"random-crop", ARG_NONE, O_RANDOM_CROP, NULL, "random crop offset for training", 0},
+    {"pad", ARG_NONE, O_PAD, NULL, "pad with zeros when the crop is larger than the image", 0},
+    {"hflip", ARG_REQ, O_HFLIP, "P", "horizontal flip probability for training (default 0.5)", 0},
+    SECTION("Loader"),
+    {"workers", ARG_REQ, O_WORKERS, "N[,N..]|auto", "loader processes; 0 loads in the main process (default 2)", 1},
+    {"prefetch", ARG_REQ, O_PREFETCH, "K[,K..]", "batches in flight per worker (default 2)", 1},
+    {"batch", ARG_REQ, O_BATCH, "B[,B..]", "batch size (default: the model's)", 1},
+    {"mode", ARG_REQ, O_MODE, "lazy|preload[,..]", "decode per fetch, or once into memory (default lazy)", 1},
+    {"shuffle", ARG_NONE, O_SHUFFLE, NULL, "shuffle the training set every epoch (default)", 0},
+    {"no-shuffle", ARG_NONE, O_NO_SHUFFLE, NULL, "keep the CSV order", 0},
+    {"seed", ARG_REQ, O_SEED, "S", "seed of shuffling, augmentation and init (default 1)", 0},
+    {"drop-last", ARG_NONE, O_DROP_LAST, NULL, "drop the last partial training batch", 0},
+    {"timeout", ARG_REQ, O_TIMEOUT, "SEC", "fail when a batch takes longer (default: no limit)", 0},
+    {"respawn", ARG_NONE, O_RESPAWN, NULL, "replace a dead worker and redo its batch", 0},
+    {"cache", ARG_REQ, O_CACHE, "FILE", "keep the preload cache in FILE and reuse it", 0},
+    {"cold", ARG_NONE, O_COLD, NULL, "lazy mode: drop each file from the page cache after reading", 0},
+    {"mem-limit", ARG_REQ, O_MEM_LIMIT, "BYTES", "preload budget (default 80% of MemAvailable)", 0},
+    {"loader-only", ARG_NONE, O_LOADER_ONLY, NULL, "run the loader without a model", 0},
+    SECTION("Model and training"),
+    {"model", ARG_REQ, O_MODEL, "NAME|list", "probe, lenet, convnet (default: by input size)", 0},
+    {"device", ARG_REQ, O_DEVICE, "auto|cpu|cuda", "compute device (default auto)", 0},
+    {"threads", ARG_REQ, O_THREADS, "T", "CPU compute threads (default: cores not used by workers)", 0},
+    {"epochs", ARG_REQ, O_EPOCHS, "N", "passes over the training set (default 1)", 0},
+    {"lr", ARG_REQ, O_LR, "X", "learning rate (default: the model's)", 0},
+    {"momentum", ARG_REQ, O_MOMENTUM, "X", "SGD momentum (default: the model's)", 0},
+    {"wd", ARG_REQ, O_WD, "X", "weight decay (default: the model's)", 0},
+    {"lr-schedule", ARG_REQ, O_LR_SCHEDULE, "const|step|cosine", "(default: the model's)", 0},
+    {"mean", ARG_REQ, O_MEAN, "M[,M,M]", "per-channel mean for normalisation (default 0.5)", 0},
+    {"std", ARG_REQ, O_STD, "S[,S,S]", "per-channel std (default 0.5)", 0},
+    {"save", ARG_REQ, O_SAVE, "FILE", "write a checkpoint after every epoch (atomically)", 0},
+    {"resume", ARG_REQ, O_RESUME, "FILE", "continue from a checkpoint", 0},
+    SECTION("GPU staging"),
+    {"pin", ARG_OPT, O_PIN, "[=on|off[,..]]", "page-lock the loader ring (bare --pin means on)", 1},
+    {"no-pin", ARG_NONE, O_NO_PIN, NULL, "pageable ring (default)", 0},
+    {"non-blocking", ARG_OPT, O_NON_BLOCKING, "[=on|off[,..]]", "copy batches on a separate stream, overlapping compute", 1},
+    {"no-non-blocking", ARG_NONE, O_NO_NON_BLOCKING, NULL, "synchronous copies (default)", 0},
+    {"pin-force", ARG_NONE, O_PIN_FORCE, NULL, "pin even above half of MemAvailable (risky)", 0},
+    {"selftest", ARG_NONE, O_SELFTEST, NULL, "compare the GPU with the CPU on a tiny net, then exit", 0},
+    SECTION("Report"),
+    {"json", ARG_REQ, O_JSON, "FILE", "append one JSON record per epoch and a summary per configuration", 0},
+    {"warmup-epochs", ARG_REQ, O_WARMUP, "N", "epochs run first and left out of summaries (default 0)", 0},
+    {"diagnose", ARG_NONE, O_DIAGNOSE, NULL, "find the bottleneck: loader, storage, decode or compute", 0},
+    {"progress", ARG_NONE, O_PROGRESS, NULL, "progress bar on stderr (default: when it is a terminal)", 0},
+    {"no-progress", ARG_NONE, O_NO_PROGRESS, NULL, "no progress bar", 0},
+    {"help", ARG_NONE, O_HELP, NULL, "this text", 0},
+    /* hidden */
+    {"sweep-child", ARG_NONE, O_SWEEP_CHILD, NULL, NULL, 0},
+    {"summary-out", ARG_REQ, O_SUMMARY_OUT, "FILE", NULL, 0},
+    {"test-slow-load", ARG_REQ, O_TEST_SLOW_LOAD, "SEC", NULL, 0},
+    {"test-slow-step", ARG_REQ, O_TEST_SLOW_STEP, "SEC", NULL, 0},
+    {"max-batches", ARG_REQ, O_MAX_BATCHES, "N", NULL, 0},
+    {"diag-phase", ARG_REQ, O_DIAG_PHASE, "read-only|refeed", NULL, 0},
+};
+
+void options_usage(FILE *f)
+{
+    fprintf(f, "usage: train [options] data.csv\n"
+               "Trains a small conv net on the images listed in data.csv and shows, per epoch,\n"
+               "where the time goes: waiting for data, copying, computing.\n");
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
+        const opt_spec *s = &table[i];
+        if (!s->name) {
+            fprintf(f, "\n%s:\n", s->help);
+            continue;
+        }
+        if (!s->help)
+            continue;
+        char left[64];
+        if (s->kind == ARG_OPT)
+            snprintf(left, sizeof left, "--%s%s", s->name, s->meta);
+        else
+            snprintf(left, sizeof left, "--%s%s%s", s->name, s->meta ? " " : "", s->meta ? s->meta : "");
+        fprintf(f, "  %-28s %s\n", left, s->help);
+    }
+    fprintf(f, "\nComma lists in --workers, --prefetch, --batch, --mode, --pin and --non-blocking run\n"
+               "every combination, each in a fresh process, and end with a summary table.\n"
+               "Exit status: 0 ok, 1 internal error, 2 bad input (arguments, CSV, images),\n"
+               "3 a loader worker died or timed out, 4 the loss became NaN or infinite,\n"
+               "130/143 interrupted (SIGINT/SIGTERM).\n");
+}
+
+static int bad(const char *opt, const char *val, const char *why)
+{
+    fprintf(stderr, "train: --%s: '%s' %s (see --help)\n", opt, val, why);
+    return -1;
+}
+
+static int parse_int(const char *opt, const char *v, long long lo, long long hi, int *out)
+{
+    long long x;
+    if (parse_i64(v, &x) != 0 || x < lo || x > hi) {
+        char why[96];
+        snprintf(why, sizeof why, "is not an integer in %lld..%lld", lo, hi);
+        return bad(opt, v, why);
+    }
+    *out = (int)x;
+    return 0;
+}
+
+static int parse_num(const char *opt, const char *v, double lo, double hi, double *out)
+{
+    double x;
+    if (parse_f64(v, &x) != 0 || !(x >= lo && x <= hi)) {
+        char why[96];
+        snprintf(why, sizeof why, "is not a number in %g..%g", lo, hi);
+        return bad(opt, v, why);
+    }
+    *out = x;
+    return 0;
+}
+
+/* Comma list of items parsed by `item`. */
+static int parse_list(const char *opt, const char *v, int_list *l,
+                      int (*item)(const char *opt, const char *tok, int *out))
+{
+    l->n = 0;
+    char *copy = xstrdup(v), *save = NULL;
+    int rc = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save)) {
+        if (l->n == LIST_MAX) {
+            rc = bad(opt, v, "has too many values (at most 16)");
+            break;
+        }
+        rc = item(opt, tok, &l->v[l->n]);
+        if (rc == 0)
+            l->n++;
+    }
+    if (rc == 0 && l->n == 0)
+        rc = bad(opt, v, "is empty");
+    free(copy);
+    return rc;
+}
+
+static int item_workers(const char *opt, const char *t, int *out)
+{
+    if (!strcmp(t, "auto")) {
+        *out = -1;
+        return 0;
+    }
+    return parse_int(opt, t, 0, 64, out);
+}
+static int item_pos(const char *opt, const char *t, int *out) { return parse_int(opt, t, 1, 1 << 20, out); }
+static int item_mode(const char *opt, const char *t, int *out)
+{
+    if (!strcmp(t, "lazy"))
+        *out = MODE_LAZY;
+    else if (!strcmp(t, "preload"))
+        *out = MODE_PRELOAD;
+    else
+        return bad(opt, t, "is not lazy or preload");
+    return 0;
+}
+static int item_onoff(const char *opt, const char *t, int *out)
+{
+    if (!strcasecmp(t, "on") || !strcasecmp(t, "yes") || !strcasecmp(t, "true") || !strcmp(t, "1"))
+        *out = 1;
+    else if (!strcasecmp(t, "off") || !strcasecmp(t, "no") || !strcasecmp(t, "false") || !strcmp(t, "0"))
+        *out = 0;
+    else
+        return bad(opt, t, "is not on or off");
+    return 0;
+}
+
+static int parse_floats(const char *opt, const char *v, float *out, int *n)
+{
+    *n = 0;
+    char *copy = xstrdup(v), *save = NULL;
+    int rc = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save)) {
+        double x;
+        if (*n == 4 || parse_f64(tok, &x) != 0)
+            rc = bad(opt, v, "is not a list of up to 4 numbers");
+        else
+            out[(*n)++] = (float)x;
+    }
+    free(copy);
+    return rc;
+}
+
+static int set(options *o, const opt_spec *s, const char *v)
+{
+    const char *n = s->name;
+    int size_single;
+    switch (s->id) {
+    case O_HEADER: o->csv_o.header = 1; break;
+    case O_NO_HEADER: o->csv_o.header = 0; break;
+    case O_PATH_COL: o->csv_o.path_col = v; break;
+    case O_LABEL_COL: o->csv_o.label_col = v; break;
+    case O_ROOT: o->csv_o.root = v; break;
+    case O_SKIP_BAD: o->csv_o.skip_bad = 1; break;
+    case O_CHECK: o->check = 1; break;
+    case O_VAL: o->val_csv = v; break;
+    case O_CHANNELS:
+        if (!strcmp(v, "auto"))
+            o->channels = 0;
+        else if (!strcmp(v, "1") || !strcmp(v, "3"))
+            o->channels = v[0] - '0';
+        else
+            return bad(n, v, "is not 1, 3 or auto");
+        break;
+    case O_RESIZE:
+        if (img_parse_size(v, &o->img.resize_h, &o->img.resize_w, &size_single) != 0)
+            return bad(n, v, "is not HxW or N (pixels, 1..16384)");
+        if (size_single) {
+            o->img.resize_short = o->img.resize_h;
+            o->img.resize_h = o->img.resize_w = 0;
+        } else {
+            o->img.resize_short = 0;
+        }
+        break;
+    case O_CROP:
+        if (img_parse_size(v, &o->img.crop_h, &o->img.crop_w, &size_single) != 0)
+            return bad(n, v, "is not S or HxW (pixels, 1..16384)");
+        break;
+    case O_RANDOM_CROP: o->img.random_crop = 1; break;
+    case O_PAD: o->img.pad = 1; break;
+    case O_HFLIP: {
+        double p;
+        if (parse_num(n, v, 0, 1, &p) != 0)
+            return -1;
+        o->img.hflip = (float)p;
+        break;
+    }
+    case O_WORKERS: return parse_list(n, v, &o->workers, item_workers);
+    case O_PREFETCH: return parse_list(n, v, &o->prefetch, item_pos);
+    case O_BATCH: return parse_list(n, v, &o->batch, item_pos);
+    case O_MODE: return parse_list(n, v, &o->mode, item_mode);
+    case O_SHUFFLE: o->shuffle = 1; break;
+    case O_NO_SHUFFLE: o->shuffle = 0; break;
+    case O_SEED: {
+        long long x;
+        if (parse_i64(v, &x) != 0 || x < 0)
+            return bad(n, v, "is not a non-negative integer");
+        o->seed = (uint64_t)x;
+        break;
+    }
+    case O_DROP_LAST: o->drop_last = 1; break;
+    case O_TIMEOUT: return parse_num(n, v, 0.001, 1e7, &o->timeout);
+    case O_RESPAWN: o->respawn = 1; break;
+    case O_CACHE: o->cache = v; break;
+    case O_COLD: o->cold = 1; break;
+    case O_MEM_LIMIT:
+        if (parse_bytes(v, &o->mem_limit) != 0 || o->mem_limit == 0)
+            return bad(n, v, "is not a byte count such as 2G, 512M or 1000000");
+        break;
+    case O_LOADER_ONLY: o->loader_only = 1; break;
+    case O_MODEL: o->model = v; break;
+    case O_DEVICE:
+        if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda"))
+            return bad(n, v, "is not auto, cpu or cuda");
+        o->device = v;
+        break;
+    case O_THREADS: return parse_int(n, v, 1, 1024, &o->threads);
+    case O_EPOCHS: return parse_int(n, v, 1, 1000000, &o->epochs);
+    case O_LR: return parse_num(n, v, 0, 1e9, &o->lr);
+    case O_MOMENTUM: return parse_num(n, v, 0, 0.999999, &o->momentum);
+    case O_WD: return parse_num(n, v, 0, 1, &o->wd);
+    case O_LR_SCHEDULE:
+        if (strcmp(v, "const") && strcmp(v, "step") && strcmp(v, "cosine"))
+            return bad(n, v, "is not const, step or cosine");
+        o->lr_schedule = v;
+        break;
+    case O_MEAN: return parse_floats(n, v, o->mean, &o->nmean);
+    case O_STD:
+        if (parse_floats(n, v, o->std, &o->nstd) != 0)
+            return -1;
+        for (int i = 0; i < o->nstd; i++)
+            if (!(o->std[i] > 0))
+                return bad(n, v, "must be positive");
+        break;
+    case O_SAVE: o->save = v; break;
+    case O_RESUME: o->resume = v; break;
+    case O_PIN:
+        if (!v) {
+            o->pin.n = 1;
+            o->pin.v[0] = 1;
+            return 0;
+        }
+        return parse_list(n, v, &o->pin, item_onoff);
+    case O_NO_PIN: o->pin.n = 1; o->pin.v[0] = 0; break;
+    case O_NON_BLOCKING:
+        if (!v) {
+            o->non_blocking.n = 1;
+            o->non_blocking.v[0] = 1;
+            return 0;
+        }
+        return parse_list(n, v, &o->non_blocking, item_onoff);
+    case O_NO_NON_BLOCKING: o->non_blocking.n = 1; o->non_blocking.v[0] = 0; break;
+    case O_PIN_FORCE: o->pin_force = 1; break;
+    case O_SELFTEST: o->selftest = 1; break;
+    case O_JSON: o->json = v; break;
+    case O_WARMUP: return parse_int(n, v, 0, 1000000, &o->warmup_epochs);
+    case O_DIAGNOSE: o->diagnose = 1; break;
+    case O_PROGRESS: o->progress = 1; break;
+    case O_NO_PROGRESS: o->progress = 0; break;
+    case O_HELP: options_usage(stdout); return 1;
+    case O_SWEEP_CHILD: o->sweep_child = 1; break;
+    case O_SUMMARY_OUT: o->summary_out = v; break;
+    case O_TEST_SLOW_LOAD: return parse_num(n, v, 0, 100, &o->test_slow_load);
+    case O_TEST_SLOW_STEP: return parse_num(n, v, 0, 100, &o->test_slow_step);
+    case O_MAX_BATCHES: return parse_int(n, v, 1, 1 << 30, &o->max_batches);
+    case O_DIAG_PHASE:
+        if (!strcmp(v, "read-only"))
+            o->diag_phase = DIAG_READ_ONLY;
+        else if (!strcmp(v, "refeed"))
+            o->diag_phase = DIAG_REFEED;
+        else
+            return bad(n, v, "is not read-only or refeed");
+        break;
+    }
+    return 0;
+}
+
+static const opt_spec *find(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (table[i].name && strlen(table[i].name) == len && !strncmp(table[i].name, name, len))
+            return &table[i];
+    return NULL;
+}
+
+static void defaults(options *o)
+{
+    memset(o, 0, sizeof *o);
+    csv_opts c = CSV_OPTS_DEFAULT;
+    o->csv_o = c;
+    o->csv_o.warn = stderr;
+    o->channels = 3;
+    o->img.hflip = -1;
+    o->workers = (int_list){1, {2}};
+    o->prefetch = (int_list){1, {2}};
+    o->batch = (int_list){1, {0}};
+    o->mode = (int_list){1, {MODE_LAZY}};
+    o->pin = (int_list){1, {0}};
+    o->non_blocking = (int_list){1, {0}};
+    o->shuffle = 1;
+    o->seed = 1;
+    o->device = "auto";
+    o->lr = o->momentum = o->wd = NAN;
+    o->epochs = 1;
+    o->progress = -1;
+}
+
+int options_parse(options *o, int argc, char **argv)
+{
+    defaults(o);
+    o->argc = argc;
+    o->argv = argv;
+    o->sweep_arg = xcalloc((size_t)argc + 1, 1);
+    int only_positional = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (only_positional || a[0] != '-' || !a[1]) {
+            if (o->csv) {
+                fprintf(stderr, "train: more than one data CSV ('%s' and '%s')\n", o->csv, a);
+                return -1;
+            }
+            o->csv = a;
+            continue;
+        }
+        if (!strcmp(a, "--")) {
+            only_positional = 1;
+            continue;
+        }
+        if (!strcmp(a, "-h")) {
+            options_usage(stdout);
+            return 1;
+        }
+        if (a[1] != '-') {
+            fprintf(stderr, "train: unknown option '%s' (options are long: see --help)\n", a);
+            return -1;
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        const opt_spec *s = find(name, eq ? (size_t)(eq - name) : strlen(name));
+        if (!s) {
+            fprintf(stderr, "train: unknown option '%s' (see --help)\n", a);
+            return -1;
+        }
+        const char *v = eq ? eq + 1 : NULL;
+        if (s->kind == ARG_NONE && v) {
+            fprintf(stderr, "train: --%s takes no value\n", s->name);
+            return -1;
+        }
+        if (s->kind == ARG_REQ && !v) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "train: --%s needs a value (%s)\n", s->name, s->meta);
+                return -1;
+            }
+            v = argv[++i];
+            if (s->sweep)
+                o->sweep_arg[i - 1] = 1;
+        }
+        if (s->sweep || s->id == O_NO_PIN || s->id == O_NO_NON_BLOCKING)
+            o->sweep_arg[i] = 1;
+        int rc = set(o, s, v);
+        if (rc != 0)
+            return rc;
+    }
+    if (!o->csv && !o->selftest && !(o->model && !strcmp(o->model, "list"))) {
+        fprintf(stderr, "train: no data CSV given (usage: train [options] data.csv; see --help)\n");
+        return -1;
+    }
+    if (o->nmean > 1 && o->nstd > 1 && o->nmean != o->nstd) {
+        fprintf(stderr, "train: --mean has %d values but --std has %d\n", o->nmean, o->nstd);
+        return -1;
+    }
+    if (o->img.random_crop && !o->img.crop_h) {
+        fprintf(stderr, "train: --random-crop needs --crop\n");
+        return -1;
+    }
+    if (o->warmup_epochs >= o->epochs && o->warmup_epochs > 0) {
+        fprintf(stderr, "train: --warmup-epochs %d leaves no counted epoch of --epochs %d\n",
+                o->warmup_epochs, o->epochs);
+        return -1;
+    }
+    return 0;
+}
+
+void options_free(options *o)
+{
+    free(o->sweep_arg);
+    o->sweep_arg = NULL;
+}
+
+int options_is_sweep(const options *o)
+{
+    return o->workers.n > 1 || o->prefetch.n > 1 || o->batch.n > 1 || o->mode.n > 1 ||
+           o->pin.n > 1 || o->non_blocking.n > 1;
+}

@@ -1,0 +1,105 @@
+/* options.h — train's command line, parsed once into one struct.
+ *
+ * Options that a sweep varies (--workers, --prefetch, --batch, --mode,
+ * --pin, --non-blocking) accept comma lists; the parser records which argv
+ * entries carried them so a sweep can re-run the program with one value of
+ * each. Everything is validated here, with one line naming the option and
+ * the bad value.
+ */
+#ifndef TRAIN_OPTIONS_H
+#define TRAIN_OPTIONS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../loader/csv_index.h"
+#include "../loader/image.h"
+
+#define LIST_MAX 16
+
+typedef struct int_list {
+    int n;
+    int v[LIST_MAX];
+} int_list;
+
+enum load_mode { MODE_LAZY = 0, MODE_PRELOAD = 1 };
+
+/* What a diagnosis child measures (see diagnose.h). */
+enum diag_phase {
+    DIAG_NONE = 0,
+    DIAG_READ_ONLY, /* the loader reads the files but does not decode */
+    DIAG_REFEED,    /* the model trains on a few batches kept in device memory */
+};
+
+typedef struct options {
+    const char *csv;       /* the training CSV (positional) */
+
+    /* data */
+    csv_opts csv_o;
+    const char *val_csv;
+    int check;
+
+    /* images */
+    int channels;          /* 0 = auto (what the first image has), 1, 3 */
+    img_params img;        /* resize, crop, flip (hflip < 0: default) */
+
+    /* loader */
+    int_list workers;      /* -1 entry = auto */
+    int_list prefetch;
+    int_list batch;
+    int_list mode;         /* enum load_mode */
+    int shuffle;
+    uint64_t seed;
+    int drop_last;
+    double timeout;
+    int respawn;
+    const char *cache;
+    int cold;
+    uint64_t mem_limit;    /* 0 = 80% of MemAvailable */
+    int loader_only;
+
+    /* model and training */
+    const char *model;     /* NULL = by input size */
+    const char *device;    /* auto | cpu | cuda */
+    int threads;           /* 0 = chosen from cores and workers */
+    double lr, momentum, wd; /* NaN = the model's default */
+    const char *lr_schedule; /* NULL = the model's default */
+    int epochs;
+    const char *save, *resume;
+    float mean[4], std[4];
+    int nmean, nstd;
+
+    /* GPU staging */
+    int_list pin;          /* 0/1 */
+    int_list non_blocking; /* 0/1 */
+    int pin_force;         /* pin above half of MemAvailable */
+    int selftest;
+
+    /* report */
+    const char *json;
+    int warmup_epochs;
+    int diagnose;
+    int progress;          /* -1 auto (a terminal), 0, 1 */
+    double test_slow_load; /* test hook: extra seconds per sample */
+    double test_slow_step; /* test hook: extra seconds per step */
+    int max_batches;       /* hidden: batches per training pass (diagnosis, auto) */
+    int diag_phase;        /* hidden: enum diag_phase */
+
+    /* sweep plumbing */
+    int sweep_child;
+    const char *summary_out;
+    int argc;
+    char **argv;
+    unsigned char *sweep_arg; /* argv[i] belongs to a swept option */
+} options;
+
+/* Parse argv into o. Returns 0, 1 when the program should exit 0 (after
+ * --help), or -1 after printing the problem to stderr (exit 2). */
+int options_parse(options *o, int argc, char **argv);
+void options_free(options *o);
+void options_usage(FILE *f);
+
+/* True when any list option has more than one value. */
+int options_is_sweep(const options *o);
+
+#endif

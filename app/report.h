@@ -1,0 +1,68 @@
+/* report.h — the per-epoch line, its JSON twin and the per-configuration
+ * summary. Values that do not apply (no GPU, no validation set) are NaN and
+ * print as n/a / null. */
+#ifndef TRAIN_REPORT_H
+#define TRAIN_REPORT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "metrics.h"
+
+typedef struct run_config {
+    const char *device; /* cpu, cuda */
+    const char *model;  /* or "none" for --loader-only */
+    const char *mode;   /* lazy, preload */
+    int workers, prefetch, pin, non_blocking, batch;
+} run_config;
+
+typedef struct epoch_rec {
+    run_config cfg;
+    int epoch;           /* 1-based */
+    int warmup;          /* left out of summaries */
+    uint64_t images;
+    double epoch_s, images_per_s;
+    double data_wait_pct, copy_pct, compute_pct;
+    double gpu_util_avg, gpu_util_max;
+    double loss, train_acc, val_loss, val_acc;
+    double rss_mb, pss_mb, pinned_mb;
+    int procs;           /* processes in rss/pss: main, supervisor, workers */
+    uint64_t skipped;
+    const char *cache;   /* warm | cold | preload */
+    double lr;
+} epoch_rec;
+
+typedef struct summary_rec {
+    run_config cfg;
+    int epochs;              /* counted (not warm-up) */
+    double epoch_s_median;
+    double images_per_s;     /* over the counted epochs */
+    double data_wait_pct, copy_pct, compute_pct, gpu_util_avg;
+    double final_loss, final_train_acc, final_val_acc;
+    double pss_mb_max;
+    double preload_build_s;  /* NaN when not preloading */
+    int status;              /* exit status of the run */
+} summary_rec;
+
+void report_header(FILE *f);
+void report_epoch_line(FILE *f, const epoch_rec *r);
+void report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m);
+void report_summary_json(FILE *f, const summary_rec *s, const machine_info *m);
+
+/* Summary of the counted epochs of one configuration. */
+void report_summarise(const epoch_rec *recs, int n, double build_s, summary_rec *s);
+
+/* Parse one summary record back (sweeps read their children's); -1 if the
+ * line is not one. */
+int report_parse_summary(const char *line, summary_rec *s, char *strbuf, size_t strlen_);
+
+/* The sweep's closing table, one row per configuration, with the speed-up
+ * over the first. */
+void report_sweep_table(FILE *f, const summary_rec *s, int n);
+
+/* Progress bar on stderr (only when enabled). */
+void report_progress(int enabled, const char *what, uint64_t done, uint64_t total, double elapsed,
+                     uint64_t images);
+void report_progress_end(int enabled);
+
+#endif

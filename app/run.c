@@ -1,0 +1,834 @@
+/* run.c — one configuration of train (see run.h).
+ *
+ * Order matters: everything the loader processes share (the CSV index, the
+ * preload cache, the ring) exists before the pool forks them, and nothing
+ * that starts threads (the CUDA runtime, NVML) runs until after. Then the
+ * main loop takes batches in order, hands them to the device, steps the
+ * model and accounts every second of an epoch to waiting for data, copying
+ * or computing.
+ */
+#define _GNU_SOURCE
+#include "run.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../loader/cache.h"
+#include "../loader/pool.h"
+#include "../nn/checkpoint.h"
+#include "../nn/device.h"
+#include "../nn/model.h"
+#include "metrics.h"
+#include "sample.h"
+#include "stage.h"
+
+/* ---------------------------------------------------------------- signals */
+
+static volatile sig_atomic_t g_signal;
+static pool *volatile g_pool;
+
+static void on_signal(int sig)
+{
+    if (!g_signal)
+        g_signal = sig;
+    pool_interrupt(g_pool);
+}
+
+void run_install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal; /* no SA_RESTART: waits return EINTR */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int run_signal_received(void) { return g_signal; }
+
+void run_choice_first(const options *o, run_choice *c)
+{
+    c->workers = o->workers.v[0];
+    c->prefetch = o->prefetch.v[0];
+    c->batch = o->batch.v[0];
+    c->mode = o->mode.v[0];
+    c->pin = o->pin.v[0];
+    c->non_blocking = o->non_blocking.v[0];
+}
+
+/* ---------------------------------------------------------------- state */
+
+typedef struct job_acc {
+    double t0, t1, wait, copy, compute, busy;
+    step_stats st;
+    uint64_t images, skipped;
+    int started;
+} job_acc;
+
+typedef struct job_info {
+    pool_job_kind kind;
+    int epoch; /* 0-based */
+    int val_job; /* for a training job: the id of its validation job, or -1 */
+} job_info;
+
+typedef struct run_ctx {
+    const options *o;
+    run_choice c;
+    ds_index train, val;
+    int have_val;
+    sample_setup ss;
+    size_t sample_bytes;
+    int fixed_h, fixed_w;
+    /* model */
+    const char *model_name;
+    model_hparams hp;
+    int batch;
+    int threads;
+    /* loader */
+    preload_cache cache;
+    int use_cache;
+    pool *pl;
+    /* device */
+    device_choice dev;
+    backend *be;
+    stager *st;
+    model m;
+    int model_made;
+    gpu_monitor *monitor; /* NVML sampler, NULL on the CPU */
+    /* jobs */
+    job_info *jobs;
+    job_acc *acc;
+    int njobs;
+    int start_epoch;
+    int build_job;
+    double build_s;
+    /* report */
+    FILE *json;
+    machine_info mi;
+    epoch_rec *recs;
+    int nrecs;
+    long steps;
+    char **class_names;
+    int progress;
+    int said_util_na;
+} run_ctx;
+
+/* ---------------------------------------------------------------- data */
+
+/* Validation labels mapped onto the training set's classes by name. */
+static int map_val_classes(run_ctx *r, errbuf *e)
+{
+    ds_index *t = &r->train, *v = &r->val;
+    if (!t->names && !v->names)
+        return 0;
+    if (t->names != v->names)
+        return errf(e, "%s: labels are %s but %s has %s", v->csv_path, v->names ? "names" : "numbers",
+                    t->csv_path, t->names ? "names" : "numbers");
+    int32_t *map = xmalloc(sizeof(int32_t) * v->nclasses);
+    for (uint32_t c = 0; c < v->nclasses; c++) {
+        const char *name = v->strs + v->class_names[c];
+        map[c] = -1;
+        for (uint32_t k = 0; k < t->nclasses; k++)
+            if (!strcmp(name, t->strs + t->class_names[k]))
+                map[c] = (int32_t)k;
+    }
+    for (uint32_t i = 0; i < v->n; i++) {
+        int32_t k = map[v->rows[i].label];
+        if (k < 0) {
+            errf(e, "%s:%u: class '%s' does not occur in the training set %s", v->csv_path,
+                 v->rows[i].line, v->strs + v->class_names[v->rows[i].label], t->csv_path);
+            free(map);
+            return -1;
+        }
+        v->rows[i].label = k;
+    }
+    free(map);
+    return 0;
+}
+
+static int setup_data(run_ctx *r, errbuf *e)
+{
+    const options *o = r->o;
+    if (ds_index_load(&r->train, o->csv, &o->csv_o, e) != 0)
+        return RUN_BAD_INPUT;
+    if (o->val_csv) {
+        if (ds_index_load(&r->val, o->val_csv, &o->csv_o, e) != 0)
+            return RUN_BAD_INPUT;
+        r->have_val = 1;
+        if (map_val_classes(r, e) != 0)
+            return RUN_BAD_INPUT;
+        if (!r->train.names && r->val.nclasses > r->train.nclasses)
+            r->train.nclasses = r->val.nclasses; /* model classes cover both */
+    }
+    int w, h, ch;
+    errbuf pe;
+    if (img_probe(ds_path(&r->train, 0), &w, &h, &ch, &pe) != 0)
+        return errf(e, "%s:%u: %s", r->train.csv_path, r->train.rows[0].line, pe.msg), RUN_BAD_INPUT;
+    r->fixed_h = h;
+    r->fixed_w = w;
+    int channels = o->channels ? o->channels : (ch >= 3 ? 3 : 1);
+    img_params p = o->img;
+    p.channels = channels;
+    p.cold = o->cold && r->c.mode == MODE_LAZY;
+    if (p.hflip < 0)
+        p.hflip = 0.5f;
+    r->ss.train = p;
+    r->ss.eval = p;
+    r->ss.eval.hflip = 0;
+    r->ss.eval.random_crop = 0;
+    r->ss.channels = channels;
+    img_output_size(&p, h, w, &r->ss.out_h, &r->ss.out_w);
+    r->ss.src[0] = &r->train;
+    r->ss.src[1] = &r->val;
+    r->ss.slow_load = o->test_slow_load;
+    r->sample_bytes = (size_t)channels * r->ss.out_h * r->ss.out_w;
+    return RUN_OK;
+}
+
+/* ---------------------------------------------------------------- model choice */
+
+static int setup_model_choice(run_ctx *r, ckpt_info *ck, errbuf *e)
+{
+    const options *o = r->o;
+    if (o->loader_only) {
+        r->model_name = "none";
+        r->batch = r->c.batch ? r->c.batch : 64;
+        return RUN_OK;
+    }
+    if (o->resume) {
+        if (checkpoint_read_info(o->resume, ck, e) != 0)
+            return RUN_BAD_INPUT;
+        if (o->model && strcmp(o->model, ck->model))
+            return errf(e, "%s: the checkpoint is a %s model, not --model %s", o->resume, ck->model,
+                        o->model),
+                   RUN_BAD_INPUT;
+        r->model_name = ck->model;
+    } else if (o->model) {
+        r->model_name = o->model;
+    } else {
+        r->model_name = r->ss.out_h * r->ss.out_w <= 32 * 32 ? "lenet" : "convnet";
+    }
+    if (model_defaults(r->model_name, &r->hp) != 0) {
+        char names[256] = "";
+        for (const char *const *n = model_names(); *n; n++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                     names[0] ? ", " : "", *n);
+        return errf(e, "--model %s: unknown model (known: %s; --model list shows them)",
+                    r->model_name, names),
+               RUN_BAD_INPUT;
+    }
+    if (!isnan(o->lr))
+        r->hp.lr = o->lr;
+    if (!isnan(o->momentum))
+        r->hp.momentum = o->momentum;
+    if (!isnan(o->wd))
+        r->hp.wd = o->wd;
+    if (o->lr_schedule)
+        lr_schedule_parse(o->lr_schedule, &r->hp.schedule);
+    r->batch = r->c.batch ? r->c.batch : 64;
+    if (o->resume && !r->c.batch && ck->state.batch > 0)
+        r->batch = ck->state.batch;
+    return RUN_OK;
+}
+
+/* ---------------------------------------------------------------- loader */
+
+static int setup_cache(run_ctx *r, errbuf *e)
+{
+    if (r->c.mode != MODE_PRELOAD)
+        return RUN_OK;
+    int bh, bw;
+    if (img_base_size(&r->ss.train, r->fixed_h, r->fixed_w, &bh, &bw) != 0)
+        return errf(e, "--mode preload needs every image to have the same size after resizing: "
+                       "use --resize HxW (or a centre --crop)"),
+               RUN_BAD_INPUT;
+    uint64_t key = cache_key(&r->train, &r->ss.train, bh, bw);
+    if (cache_open(&r->cache, r->o->cache, r->train.n, r->ss.channels, bh, bw, key, r->o->mem_limit,
+                   e) != 0)
+        return RUN_BAD_INPUT;
+    r->use_cache = 1;
+    r->ss.cache = r->cache.data;
+    r->ss.base_h = bh;
+    r->ss.base_w = bw;
+    r->ss.base_bytes = r->cache.sample_bytes;
+    return RUN_OK;
+}
+
+static int setup_pool(run_ctx *r, errbuf *e)
+{
+    pool_config pc = {.workers = r->c.workers,
+                      .prefetch = r->c.prefetch,
+                      .batch = (uint32_t)r->batch,
+                      .sample_bytes = r->sample_bytes,
+                      .nsrc = r->have_val ? 2 : 1,
+                      .seed = r->o->seed,
+                      .skip_bad = r->o->csv_o.skip_bad,
+                      .respawn = r->o->respawn,
+                      .timeout = r->o->timeout,
+                      .load = sample_load,
+                      .worker_init = sample_worker_init,
+                      .worker_fini = sample_worker_fini,
+                      .arg = &r->ss};
+    pc.src[0] = &r->train;
+    pc.src[1] = &r->val;
+    r->pl = pool_create(&pc, e);
+    if (!r->pl)
+        return RUN_BAD_INPUT;
+    g_pool = r->pl;
+    return RUN_OK;
+}
+
+/* ---------------------------------------------------------------- device */
+
+static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
+{
+    const options *o = r->o;
+    device_kind want;
+    if (device_parse(o->device, &want, e) != 0)
+        return RUN_BAD_INPUT;
+    if (o->loader_only && want == DEVICE_AUTO)
+        want = DEVICE_CPU;
+    if (device_select(want, &r->dev, e) != 0)
+        return RUN_BAD_INPUT;
+    int cores = cpu_count();
+    r->threads = o->threads ? o->threads : (r->c.workers < cores ? cores - r->c.workers : 1);
+    if (r->dev.kind == DEVICE_CUDA) {
+        r->be = device_create_cuda(&r->dev, e);
+        if (!r->be)
+            return RUN_BAD_INPUT;
+    } else {
+        r->be = backend_cpu_create(r->threads, e);
+        if (!r->be)
+            return RUN_INTERNAL;
+    }
+    r->st = stager_create(r->be, r->pl, r->sample_bytes, r->batch, r->c.pin, r->c.non_blocking,
+                          o->pin_force, note, note_len, e);
+    if (!r->st)
+        return RUN_BAD_INPUT;
+    r->monitor = device_monitor_create(&r->dev);
+    return RUN_OK;
+}
+
+static int setup_model(run_ctx *r, ckpt_info *ck, errbuf *e)
+{
+    const options *o = r->o;
+    if (o->loader_only)
+        return RUN_OK;
+    int nclasses = (int)r->train.nclasses;
+    if (model_create(&r->m, r->model_name, r->ss.channels, r->ss.out_h, r->ss.out_w, nclasses,
+                     r->batch, r->be, e) != 0)
+        return RUN_BAD_INPUT;
+    r->model_made = 1;
+    float mean[MODEL_MAX_CHANNELS], stdv[MODEL_MAX_CHANNELS];
+    for (int c = 0; c < r->ss.channels; c++) {
+        mean[c] = o->nmean ? o->mean[o->nmean == 1 ? 0 : c] : 0.5f;
+        stdv[c] = o->nstd ? o->std[o->nstd == 1 ? 0 : c] : 0.5f;
+    }
+    if ((o->nmean && (o->nmean != 1 && o->nmean != r->ss.channels)) ||
+        (o->nstd && (o->nstd != 1 && o->nstd != r->ss.channels)))
+        return errf(e, "--mean/--std: give 1 or %d values", r->ss.channels), RUN_BAD_INPUT;
+    if (model_set_norm(&r->m, mean, stdv, e) != 0)
+        return RUN_BAD_INPUT;
+    r->class_names = xcalloc((size_t)nclasses, sizeof(char *));
+    for (int c = 0; c < nclasses; c++) {
+        char buf[16];
+        r->class_names[c] = xstrdup(ds_class_name(&r->train, (uint32_t)c, buf, sizeof buf));
+    }
+    if (o->resume) {
+        ckpt_state st;
+        if (checkpoint_load(o->resume, &r->m, (const char *const *)r->class_names, &st, e) != 0)
+            return RUN_BAD_INPUT;
+        r->start_epoch = (int)st.epoch;
+        r->steps = (long)st.step;
+        if (st.seed != o->seed)
+            fprintf(stderr, "train: note: resuming with --seed %llu; the checkpoint was trained with "
+                            "seed %llu, so the data order differs from an uninterrupted run\n",
+                    (unsigned long long)o->seed, (unsigned long long)st.seed);
+        if (r->start_epoch >= o->epochs)
+            return errf(e, "%s: already trained %d epochs; ask for more with --epochs", o->resume,
+                        r->start_epoch),
+                   RUN_BAD_INPUT;
+    } else {
+        model_init_params(&r->m, o->seed);
+    }
+    (void)ck;
+    return RUN_OK;
+}
+
+/* ---------------------------------------------------------------- jobs */
+
+static int add_job(run_ctx *r, const pool_job *j, int epoch)
+{
+    int id = pool_post(r->pl, j);
+    r->jobs = xrealloc(r->jobs, sizeof *r->jobs * (size_t)(id + 1));
+    r->acc = xrealloc(r->acc, sizeof *r->acc * (size_t)(id + 1));
+    memset(&r->acc[id], 0, sizeof r->acc[id]);
+    r->jobs[id].kind = j->kind;
+    r->jobs[id].epoch = epoch;
+    r->jobs[id].val_job = -1;
+    r->njobs = id + 1;
+    return id;
+}
+
+static void post_jobs(run_ctx *r)
+{
+    const options *o = r->o;
+    r->build_job = -1;
+    if (r->use_cache && !r->cache.ready) {
+        pool_job b = {.src = 0, .kind = POOL_JOB_BUILD, .batch = (uint32_t)r->batch};
+        r->build_job = add_job(r, &b, -1);
+    }
+    for (int ep = r->start_epoch; ep < o->epochs; ep++) {
+        pool_job t = {.src = 0,
+                      .kind = o->diag_phase == DIAG_READ_ONLY ? POOL_JOB_READ_ONLY : POOL_JOB_TRAIN,
+                      .epoch = (uint32_t)ep,
+                      .batch = (uint32_t)r->batch,
+                      .shuffle = o->shuffle,
+                      .drop_last = o->drop_last,
+                      .max_batches = (uint32_t)o->max_batches,
+                      .after_previous = ep == r->start_epoch && r->build_job >= 0};
+        int tid = add_job(r, &t, ep);
+        if (r->have_val && !o->loader_only) {
+            pool_job v = {.src = 1, .kind = POOL_JOB_EVAL, .epoch = (uint32_t)ep,
+                          .batch = (uint32_t)r->batch};
+            int vid = add_job(r, &v, ep); /* add_job moves r->jobs */
+            r->jobs[tid].val_job = vid;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- report */
+
+static void emit_epoch(run_ctx *r, int tid)
+{
+    const options *o = r->o;
+    job_acc *a = &r->acc[tid];
+    job_info *ji = &r->jobs[tid];
+    epoch_rec er;
+    memset(&er, 0, sizeof er);
+    er.cfg.device = r->dev.kind == DEVICE_CUDA ? "cuda" : "cpu";
+    er.cfg.model = r->model_name;
+    er.cfg.mode = r->c.mode == MODE_PRELOAD ? "preload" : "lazy";
+    er.cfg.workers = r->c.workers;
+    er.cfg.prefetch = r->c.prefetch;
+    er.cfg.pin = r->c.pin;
+    er.cfg.non_blocking = r->c.non_blocking;
+    er.cfg.batch = r->batch;
+    er.epoch = ji->epoch + 1;
+    er.warmup = ji->epoch - r->start_epoch < o->warmup_epochs;
+    er.images = a->images;
+    er.epoch_s = a->t1 - a->t0;
+    double t = er.epoch_s > 0 ? er.epoch_s : 1e-9;
+    er.images_per_s = (double)a->images / t;
+    er.data_wait_pct = 100 * a->wait / t;
+    er.copy_pct = 100 * a->copy / t;
+    er.compute_pct = o->loader_only ? NAN : 100 * a->compute / t;
+    er.gpu_util_avg = er.gpu_util_max = NAN;
+    if (r->monitor) {
+        device_util u;
+        device_monitor_stop(r->monitor, &u);
+        if (u.available) {
+            er.gpu_util_avg = u.util_avg;
+            er.gpu_util_max = u.util_max;
+        } else if (!r->said_util_na) {
+            char buf[200];
+            fprintf(stderr, "train: %s\n", device_util_format(&u, buf, sizeof buf));
+            r->said_util_na = 1;
+        }
+    }
+    er.loss = a->st.n ? a->st.loss_sum / (double)a->st.n : NAN;
+    er.train_acc = a->st.n ? (double)a->st.correct / (double)a->st.n : NAN;
+    er.val_loss = er.val_acc = NAN;
+    if (ji->val_job >= 0) {
+        job_acc *v = &r->acc[ji->val_job];
+        if (v->st.n) {
+            er.val_loss = v->st.loss_sum / (double)v->st.n;
+            er.val_acc = (double)v->st.correct / (double)v->st.n;
+        }
+    }
+    if (o->loader_only)
+        er.loss = er.train_acc = NAN;
+    int pids[POOL_MAX_WORKERS + 1];
+    int np = pool_pids(r->pl, pids, POOL_MAX_WORKERS + 1);
+    mem_usage mu;
+    mem_usage_read(pids, np, &mu);
+    er.rss_mb = mu.rss_mb;
+    er.pss_mb = mu.pss_mb;
+    er.procs = mu.nprocs;
+    er.pinned_mb = (double)stager_pinned_bytes(r->st) / (1024.0 * 1024.0);
+    er.skipped = a->skipped;
+    er.cache = r->c.mode == MODE_PRELOAD ? "preload" : r->ss.train.cold ? "cold" : "warm";
+    er.lr = lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, 0, 1);
+    report_progress_end(r->progress);
+    if (r->nrecs == 0)
+        report_header(stdout);
+    report_epoch_line(stdout, &er);
+    if (r->json)
+        report_epoch_json(r->json, &er, &r->mi);
+    r->recs = xrealloc(r->recs, sizeof *r->recs * (size_t)(r->nrecs + 1));
+    r->recs[r->nrecs++] = er;
+}
+
+static int save_checkpoint(run_ctx *r, int epoch, errbuf *e)
+{
+    if (!r->o->save || r->o->loader_only)
+        return RUN_OK;
+    ckpt_state st = {.epoch = epoch + 1,
+                     .step = r->steps,
+                     .seed = r->o->seed,
+                     .epochs = r->o->epochs,
+                     .batch = r->batch,
+                     .schedule = (int32_t)r->hp.schedule,
+                     .lr = r->hp.lr,
+                     .momentum = r->hp.momentum,
+                     .wd = r->hp.wd};
+    if (checkpoint_save(r->o->save, &r->m, (const char *const *)r->class_names, &st, e) != 0)
+        return RUN_INTERNAL;
+    return RUN_OK;
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+static void burn(double secs)
+{
+    double end = now_sec() + secs;
+    volatile uint64_t x = 0;
+    while (now_sec() < end)
+        for (int i = 0; i < 1000; i++)
+            x += (uint64_t)i;
+}
+
+/* Next batch from the loader, handed to the device. 1 = got one, 0 = end,
+ * -status on failure. */
+static int fetch(run_ctx *r, pool_batch *b, const uint8_t **dev, errbuf *e)
+{
+    stager_make_room(r->st);
+    double t0 = now_sec();
+    int rc = pool_next(r->pl, b, e);
+    if (rc == POOL_END)
+        return 0;
+    if (rc != POOL_OK)
+        return -rc;
+    job_acc *a = &r->acc[b->job];
+    if (!a->started) {
+        a->started = 1;
+        a->t0 = t0;
+        if (r->monitor && r->jobs[b->job].kind != POOL_JOB_EVAL)
+            device_monitor_start(r->monitor);
+    }
+    a->wait += b->wait_s;
+    a->skipped += b->skipped;
+    *dev = NULL;
+    if (r->jobs[b->job].kind != POOL_JOB_BUILD) {
+        *dev = stager_push(r->st, b);
+        a->copy += stager_take_copy_s(r->st);
+    }
+    return 1;
+}
+
+/* Returns RUN_OK or a failure status. */
+static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *e)
+{
+    const options *o = r->o;
+    job_info *ji = &r->jobs[b->job];
+    job_acc *a = &r->acc[b->job];
+    uint32_t nb = pool_job_batches(r->pl, b->job);
+    if (ji->kind == POOL_JOB_BUILD) {
+        pool_release(r->pl, b);
+        a->images += b->count;
+        report_progress(r->progress, "preload", b->index + 1, nb, now_sec() - a->t0, a->images);
+        if (b->index + 1 == nb) {
+            r->build_s = now_sec() - a->t0;
+            report_progress_end(r->progress);
+            errbuf ce;
+            if (cache_commit(&r->cache, &ce) != 0)
+                fprintf(stderr, "train: warning: %s (the cache stays in memory for this run)\n",
+                        ce.msg);
+            char sz[32];
+            printf("preload: decoded %llu samples (%s) in %.2f s with %d worker%s%s%s\n",
+                   (unsigned long long)a->images,
+                   fmt_bytes(sz, sizeof sz, (uint64_t)r->train.n * r->cache.sample_bytes),
+                   r->build_s, r->c.workers, r->c.workers == 1 ? "" : "s",
+                   o->cache ? "; saved to " : "", o->cache ? o->cache : "");
+        }
+        return RUN_OK;
+    }
+    double t0 = now_sec();
+    int bad = 0;
+    step_stats st = {0};
+    if (!o->loader_only) {
+        if (r->be->ops->busy_begin)
+            r->be->ops->busy_begin(r->be);
+        if (ji->kind != POOL_JOB_EVAL) {
+            double lr = lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, (long)b->index, (long)nb);
+            bad = model_train_step(&r->m, dev, b->labels, (int)b->count, (float)lr,
+                                   (float)r->hp.momentum, (float)r->hp.wd, &st);
+            r->steps++;
+            if (bad) {
+                char msg[160];
+                model_nonfinite_msg(msg, sizeof msg, ji->epoch + 1, (long)b->index,
+                                    st.n ? st.loss_sum / (double)st.n : NAN, lr);
+                stager_done(r->st, b);
+                report_progress_end(r->progress);
+                return errf(e, "%s; stopping (lower --lr?)", msg), RUN_NONFINITE;
+            }
+        } else {
+            model_eval_step(&r->m, dev, b->labels, (int)b->count, &st);
+        }
+        if (r->be->ops->busy_end)
+            r->be->ops->busy_end(r->be);
+        if (o->test_slow_step > 0)
+            burn(o->test_slow_step);
+        step_stats_add(&a->st, &st);
+    }
+    stager_done(r->st, b);
+    a->compute += now_sec() - t0;
+    a->images += b->count;
+    if (ji->kind != POOL_JOB_EVAL) {
+        char what[32];
+        snprintf(what, sizeof what, "epoch %d", ji->epoch + 1);
+        report_progress(r->progress, what, b->index + 1, nb, now_sec() - a->t0, a->images);
+    }
+    if (b->index + 1 < nb)
+        return RUN_OK;
+    a->t1 = now_sec();
+    if (ji->kind != POOL_JOB_EVAL && r->be->ops->busy_take)
+        a->busy = r->be->ops->busy_take(r->be);
+    /* an epoch is reported once its validation pass (if any) is done */
+    int tid = ji->kind != POOL_JOB_EVAL ? b->job : -1;
+    if (ji->kind == POOL_JOB_EVAL)
+        for (int j = 0; j < r->njobs; j++)
+            if (r->jobs[j].val_job == b->job)
+                tid = j;
+    if (tid >= 0 && (ji->kind == POOL_JOB_EVAL || r->jobs[tid].val_job < 0)) {
+        emit_epoch(r, tid);
+        int rc = save_checkpoint(r, r->jobs[tid].epoch, e);
+        if (rc != RUN_OK)
+            return rc;
+    }
+    return RUN_OK;
+}
+
+static int train_loop(run_ctx *r, errbuf *e)
+{
+    pool_batch cur, nxt;
+    const uint8_t *cur_dev, *nxt_dev = NULL;
+    int have = fetch(r, &nxt, &nxt_dev, e);
+    int look = stager_lookahead(r->st);
+    while (have > 0) {
+        cur = nxt;
+        cur_dev = nxt_dev;
+        if (look)
+            have = fetch(r, &nxt, &nxt_dev, e);
+        int rc = process(r, &cur, cur_dev, e);
+        if (rc != RUN_OK)
+            return rc;
+        if (have < 0)
+            break;
+        if (!look)
+            have = fetch(r, &nxt, &nxt_dev, e);
+    }
+    if (have < 0) {
+        report_progress_end(r->progress);
+        int st = -have;
+        return st == POOL_INTERRUPTED ? POOL_INTERRUPTED : st;
+    }
+    return RUN_OK;
+}
+
+/* DIAG_REFEED: train on a few batches kept in device memory, with no
+ * loader in the loop at all (E4's "drop the disk reads" experiment): the
+ * rate the model alone can consume. */
+static int refeed_loop(run_ctx *r, errbuf *e)
+{
+    enum { K = 4 };
+    uint8_t *dev[K];
+    int32_t *labels[K];
+    uint32_t count[K];
+    int k = 0, tid = -1, rc = RUN_OK;
+    backend *be = r->be;
+    while (k < K) {
+        pool_batch b;
+        int st = pool_next(r->pl, &b, e);
+        if (st == POOL_END)
+            break;
+        if (st != POOL_OK)
+            return st;
+        if (r->jobs[b.job].kind == POOL_JOB_TRAIN && (tid < 0 || b.job == tid)) {
+            tid = b.job;
+            dev[k] = be->ops->alloc(be, (size_t)b.count * r->sample_bytes);
+            be->ops->upload(be, dev[k], b.data, (size_t)b.count * r->sample_bytes);
+            labels[k] = xmalloc(sizeof(int32_t) * b.count);
+            memcpy(labels[k], b.labels, sizeof(int32_t) * b.count);
+            count[k++] = b.count;
+        }
+        pool_release(r->pl, &b);
+        if (tid >= 0 && b.index + 1 == pool_job_batches(r->pl, tid))
+            break;
+    }
+    if (k == 0 || r->o->loader_only)
+        return errf(e, "internal: nothing to re-feed"), RUN_INTERNAL;
+    long steps = r->o->max_batches ? r->o->max_batches : (long)pool_job_batches(r->pl, tid);
+    job_acc *a = &r->acc[tid];
+    a->t0 = now_sec();
+    for (long i = 0; i < steps && rc == RUN_OK; i++) {
+        step_stats st = {0};
+        int j = (int)(i % k);
+        double t0 = now_sec();
+        if (model_train_step(&r->m, dev[j], labels[j], (int)count[j], (float)r->hp.lr,
+                             (float)r->hp.momentum, (float)r->hp.wd, &st))
+        {
+            errf(e, "re-fed batches: the loss became NaN or infinite");
+            rc = RUN_NONFINITE;
+        }
+        if (r->o->test_slow_step > 0)
+            burn(r->o->test_slow_step);
+        a->compute += now_sec() - t0;
+        step_stats_add(&a->st, &st);
+        a->images += count[j];
+        if (run_signal_received())
+            rc = POOL_INTERRUPTED;
+    }
+    a->t1 = now_sec();
+    for (int j = 0; j < k; j++) {
+        be->ops->free(be, dev[j]);
+        free(labels[j]);
+    }
+    if (rc == RUN_OK)
+        emit_epoch(r, tid);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- the run */
+
+static void print_first_line(run_ctx *r)
+{
+    const options *o = r->o;
+    printf("%s\n", r->dev.line);
+    if (o->loader_only) {
+        printf("loader only (no model): %s, %u samples of %dx%dx%d, batch %d, workers %d, prefetch %d, "
+               "mode %s\n",
+               o->csv, r->train.n, r->ss.channels, r->ss.out_h, r->ss.out_w, r->batch, r->c.workers,
+               r->c.prefetch, r->c.mode == MODE_PRELOAD ? "preload" : "lazy");
+    } else {
+        printf("model %s: %zu parameters, %.1f MFLOP/sample forward; input %dx%dx%d, %u classes; "
+               "%s threads %d; lr %g momentum %g wd %g schedule %s\n",
+               r->model_name, r->m.nparams_used, r->m.flops / 1e6, r->ss.channels, r->ss.out_h,
+               r->ss.out_w, r->train.nclasses, r->dev.kind == DEVICE_CUDA ? "host" : "compute",
+               r->threads, r->hp.lr, r->hp.momentum, r->hp.wd, lr_schedule_name(r->hp.schedule));
+        printf("data %s: %u samples%s; batch %d, workers %d, prefetch %d, mode %s, seed %llu\n", o->csv,
+               r->train.n, r->have_val ? " (+ validation)" : "", r->batch, r->c.workers,
+               r->c.prefetch, r->c.mode == MODE_PRELOAD ? "preload" : "lazy",
+               (unsigned long long)o->seed);
+    }
+    ds_index_print_classes(&r->train, stdout);
+    if (r->use_cache && r->o->cache)
+        printf("preload: %s\n", r->cache.note);
+    fflush(stdout);
+}
+
+static void cleanup(run_ctx *r)
+{
+    stager_free(r->st);
+    device_monitor_free(r->monitor);
+    if (r->model_made)
+        model_free(&r->m);
+    g_pool = NULL;
+    pool_destroy(r->pl); /* stops and reaps every loader process */
+    if (r->be)
+        r->be->ops->destroy(r->be);
+    if (r->use_cache)
+        cache_close(&r->cache);
+    if (r->class_names)
+        for (uint32_t c = 0; c < r->train.nclasses; c++)
+            free(r->class_names[c]);
+    free(r->class_names);
+    free(r->jobs);
+    free(r->acc);
+    free(r->recs);
+    ds_index_free(&r->train);
+    ds_index_free(&r->val);
+    if (r->json)
+        fclose(r->json);
+}
+
+int run_one(const options *o, const run_choice *c)
+{
+    run_ctx r;
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    r.c = *c;
+    r.progress = o->progress < 0 ? isatty(2) : o->progress;
+    machine_info_read(&r.mi);
+    errbuf e = {{0}};
+    ckpt_info ck;
+    memset(&ck, 0, sizeof ck);
+    char note[600] = "";
+    int rc = setup_data(&r, &e);
+    if (rc == RUN_OK)
+        rc = setup_model_choice(&r, &ck, &e);
+    if (rc == RUN_OK)
+        rc = setup_cache(&r, &e);
+    if (rc == RUN_OK && o->json) {
+        r.json = fopen(o->json, o->sweep_child ? "a" : "w");
+        if (!r.json) {
+            errf(&e, "%s: cannot open for writing: %s", o->json, strerror(errno));
+            rc = RUN_BAD_INPUT;
+        }
+    }
+    if (rc == RUN_OK)
+        rc = setup_pool(&r, &e); /* forks: nothing threaded before this */
+    if (rc == RUN_OK)
+        rc = setup_device(&r, note, sizeof note, &e);
+    if (rc == RUN_OK)
+        rc = setup_model(&r, &ck, &e);
+    if (r.dev.kind == DEVICE_CUDA)
+        snprintf(r.mi.gpu, sizeof r.mi.gpu, "%.120s", r.dev.line);
+    if (rc == RUN_OK) {
+        print_first_line(&r);
+        if (note[0])
+            fprintf(stderr, "train: %s\n", note);
+        post_jobs(&r);
+        rc = o->diag_phase == DIAG_REFEED ? refeed_loop(&r, &e) : train_loop(&r, &e);
+    }
+    if (rc != RUN_OK) {
+        if (rc == POOL_INTERRUPTED || g_signal) {
+            int sig = g_signal ? g_signal : SIGINT;
+            fprintf(stderr, "train: interrupted by %s; loader stopped\n", strsignal(sig));
+            rc = 128 + sig;
+        } else {
+            fprintf(stderr, "%s%s\n", strncmp(e.msg, "train:", 6) ? "train: " : "", e.msg);
+        }
+    }
+    summary_rec s;
+    report_summarise(r.recs, r.nrecs, r.use_cache ? r.build_s : NAN, &s);
+    s.status = rc;
+    if (r.nrecs == 0) {
+        s.cfg.device = r.dev.kind == DEVICE_CUDA ? "cuda" : "cpu";
+        s.cfg.model = r.model_name ? r.model_name : "?";
+        s.cfg.mode = c->mode == MODE_PRELOAD ? "preload" : "lazy";
+        s.cfg.workers = c->workers;
+        s.cfg.prefetch = c->prefetch;
+        s.cfg.pin = c->pin;
+        s.cfg.non_blocking = c->non_blocking;
+        s.cfg.batch = r.batch;
+    }
+    if (r.json && r.nrecs > 0)
+        report_summary_json(r.json, &s, &r.mi);
+    if (o->summary_out) {
+        FILE *f = fopen(o->summary_out, "w");
+        if (f) {
+            report_summary_json(f, &s, &r.mi);
+            fclose(f);
+        }
+    }
+    if (o->resume)
+        ckpt_info_free(&ck);
+    cleanup(&r);
+    return rc;
+}

@@ -1,0 +1,35 @@
+/* run.h — one configuration of train, start to finish: data, loader,
+ * device, model, epochs, report. Sweeps (sweep.h) run this in a fresh
+ * process per configuration; diagnosis (diagnose.h) runs parts of it. */
+#ifndef TRAIN_RUN_H
+#define TRAIN_RUN_H
+
+#include "options.h"
+#include "report.h"
+
+/* The single values a run uses of the options a sweep varies. */
+typedef struct run_choice {
+    int workers, prefetch, batch, mode, pin, non_blocking;
+} run_choice;
+
+/* Exit statuses (also pool_status): */
+enum run_status {
+    RUN_OK = 0,
+    RUN_INTERNAL = 1,
+    RUN_BAD_INPUT = 2,
+    RUN_WORKER_LOST = 3,
+    RUN_NONFINITE = 4,
+};
+
+/* The choice from o's first list values. */
+void run_choice_first(const options *o, run_choice *c);
+
+/* Runs one configuration; prints the epoch lines; returns the exit status. */
+int run_one(const options *o, const run_choice *c);
+
+/* Installs SIGINT/SIGTERM handlers that stop the loader; returns the
+ * signal received so far (0 if none). */
+void run_install_signals(void);
+int run_signal_received(void);
+
+#endif
