@@ -54,8 +54,8 @@ int sample_load(void *wctx, int src, uint32_t index, pool_job_kind kind, rng *r,
     const sample_setup *s = c->s;
     const char *path = ds_path(s->src[src], index);
     const img_params *p = kind == POOL_JOB_TRAIN ? &s->train : &s->eval;
-    if (s->slow_load > 0)
-        burn(s->slow_load);
+    if (s->slow_load > 0 && kind != POOL_JOB_READ_ONLY)
+        burn(s->slow_load); /* a slow decoder, not slow storage */
     switch (kind) {
     case POOL_JOB_READ_ONLY: {
         long n = img_read_only(c->img, path, p, e);

@@ -1,0 +1,129 @@
+/* test_diagnose.c — the bottleneck verdict (pure) and --diagnose /
+ * --workers auto end to end with an artificially heavy model or slow
+ * loader (the --test-slow-* hooks burn CPU per step or per sample). */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../app/diagnose.h"
+#include "../common/util.h"
+#include "helpers.h"
+
+Test(verdict, compute_bound_when_the_pipeline_runs_at_model_speed)
+{
+    diag_rates r = {.full = 950, .loader = 5000, .read_only = 40000, .model = 1000, .workers = 2,
+                    .cores = 2};
+    char t[512];
+    cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_COMPUTE_BOUND);
+    cr_assert(strstr(t, "compute-bound: the model consumes 1000 img/s and the loader delivers 5000"),
+              "%s", t);
+}
+
+Test(verdict, decode_bound_names_the_decode_share_and_workers)
+{
+    diag_rates r = {.full = 1100, .loader = 1150, .read_only = 6050, .model = 8900, .workers = 2,
+                    .cores = 16};
+    char t[512];
+    cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_DECODE_BOUND);
+    cr_assert(strstr(t, "data-bound: the loader delivers 1150 img/s, the model consumes 8900 img/s; "
+                        "decode is 81% of loader time -> try --workers 16 or --mode preload"),
+              "%s", t);
+    r.cores = 4;
+    diagnose_verdict(&r, t, sizeof t);
+    cr_assert(strstr(t, "--workers 16 would be needed but there are 4 cores: use --mode preload"),
+              "%s", t);
+}
+
+Test(verdict, storage_bound_when_reading_alone_is_as_slow)
+{
+    diag_rates r = {.full = 300, .loader = 320, .read_only = 350, .model = 9000, .workers = 4,
+                    .cores = 8};
+    char t[512];
+    cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_STORAGE_BOUND);
+    cr_assert(strstr(t, "storage-bound"), "%s", t);
+}
+
+Test(verdict, unknown_when_a_phase_failed)
+{
+    diag_rates r = {.full = NAN, .loader = 320, .read_only = 350, .model = 9000};
+    char t[512];
+    cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_UNKNOWN);
+}
+
+static char *dir, *csv;
+
+static void setup(void)
+{
+    dir = tmpdir_make();
+    char *bin = path_join(tools_dir(), "fashion_mnist"), *out = path_join(dir, "fm");
+    char *argv[] = {bin, "--out", out, "--limit", "256", NULL};
+    run_result r;
+    run_argv(argv, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    csv = path_join(out, "train.csv");
+    free(bin);
+    free(out);
+}
+
+static void teardown(void)
+{
+    free(csv);
+    tmpdir_remove(dir);
+}
+
+TestSuite(diagnose, .init = setup, .fini = teardown);
+
+static void run(run_result *r, char *const extra[])
+{
+    char *argv[32];
+    int n = 0;
+    argv[n++] = (char *)train_bin();
+    for (int i = 0; extra[i]; i++)
+        argv[n++] = extra[i];
+    argv[n++] = csv;
+    argv[n] = NULL;
+    run_argv(argv, NULL, 200, r);
+}
+
+Test(diagnose, heavy_model_is_compute_bound)
+{
+    run_result r;
+    char *a[] = {"--diagnose", "--max-batches", "6", "--batch", "16", "--workers", "1",
+                 "--test-slow-step", "0.05", NULL};
+    run(&r, a);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_assert(strstr(r.out, "(a) full pipeline") && strstr(r.out, "(d) model only"), "%s", r.out);
+    cr_assert(strstr(r.out, "verdict: compute-bound"), "%s", r.out);
+    run_free(&r);
+}
+
+Test(diagnose, slow_loader_is_data_bound)
+{
+    run_result r;
+    char *a[] = {"--diagnose", "--max-batches", "6", "--batch", "16", "--workers", "1",
+                 "--test-slow-load", "0.004", NULL};
+    run(&r, a);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_assert(strstr(r.out, "verdict: data-bound: the loader delivers"), "%s", r.out);
+    cr_assert(strstr(r.out, "decode is "), "%s", r.out);
+    run_free(&r);
+}
+
+Test(diagnose, workers_auto_picks_a_count_within_bounds)
+{
+    run_result r;
+    char *a[] = {"--workers", "auto", "--batch", "16", "--loader-only", NULL};
+    run(&r, a);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    char *p = strstr(r.out, "workers auto: chose ");
+    cr_assert_not_null(p, "%s", r.out);
+    int w = atoi(p + strlen("workers auto: chose "));
+    cr_assert(w >= 1 && w <= cpu_count(), "chose %d", w);
+    cr_assert(strstr(r.out, "1 worker "), "probes 1 worker: %s", r.out);
+    cr_assert(strstr(r.out, "loader only (no model)"), "then runs with it: %s", r.out);
+    run_free(&r);
+}
