@@ -472,6 +472,23 @@ Test(train, sweep_runs_each_configuration_and_summarises)
     cr_assert_eq(summaries, 2);
     free(text);
     run_free(&r);
+
+    /* and tools/plot turns it into charts */
+    char *plot = path_join(source_root(), "tools/plot");
+    char *argv[] = {plot, j, "--out", dir, NULL};
+    run_argv(argv, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    const char *pngs[] = {"epoch_time.png", "utilisation.png"};
+    for (int i = 0; i < 2; i++) {
+        char *p = path_join(dir, pngs[i]);
+        size_t len;
+        char *png = read_whole_file(p, &len, NULL);
+        cr_assert(png && len > 1000 && memcmp(png, "\x89PNG", 4) == 0, "%s is not a PNG", p);
+        free(png);
+        free(p);
+    }
+    free(plot);
     free(j);
 }
 
