@@ -296,7 +296,12 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
     if (device_select(want, &r->dev, e) != 0)
         return RUN_BAD_INPUT;
     int cores = cpu_count();
-    r->threads = o->threads ? o->threads : (r->c.workers < cores ? cores - r->c.workers : 1);
+    /* compute threads default to the cores the workers leave free; preload
+     * workers only flip and copy, so then compute may take every core */
+    r->threads = o->threads                     ? o->threads
+                 : r->c.mode == MODE_PRELOAD    ? cores
+                 : r->c.workers < cores         ? cores - r->c.workers
+                                                : 1;
     if (r->dev.kind == DEVICE_CUDA) {
         r->be = device_create_cuda(&r->dev, e);
         if (!r->be)
