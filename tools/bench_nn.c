@@ -3,6 +3,7 @@
  *   bench_nn [--model lenet] [--threads 1,2] [--runs 3] [--epochs 1]
  *            [--batch 64] [--limit N] [--lr X --momentum X --wd X
  *            --schedule const|step|cosine] [--seed S] [--eval] [--ops] [--src DIR]
+ *            [--synthetic CxHxW]
  *
  * Reads Fashion-MNIST from Debian's IDX files into memory, then trains
  * `--model` (default lenet, with its default hyper-parameters) for
@@ -12,7 +13,9 @@
  * epoch, the median, images/s, and a hash of the final parameters: the
  * hashes must agree across thread counts (the CPU backend's determinism).
  * --eval also reports test-set loss and accuracy after each epoch of the
- * first run. --ops times every backend operation (through a wrapper ops
+ * first run. --synthetic CxHxW trains on --limit (default 10000) random
+ * images of that shape instead (speed only: e.g. convnet on 3x64x64).
+ * --ops times every backend operation (through a wrapper ops
  * table, per layer shape) and prints where a step's time goes.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -221,10 +224,33 @@ static void ops_report(int threads, long steps, double step_secs)
 }
 
 typedef struct set {
-    int n;
-    uint8_t *x; /* n x 28 x 28 */
+    int n, C, H, W;
+    uint8_t *x; /* n x C x H x W */
     int32_t *y;
 } set;
+
+static size_t set_px(const set *s)
+{
+    return (size_t)s->C * s->H * s->W;
+}
+
+/* --synthetic CxHxW: n random images and labels (speed only) */
+static int synthetic(const char *shape, long n, set *s)
+{
+    if (sscanf(shape, "%dx%dx%d", &s->C, &s->H, &s->W) != 3 || s->C < 1 || s->H < 1 || s->W < 1) {
+        fprintf(stderr, "bench_nn: --synthetic %s: expected CxHxW, e.g. 3x64x64\n", shape);
+        return -1;
+    }
+    s->n = n > 0 ? (int)n : 10000;
+    s->x = xmalloc((size_t)s->n * set_px(s));
+    s->y = xmalloc((size_t)s->n * sizeof(int32_t));
+    rng r = rng_keyed(1, RNG_TOOL, 0, 0);
+    for (size_t i = 0; i < (size_t)s->n * set_px(s); i++)
+        s->x[i] = (uint8_t)rng_below(&r, 256);
+    for (int i = 0; i < s->n; i++)
+        s->y[i] = (int32_t)rng_below(&r, 10);
+    return 0;
+}
 
 static int load(const char *src, const char *prefix, long limit, set *s)
 {
@@ -241,6 +267,8 @@ static int load(const char *src, const char *prefix, long limit, set *s)
         return -1;
     }
     s->n = limit > 0 && limit < (long)im.n ? (int)limit : (int)im.n;
+    s->C = 1;
+    s->H = s->W = 28;
     s->x = im.data;
     s->y = xmalloc((size_t)s->n * sizeof(int32_t));
     for (int i = 0; i < s->n; i++)
@@ -260,7 +288,7 @@ static void evaluate(model *m, const set *t, int batch, uint8_t *xb, int32_t *yb
     step_stats tot = {0};
     for (int i = 0; i < t->n; i += batch) {
         int B = t->n - i < batch ? t->n - i : batch;
-        memcpy(xb, t->x + (size_t)i * 784, (size_t)B * 784);
+        memcpy(xb, t->x + (size_t)i * set_px(t), (size_t)B * set_px(t));
         memcpy(yb, t->y + i, (size_t)B * sizeof(int32_t));
         step_stats st;
         model_eval_step(m, xb, yb, B, &st);
@@ -278,7 +306,7 @@ int main(int argc, char **argv)
     uint64_t seed = 1;
     model_hparams hp;
     double lr = -1, mom = -1, wd = -1;
-    const char *sched = NULL;
+    const char *sched = NULL, *synth = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--eval")) {
@@ -318,6 +346,8 @@ int main(int argc, char **argv)
             wd = atof(v);
         else if (!strcmp(a, "--schedule"))
             sched = v;
+        else if (!strcmp(a, "--synthetic"))
+            synth = v;
         else {
             fprintf(stderr, "bench_nn: unknown option %s\n", a);
             return 2;
@@ -341,15 +371,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_nn: --runs, --epochs and --batch must be positive\n");
         return 2;
     }
-    set tr, te = {0};
-    if (load(src, "train", limit, &tr) != 0 || (do_eval && load(src, "t10k", 0, &te) != 0))
+    set tr = {0}, te = {0};
+    if (synth ? synthetic(synth, limit, &tr) != 0
+              : load(src, "train", limit, &tr) != 0 || (do_eval && load(src, "t10k", 0, &te) != 0))
         return 1;
-    printf("bench_nn: %s on Fashion-MNIST, %d training images, batch %d, %d epoch(s), lr %g momentum %g wd %g "
+    if (synth)
+        do_eval = 0;
+    size_t px = set_px(&tr);
+    printf("bench_nn: %s on %s, %d training images, batch %d, %d epoch(s), lr %g momentum %g wd %g "
            "%s, seed %llu\n",
-           model_name, tr.n, batch, epochs, hp.lr, hp.momentum, hp.wd, lr_schedule_name(hp.schedule),
+           model_name, synth ? "random images" : "Fashion-MNIST", tr.n, batch, epochs, hp.lr, hp.momentum, hp.wd, lr_schedule_name(hp.schedule),
            (unsigned long long)seed);
 
-    uint8_t *xb = xmalloc((size_t)batch * 784);
+    uint8_t *xb = xmalloc((size_t)batch * px);
     int32_t *yb = xmalloc((size_t)batch * sizeof(int32_t));
     int *perm = xmalloc((size_t)tr.n * sizeof(int));
     long steps = (tr.n + batch - 1) / batch;
@@ -372,7 +406,7 @@ int main(int argc, char **argv)
         double last_loss = 0, total_compute = 0;
         for (int r = 0; r < runs; r++) {
             model m;
-            if (model_create(&m, model_name, 1, 28, 28, 10, batch, be, &e) != 0) {
+            if (model_create(&m, model_name, tr.C, tr.H, tr.W, 10, batch, be, &e) != 0) {
                 fprintf(stderr, "bench_nn: %s\n", e.msg);
                 return 2;
             }
@@ -392,7 +426,7 @@ int main(int argc, char **argv)
                 for (long s = 0; s < steps; s++, step++) {
                     int b0 = (int)(s * batch), B = tr.n - b0 < batch ? tr.n - b0 : batch;
                     for (int b = 0; b < B; b++) {
-                        memcpy(xb + (size_t)b * 784, tr.x + (size_t)perm[b0 + b] * 784, 784);
+                        memcpy(xb + (size_t)b * px, tr.x + (size_t)perm[b0 + b] * px, px);
                         yb[b] = tr.y[perm[b0 + b]];
                     }
                     float cur = (float)lr_at(hp.schedule, hp.lr, ep, epochs, s, steps);
