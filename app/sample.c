@@ -37,16 +37,6 @@ void sample_worker_fini(void *wctx)
     free(c);
 }
 
-static void burn(double secs)
-{
-    /* test hook: a slow loader that really uses its core, not a sleep */
-    double end = now_sec() + secs;
-    volatile uint64_t x = 0;
-    while (now_sec() < end)
-        for (int i = 0; i < 1000; i++)
-            x += (uint64_t)i;
-}
-
 int sample_load(void *wctx, int src, uint32_t index, pool_job_kind kind, rng *r, uint8_t *out,
                 errbuf *e)
 {
@@ -55,7 +45,7 @@ int sample_load(void *wctx, int src, uint32_t index, pool_job_kind kind, rng *r,
     const char *path = ds_path(s->src[src], index);
     const img_params *p = kind == POOL_JOB_TRAIN ? &s->train : &s->eval;
     if (s->slow_load > 0 && kind != POOL_JOB_READ_ONLY)
-        burn(s->slow_load); /* a slow decoder, not slow storage */
+        cpu_burn(s->slow_load); /* a slow decoder, not slow storage */
     switch (kind) {
     case POOL_JOB_READ_ONLY: {
         long n = img_read_only(c->img, path, p, e);

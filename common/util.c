@@ -276,6 +276,15 @@ uint64_t hash64(const void *data, size_t len, uint64_t seed)
     return mix64(h);
 }
 
+void cpu_burn(double secs)
+{
+    double end = now_sec() + secs;
+    volatile uint64_t x = 0;
+    while (now_sec() < end)
+        for (int i = 0; i < 1000; i++)
+            x += (uint64_t)i;
+}
+
 int cpu_count(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);

@@ -71,6 +71,10 @@ void atomic_file_abort(atomic_file *af);             /* unlink temp */
  * by passing the previous result as the seed. */
 uint64_t hash64(const void *data, size_t len, uint64_t seed);
 
+/* Keep one core busy for `secs` seconds (the tests' slow-loader and
+ * heavy-model hooks: real CPU work, not a sleep). */
+void cpu_burn(double secs);
+
 /* Number of online CPUs (at least 1). */
 int cpu_count(void);
 

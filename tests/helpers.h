@@ -41,4 +41,8 @@ int count_lines(const char *s);
 /* Number of children of `pid` (from /proc/PID/task/ * /children). */
 int count_children(int pid);
 
+/* The process exists and is not a zombie (an orphaned zombie waits for
+ * init to reap it, so kill(pid, 0) would still succeed). */
+int process_alive(int pid);
+
 #endif

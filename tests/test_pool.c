@@ -144,21 +144,6 @@ static uint64_t run_digest(pool_config c, int epochs, int drop_last, int *nbatch
     return h;
 }
 
-/* Exists and is not a zombie (an orphaned zombie waits for init to reap it). */
-static int process_alive(int pid)
-{
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *rp = strrchr(buf, ')');
-    return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
-}
-
 TestSuite(pool, .init = setup, .fini = teardown, .timeout = 60);
 
 Test(pool, same_batches_for_any_workers_and_prefetch)

@@ -233,20 +233,6 @@ static int descendants(int pid, int *out, int max)
     return n;
 }
 
-static int alive(int pid)
-{
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *rp = strrchr(buf, ')');
-    return rp && rp[2] != 'Z' && rp[2] != 'X';
-}
-
 /* Start ./train in the background with stdout/stderr to files. */
 static pid_t start_train(char *const argv[], const char *out, const char *err)
 {
@@ -288,7 +274,7 @@ Test(train, sigint_exits_130_and_leaves_no_process)
     for (int i = 0; i < n; i++) {
         int gone = 0;
         for (int t = 0; t < 100 && !gone; t++) {
-            gone = !alive(pids[i]);
+            gone = !process_alive(pids[i]);
             if (!gone)
                 usleep(10000);
         }

@@ -1,0 +1,348 @@
+/* loop.c — the epochs of a run: take batches in order from the loader,
+ * hand them to the device, step the model, and account every second of an
+ * epoch to waiting for data, copying or computing; one report line (and
+ * JSON record, and checkpoint) per epoch. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../nn/checkpoint.h"
+#include "run_ctx.h"
+
+/* ---------------------------------------------------------------- jobs */
+
+static int add_job(run_ctx *r, const pool_job *j, int epoch)
+{
+    int id = pool_post(r->pl, j);
+    r->jobs = xrealloc(r->jobs, sizeof *r->jobs * (size_t)(id + 1));
+    r->acc = xrealloc(r->acc, sizeof *r->acc * (size_t)(id + 1));
+    memset(&r->acc[id], 0, sizeof r->acc[id]);
+    r->jobs[id].kind = j->kind;
+    r->jobs[id].epoch = epoch;
+    r->jobs[id].val_job = -1;
+    r->njobs = id + 1;
+    return id;
+}
+
+void run_post_jobs(run_ctx *r)
+{
+    const options *o = r->o;
+    r->build_job = -1;
+    if (r->use_cache && !r->cache.ready) {
+        pool_job b = {.src = 0, .kind = POOL_JOB_BUILD, .batch = (uint32_t)r->batch};
+        r->build_job = add_job(r, &b, -1);
+    }
+    for (int ep = r->start_epoch; ep < o->epochs; ep++) {
+        pool_job t = {.src = 0,
+                      .kind = o->diag_phase == DIAG_READ_ONLY ? POOL_JOB_READ_ONLY : POOL_JOB_TRAIN,
+                      .epoch = (uint32_t)ep,
+                      .batch = (uint32_t)r->batch,
+                      .shuffle = o->shuffle,
+                      .drop_last = o->drop_last,
+                      .max_batches = (uint32_t)o->max_batches,
+                      .after_previous = ep == r->start_epoch && r->build_job >= 0};
+        int tid = add_job(r, &t, ep);
+        if (r->have_val && !o->loader_only) {
+            pool_job v = {.src = 1, .kind = POOL_JOB_EVAL, .epoch = (uint32_t)ep,
+                          .batch = (uint32_t)r->batch};
+            int vid = add_job(r, &v, ep); /* add_job moves r->jobs */
+            r->jobs[tid].val_job = vid;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- report */
+
+static void emit_epoch(run_ctx *r, int tid)
+{
+    const options *o = r->o;
+    job_acc *a = &r->acc[tid];
+    job_info *ji = &r->jobs[tid];
+    epoch_rec er;
+    memset(&er, 0, sizeof er);
+    er.cfg.device = r->dev.kind == DEVICE_CUDA ? "cuda" : "cpu";
+    er.cfg.model = r->model_name;
+    er.cfg.mode = r->c.mode == MODE_PRELOAD ? "preload" : "lazy";
+    er.cfg.workers = r->c.workers;
+    er.cfg.prefetch = r->c.prefetch;
+    er.cfg.pin = r->c.pin;
+    er.cfg.non_blocking = r->c.non_blocking;
+    er.cfg.batch = r->batch;
+    er.epoch = ji->epoch + 1;
+    er.warmup = ji->epoch - r->start_epoch < o->warmup_epochs;
+    er.images = a->images;
+    er.epoch_s = a->t1 - a->t0;
+    double t = er.epoch_s > 0 ? er.epoch_s : 1e-9;
+    er.images_per_s = (double)a->images / t;
+    er.data_wait_pct = 100 * a->wait / t;
+    er.copy_pct = 100 * a->copy / t;
+    er.compute_pct = o->loader_only ? NAN : 100 * a->compute / t;
+    er.gpu_util_avg = er.gpu_util_max = NAN;
+    if (r->monitor) {
+        device_util u;
+        device_monitor_stop(r->monitor, &u);
+        if (u.available) {
+            er.gpu_util_avg = u.util_avg;
+            er.gpu_util_max = u.util_max;
+        } else if (!r->said_util_na) {
+            char buf[200];
+            fprintf(stderr, "train: %s\n", device_util_format(&u, buf, sizeof buf));
+            r->said_util_na = 1;
+        }
+    }
+    er.loss = a->st.n ? a->st.loss_sum / (double)a->st.n : NAN;
+    er.train_acc = a->st.n ? (double)a->st.correct / (double)a->st.n : NAN;
+    er.val_loss = er.val_acc = NAN;
+    if (ji->val_job >= 0) {
+        job_acc *v = &r->acc[ji->val_job];
+        if (v->st.n) {
+            er.val_loss = v->st.loss_sum / (double)v->st.n;
+            er.val_acc = (double)v->st.correct / (double)v->st.n;
+        }
+    }
+    if (o->loader_only)
+        er.loss = er.train_acc = NAN;
+    int pids[POOL_MAX_WORKERS + 1];
+    int np = pool_pids(r->pl, pids, POOL_MAX_WORKERS + 1);
+    mem_usage mu;
+    mem_usage_read(pids, np, &mu);
+    er.rss_mb = mu.rss_mb;
+    er.pss_mb = mu.pss_mb;
+    er.procs = mu.nprocs;
+    er.pinned_mb = (double)stager_pinned_bytes(r->st) / (1024.0 * 1024.0);
+    er.skipped = a->skipped;
+    er.cache = r->c.mode == MODE_PRELOAD ? "preload" : r->ss.train.cold ? "cold" : "warm";
+    er.lr = lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, 0, 1);
+    report_progress_end(r->progress);
+    if (r->nrecs == 0)
+        report_header(stdout);
+    report_epoch_line(stdout, &er);
+    if (r->json)
+        report_epoch_json(r->json, &er, &r->mi);
+    r->recs = xrealloc(r->recs, sizeof *r->recs * (size_t)(r->nrecs + 1));
+    r->recs[r->nrecs++] = er;
+}
+
+static int save_checkpoint(run_ctx *r, int epoch, errbuf *e)
+{
+    if (!r->o->save || r->o->loader_only)
+        return RUN_OK;
+    ckpt_state st = {.epoch = epoch + 1,
+                     .step = r->steps,
+                     .seed = r->o->seed,
+                     .epochs = r->o->epochs,
+                     .batch = r->batch,
+                     .schedule = (int32_t)r->hp.schedule,
+                     .lr = r->hp.lr,
+                     .momentum = r->hp.momentum,
+                     .wd = r->hp.wd};
+    if (checkpoint_save(r->o->save, &r->m, (const char *const *)r->class_names, &st, e) != 0)
+        return RUN_INTERNAL;
+    return RUN_OK;
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+/* Next batch from the loader, handed to the device. 1 = got one, 0 = end,
+ * -status on failure. */
+static int fetch(run_ctx *r, pool_batch *b, const uint8_t **dev, errbuf *e)
+{
+    stager_make_room(r->st);
+    double t0 = now_sec();
+    int rc = pool_next(r->pl, b, e);
+    if (rc == POOL_END)
+        return 0;
+    if (rc != POOL_OK)
+        return -rc;
+    job_acc *a = &r->acc[b->job];
+    if (!a->started) {
+        a->started = 1;
+        a->t0 = t0;
+        if (r->monitor && r->jobs[b->job].kind != POOL_JOB_EVAL)
+            device_monitor_start(r->monitor);
+    }
+    a->wait += b->wait_s;
+    a->skipped += b->skipped;
+    *dev = NULL;
+    if (r->jobs[b->job].kind != POOL_JOB_BUILD) {
+        *dev = stager_push(r->st, b);
+        a->copy += stager_take_copy_s(r->st);
+    }
+    return 1;
+}
+
+/* Returns RUN_OK or a failure status. */
+static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *e)
+{
+    const options *o = r->o;
+    job_info *ji = &r->jobs[b->job];
+    job_acc *a = &r->acc[b->job];
+    uint32_t nb = pool_job_batches(r->pl, b->job);
+    if (ji->kind == POOL_JOB_BUILD) {
+        pool_release(r->pl, b);
+        a->images += b->count;
+        report_progress(r->progress, "preload", b->index + 1, nb, now_sec() - a->t0, a->images);
+        if (b->index + 1 == nb) {
+            r->build_s = now_sec() - a->t0;
+            report_progress_end(r->progress);
+            errbuf ce;
+            if (cache_commit(&r->cache, &ce) != 0)
+                fprintf(stderr, "train: warning: %s (the cache stays in memory for this run)\n",
+                        ce.msg);
+            char sz[32];
+            printf("preload: decoded %llu samples (%s) in %.2f s with %d worker%s%s%s\n",
+                   (unsigned long long)a->images,
+                   fmt_bytes(sz, sizeof sz, (uint64_t)r->train.n * r->cache.sample_bytes),
+                   r->build_s, r->c.workers, r->c.workers == 1 ? "" : "s",
+                   o->cache ? "; saved to " : "", o->cache ? o->cache : "");
+        }
+        return RUN_OK;
+    }
+    double t0 = now_sec();
+    int bad = 0;
+    step_stats st = {0};
+    if (!o->loader_only) {
+        if (r->be->ops->busy_begin)
+            r->be->ops->busy_begin(r->be);
+        if (ji->kind != POOL_JOB_EVAL) {
+            double lr = lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, (long)b->index, (long)nb);
+            bad = model_train_step(&r->m, dev, b->labels, (int)b->count, (float)lr,
+                                   (float)r->hp.momentum, (float)r->hp.wd, &st);
+            r->steps++;
+            if (bad) {
+                char msg[160];
+                model_nonfinite_msg(msg, sizeof msg, ji->epoch + 1, (long)b->index,
+                                    st.n ? st.loss_sum / (double)st.n : NAN, lr);
+                stager_done(r->st, b);
+                report_progress_end(r->progress);
+                return errf(e, "%s; stopping (lower --lr?)", msg), RUN_NONFINITE;
+            }
+        } else {
+            model_eval_step(&r->m, dev, b->labels, (int)b->count, &st);
+        }
+        if (r->be->ops->busy_end)
+            r->be->ops->busy_end(r->be);
+        if (o->test_slow_step > 0)
+            cpu_burn(o->test_slow_step);
+        step_stats_add(&a->st, &st);
+    }
+    stager_done(r->st, b);
+    a->compute += now_sec() - t0;
+    a->images += b->count;
+    if (ji->kind != POOL_JOB_EVAL) {
+        char what[32];
+        snprintf(what, sizeof what, "epoch %d", ji->epoch + 1);
+        report_progress(r->progress, what, b->index + 1, nb, now_sec() - a->t0, a->images);
+    }
+    if (b->index + 1 < nb)
+        return RUN_OK;
+    a->t1 = now_sec();
+    if (ji->kind != POOL_JOB_EVAL && r->be->ops->busy_take)
+        a->busy = r->be->ops->busy_take(r->be);
+    /* an epoch is reported once its validation pass (if any) is done */
+    int tid = ji->kind != POOL_JOB_EVAL ? b->job : -1;
+    if (ji->kind == POOL_JOB_EVAL)
+        for (int j = 0; j < r->njobs; j++)
+            if (r->jobs[j].val_job == b->job)
+                tid = j;
+    if (tid >= 0 && (ji->kind == POOL_JOB_EVAL || r->jobs[tid].val_job < 0)) {
+        emit_epoch(r, tid);
+        int rc = save_checkpoint(r, r->jobs[tid].epoch, e);
+        if (rc != RUN_OK)
+            return rc;
+    }
+    return RUN_OK;
+}
+
+int run_train_loop(run_ctx *r, errbuf *e)
+{
+    pool_batch cur, nxt;
+    const uint8_t *cur_dev, *nxt_dev = NULL;
+    int have = fetch(r, &nxt, &nxt_dev, e);
+    int look = stager_lookahead(r->st);
+    while (have > 0) {
+        cur = nxt;
+        cur_dev = nxt_dev;
+        if (look)
+            have = fetch(r, &nxt, &nxt_dev, e);
+        int rc = process(r, &cur, cur_dev, e);
+        if (rc != RUN_OK)
+            return rc;
+        if (have < 0)
+            break;
+        if (!look)
+            have = fetch(r, &nxt, &nxt_dev, e);
+    }
+    if (have < 0) {
+        report_progress_end(r->progress);
+        int st = -have;
+        return st == POOL_INTERRUPTED ? POOL_INTERRUPTED : st;
+    }
+    return RUN_OK;
+}
+
+/* DIAG_REFEED: train on a few batches kept in device memory, with no
+ * loader in the loop at all (E4's "drop the disk reads" experiment): the
+ * rate the model alone can consume. */
+int run_refeed_loop(run_ctx *r, errbuf *e)
+{
+    enum { K = 4 };
+    uint8_t *dev[K];
+    int32_t *labels[K];
+    uint32_t count[K];
+    int k = 0, tid = -1, rc = RUN_OK;
+    backend *be = r->be;
+    while (k < K) {
+        pool_batch b;
+        int st = pool_next(r->pl, &b, e);
+        if (st == POOL_END)
+            break;
+        if (st != POOL_OK)
+            return st;
+        if (r->jobs[b.job].kind == POOL_JOB_TRAIN && (tid < 0 || b.job == tid)) {
+            tid = b.job;
+            dev[k] = be->ops->alloc(be, (size_t)b.count * r->sample_bytes);
+            be->ops->upload(be, dev[k], b.data, (size_t)b.count * r->sample_bytes);
+            labels[k] = xmalloc(sizeof(int32_t) * b.count);
+            memcpy(labels[k], b.labels, sizeof(int32_t) * b.count);
+            count[k++] = b.count;
+        }
+        pool_release(r->pl, &b);
+        if (tid >= 0 && b.index + 1 == pool_job_batches(r->pl, tid))
+            break;
+    }
+    if (k == 0 || r->o->loader_only)
+        return errf(e, "internal: nothing to re-feed"), RUN_INTERNAL;
+    long steps = r->o->max_batches ? r->o->max_batches : (long)pool_job_batches(r->pl, tid);
+    job_acc *a = &r->acc[tid];
+    a->t0 = now_sec();
+    for (long i = 0; i < steps && rc == RUN_OK; i++) {
+        step_stats st = {0};
+        int j = (int)(i % k);
+        double t0 = now_sec();
+        if (model_train_step(&r->m, dev[j], labels[j], (int)count[j], (float)r->hp.lr,
+                             (float)r->hp.momentum, (float)r->hp.wd, &st))
+        {
+            errf(e, "re-fed batches: the loss became NaN or infinite");
+            rc = RUN_NONFINITE;
+        }
+        if (r->o->test_slow_step > 0)
+            cpu_burn(r->o->test_slow_step);
+        a->compute += now_sec() - t0;
+        step_stats_add(&a->st, &st);
+        a->images += count[j];
+        if (run_signal_received())
+            rc = POOL_INTERRUPTED;
+    }
+    a->t1 = now_sec();
+    for (int j = 0; j < k; j++) {
+        be->ops->free(be, dev[j]);
+        free(labels[j]);
+    }
+    if (rc == RUN_OK)
+        emit_epoch(r, tid);
+    return rc;
+}
+

@@ -1,0 +1,81 @@
+/* run_ctx.h — the state of one run, shared by app/run.c (setting it up and
+ * tearing it down) and app/loop.c (the epochs). Private to app/. */
+#ifndef TRAIN_RUN_CTX_H
+#define TRAIN_RUN_CTX_H
+
+#include <stdio.h>
+
+#include "../loader/cache.h"
+#include "../loader/pool.h"
+#include "../nn/device.h"
+#include "../nn/model.h"
+#include "metrics.h"
+#include "report.h"
+#include "run.h"
+#include "sample.h"
+#include "stage.h"
+
+typedef struct job_acc {
+    double t0, t1, wait, copy, compute, busy;
+    step_stats st;
+    uint64_t images, skipped;
+    int started;
+} job_acc;
+
+typedef struct job_info {
+    pool_job_kind kind;
+    int epoch; /* 0-based */
+    int val_job; /* for a training job: the id of its validation job, or -1 */
+} job_info;
+
+typedef struct run_ctx {
+    const options *o;
+    run_choice c;
+    ds_index train, val;
+    int have_val;
+    sample_setup ss;
+    size_t sample_bytes;
+    int fixed_h, fixed_w;
+    /* model */
+    const char *model_name;
+    model_hparams hp;
+    int batch;
+    int threads;
+    /* loader */
+    preload_cache cache;
+    int use_cache;
+    pool *pl;
+    /* device */
+    device_choice dev;
+    backend *be;
+    stager *st;
+    model m;
+    int model_made;
+    gpu_monitor *monitor; /* NVML sampler, NULL on the CPU */
+    /* jobs */
+    job_info *jobs;
+    job_acc *acc;
+    int njobs;
+    int start_epoch;
+    int build_job;
+    double build_s;
+    /* report */
+    FILE *json;
+    machine_info mi;
+    epoch_rec *recs;
+    int nrecs;
+    long steps;
+    char **class_names;
+    int progress;
+    int said_util_na;
+} run_ctx;
+
+/* Post every job of the run (preload build, then training and validation
+ * per epoch) to the pool. */
+void run_post_jobs(run_ctx *r);
+/* The epochs: batches in order, staged, stepped, accounted and reported. */
+int run_train_loop(run_ctx *r, errbuf *e);
+/* --diag-phase refeed: the model alone on batches kept in device memory. */
+int run_refeed_loop(run_ctx *r, errbuf *e);
+
+#endif
