@@ -80,7 +80,7 @@ all: train
 
 # ./train is the selected variant's binary; relink when the variant changes
 train: build/$(VARIANT)/train build/.variant
-	@cp build/$(VARIANT)/train $@
+	@cp build/$(VARIANT)/train $@.tmp && mv -f $@.tmp $@
 
 build/.variant: FORCE
 	@mkdir -p build; echo $(VARIANT) | cmp -s - $@ || echo $(VARIANT) > $@
@@ -145,7 +145,7 @@ test-build: build/cpu/train $(if $(CUDA_FOUND),build/cuda/train) build/asan/trai
 # The suite runs in the asan build; the tests run the asan ./train too.
 test: deps
 	@$(MAKE) --no-print-directory test-build
-	@cp build/$(VARIANT)/train train
+	@cp build/$(VARIANT)/train train.tmp && mv -f train.tmp train
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	TRAIN_BIN=$(CURDIR)/build/asan/train TRAIN_TOOLS=$(CURDIR)/build/tools \
 	TRAIN_ROOT=$(CURDIR) sh -c 'set -e; for s in build/asan/tests/run $(TEST_SUITES); do \

@@ -417,6 +417,19 @@ Test(train, preload_cache_reused_invalidated_and_checked)
     train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fm_train, NULL);
     cr_assert(strstr(r.out, "corrupt (checksum mismatch): rebuilding"), "%s", r.out);
     run_free(&r);
+    /* a changed CSV (one row fewer): rebuilt */
+    size_t clen;
+    char *text = read_whole_file(fm_train, &clen, NULL);
+    *strrchr(text, '\n') = '\0';
+    *(strrchr(text, '\n') + 1) = '\0';
+    char *fewer = write_text(dir, "fm/fewer.csv", text);
+    free(text);
+    train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fewer, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "was built for other data or transforms: rebuilding"), "%s", r.out);
+    cr_assert(strstr(r.out, "preload: decoded 319 samples"), "%s", r.out);
+    run_free(&r);
+    free(fewer);
     /* no temporary file left behind */
     DIR *d = opendir(dir);
     struct dirent *de;
@@ -424,6 +437,31 @@ Test(train, preload_cache_reused_invalidated_and_checked)
         cr_assert(!strstr(de->d_name, ".tmp."), "left %s", de->d_name);
     closedir(d);
     free(cache);
+}
+
+Test(train, two_runs_building_one_cache_at_once)
+{
+    char *cache = path_join(dir, "shared.cache");
+    char *o1 = path_join(dir, "o1"), *e1 = path_join(dir, "e1"), *o2 = path_join(dir, "o2"),
+         *e2 = path_join(dir, "e2");
+    char *argv[] = {(char *)train_bin(), "--mode", "preload", "--cache", cache, "--workers", "1",
+                    "--batch", "32", "--no-progress", fm_train, NULL};
+    pid_t a = start_train(argv, o1, e1), b = start_train(argv, o2, e2);
+    int sa, sb;
+    waitpid(a, &sa, 0);
+    waitpid(b, &sb, 0);
+    cr_assert(WIFEXITED(sa) && WEXITSTATUS(sa) == 0 && WIFEXITED(sb) && WEXITSTATUS(sb) == 0);
+    /* whichever rename came last, the file is complete and valid */
+    run_result r;
+    train(&r, "--mode", "preload", "--cache", cache, "--batch", "32", fm_train, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "matches: reusing it, nothing to decode"), "%s", r.out);
+    run_free(&r);
+    free(cache);
+    free(o1);
+    free(e1);
+    free(o2);
+    free(e2);
 }
 
 Test(train, memory_guard_refuses_preload)
