@@ -51,11 +51,13 @@ const char *gpu_describe(const gpu_info *g, char *buf, size_t len);
  * optional staging/timing block. */
 backend *backend_cuda_create(int device, errbuf *e);
 
-/* ---- self-test: every op on the GPU against host reference loops on a
- * tiny net, one line per op and a verdict to `out`. Returns 0 when all
- * match, 1 on a mismatch, 2 when no usable device exists (reason printed). */
+/* ---- self-test: every op on the GPU against the CPU backend (its twin,
+ * twin.h) on a tiny net's shapes, the staging path, and lenet trained a few
+ * steps on both; one line per check and a verdict to `out`. Returns 0 when
+ * all match, 1 on a mismatch, 2 when no usable device exists (reason
+ * printed). */
 int gpu_selftest(FILE *out);
-/* The same on an existing backend (for tests). */
+/* The same on an existing GPU backend (for tests). */
 int gpu_selftest_run(backend *be, FILE *out);
 
 /* ---- utilisation monitor: NVML, loaded with dlopen at run time, sampled

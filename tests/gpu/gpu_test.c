@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "../../cuda/gpu.h"
-#include "../../cuda/hostref.h"
+#include "../../cuda/twin.h"
 #ifdef TRAIN_FAKECUDA
 #include "../fakecuda/fake.h"
 #endif
@@ -63,7 +63,7 @@ float *gt_from_dev(backend *be, const void *d, size_t n)
 void gt_expect_host(const char *what, const float *got, const float *want, size_t n)
 {
     size_t worst = 0;
-    double r = href_compare(got, want, n, GT_RTOL, &worst);
+    double r = twin_compare(got, want, n, GT_RTOL, &worst);
     cr_expect(r <= 1.0, "%s: element %zu of %zu: got %.9g, want %.9g (%.3g x the tolerance)", what,
               worst, n, (double)got[worst], (double)want[worst], r);
 }
@@ -73,6 +73,36 @@ void gt_expect_dev(backend *be, const char *what, const void *got_dev, const flo
     float *got = gt_from_dev(be, got_dev, n);
     gt_expect_host(what, got, want, n);
     free(got);
+}
+
+static void twin_expect(void *arg, const char *what, const float *dev, const float *ref, size_t n,
+                        double rtol)
+{
+    size_t worst = 0;
+    double r = twin_compare(dev, ref, n, rtol, &worst);
+    cr_expect(r <= 1.0, "%s: element %zu of %zu: gpu %.9g, cpu %.9g (%.3g x the tolerance %.0e)",
+              what, worst, n, (double)dev[worst], (double)ref[worst], r, rtol);
+    ++*(int *)arg;
+}
+
+twin gt_twin(backend *be, uint64_t key, int *checks)
+{
+    errbuf e = {{0}};
+    backend *cpu = backend_cpu_create(1, &e);
+    cr_assert_not_null(cpu, "backend_cpu_create: %s", e.msg);
+    *checks = 0;
+    twin t = {.dev = be,
+              .ref = cpu,
+              .r = rng_keyed(42, RNG_TOOL, key, 0),
+              .report = twin_expect,
+              .arg = checks};
+    return t;
+}
+
+void gt_twin_done(twin *t)
+{
+    t->ref->ops->destroy(t->ref);
+    t->ref = NULL;
 }
 
 /* Say plainly, once, when the suite skipped (Criterion only lists skips
