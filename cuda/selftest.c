@@ -28,22 +28,23 @@ static void line_ok(st *s, const char *what, const char *how)
     fprintf(s->out, "selftest: %-44s ok    (%s)\n", what, how);
 }
 
-static void report(void *arg, const char *what, const float *dev, const float *ref, size_t n,
-                   double rtol)
+static void report(void *arg, const twin_check *c)
 {
     st *s = arg;
     size_t worst = 0;
-    double r = twin_compare(dev, ref, n, rtol, &worst);
+    double r = twin_judge(c, &worst);
     if (r <= 1.0) {
         char how[64];
-        snprintf(how, sizeof how, "worst error %.2g of tolerance", r);
-        line_ok(s, what, how);
+        snprintf(how, sizeof how, "%s %.2g of tolerance",
+                 c->measure == TWIN_NORM ? "norm error" : "worst error", r);
+        line_ok(s, c->what, how);
         return;
     }
     s->checks++;
     s->fails++;
-    fprintf(s->out, "selftest: %-44s FAIL  element %zu of %zu: gpu %.9g, cpu %.9g\n", what, worst,
-            n, (double)dev[worst], (double)ref[worst]);
+    fprintf(s->out,
+            "selftest: %-44s FAIL  %.3g x the tolerance; element %zu of %zu: gpu %.9g, cpu %.9g\n",
+            c->what, r, worst, c->n, (double)c->dev[worst], (double)c->ref[worst]);
 }
 
 static void check_staging(twin *t, st *s)

@@ -40,6 +40,31 @@ double twin_compare(const float *dev, const float *ref, size_t n, double rtol, s
     return bad;
 }
 
+double twin_judge(const twin_check *c, size_t *worst)
+{
+    if (c->measure == TWIN_ELEMENTWISE)
+        return twin_compare(c->dev, c->ref, c->n, c->rtol, worst);
+    double d2 = 0.0, r2 = 0.0, big = -1.0;
+    size_t wi = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        double d = (double)c->dev[i] - (double)c->ref[i];
+        if (isnan(d))
+            d = INFINITY;
+        d2 += d * d;
+        r2 += (double)c->ref[i] * c->ref[i];
+        if (fabs(d) > big) {
+            big = fabs(d);
+            wi = i;
+        }
+    }
+    if (worst)
+        *worst = wi;
+    double allowed = c->rtol * sqrt(r2);
+    if (isnan(d2) || isinf(d2))
+        return INFINITY;
+    return allowed > 0.0 ? sqrt(d2) / allowed : (d2 > 0.0 ? INFINITY : 0.0);
+}
+
 /* ---------------------------------------------------------------- operands on both backends */
 
 typedef struct pair {
@@ -80,7 +105,8 @@ static void pair_free(twin *t, pair *p)
 static void report_host(twin *t, const char *what, const float *d, const float *r, size_t n,
                         double rtol)
 {
-    t->report(t->arg, what, d, r, n, rtol);
+    twin_check c = {what, d, r, n, rtol, TWIN_ELEMENTWISE};
+    t->report(t->arg, &c);
 }
 
 /* download n floats of both sides and report them */
@@ -386,17 +412,24 @@ int twin_staging(twin *t, int B, int C, int HW, double *busy_s, char *pin_note, 
 
 /* ---------------------------------------------------------------- training */
 
-/* every parameter, or the momentum, of both models as host arrays */
-static void report_state(twin *t, model *md, model *mr, const char *name, int which)
+/* each parameter tensor, then its momentum, of both models */
+static void report_state(twin *t, model *md, model *mr, const char *tag)
 {
     size_t n = md->nparams;
-    float *d = xmalloc(n * sizeof *d + 1), *r = xmalloc(n * sizeof *r + 1);
-    t->dev->ops->download(t->dev, d, which ? md->momentum : md->params, n * sizeof *d);
-    t->ref->ops->download(t->ref, r, which ? mr->momentum : mr->params, n * sizeof *r);
-    /* the alignment gaps between tensors hold zeros on both sides */
-    char what[96];
-    snprintf(what, sizeof what, "%s %s", name, which ? "momentum" : "parameters");
-    report_host(t, what, d, r, n, TWIN_RTOL_TRAIN);
+    float *d = xmalloc(2 * n * sizeof *d + 1), *r = xmalloc(2 * n * sizeof *r + 1);
+    t->dev->ops->download(t->dev, d, md->params, n * sizeof *d);
+    t->dev->ops->download(t->dev, d + n, md->momentum, n * sizeof *d);
+    t->ref->ops->download(t->ref, r, mr->params, n * sizeof *r);
+    t->ref->ops->download(t->ref, r + n, mr->momentum, n * sizeof *r);
+    for (int i = 0; i < md->ntensors; i++)
+        for (int mom = 0; mom < 2; mom++) {
+            const model_tensor *mt = &md->tensors[i];
+            char what[128];
+            snprintf(what, sizeof what, "%s %s%s", tag, mt->name, mom ? " momentum" : "");
+            size_t off = mt->offset + (mom ? n : 0);
+            twin_check c = {what, d + off, r + off, mt->n, TWIN_RTOL_TRAIN, TWIN_NORM};
+            t->report(t->arg, &c);
+        }
     free(d);
     free(r);
 }
@@ -421,7 +454,7 @@ int twin_train(twin *t, const char *name, const twin_data *d, int B, int steps, 
     uint8_t *xb = xmalloc((size_t)B * px);
     int32_t *lb = xmalloc((size_t)B * sizeof *lb);
     char tag[64];
-    snprintf(tag, sizeof tag, "%s %dx%dx%d b%d", name, d->C, d->H, d->W, B);
+    snprintf(tag, sizeof tag, "%s b%d", name, B);
     for (int s = 0; s < steps; s++) {
         for (int i = 0; i < B; i++) { /* batch s: samples s*B .. s*B+B-1, wrapping */
             size_t k = ((size_t)s * B + i) % (size_t)d->n;
@@ -439,9 +472,8 @@ int twin_train(twin *t, const char *name, const twin_data *d, int B, int steps, 
         report_host(t, what, &ld, &lr, 1, TWIN_RTOL_TRAIN);
     }
     char what[96];
-    snprintf(what, sizeof what, "%s after %d steps:", tag, steps);
-    report_state(t, &md, &mr, what, 0);
-    report_state(t, &md, &mr, what, 1);
+    snprintf(what, sizeof what, "%s step %d", tag, steps);
+    report_state(t, &md, &mr, what);
     pair_free(t, &x);
     free(xb);
     free(lb);

@@ -11,8 +11,9 @@
  * Inputs come from the twin's rng. Outputs are pre-filled with NaN on both
  * backends, so an op that skips an element or accumulates into its output
  * fails the comparison. Each (dev, ref) output pair goes to the caller's
- * report function with a name and the tolerance it is judged by; what the
- * caller does with it (print a line, assert) is its business.
+ * report function as a twin_check: a name, the tolerance and the measure it
+ * is judged by (twin_judge); what the caller does with it (print a line,
+ * assert) is its business.
  *
  * Nothing here is CUDA-specific: any two backends compare. Plain C.
  */
@@ -26,15 +27,33 @@
 #include "../common/util.h"
 #include "../nn/backend.h"
 
-/* Tolerances (relative, see twin_compare). One op: fp32 results that differ
- * only in summation order. Training: per-step mean losses and the
- * parameters after many steps, where those differences compound through
- * the updates (measured: see docs/GPU.md). */
+/* Tolerances. One op: every element within 1e-4 relative (twin_compare):
+ * fp32 results that differ only in summation order. Training: per-step
+ * mean losses within 1e-3 relative, and each parameter tensor and its
+ * momentum after the steps within 1e-3 in relative L2 norm. Training
+ * compounds those differences through the updates, and a ReLU or max-pool
+ * decision that one backend takes on the other side of a near-tie moves one
+ * gradient term to a neighbour, so single elements of a late gradient can
+ * differ by a few 1e-3 while the tensor as a whole agrees to 1e-5 (measured
+ * on the fake: docs/GPU.md); the norm judges the tensor, not the outlier. */
 #define TWIN_RTOL_OP 1e-4
 #define TWIN_RTOL_TRAIN 1e-3
 
-typedef void (*twin_report_fn)(void *arg, const char *what, const float *dev, const float *ref,
-                               size_t n, double rtol);
+typedef enum twin_measure {
+    TWIN_ELEMENTWISE, /* every element: |dev - ref| <= rtol (|ref| + mean |ref|) */
+    TWIN_NORM,        /* the whole tensor: ||dev - ref|| <= rtol ||ref|| (L2) */
+} twin_measure;
+
+/* One comparison: an output of both backends, as host arrays. */
+typedef struct twin_check {
+    const char *what; /* "conv 3x2x8x8 k4 3x3 s1 p1 dw", "lenet b8 step 5 conv1.weight" */
+    const float *dev, *ref;
+    size_t n;
+    double rtol;
+    twin_measure measure;
+} twin_check;
+
+typedef void (*twin_report_fn)(void *arg, const twin_check *c);
 
 typedef struct twin {
     backend *dev; /* under test (the GPU) */
@@ -50,6 +69,11 @@ typedef struct twin {
  * elements near zero by cancellation are judged on the tensor's scale. A
  * NaN on either side fails (infinity). */
 double twin_compare(const float *dev, const float *ref, size_t n, double rtol, size_t *worst);
+
+/* c's error as a multiple of its tolerance, by its measure (<= 1 passes);
+ * *worst (may be NULL) gets the element with the largest absolute
+ * difference (TWIN_NORM) or violation (TWIN_ELEMENTWISE). */
+double twin_judge(const twin_check *c, size_t *worst);
 
 /* Each op: random inputs, the op on both backends, every output reported
  * as "<op> <shape> <output>", e.g. "conv 3x2x8x8 k4 3x3 s1 p1 dw". */
@@ -82,8 +106,9 @@ int twin_staging(twin *t, int B, int C, int HW, double *busy_s, char *pin_note, 
  * model_init_params(seed), then `steps` model_train_step calls on the
  * consecutive batches of x/labels (wrapping around n samples) with the
  * model's default learning rate (held constant), momentum and weight
- * decay. Reports each step's mean loss ("lenet 1x28x28 b8 step 3 loss")
- * and, at the end, every parameter and the momentum, at TWIN_RTOL_TRAIN.
+ * decay. Reports each step's mean loss ("lenet b8 step 3 loss"), then
+ * after the last step each parameter tensor and its momentum ("lenet b8
+ * step 20 conv1.weight", "... conv1.weight momentum"), at TWIN_RTOL_TRAIN.
  * Returns -1 with e when a model cannot be made. */
 typedef struct twin_data {
     int n, C, H, W, nclasses;

@@ -75,13 +75,13 @@ void gt_expect_dev(backend *be, const char *what, const void *got_dev, const flo
     free(got);
 }
 
-static void twin_expect(void *arg, const char *what, const float *dev, const float *ref, size_t n,
-                        double rtol)
+static void twin_expect(void *arg, const twin_check *c)
 {
-    size_t worst = 0;
-    double r = twin_compare(dev, ref, n, rtol, &worst);
-    cr_expect(r <= 1.0, "%s: element %zu of %zu: gpu %.9g, cpu %.9g (%.3g x the tolerance %.0e)",
-              what, worst, n, (double)dev[worst], (double)ref[worst], r, rtol);
+    size_t i = 0;
+    double r = twin_judge(c, &i);
+    cr_expect(r <= 1.0, "%s: %.3g x the tolerance %.0e%s; element %zu of %zu: gpu %.9g, cpu %.9g",
+              c->what, r, c->rtol, c->measure == TWIN_NORM ? " (L2 norm)" : "", i, c->n,
+              (double)c->dev[i], (double)c->ref[i]);
     ++*(int *)arg;
 }
 

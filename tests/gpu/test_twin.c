@@ -126,13 +126,12 @@ typedef struct fails {
     size_t worst;
 } fails;
 
-static void record(void *arg, const char *what, const float *dev, const float *ref, size_t n,
-                   double rtol)
+static void record(void *arg, const twin_check *c)
 {
     fails *f = arg;
     size_t worst;
-    if (twin_compare(dev, ref, n, rtol, &worst) > 1.0 && f->n++ == 0) {
-        snprintf(f->what, sizeof f->what, "%s", what);
+    if (twin_judge(c, &worst) > 1.0 && f->n++ == 0) {
+        snprintf(f->what, sizeof f->what, "%s", c->what);
         f->worst = worst;
     }
 }
