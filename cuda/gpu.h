@@ -65,7 +65,8 @@ int gpu_selftest_run(backend *be, FILE *out);
  * device_util, nn/device.h). Missing NVML, a device NVML does not know, or
  * NVML_ERROR_NOT_SUPPORTED all give available = 0 with the reason, never an
  * error. The rest of train reaches it through device_monitor_* (device.h). */
-/* pci_bus_id from gpu_info; libname NULL = "libnvidia-ml.so.1". Never NULL. */
+/* pci_bus_id from gpu_info; libname NULL = $TRAIN_NVML_LIB if set, else
+ * "libnvidia-ml.so.1". Never NULL. */
 gpu_monitor *gpu_monitor_create(const char *pci_bus_id, const char *libname, int period_ms);
 void gpu_monitor_start(gpu_monitor *m);                  /* begin an epoch */
 void gpu_monitor_stop(gpu_monitor *m, device_util *out); /* end it; the epoch's figures */

@@ -51,6 +51,9 @@ GPU_HOST_SRC := $(sort $(wildcard nn/*.c)) common/util.c tests/helpers.c app/sta
                 loader/pool.c loader/pool_worker.c loader/sampler.c loader/csv_index.c
 GPU_TEST_SRC := $(sort $(wildcard tests/gpu/*.c))
 GPU_LIBS     := $(LIBS) -lz -lcriterion -lstdc++
+# the train binary must not link Criterion: its library constructor takes a
+# process started from a Criterion test (BXFI_MAP set) for one of its workers
+FAKE_TRAIN_LIBS := $(LIBS) -lstdc++
 
 FAKE_SUITE_SRC  := $(CUDA_CSRC) $(GPU_HOST_SRC) $(FAKE_LIB_SRC) $(FAKE_TEST_SRC) $(GPU_TEST_SRC)
 FAKE_SUITE_OBJS := $(patsubst %.c,$(FAKE_DIR)/%.o,$(FAKE_SUITE_SRC)) \
@@ -76,10 +79,11 @@ $(FAKE_DIR)/libfakenvml.so: tests/fakecuda/fake_nvml.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(WARN) -O1 -g -fPIC -shared -o $@ $<
 
-# link $(1) from the objects after it, then refuse CUDA symbols the fake lacks
+# link $@ from the objects $(1) and libraries $(2), then refuse CUDA symbols
+# the fake lacks
 define fake_link
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(1) $(SAN) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn $(GPU_LIBS)
+	$(CC) -o $@ $(1) $(SAN) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn $(2)
 	@bad=$$(nm -D --undefined-only $@ | awk '{print $$NF}' | sed 's/@.*//' | \
 	  grep -E '^(cuda|cudnn|cublas)' | grep -vxF -f tests/fakecuda/real-symbols.txt); \
 	if [ -n "$$bad" ]; then \
@@ -89,10 +93,10 @@ define fake_link
 endef
 
 build/asan/tests/run-fakecuda: $(FAKE_SUITE_OBJS) tests/fakecuda/real-symbols.txt
-	$(call fake_link,$(FAKE_SUITE_OBJS))
+	$(call fake_link,$(FAKE_SUITE_OBJS),$(GPU_LIBS))
 
 $(FAKE_DIR)/train: $(FAKE_TRAIN_OBJS) tests/fakecuda/real-symbols.txt
-	$(call fake_link,$(FAKE_TRAIN_OBJS))
+	$(call fake_link,$(FAKE_TRAIN_OBJS),$(FAKE_TRAIN_LIBS))
 
 GPU_SUITE_OBJS := $(patsubst %.c,build/cuda/%.o,$(CUDA_CSRC) $(GPU_HOST_SRC) $(GPU_TEST_SRC)) \
                   $(patsubst %.cu,build/cuda/%.o,$(CUDA_CU))
