@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "../../app/stage.h"
+#include "../../cuda/gpu.h"
 #include "../../loader/pool.h"
 #include "../helpers.h"
 #include "gpu_test.h"
@@ -39,6 +40,10 @@ static void setup(void)
 #ifdef TRAIN_FAKECUDA
     fake_reset();
 #endif
+    gpu_info g; /* skip before the pool forks its workers */
+    gpu_probe(0, &g);
+    if (g.status != GPU_OK)
+        cr_skip_test("no CUDA device (%s)", g.reason);
     dir = tmpdir_make();
     char csv[64 * NSAMPLES + 32];
     size_t len = (size_t)sprintf(csv, "path,label\n");
@@ -52,6 +57,8 @@ static void setup(void)
 
 static void teardown(void)
 {
+    if (!dir)
+        return;
     ds_index_free(&ix);
     tmpdir_remove(dir);
 }
