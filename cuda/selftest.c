@@ -35,8 +35,10 @@ static void report(void *arg, const twin_check *c)
     double r = twin_judge(c, &worst);
     if (r <= 1.0) {
         char how[64];
-        snprintf(how, sizeof how, "%s %.2g of tolerance",
-                 c->measure == TWIN_NORM ? "norm error" : "worst error", r);
+        const char *kind = c->measure == TWIN_ELEMENTWISE ? "worst error"
+                           : c->n > 1                     ? "norm error"
+                                                          : "error";
+        snprintf(how, sizeof how, "%s %.2g of tolerance", kind, r);
         line_ok(s, c->what, how);
         return;
     }

@@ -469,7 +469,8 @@ int twin_train(twin *t, const char *name, const twin_data *d, int B, int steps, 
         float ld = (float)(sd.loss_sum / (double)sd.n), lr = (float)(sr.loss_sum / (double)sr.n);
         char what[96];
         snprintf(what, sizeof what, "%s step %d loss", tag, s + 1);
-        report_host(t, what, &ld, &lr, 1, TWIN_RTOL_TRAIN);
+        twin_check c = {what, &ld, &lr, 1, TWIN_RTOL_TRAIN, TWIN_NORM}; /* |d - r| <= rtol |r| */
+        t->report(t->arg, &c);
     }
     char what[96];
     snprintf(what, sizeof what, "%s step %d", tag, steps);
