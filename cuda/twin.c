@@ -60,7 +60,7 @@ double twin_judge(const twin_check *c, size_t *worst)
     if (worst)
         *worst = wi;
     double allowed = c->rtol * sqrt(r2);
-    if (isnan(d2) || isinf(d2))
+    if (!isfinite(d2) || !isfinite(r2)) /* a NaN or infinity on either side */
         return INFINITY;
     return allowed > 0.0 ? sqrt(d2) / allowed : (d2 > 0.0 ? INFINITY : 0.0);
 }

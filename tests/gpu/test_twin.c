@@ -115,6 +115,14 @@ Test(twin, compare_measure)
     cr_expect_eq(twin_compare(dev, ref, 4, 0.0, NULL), 0.0, "rtol 0: equal is exact");
     dev[3] = 4.0001f;
     cr_expect(isinf(twin_compare(dev, ref, 4, 0.0, NULL)), "rtol 0: any difference fails");
+    /* the norm measure: ||dev - ref|| <= rtol ||ref|| */
+    twin_check c = {"t", dev, ref, 4, 1e-4, TWIN_NORM};
+    size_t wn = 9;
+    double norm = sqrt(1.0 + 4.0 + 16.0), r = twin_judge(&c, &wn);
+    cr_expect(fabs(r - 0.0001 / (1e-4 * norm)) < 0.01, "norm error %g", r);
+    cr_expect_eq(wn, 3);
+    ref[0] = NAN;
+    cr_expect(isinf(twin_judge(&c, NULL)), "a NaN in the reference fails too");
 }
 
 #ifdef TRAIN_FAKECUDA
