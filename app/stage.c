@@ -1,4 +1,18 @@
-/* stage.c — see stage.h. */
+/* stage.c — see stage.h.
+ *
+ * A ring slot holds a batch's pixels, labels and sample indices (pool.h),
+ * so it goes back to the loader only when both its copy to the device has
+ * completed (the pixels were read) and stager_done said the step that reads
+ * its labels has been enqueued (model_train_step uploads them before it
+ * returns). Slots go back in the order they were taken. A device input
+ * buffer is rewritten only after the compute that reads it: stager_done
+ * records that point on the compute stream (stage_release), and the next
+ * copy into the buffer waits for it on the device.
+ *
+ * Looking ahead (fetching batch b+1 before computing on b, so its copy
+ * overlaps b's compute) needs a second ring slot: with one (0 workers) the
+ * next batch could only be loaded into the slot b still holds.
+ */
 #define _POSIX_C_SOURCE 200809L
 #include "stage.h"
 
@@ -8,23 +22,25 @@
 
 #include "../nn/device.h"
 
-#define NBUF 3 /* device input buffers for non-blocking copies */
+#define NBUF 3  /* device input buffers for non-blocking copies */
+#define QMAX 64 /* slots held at once */
 
 typedef struct held {
     pool_batch b;
-    int buf; /* device buffer, or -1 (CPU) */
+    int buf;  /* device buffer its copy went to, or -1 (CPU) */
+    int done; /* stager_done was called: only the copy can still need the slot */
 } held;
 
 struct stager {
     backend *be;
     pool *pl;
     size_t sample_bytes;
-    int gpu, non_blocking;
+    int gpu, non_blocking, lookahead;
     void *pinned;
     size_t pinned_bytes;
     uint8_t *dev[NBUF];
     int next_buf;
-    held q[64]; /* batches whose slots are still held, oldest first */
+    held q[QMAX]; /* batches whose slots are still held, oldest first */
     int nq;
     double copy_s;
 };
@@ -38,11 +54,13 @@ stager *stager_create(backend *be, pool *pl, size_t sample_bytes, int max_batch,
     s->sample_bytes = sample_bytes;
     s->gpu = !be->host_visible && be->ops->stage_copy;
     s->non_blocking = s->gpu && non_blocking;
+    s->lookahead = s->non_blocking && pool_ring_slots(pl) >= 2;
     note[0] = '\0';
     if (!s->gpu) {
         if (pin)
-            snprintf(note, note_len, "note: --pin has no effect without a GPU (the CPU reads the "
-                                     "loader's memory directly); continuing unpinned");
+            snprintf(note, note_len,
+                     "note: --pin has no effect without a GPU (the CPU reads the "
+                     "loader's memory directly); continuing unpinned");
         else if (non_blocking)
             snprintf(note, note_len, "note: --non-blocking has no effect without a GPU");
         return s;
@@ -64,8 +82,10 @@ stager *stager_create(backend *be, pool *pl, size_t sample_bytes, int max_batch,
         if (rc > 0)
             snprintf(note, note_len, "warning: %s", pe.msg);
         if (be->ops->host_pin(be, ring, bytes, &pe) != 0) {
-            snprintf(note, note_len, "warning: page-locking the loader ring failed (%s); "
-                                     "continuing with pageable memory", pe.msg);
+            snprintf(note, note_len,
+                     "warning: page-locking the loader ring failed (%s); "
+                     "continuing with pageable memory",
+                     pe.msg);
         } else {
             s->pinned = ring;
             s->pinned_bytes = bytes;
@@ -87,46 +107,68 @@ void stager_free(stager *s)
     free(s);
 }
 
-int stager_lookahead(const stager *s) { return s->non_blocking; }
+int stager_lookahead(const stager *s) { return s->lookahead; }
 
-static void release_front(stager *s)
+/* Give the oldest held slot back; wait = 1 first blocks until its copy has
+ * completed, else it must have. */
+static void release_front(stager *s, int wait)
 {
-    pool_release(s->pl, &s->q[0].b);
+    held *h = &s->q[0];
+    if (h->buf >= 0 && wait) {
+        double t0 = now_sec();
+        s->be->ops->stage_done(s->be, h->buf, 1);
+        s->copy_s += now_sec() - t0;
+    }
+    pool_release(s->pl, &h->b);
     memmove(s->q, s->q + 1, (size_t)(s->nq - 1) * sizeof *s->q);
     s->nq--;
 }
 
+/* the oldest held slot may go back without waiting */
+static int front_free(stager *s)
+{
+    held *h = &s->q[0];
+    return h->done && (h->buf < 0 || s->be->ops->stage_done(s->be, h->buf, 0));
+}
+
 void stager_make_room(stager *s)
 {
-    /* slots whose copies finished go back at once */
-    while (s->nq > 0 && s->q[0].buf >= 0 && s->be->ops->stage_done(s->be, s->q[0].buf, 0))
-        release_front(s);
+    while (s->nq > 0 && front_free(s))
+        release_front(s, 0);
+    /* every slot held (or our queue full): the oldest must come back. It
+     * is done unless the caller looks ahead with a single slot, which
+     * stager_lookahead rules out. */
     size_t slots = pool_ring_slots(s->pl);
-    while (s->nq > 0 && (size_t)s->nq >= slots) {
-        double t0 = now_sec();
-        if (s->q[0].buf >= 0)
-            s->be->ops->stage_done(s->be, s->q[0].buf, 1);
-        s->copy_s += now_sec() - t0;
-        release_front(s);
+    while (s->nq > 0 && ((size_t)s->nq >= slots || s->nq >= QMAX)) {
+        if (!s->q[0].done) {
+            fprintf(stderr, "train: internal error: stager_make_room: the ring's only free slot "
+                            "holds a batch not yet computed\n");
+            exit(1);
+        }
+        release_front(s, 1);
     }
 }
 
 const uint8_t *stager_push(stager *s, const pool_batch *b)
 {
+    if (s->nq == QMAX) {
+        fprintf(stderr, "train: internal error: stager_push: %d batches held\n", QMAX);
+        exit(1);
+    }
+    held *h = &s->q[s->nq++];
+    h->b = *b;
+    h->buf = -1;
+    h->done = 0;
     if (!s->gpu)
         return b->data;
     int k = s->next_buf;
     s->next_buf = (s->next_buf + 1) % (s->non_blocking ? NBUF : 1);
+    h->buf = k;
     double t0 = now_sec();
     s->be->ops->stage_copy(s->be, k, s->dev[k], b->data, (size_t)b->count * s->sample_bytes);
-    if (!s->non_blocking) {
+    if (!s->non_blocking) { /* the baseline: the host waits for the copy */
         s->be->ops->stage_done(s->be, k, 1);
         s->copy_s += now_sec() - t0;
-        pool_release(s->pl, b);
-    } else {
-        s->q[s->nq].b = *b;
-        s->q[s->nq].buf = k;
-        s->nq++;
     }
     s->be->ops->stage_wait(s->be, k);
     return s->dev[k];
@@ -134,25 +176,23 @@ const uint8_t *stager_push(stager *s, const pool_batch *b)
 
 void stager_done(stager *s, const pool_batch *b)
 {
-    if (!s->gpu) {
-        pool_release(s->pl, b);
-        return;
+    for (int i = 0; i < s->nq; i++) {
+        held *h = &s->q[i];
+        if (h->b.seq != b->seq)
+            continue;
+        h->done = 1;
+        /* the buffer may be overwritten once the compute enqueued so far ran */
+        if (h->buf >= 0)
+            s->be->ops->stage_release(s->be, h->buf);
     }
-    /* the buffer this batch used may be overwritten once its readers ran */
-    for (int i = 0; i < s->nq; i++)
-        if (s->q[i].b.seq == b->seq)
-            s->be->ops->stage_release(s->be, s->q[i].buf);
-    if (!s->non_blocking)
-        s->be->ops->stage_release(s->be, 0);
+    while (s->nq > 0 && front_free(s))
+        release_front(s, 0);
 }
 
 void stager_drain(stager *s)
 {
-    while (s->nq > 0) {
-        if (s->q[0].buf >= 0)
-            s->be->ops->stage_done(s->be, s->q[0].buf, 1);
-        release_front(s);
-    }
+    while (s->nq > 0)
+        release_front(s, 1);
 }
 
 double stager_take_copy_s(stager *s)

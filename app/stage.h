@@ -3,16 +3,21 @@
  *   CPU backend     zero copy: the model reads the ring slot itself; the
  *                   slot goes back to the loader after the step.
  *   GPU, blocking   copy the u8 batch (4x fewer bytes than floats), wait,
- *                   give the slot back, compute: the baseline.
+ *                   compute: the baseline.
  *   GPU, --non-blocking
  *                   the copy runs on the copy stream into one of several
  *                   device buffers while the previous batch computes; the
  *                   compute stream waits for it on the device, and the
- *                   slot goes back once the copy has completed.
+ *                   next copy into a buffer waits for the compute that
+ *                   reads it.
  *   --pin           the ring itself is page-locked (after the workers were
  *                   forked), so workers write straight into pinned memory
  *                   and copies are DMA: no extra host copy as in PyTorch's
  *                   pin-memory thread.
+ *
+ * A slot holds the batch's labels too, which the step reads: it goes back
+ * to the loader once its copy has completed AND stager_done was called
+ * for it, oldest first.
  */
 #ifndef TRAIN_STAGE_H
 #define TRAIN_STAGE_H
@@ -32,18 +37,19 @@ stager *stager_create(backend *be, pool *pl, size_t sample_bytes, int max_batch,
 void stager_free(stager *s);
 
 /* 1 when batches should be fetched one ahead (their copies overlap the
- * current step). */
+ * current step): --non-blocking on a GPU with at least two ring slots. */
 int stager_lookahead(const stager *s);
 
-/* Before pool_next: give back slots whose copies are done, and wait for the
- * oldest when the loader would otherwise have no free slot. */
+/* Before pool_next: give back slots that are done with, and wait for the
+ * oldest one's copy when the loader would otherwise have no free slot. */
 void stager_make_room(stager *s);
 
 /* Start moving batch b to the device; returns the device pointer the model
- * reads (valid until stager_done for b). */
+ * reads (valid until stager_done for b). b's slot stays held. */
 const uint8_t *stager_push(stager *s, const pool_batch *b);
 
-/* The step that reads b has been enqueued (CPU: has run). */
+/* The step that reads b has been enqueued (CPU: has run) and no longer
+ * needs b's labels. */
 void stager_done(stager *s, const pool_batch *b);
 
 /* Release every slot still held (end of the run). */

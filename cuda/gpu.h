@@ -51,11 +51,13 @@ const char *gpu_describe(const gpu_info *g, char *buf, size_t len);
  * optional staging/timing block. */
 backend *backend_cuda_create(int device, errbuf *e);
 
-/* ---- self-test: every op on the GPU against host reference loops on a
- * tiny net, one line per op and a verdict to `out`. Returns 0 when all
- * match, 1 on a mismatch, 2 when no usable device exists (reason printed). */
+/* ---- self-test: every op on the GPU against the CPU backend (its twin,
+ * twin.h) on a tiny net's shapes, the staging path, and lenet trained a few
+ * steps on both; one line per check and a verdict to `out`. Returns 0 when
+ * all match, 1 on a mismatch, 2 when no usable device exists (reason
+ * printed). */
 int gpu_selftest(FILE *out);
-/* The same on an existing backend (for tests). */
+/* The same on an existing GPU backend (for tests). */
 int gpu_selftest_run(backend *be, FILE *out);
 
 /* ---- utilisation monitor: NVML, loaded with dlopen at run time, sampled
@@ -63,7 +65,8 @@ int gpu_selftest_run(backend *be, FILE *out);
  * device_util, nn/device.h). Missing NVML, a device NVML does not know, or
  * NVML_ERROR_NOT_SUPPORTED all give available = 0 with the reason, never an
  * error. The rest of train reaches it through device_monitor_* (device.h). */
-/* pci_bus_id from gpu_info; libname NULL = "libnvidia-ml.so.1". Never NULL. */
+/* pci_bus_id from gpu_info; libname NULL = $TRAIN_NVML_LIB if set, else
+ * "libnvidia-ml.so.1". Never NULL. */
 gpu_monitor *gpu_monitor_create(const char *pci_bus_id, const char *libname, int period_ms);
 void gpu_monitor_start(gpu_monitor *m);                  /* begin an epoch */
 void gpu_monitor_stop(gpu_monitor *m, device_util *out); /* end it; the epoch's figures */

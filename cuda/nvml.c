@@ -1,7 +1,8 @@
 /* nvml.c — GPU utilisation and memory, sampled while epochs run.
  *
- * NVML is opened with dlopen("libnvidia-ml.so.1") at run time: no header,
- * no link dependency, so the binary starts on machines without a driver.
+ * NVML is opened with dlopen("libnvidia-ml.so.1", or $TRAIN_NVML_LIB) at
+ * run time: no header, no link dependency, so the binary starts on machines
+ * without a driver.
  * The few functions used are declared here with NVML's C ABI (plain enums
  * returned as int, two small structs). A thread samples every period_ms
  * between gpu_monitor_start and gpu_monitor_stop (one epoch): the device's
@@ -75,7 +76,10 @@ gpu_monitor *gpu_monitor_create(const char *pci_bus_id, const char *libname, int
     pthread_cond_init(&m->cv, &ca);
     pthread_condattr_destroy(&ca);
 
-    const char *name = libname ? libname : "libnvidia-ml.so.1";
+    /* TRAIN_NVML_LIB: another path to the library (a driver installed
+     * outside the loader's path; the tests' scripted stand-in) */
+    const char *env = getenv("TRAIN_NVML_LIB");
+    const char *name = libname ? libname : env && *env ? env : "libnvidia-ml.so.1";
     m->lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!m->lib) {
         snprintf(m->why, sizeof m->why, "NVML not available (%s)", name);

@@ -6,14 +6,23 @@
 #   build/asan/tests/run-fakecuda  the REAL backend code (cuda/*.c, and
 #       cuda/kernels.cu compiled by g++ against the serial launch emulation)
 #       on the test-only fake runtime (tests/fakecuda), under ASan + UBSan,
-#       with the shared op tests (tests/gpu) and the fake's own tests.
-#       Linked with the real libcudnn for its descriptor functions only; a
-#       check after linking fails the build if any other CUDA, cuBLAS or
-#       cuDNN symbol would reach a real library (the fake must have it).
-#   build/cuda/tests/run-gpu  the shared op tests against the real CUDA
-#       libraries; every test skips ("no CUDA device") where there is none.
+#       with the shared GPU tests (tests/gpu: ops against reference loops
+#       and against the CPU backend twin, 20 training steps against the CPU,
+#       the staging of app/stage.c, the whole program end to end) and the
+#       fake's own tests.
+#   build/fakecuda/train  the whole program (every source of build/asan/train
+#       plus cuda/*) on the fake runtime, ASan + UBSan: it picks the fake GPU
+#       ("Fake GPU (tests/fakecuda)") and trains on it; the end-to-end tests
+#       in tests/gpu/test_train_e2e.c run it as a real process.
+#   build/cuda/tests/run-gpu  the shared GPU tests against the real CUDA
+#       libraries and build/cuda/train; every test that needs a device skips
+#       ("no CUDA device") where there is none.
 #   build/fakecuda/libfakenvml.so  a scripted stand-in for libnvidia-ml.so.1
-#       for the utilisation monitor's tests.
+#       (TRAIN_NVML_LIB points train at it).
+#
+# The fake binaries link the real libcudnn for its descriptor functions
+# only; a check after linking fails the build if any other CUDA, cuBLAS or
+# cuDNN symbol would reach a real library (the fake must have it).
 #
 # Both suites are appended to TEST_SUITES, so `make test` runs them.
 
@@ -29,15 +38,37 @@ CXXFLAGS_fakecuda := -std=c++17 $(WARN) -MMD -MP -I. -O1 -g $(SAN) -DKERNEL_EMUL
 # LDFLAGS_ of the variant: the C++ flags ride along so changing them rebuilds
 LDFLAGS_fakecuda := $(CXXFLAGS_fakecuda)
 
-FAKE_SUITE_SRC := $(CUDA_CSRC) nn/device.c nn/shapes.c common/util.c tests/helpers.c \
-                  $(filter-out tests/fakecuda/fake_nvml.c,$(sort $(wildcard tests/fakecuda/*.c))) \
-                  $(sort $(wildcard tests/gpu/*.c))
+# the fake runtime itself (what both fake binaries link), its test helpers,
+# and the one file only the train binary links (the at-exit report)
+FAKE_ALL      := $(sort $(wildcard tests/fakecuda/*.c))
+FAKE_LIB_SRC  := $(filter-out tests/fakecuda/test_%.c tests/fakecuda/fake_nvml.c \
+                   tests/fakecuda/forked.c tests/fakecuda/at_exit.c,$(FAKE_ALL))
+FAKE_TEST_SRC := $(filter tests/fakecuda/test_%.c,$(FAKE_ALL)) tests/fakecuda/forked.c
+
+# what the GPU tests link besides cuda/*: the CPU backend and the models
+# (the twin), the loader's pool and app/stage.c (the staging tests), helpers
+GPU_HOST_SRC := $(sort $(wildcard nn/*.c)) common/util.c tests/helpers.c app/stage.c \
+                loader/pool.c loader/pool_worker.c loader/sampler.c loader/csv_index.c
+GPU_TEST_SRC := $(sort $(wildcard tests/gpu/*.c))
+GPU_LIBS     := $(LIBS) -lz -lcriterion -lstdc++
+# the train binary must not link Criterion: its library constructor takes a
+# process started from a Criterion test (BXFI_MAP set) for one of its workers
+FAKE_TRAIN_LIBS := $(LIBS) -lstdc++
+
+FAKE_SUITE_SRC  := $(CUDA_CSRC) $(GPU_HOST_SRC) $(FAKE_LIB_SRC) $(FAKE_TEST_SRC) $(GPU_TEST_SRC)
 FAKE_SUITE_OBJS := $(patsubst %.c,$(FAKE_DIR)/%.o,$(FAKE_SUITE_SRC)) \
+                   $(patsubst %.cu,$(FAKE_DIR)/%.emu.o,$(CUDA_CU))
+FAKE_TRAIN_OBJS := $(patsubst %.c,$(FAKE_DIR)/%.o,$(LIB_SRC) main.c $(CUDA_CSRC) $(FAKE_LIB_SRC) \
+                     tests/fakecuda/at_exit.c) \
                    $(patsubst %.cu,$(FAKE_DIR)/%.emu.o,$(CUDA_CU))
 
 $(FAKE_DIR)/%.o: %.c $(FAKE_DIR)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_fakecuda) -c $< -o $@
+
+# the fake's compute loops (naive convolution and GEMM in double) carry the
+# training tests' arithmetic: optimised, still under the sanitizers
+$(FAKE_DIR)/tests/fakecuda/cudnn_ops.o $(FAKE_DIR)/tests/fakecuda/cublas.o: CFLAGS_fakecuda += -O2
 
 # the kernels as plain C++ over the serial emulation (cuda/emu.h)
 $(FAKE_DIR)/%.emu.o: %.cu $(FAKE_DIR)/.flags
@@ -48,26 +79,34 @@ $(FAKE_DIR)/libfakenvml.so: tests/fakecuda/fake_nvml.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(WARN) -O1 -g -fPIC -shared -o $@ $<
 
-build/asan/tests/run-fakecuda: $(FAKE_SUITE_OBJS) tests/fakecuda/real-symbols.txt
+# link $@ from the objects $(1) and libraries $(2), then refuse CUDA symbols
+# the fake lacks
+define fake_link
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(FAKE_SUITE_OBJS) $(SAN) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
-	  -lcudnn -lcriterion -lstdc++ -lpthread -ldl -lm
+	$(CC) -o $@ $(1) $(SAN) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn $(2)
 	@bad=$$(nm -D --undefined-only $@ | awk '{print $$NF}' | sed 's/@.*//' | \
 	  grep -E '^(cuda|cudnn|cublas)' | grep -vxF -f tests/fakecuda/real-symbols.txt); \
 	if [ -n "$$bad" ]; then \
-	  echo "run-fakecuda: these calls would reach the real CUDA libraries; the fake must" \
+	  echo "$@: these calls would reach the real CUDA libraries; the fake must" \
 	       "implement them (or, for descriptor functions, list them in" \
 	       "tests/fakecuda/real-symbols.txt):" $$bad >&2; rm -f $@; exit 1; fi
+endef
 
-GPU_SUITE_OBJS := $(patsubst %.c,build/cuda/%.o,$(CUDA_CSRC) nn/device.c nn/shapes.c common/util.c \
-                    tests/helpers.c $(sort $(wildcard tests/gpu/*.c))) \
+build/asan/tests/run-fakecuda: $(FAKE_SUITE_OBJS) tests/fakecuda/real-symbols.txt
+	$(call fake_link,$(FAKE_SUITE_OBJS),$(GPU_LIBS))
+
+$(FAKE_DIR)/train: $(FAKE_TRAIN_OBJS) tests/fakecuda/real-symbols.txt
+	$(call fake_link,$(FAKE_TRAIN_OBJS),$(FAKE_TRAIN_LIBS))
+
+GPU_SUITE_OBJS := $(patsubst %.c,build/cuda/%.o,$(CUDA_CSRC) $(GPU_HOST_SRC) $(GPU_TEST_SRC)) \
                   $(patsubst %.cu,build/cuda/%.o,$(CUDA_CU))
 
 build/cuda/tests/run-gpu: $(GPU_SUITE_OBJS)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(CUDA_LIBS) -lcriterion -lstdc++ -lpthread -ldl -lm
+	$(CC) -o $@ $^ $(CUDA_LIBS) $(GPU_LIBS)
 
-TEST_EXTRA  += build/asan/tests/run-fakecuda $(FAKE_DIR)/libfakenvml.so build/cuda/tests/run-gpu
+TEST_EXTRA  += build/asan/tests/run-fakecuda $(FAKE_DIR)/train $(FAKE_DIR)/libfakenvml.so \
+               build/cuda/tests/run-gpu
 TEST_SUITES += build/asan/tests/run-fakecuda build/cuda/tests/run-gpu
 
 endif

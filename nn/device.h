@@ -53,8 +53,8 @@ backend *device_create_cuda(const device_choice *c, errbuf *e);
 #define DEVICE_PIN_MAX_FRACTION 0.5
 int device_pin_check(uint64_t bytes, uint64_t mem_available, int force, errbuf *e);
 
-/* `train --selftest`: the GPU ops against host reference loops on a tiny
- * net (cuda/selftest.c), one line per check and a verdict to out. Returns 0
+/* `train --selftest`: the GPU ops against the CPU backend on a tiny net
+ * (cuda/selftest.c), one line per check and a verdict to out. Returns 0
  * pass, 1 mismatch, 2 no usable GPU or a CPU-only build (reason printed). */
 int device_selftest(FILE *out);
 

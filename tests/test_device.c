@@ -3,15 +3,19 @@
  * without it, auto falls back with the reason, and the page-locked memory
  * guard allows, warns and refuses at the right fractions of MemAvailable.
  * The CUDA build's decisions are tested on the fake runtime
- * (tests/fakecuda/test_select.c).
+ * (tests/fakecuda/test_select.c); here, the CUDA-enabled binary itself
+ * (build/cuda/train, made when the toolkit is found) runs end to end where
+ * it finds no usable GPU and falls back to the CPU with its reason.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../nn/device.h"
+#include "helpers.h"
 
 Test(device, parse)
 {
@@ -88,4 +92,77 @@ Test(device, selftest_and_monitor_without_cuda)
                       .mem_total = 40ull << 30};
     cr_expect_str_eq(device_util_format(&u, line, sizeof line),
                      "gpu 37% avg, 88% max, mem 1.2 GB / 40.0 GB");
+}
+
+/* ---- build/cuda/train without a usable GPU. CUDA_VISIBLE_DEVICES="" hides
+ * any device, so this holds on GPU machines too (there the reason reads "no
+ * CUDA device" instead of "no NVIDIA driver"). */
+
+static char *cuda_dir, *cuda_csv, *cuda_train;
+
+static void cuda_setup(void)
+{
+    cuda_train = path_join(source_root(), "build/cuda/train");
+    if (access(cuda_train, X_OK) != 0) {
+        fprintf(stderr, "test_device: skipped: no %s (CUDA toolkit not found)\n", cuda_train);
+        cr_skip_test("skipped: no build/cuda/train (CUDA toolkit not found)");
+    }
+    cuda_dir = tmpdir_make();
+    char *bin = path_join(tools_dir(), "fashion_mnist"), *out = path_join(cuda_dir, "fm");
+    char *argv[] = {bin, "--out", out, "--limit", "64", NULL};
+    run_result r;
+    run_argv(argv, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    cuda_csv = path_join(out, "train.csv");
+    free(bin);
+    free(out);
+}
+
+static void cuda_teardown(void)
+{
+    free(cuda_train);
+    if (!cuda_dir)
+        return;
+    free(cuda_csv);
+    tmpdir_remove(cuda_dir);
+}
+
+TestSuite(cuda_build, .init = cuda_setup, .fini = cuda_teardown);
+
+static char *hide_gpus[] = {"CUDA_VISIBLE_DEVICES=", NULL};
+
+Test(cuda_build, auto_trains_on_the_cpu_and_says_why)
+{
+    char *argv[] = {cuda_train, "--model", "probe", "--epochs", "1",
+                    "--batch",  "32",      "--pin", cuda_csv,   NULL};
+    run_result r;
+    run_argv(argv, hide_gpus, 120, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(!strncmp(r.out, "device: cpu (no usable GPU: ", 28), "first line: %.200s", r.out);
+    cr_expect(strstr(r.out, "\ncpu   probe "), "an epoch trained on the CPU:\n%s", r.out);
+    cr_expect(strstr(r.err, "note: --pin has no effect without a GPU"), "%s", r.err);
+    run_free(&r);
+}
+
+Test(cuda_build, device_cuda_exits_2_with_the_reason)
+{
+    char *argv[] = {cuda_train, "--device", "cuda",   "--model", "probe",
+                    "--epochs", "1",        cuda_csv, NULL};
+    run_result r;
+    run_argv(argv, hide_gpus, 120, &r);
+    cr_expect_eq(r.status, 2, "%s", r.err);
+    cr_expect(strstr(r.err, "train: --device cuda: no usable GPU: "), "%s", r.err);
+    cr_expect(!strstr(r.out, "device: "), "no run started: %s", r.out);
+    run_free(&r);
+}
+
+Test(cuda_build, selftest_says_there_is_no_gpu)
+{
+    char *argv[] = {cuda_train, "--selftest", NULL};
+    run_result r;
+    run_argv(argv, hide_gpus, 60, &r);
+    cr_expect_eq(r.status, 2);
+    cr_expect(!strncmp(r.out, "selftest: no usable GPU: ", 25), "%s", r.out);
+    run_free(&r);
 }

@@ -20,7 +20,8 @@
  * cross-stream wait being reached, cudaFree, a legacy-stream call). So work
  * that is not ordered by events runs in an order the code did not ask for,
  * and missing waits show up as wrong data. The fake is stricter than CUDA:
- * no copy completes before a sync point, even from pageable memory.
+ * no copy completes before a sync point, even from pageable memory — unless
+ * eager copies are on (fake_set_eager_copies), the opposite timing.
  *
  * Single-threaded: call it from one thread. Deliberately missing: sticky
  * errors, multiple devices, anything the backend does not call.
@@ -64,6 +65,16 @@ void fake_corrupt_next(const char *api);
  * illegal address: from then on every synchronising call, and every call
  * after that (the error is sticky), returns cudaErrorIllegalAddress. */
 void fake_fault_next(const char *api);
+
+/* on: copies, memsets and event records run as soon as they reach the front
+ * of their stream (and waits whose event has completed), while kernels,
+ * cuDNN and cuBLAS stay lazy — a fast copy engine beside slow compute, so a
+ * copy that is not ordered after the compute still reading its buffer
+ * overwrites it. off (the default): everything lazy, so a host buffer
+ * reused before its copy was waited for is caught. The environment
+ * variable FAKECUDA_COPIES=eager turns it on at start-up (and after every
+ * fake_reset), for the train binary on the fake. */
+void fake_set_eager_copies(int on);
 
 /* Operations enqueued on s and not yet run. */
 int fake_pending(cudaStream_t s);

@@ -57,6 +57,8 @@ static void configure_defaults(void)
     F.cc_minor = 0;
     F.mem_total = FAKE_MEM_TOTAL;
     F.configured = 1;
+    const char *copies = getenv("FAKECUDA_COPIES");
+    fake_set_eager_copies(copies && !strcmp(copies, "eager"));
 }
 
 static void init_once(void)

@@ -4,7 +4,9 @@
  * and lets the stream progress), a cross-stream wait being reached, a
  * cudaFree or cudaStreamDestroy, or any call on the legacy default stream
  * (which first runs every blocking stream, and never the non-blocking
- * ones, like CUDA). An operation with a host source checks at run time
+ * ones, like CUDA). With eager copies on, copies and event bookkeeping run
+ * as soon as nothing orders them later. An operation with a host source
+ * checks at run time
  * that the source was not modified since it was enqueued. Emulated kernels
  * are enqueued here too. See fake.h.
  */
@@ -46,6 +48,7 @@ typedef struct fk_op {
     cudaStream_t wait_stream; /* where the awaited record was issued */
     unsigned seq;
     int fault; /* running it raises the sticky asynchronous error */
+    int copy;  /* a copy or memset: the copy engine's work */
 } fk_op;
 
 #define STREAM_MAX 64
@@ -56,6 +59,7 @@ static struct {
     cudaEvent_t events[EVENT_MAX];
     struct CUstream_st legacy; /* the legacy default stream (NULL) */
     double clock_ms;
+    int eager; /* fake_set_eager_copies */
 } S;
 
 /* ---------------------------------------------------------------- queues */
@@ -151,6 +155,35 @@ void fk_legacy_barrier(void)
             run_all(S.streams[i]);
 }
 
+/* Eager copies: an op the device would finish on its own, without anyone
+ * waiting — a copy or memset, an event record, or a wait for a record that
+ * already completed — runs as soon as it reaches the front of its stream.
+ * Kernels, cuDNN and cuBLAS work stay lazy: a fast copy engine next to slow
+ * compute, the case --non-blocking is for. */
+static int runs_eagerly(const fk_op *op)
+{
+    if (op->wait)
+        return op->wait->completed >= op->seq;
+    return op->rec || op->copy;
+}
+
+static void progress(void)
+{
+    int more = 1;
+    while (more) {
+        more = 0;
+        for (int i = -1; i < STREAM_MAX; i++) {
+            struct CUstream_st *st = i < 0 ? &S.legacy : S.streams[i];
+            while (st && st->head && runs_eagerly(st->head)) {
+                run_one(st);
+                more = 1;
+            }
+        }
+    }
+}
+
+void fake_set_eager_copies(int on) { S.eager = on; }
+
 static cudaError_t push(cudaStream_t s, fk_op *op)
 {
     struct CUstream_st *st = stream_of(s);
@@ -165,6 +198,8 @@ static cudaError_t push(cudaStream_t s, fk_op *op)
     st->pending++;
     if (!s)
         run_all(st);
+    if (S.eager)
+        progress();
     return cudaSuccess;
 }
 
@@ -183,6 +218,7 @@ cudaError_t fk_enqueue(cudaStream_t s, const char *name, void (*run)(void *), vo
     op->run = run;
     op->drop = drop;
     op->arg = arg;
+    op->copy = !strcmp(name, "cudaMemcpyAsync") || !strcmp(name, "cudaMemsetAsync");
     if (host && host_bytes) {
         op->host = host;
         op->host_bytes = host_bytes;

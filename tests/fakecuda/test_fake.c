@@ -339,6 +339,51 @@ Test(fake, streams_run_lazily_and_events_order_them)
     cudaStreamDestroy(a), cudaStreamDestroy(b);
 }
 
+/* the emulated launch's entry (cuda/emu.h is C++) */
+cudaError_t emu_enqueue(cudaStream_t s, const char *kernel, void (*run)(void *),
+                        void (*drop)(void *), void *job);
+static void mark_ran(void *p) { ++*(int *)p; }
+static void keep(void *p) { (void)p; }
+
+Test(fake, eager_copies_run_at_once_and_compute_stays_lazy)
+{
+    fake_set_quiet(0);
+    fake_set_eager_copies(1);
+    cudaStream_t copy, comp;
+    cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking);
+    cudaStreamCreateWithFlags(&comp, cudaStreamNonBlocking);
+    cudaEvent_t copied, released;
+    cudaEventCreateWithFlags(&copied, cudaEventDisableTiming);
+    cudaEventCreateWithFlags(&released, cudaEventDisableTiming);
+    unsigned char *d = dmalloc(8), h1[8] = {1, 1, 1, 1, 1, 1, 1, 1},
+                  h2[8] = {2, 2, 2, 2, 2, 2, 2, 2};
+    cudaMemcpyAsync(d, h1, 8, cudaMemcpyHostToDevice, copy);
+    cudaEventRecord(copied, copy);
+    cr_expect_eq(fake_pending(copy), 0, "the copy and its record ran at once");
+    cr_expect_eq(cudaEventQuery(copied), cudaSuccess);
+    int ran = 0;
+    cudaStreamWaitEvent(comp, copied, 0);
+    emu_enqueue(comp, "reader", mark_ran, keep, &ran);
+    cudaEventRecord(released, comp);
+    cr_expect_eq(ran, 0, "a kernel waits for someone to wait for it");
+    cr_expect_eq(fake_pending(comp), 2, "and so does the record behind it");
+    /* the next copy into d, ordered after the reader: it must not run yet */
+    cudaStreamWaitEvent(copy, released, 0);
+    cudaMemcpyAsync(d, h2, 8, cudaMemcpyHostToDevice, copy);
+    cr_expect_eq(fake_pending(copy), 2, "a copy ordered after lazy compute waits for it");
+    cudaStreamSynchronize(copy);
+    cr_expect_eq(ran, 1, "synchronising the copy ran the reader first");
+    /* unordered, it would have overwritten d under the reader */
+    unsigned char out[8];
+    cudaMemcpyAsync(out, d, 8, cudaMemcpyDeviceToHost, copy);
+    cudaStreamSynchronize(copy);
+    cr_expect_eq(out[0], 2);
+    cr_expect_eq(fake_violations(), 0);
+    cudaFree(d);
+    cudaEventDestroy(copied), cudaEventDestroy(released);
+    cudaStreamDestroy(copy), cudaStreamDestroy(comp);
+}
+
 Test(fake, legacy_stream_does_not_wait_for_non_blocking_streams)
 {
     cudaStream_t nb, blk;

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "../../cuda/gpu.h"
-#include "../../cuda/hostref.h"
 #include "../gpu/gpu_test.h"
+#include "../gpu/hostref.h"
 #include "fake.h"
 #include "forked.h"
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 
 #include "../../cuda/gpu.h"
-#include "../../cuda/hostref.h"
+#include "../../cuda/twin.h"
 #ifdef TRAIN_FAKECUDA
 #include "../fakecuda/fake.h"
 #endif
@@ -63,7 +63,7 @@ float *gt_from_dev(backend *be, const void *d, size_t n)
 void gt_expect_host(const char *what, const float *got, const float *want, size_t n)
 {
     size_t worst = 0;
-    double r = href_compare(got, want, n, GT_RTOL, &worst);
+    double r = twin_compare(got, want, n, GT_RTOL, &worst);
     cr_expect(r <= 1.0, "%s: element %zu of %zu: got %.9g, want %.9g (%.3g x the tolerance)", what,
               worst, n, (double)got[worst], (double)want[worst], r);
 }
@@ -75,11 +75,43 @@ void gt_expect_dev(backend *be, const char *what, const void *got_dev, const flo
     free(got);
 }
 
+static void twin_expect(void *arg, const twin_check *c)
+{
+    size_t i = 0;
+    double r = twin_judge(c, &i);
+    cr_expect(r <= 1.0, "%s: %.3g x the tolerance %.0e%s; element %zu of %zu: gpu %.9g, cpu %.9g",
+              c->what, r, c->rtol, c->measure == TWIN_NORM ? " (L2 norm)" : "", i, c->n,
+              (double)c->dev[i], (double)c->ref[i]);
+    ++*(int *)arg;
+}
+
+twin gt_twin(backend *be, uint64_t key, int *checks)
+{
+    errbuf e = {{0}};
+    backend *cpu = backend_cpu_create(1, &e);
+    cr_assert_not_null(cpu, "backend_cpu_create: %s", e.msg);
+    *checks = 0;
+    twin t = {.dev = be,
+              .ref = cpu,
+              .r = rng_keyed(42, RNG_TOOL, key, 0),
+              .report = twin_expect,
+              .arg = checks};
+    return t;
+}
+
+void gt_twin_done(twin *t)
+{
+    t->ref->ops->destroy(t->ref);
+    t->ref = NULL;
+}
+
+#ifndef TRAIN_FAKECUDA
 /* Say plainly, once, when the suite skipped (Criterion only lists skips
- * with --verbose). */
+ * with --verbose). On the fake every test has its device: nothing to say. */
 ReportHook(POST_ALL)(struct criterion_global_stats *stats)
 {
     if (stats->tests_skipped)
         fprintf(stderr, "gpu tests: %zu of %zu skipped: no CUDA device\n", stats->tests_skipped,
                 stats->nb_tests);
 }
+#endif

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cuda/hostref.h"
 #include "gpu_test.h"
+#include "hostref.h"
 #ifdef TRAIN_FAKECUDA
 #include "../fakecuda/fake.h"
 static void setup(void) { fake_reset(); }

@@ -1,5 +1,6 @@
-/* hostref.h — straightforward host loops for every op of backend.h, the
- * reference the GPU is compared against (the self-test, the op tests).
+/* hostref.h — straightforward host loops for every op of backend.h: an
+ * independent reference for the GPU op tests (test_ops.c), next to the CPU
+ * backend twin (cuda/twin.h) the self-test and test_twin.c compare with.
  *
  * Written for obviousness, not speed: direct loops in the contract's own
  * terms, double accumulation, no im2col, nothing shared with nn/kernels.h
@@ -12,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../nn/backend.h"
+#include "../../nn/backend.h"
 
 void href_normalize_u8(float *out, const uint8_t *in, int B, int C, int HW, const float *mean,
                        const float *std);
@@ -33,11 +34,5 @@ void href_gap_backward(float *din, const float *dout, int B, int C, int HW);
 void href_softmax_xent(float *dlogits, float *loss, int32_t *pred, const float *logits,
                        const int32_t *labels, int B, int K, float scale);
 void href_sgd(float *w, float *v, const float *g, size_t n, float lr, float momentum, float wd);
-
-/* Largest violation of |got - want| <= rtol * (|want| + mean|want|), as a
- * multiple of the allowed error (<= 1 passes); *worst gets its index. The
- * tensor's mean magnitude is the floor so that elements near zero by
- * cancellation are judged on the tensor's scale. NaN anywhere fails. */
-double href_compare(const float *got, const float *want, size_t n, double rtol, size_t *worst);
 
 #endif

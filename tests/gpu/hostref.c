@@ -225,31 +225,3 @@ void href_sgd(float *w, float *v, const float *g, size_t n, float lr, float mome
         w[i] = (float)((double)w[i] - (double)lr * vn);
     }
 }
-
-double href_compare(const float *got, const float *want, size_t n, double rtol, size_t *worst)
-{
-    double mean = 0.0;
-    for (size_t i = 0; i < n; i++)
-        mean += fabs((double)want[i]);
-    mean = n ? mean / n : 0.0;
-    double bad = 0.0;
-    size_t wi = 0;
-    for (size_t i = 0; i < n; i++) {
-        double allowed = rtol * (fabs((double)want[i]) + mean);
-        double err = fabs((double)got[i] - want[i]);
-        double r;
-        if (isnan(got[i]) || isnan(want[i]))
-            r = INFINITY;
-        else if (allowed > 0.0)
-            r = err / allowed;
-        else
-            r = err > 0.0 ? INFINITY : 0.0;
-        if (r > bad) {
-            bad = r;
-            wi = i;
-        }
-    }
-    if (worst)
-        *worst = wi;
-    return bad;
-}
