@@ -79,10 +79,13 @@ static void emit_epoch(run_ctx *r, int tid)
     er.data_wait_pct = 100 * a->wait / t;
     er.copy_pct = 100 * a->copy / t;
     er.compute_pct = o->loader_only ? NAN : 100 * a->compute / t;
-    er.gpu_util_avg = er.gpu_util_max = NAN;
+    er.gpu_util_avg = er.gpu_util_max = er.gpu_mem_mb = NAN;
+    er.gpu_busy_pct = r->be->ops->busy_take && !o->loader_only ? 100 * a->busy / t : NAN;
     if (r->monitor) {
         device_util u;
         device_monitor_stop(r->monitor, &u);
+        if (u.mem_total)
+            er.gpu_mem_mb = (double)u.mem_used / (1024.0 * 1024.0);
         if (u.available) {
             er.gpu_util_avg = u.util_avg;
             er.gpu_util_max = u.util_max;
@@ -239,7 +242,7 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
     if (b->index + 1 < nb)
         return RUN_OK;
     a->t1 = now_sec();
-    if (ji->kind != POOL_JOB_EVAL && r->be->ops->busy_take)
+    if (r->be->ops->busy_take) /* taken per pass: validation's busy time stays its own */
         a->busy = r->be->ops->busy_take(r->be);
     /* an epoch is reported once its validation pass (if any) is done */
     int tid = ji->kind != POOL_JOB_EVAL ? b->job : -1;
@@ -265,14 +268,17 @@ int run_train_loop(run_ctx *r, errbuf *e)
     while (have > 0) {
         cur = nxt;
         cur_dev = nxt_dev;
-        if (look)
+        /* a preload build batch goes back in process(); the first training
+         * batch waits for it (after_previous), so fetch that one after */
+        int ahead = look && r->jobs[cur.job].kind != POOL_JOB_BUILD;
+        if (ahead)
             have = fetch(r, &nxt, &nxt_dev, e);
         int rc = process(r, &cur, cur_dev, e);
         if (rc != RUN_OK)
             return rc;
         if (have < 0)
             break;
-        if (!look)
+        if (!ahead)
             have = fetch(r, &nxt, &nxt_dev, e);
     }
     if (have < 0) {
@@ -322,12 +328,16 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
         step_stats st = {0};
         int j = (int)(i % k);
         double t0 = now_sec();
+        if (be->ops->busy_begin)
+            be->ops->busy_begin(be);
         if (model_train_step(&r->m, dev[j], labels[j], (int)count[j], (float)r->hp.lr,
                              (float)r->hp.momentum, (float)r->hp.wd, &st))
         {
             errf(e, "re-fed batches: the loss became NaN or infinite");
             rc = RUN_NONFINITE;
         }
+        if (be->ops->busy_end)
+            be->ops->busy_end(be);
         if (r->o->test_slow_step > 0)
             cpu_burn(r->o->test_slow_step);
         a->compute += now_sec() - t0;
@@ -337,6 +347,8 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
             rc = POOL_INTERRUPTED;
     }
     a->t1 = now_sec();
+    if (be->ops->busy_take)
+        a->busy = be->ops->busy_take(be);
     for (int j = 0; j < k; j++) {
         be->ops->free(be, dev[j]);
         free(labels[j]);

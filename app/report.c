@@ -12,11 +12,11 @@ static const char *onoff(int v) { return v ? "on" : "off"; }
 
 void report_header(FILE *f)
 {
-    fprintf(f, "%-5s %-7s %-7s %2s %2s %3s %3s %5s | %3s %8s %8s %5s %5s %5s %9s %7s %6s %6s "
+    fprintf(f, "%-5s %-7s %-7s %2s %2s %3s %3s %5s | %3s %8s %8s %5s %5s %5s %9s %5s %7s %6s %6s "
                "%7s %7s %6s %4s %s\n",
             "dev", "model", "mode", "wk", "pf", "pin", "nb", "batch", "ep", "time_s", "img/s",
-            "wait%", "copy%", "comp%", "gpu%avg/mx", "loss", "acc", "val", "rss_MB", "pss_MB",
-            "pin_MB", "skip", "cache");
+            "wait%", "copy%", "comp%", "gpu%avg/mx", "busy%", "loss", "acc", "val", "rss_MB",
+            "pss_MB", "pin_MB", "skip", "cache");
 }
 
 static void fmt_pct(char *b, size_t n, double v)
@@ -29,8 +29,9 @@ static void fmt_pct(char *b, size_t n, double v)
 
 void report_epoch_line(FILE *f, const epoch_rec *r)
 {
-    char wait[16], copy[16], comp[16], gpu[24], loss[16], acc[16], val[16];
+    char wait[16], copy[16], comp[16], gpu[24], busy[16], loss[16], acc[16], val[16];
     fmt_pct(wait, sizeof wait, r->data_wait_pct);
+    fmt_pct(busy, sizeof busy, r->gpu_busy_pct);
     fmt_pct(copy, sizeof copy, r->copy_pct);
     fmt_pct(comp, sizeof comp, r->compute_pct);
     if (isnan(r->gpu_util_avg))
@@ -49,12 +50,12 @@ void report_epoch_line(FILE *f, const epoch_rec *r)
         snprintf(val, sizeof val, "n/a");
     else
         snprintf(val, sizeof val, "%.3f", r->val_acc);
-    fprintf(f, "%-5s %-7s %-7s %2d %2d %3s %3s %5d | %2d%s %8.2f %8.0f %5s %5s %5s %9s %7s %6s %6s "
-               "%7.1f %7.1f %6.1f %4llu %s\n",
+    fprintf(f, "%-5s %-7s %-7s %2d %2d %3s %3s %5d | %2d%s %8.2f %8.0f %5s %5s %5s %9s %5s %7s %6s "
+               "%6s %7.1f %7.1f %6.1f %4llu %s\n",
             r->cfg.device, r->cfg.model, r->cfg.mode, r->cfg.workers, r->cfg.prefetch,
             onoff(r->cfg.pin), onoff(r->cfg.non_blocking), r->cfg.batch, r->epoch,
-            r->warmup ? "w" : " ", r->epoch_s, r->images_per_s, wait, copy, comp, gpu, loss, acc,
-            val, r->rss_mb, r->pss_mb, r->pinned_mb, (unsigned long long)r->skipped, r->cache);
+            r->warmup ? "w" : " ", r->epoch_s, r->images_per_s, wait, copy, comp, gpu, busy, loss,
+            acc, val, r->rss_mb, r->pss_mb, r->pinned_mb, (unsigned long long)r->skipped, r->cache);
     fflush(f);
 }
 
@@ -127,6 +128,8 @@ void report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m)
     json_num(f, "compute_pct", r->compute_pct);
     json_num(f, "gpu_util_avg", r->gpu_util_avg);
     json_num(f, "gpu_util_max", r->gpu_util_max);
+    json_num(f, "gpu_busy_pct", r->gpu_busy_pct);
+    json_num(f, "gpu_mem_mb", r->gpu_mem_mb);
     json_exact(f, "loss", r->loss);
     json_num(f, "train_acc", r->train_acc);
     json_exact(f, "val_loss", r->val_loss);

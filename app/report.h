@@ -24,6 +24,8 @@ typedef struct epoch_rec {
     double epoch_s, images_per_s;
     double data_wait_pct, copy_pct, compute_pct;
     double gpu_util_avg, gpu_util_max;
+    double gpu_busy_pct; /* device compute time (events) / epoch time; NaN without a GPU */
+    double gpu_mem_mb;   /* device memory in use, max over the epoch (NVML); NaN if n/a */
     double loss, train_acc, val_loss, val_acc;
     double rss_mb, pss_mb, pinned_mb;
     int procs;           /* processes in rss/pss: main, supervisor, workers */

@@ -317,13 +317,10 @@ static void preload_case(const char *nb)
 
 Test(train_e2e, preload_blocking_matches_the_cpu) { preload_case("--no-non-blocking"); }
 
-/* Disabled until app/run.c's training loop stops fetching the first
- * training batch ahead of the last preload build batch (which it releases
- * only in process(), while the training job waits for every build batch):
- * today this run stops with "internal: every ring slot is held". The fix
- * is a three-line change in train_loop, given in the issue 7 phase 2
- * report; with it this test passes. */
-Test(train_e2e, preload_non_blocking_matches_the_cpu, .disabled = 1)
+/* The first training batch waits for every preload build batch
+ * (after_previous), so the look-ahead must not fetch it while a build batch
+ * is still held: this run once stopped with "every ring slot is held". */
+Test(train_e2e, preload_non_blocking_matches_the_cpu)
 {
     preload_case("--non-blocking");
 }
