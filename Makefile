@@ -179,7 +179,7 @@ DEMO_N ?= 12000
 demo: deps
 	@$(MAKE) --no-print-directory train tools
 	tools/fashion-mnist --limit $(DEMO_N)
-	./train --epochs 2 --val data/fashion-mnist/test.csv data/fashion-mnist/train.csv
+	./train --epochs 2 --channels auto --val data/fashion-mnist/test.csv data/fashion-mnist/train.csv
 
 clean:
 	rm -rf build train

@@ -72,7 +72,7 @@ static const opt_spec table[] = {
     SECTION("Model and training"),
     {"model", ARG_REQ, O_MODEL, "NAME|list", "probe, lenet, convnet (default: by input size)", 0},
     {"device", ARG_REQ, O_DEVICE, "auto|cpu|cuda", "compute device (default auto)", 0},
-    {"threads", ARG_REQ, O_THREADS, "T", "CPU compute threads (default: cores not used by workers)", 0},
+    {"threads", ARG_REQ, O_THREADS, "T", "CPU compute threads (default: every core)", 0},
     {"epochs", ARG_REQ, O_EPOCHS, "N", "passes over the training set (default 1)", 0},
     {"lr", ARG_REQ, O_LR, "X", "learning rate (default: the model's)", 0},
     {"momentum", ARG_REQ, O_MOMENTUM, "X", "SGD momentum (default: the model's)", 0},

@@ -233,12 +233,13 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
     if (device_select(want, &r->dev, e) != 0)
         return RUN_BAD_INPUT;
     int cores = cpu_count();
-    /* compute threads default to the cores the workers leave free; preload
-     * workers only flip and copy, so then compute may take every core */
-    r->threads = o->threads                     ? o->threads
-                 : r->c.mode == MODE_PRELOAD    ? cores
-                 : r->c.workers < cores         ? cores - r->c.workers
-                                                : 1;
+    /* compute threads default to every core, even with loader workers:
+     * the compute threads sleep while they wait for data and the workers
+     * sleep when the ring is full, so the kernel hands each core to
+     * whichever side has work. Reserving cores for the workers (the first
+     * design) left LeNet on PNGs 45-80% slower with 2 workers and made no
+     * difference on E1's JPEGs (docs/EXPERIMENTS.md, E2). */
+    r->threads = o->threads ? o->threads : cores;
     if (r->dev.kind == DEVICE_CUDA) {
         r->be = device_create_cuda(&r->dev, e);
         if (!r->be)
