@@ -244,3 +244,39 @@ int process_alive(int pid)
     const char *rp = strrchr(buf, ')');
     return rp && rp[1] == ' ' && rp[2] != 'Z' && rp[2] != 'X';
 }
+
+char *make_fashion_subset(const char *dir, int n)
+{
+    char *bin = path_join(tools_dir(), "fashion_mnist"), *out = path_join(dir, "fm");
+    char limit[16];
+    snprintf(limit, sizeof limit, "%d", n);
+    char *argv[] = {bin, "--out", out, "--limit", limit, NULL};
+    run_result r;
+    run_argv(argv, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "tools/fashion-mnist: %s", r.err);
+    run_free(&r);
+    free(bin);
+    return out;
+}
+
+int json_epoch_values(const char *path, const char *key, char vals[][JSON_VALUE_MAX], int max)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+    char pat[64], *line = NULL;
+    size_t cap = 0;
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    int n = 0;
+    while (n < max && getline(&line, &cap, f) > 0) {
+        if (!strstr(line, "\"record\":\"epoch\""))
+            continue;
+        char *p = strstr(line, pat);
+        cr_assert_not_null(p, "no %s in %s", key, line);
+        p += strlen(pat);
+        size_t k = strcspn(p, ",}");
+        snprintf(vals[n++], JSON_VALUE_MAX, "%.*s", (int)k, p);
+    }
+    free(line);
+    fclose(f);
+    return n;
+}

@@ -41,6 +41,15 @@ int count_lines(const char *s);
 /* Number of children of `pid` (from /proc/PID/task/ * /children). */
 int count_children(int pid);
 
+/* A real Fashion-MNIST subset of n images per split, made by
+ * tools/fashion-mnist in dir/fm; returns that folder (train.csv, test.csv). */
+char *make_fashion_subset(const char *dir, int n);
+
+/* The values of `key` in every epoch record of a JSON-lines file written
+ * by --json, as text; returns how many. */
+#define JSON_VALUE_MAX 48
+int json_epoch_values(const char *path, const char *key, char vals[][JSON_VALUE_MAX], int max);
+
 /* The process exists and is not a zombie (an orphaned zombie waits for
  * init to reap it, so kill(pid, 0) would still succeed). */
 int process_alive(int pid);

@@ -108,15 +108,9 @@ static void cuda_setup(void)
         cr_skip_test("skipped: no build/cuda/train (CUDA toolkit not found)");
     }
     cuda_dir = tmpdir_make();
-    char *bin = path_join(tools_dir(), "fashion_mnist"), *out = path_join(cuda_dir, "fm");
-    char *argv[] = {bin, "--out", out, "--limit", "64", NULL};
-    run_result r;
-    run_argv(argv, NULL, 60, &r);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    run_free(&r);
-    cuda_csv = path_join(out, "train.csv");
-    free(bin);
-    free(out);
+    char *fm = make_fashion_subset(cuda_dir, 64);
+    cuda_csv = path_join(fm, "train.csv");
+    free(fm);
 }
 
 static void cuda_teardown(void)

@@ -58,15 +58,9 @@ static char *dir, *csv;
 static void setup(void)
 {
     dir = tmpdir_make();
-    char *bin = path_join(tools_dir(), "fashion_mnist"), *out = path_join(dir, "fm");
-    char *argv[] = {bin, "--out", out, "--limit", "256", NULL};
-    run_result r;
-    run_argv(argv, NULL, 60, &r);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    run_free(&r);
-    csv = path_join(out, "train.csv");
-    free(bin);
-    free(out);
+    char *fm = make_fashion_subset(dir, 256);
+    csv = path_join(fm, "train.csv");
+    free(fm);
 }
 
 static void teardown(void)

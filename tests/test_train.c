@@ -19,21 +19,12 @@
 
 static char *dir, *fm_train, *fm_test;
 
-/* A small real Fashion-MNIST subset (tools/fashion-mnist). */
 static void make_fashion(int n)
 {
-    char *bin = path_join(tools_dir(), "fashion_mnist"), *out = path_join(dir, "fm");
-    char limit[16];
-    snprintf(limit, sizeof limit, "%d", n);
-    char *argv[] = {bin, "--out", out, "--limit", limit, NULL};
-    run_result r;
-    run_argv(argv, NULL, 60, &r);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    run_free(&r);
-    fm_train = path_join(out, "train.csv");
-    fm_test = path_join(out, "test.csv");
-    free(bin);
-    free(out);
+    char *fm = make_fashion_subset(dir, n);
+    fm_train = path_join(fm, "train.csv");
+    fm_test = path_join(fm, "test.csv");
+    free(fm);
 }
 
 static void setup(void)
@@ -66,33 +57,11 @@ static int train(run_result *r, const char *first, ...)
     return run_argv(argv, NULL, 200, r);
 }
 
-/* The values of `key` in every epoch record of a JSON-lines file. */
-static int json_values(const char *path, const char *key, char vals[][40], int max)
-{
-    size_t len;
-    char *text = read_whole_file(path, &len, NULL);
-    cr_assert_not_null(text, "%s missing", path);
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    int n = 0;
-    for (char *line = strtok(text, "\n"); line && n < max; line = strtok(NULL, "\n")) {
-        if (!strstr(line, "\"record\":\"epoch\""))
-            continue;
-        char *p = strstr(line, pat);
-        cr_assert_not_null(p, "no %s in %s", key, line);
-        p += strlen(pat);
-        size_t k = strcspn(p, ",}");
-        snprintf(vals[n++], 40, "%.*s", (int)k, p);
-    }
-    free(text);
-    return n;
-}
-
 static void assert_same_losses(const char *a, const char *b, int epochs)
 {
-    char va[8][40], vb[8][40];
-    cr_assert_eq(json_values(a, "loss", va, 8), epochs);
-    cr_assert_eq(json_values(b, "loss", vb, 8), epochs);
+    char va[8][JSON_VALUE_MAX], vb[8][JSON_VALUE_MAX];
+    cr_assert_eq(json_epoch_values(a, "loss", va, 8), epochs);
+    cr_assert_eq(json_epoch_values(b, "loss", vb, 8), epochs);
     for (int i = 0; i < epochs; i++)
         cr_assert_str_eq(va[i], vb[i], "epoch %d: loss %s vs %s", i + 1, va[i], vb[i]);
 }
@@ -144,19 +113,19 @@ Test(train, json_records_carry_every_field)
                           "train_acc", "val_loss", "val_acc", "rss_mb", "pss_mb", "pinned_mb",
                           "skipped", "cache", "cores", "cpu_model", "gpu_name", "procs"};
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
-        char v[8][40];
-        cr_assert_eq(json_values(j, keys[k], v, 8), 2, "%s", keys[k]);
+        char v[8][JSON_VALUE_MAX];
+        cr_assert_eq(json_epoch_values(j, keys[k], v, 8), 2, "%s", keys[k]);
     }
-    char v[8][40];
-    json_values(j, "pss_mb", v, 8);
+    char v[8][JSON_VALUE_MAX];
+    json_epoch_values(j, "pss_mb", v, 8);
     cr_assert_gt(atof(v[1]), 1.0);
-    json_values(j, "procs", v, 8);
+    json_epoch_values(j, "procs", v, 8);
     cr_assert_str_eq(v[1], "4", "main + supervisor + 2 workers measured");
-    json_values(j, "val_acc", v, 8);
+    json_epoch_values(j, "val_acc", v, 8);
     cr_assert_gt(atof(v[1]), 0.2, "learns something in 2 epochs of 320 images");
-    json_values(j, "gpu_util_avg", v, 8);
+    json_epoch_values(j, "gpu_util_avg", v, 8);
     cr_assert_str_eq(v[0], "null");
-    json_values(j, "warmup", v, 8);
+    json_epoch_values(j, "warmup", v, 8);
     cr_assert_str_eq(v[0], "true");
     cr_assert_str_eq(v[1], "false");
     size_t len;
@@ -345,9 +314,9 @@ Test(train, resume_is_bit_exact)
           c2, "--json", jb, fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
-    char va[4][40], vb[4][40];
-    cr_assert_eq(json_values(ja, "loss", va, 4), 2);
-    cr_assert_eq(json_values(jb, "loss", vb, 4), 1);
+    char va[4][JSON_VALUE_MAX], vb[4][JSON_VALUE_MAX];
+    cr_assert_eq(json_epoch_values(ja, "loss", va, 4), 2);
+    cr_assert_eq(json_epoch_values(jb, "loss", vb, 4), 1);
     cr_assert_str_eq(va[1], vb[0], "epoch 2 loss straight %s vs resumed %s", va[1], vb[0]);
     size_t la, lb;
     char *a = read_whole_file(c1, &la, NULL), *b = read_whole_file(c2, &lb, NULL);

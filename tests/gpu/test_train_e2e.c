@@ -54,16 +54,10 @@ static void setup(void)
     else
         snprintf(gpu_bin, sizeof gpu_bin, "%s/%s", source_root(), GPU_BIN);
     dir = tmpdir_make();
-    char *bin = path_join(tools_dir(), "fashion_mnist"), *out = path_join(dir, "fm");
-    char *argv[] = {bin, "--out", out, "--limit", "192", NULL};
-    run_result r;
-    run_argv(argv, NULL, 60, &r);
-    cr_assert_eq(r.status, 0, "%s", r.err);
-    run_free(&r);
-    fm_train = path_join(out, "train.csv");
-    fm_test = path_join(out, "test.csv");
-    free(bin);
-    free(out);
+    char *fm = make_fashion_subset(dir, 192);
+    fm_train = path_join(fm, "train.csv");
+    fm_test = path_join(fm, "test.csv");
+    free(fm);
 }
 
 static void teardown(void)
@@ -91,28 +85,6 @@ static int run(run_result *r, const char *bin, char *const *env, ...)
     va_end(ap);
     argv[n] = NULL;
     return run_argv(argv, env, 240, r);
-}
-
-/* The values of `key` in every epoch record of a JSON-lines file, as text. */
-static int json_values(const char *path, const char *key, char vals[][48], int max)
-{
-    size_t len;
-    char *text = read_whole_file(path, &len, NULL);
-    cr_assert_not_null(text, "%s missing", path);
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\":", key);
-    int n = 0;
-    for (char *line = strtok(text, "\n"); line && n < max; line = strtok(NULL, "\n")) {
-        if (!strstr(line, "\"record\":\"epoch\""))
-            continue;
-        char *p = strstr(line, pat);
-        cr_assert_not_null(p, "no %s in %s", key, line);
-        p += strlen(pat);
-        size_t k = strcspn(p, ",}");
-        snprintf(vals[n++], 48, "%.*s", (int)k, p);
-    }
-    free(text);
-    return n;
 }
 
 /* Column `name` of the epoch lines in a run's stdout (the report's table). */
@@ -153,9 +125,9 @@ static void expect_gpu_run(const run_result *r)
  * relative difference */
 static double expect_losses_close(const char *ja, const char *jb, const char *key, int epochs)
 {
-    char va[8][48], vb[8][48];
-    cr_assert_eq(json_values(ja, key, va, 8), epochs);
-    cr_assert_eq(json_values(jb, key, vb, 8), epochs);
+    char va[8][JSON_VALUE_MAX], vb[8][JSON_VALUE_MAX];
+    cr_assert_eq(json_epoch_values(ja, key, va, 8), epochs);
+    cr_assert_eq(json_epoch_values(jb, key, vb, 8), epochs);
     double worst = 0;
     for (int i = 0; i < epochs; i++) {
         double a = strtod(va[i], NULL), b = strtod(vb[i], NULL);
@@ -171,9 +143,9 @@ static double expect_losses_close(const char *ja, const char *jb, const char *ke
 #ifdef TRAIN_FAKECUDA
 static void expect_same_text(const char *ja, const char *jb, const char *key, int epochs)
 {
-    char va[8][48], vb[8][48];
-    cr_assert_eq(json_values(ja, key, va, 8), epochs);
-    cr_assert_eq(json_values(jb, key, vb, 8), epochs);
+    char va[8][JSON_VALUE_MAX], vb[8][JSON_VALUE_MAX];
+    cr_assert_eq(json_epoch_values(ja, key, va, 8), epochs);
+    cr_assert_eq(json_epoch_values(jb, key, vb, 8), epochs);
     for (int i = 0; i < epochs; i++)
         cr_expect_str_eq(va[i], vb[i], "epoch %d %s: %s vs %s", i + 1, key, va[i], vb[i]);
 }
@@ -204,8 +176,8 @@ static void pin_nb_case(const char *pin, const char *nb)
         "2", pin, nb, "--json", jg, fm_train, NULL);
     expect_gpu_run(&r);
     int pinned = !strcmp(pin, "--pin");
-    char pmb[8][48], col[8][48], tnb[8][48], tpin[8][48];
-    cr_assert_eq(json_values(jg, "pinned_mb", pmb, 8), 2);
+    char pmb[8][JSON_VALUE_MAX], col[8][JSON_VALUE_MAX], tnb[8][JSON_VALUE_MAX], tpin[8][JSON_VALUE_MAX];
+    cr_assert_eq(json_epoch_values(jg, "pinned_mb", pmb, 8), 2);
     cr_assert_eq(table_column(r.out, "pin_MB", col, 8), 2, "%s", r.out);
     cr_assert_eq(table_column(r.out, "nb", tnb, 8), 2);
     cr_assert_eq(table_column(r.out, "pin", tpin, 8), 2);
@@ -333,9 +305,9 @@ Test(train_e2e, nvml_missing_is_na_with_one_note)
     run(&r, gpu_bin, no_nvml, "--model", "probe", "--epochs", "3", "--batch", "64", "--json", j,
         fm_train, NULL);
     expect_gpu_run(&r);
-    char col[8][48], js[8][48];
+    char col[8][JSON_VALUE_MAX], js[8][JSON_VALUE_MAX];
     cr_assert_eq(table_column(r.out, "gpu%avg/mx", col, 8), 3, "%s", r.out);
-    cr_assert_eq(json_values(j, "gpu_util_avg", js, 8), 3);
+    cr_assert_eq(json_epoch_values(j, "gpu_util_avg", js, 8), 3);
     for (int i = 0; i < 3; i++) {
         cr_expect_str_eq(col[i], "n/a");
         cr_expect_str_eq(js[i], "null");
@@ -359,10 +331,10 @@ Test(train_e2e, nvml_present_gives_utilisation)
     run(&r, gpu_bin, env, "--model", "probe", "--epochs", "2", "--batch", "64", "--json", j,
         fm_train, NULL);
     expect_gpu_run(&r);
-    char col[8][48], avg[8][48], mx[8][48];
+    char col[8][JSON_VALUE_MAX], avg[8][JSON_VALUE_MAX], mx[8][JSON_VALUE_MAX];
     cr_assert_eq(table_column(r.out, "gpu%avg/mx", col, 8), 2, "%s", r.out);
-    cr_assert_eq(json_values(j, "gpu_util_avg", avg, 8), 2);
-    cr_assert_eq(json_values(j, "gpu_util_max", mx, 8), 2);
+    cr_assert_eq(json_epoch_values(j, "gpu_util_avg", avg, 8), 2);
+    cr_assert_eq(json_epoch_values(j, "gpu_util_max", mx, 8), 2);
     for (int i = 0; i < 2; i++) {
         double a = strtod(avg[i], NULL), m = strtod(mx[i], NULL);
         cr_expect(a >= 10 && a <= 50 && m >= a && m <= 50, "epoch %d: avg %s max %s", i + 1, avg[i],
