@@ -232,6 +232,8 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
         want = DEVICE_CPU;
     if (device_select(want, &r->dev, e) != 0)
         return RUN_BAD_INPUT;
+    if (o->loader_only && r->dev.kind == DEVICE_CPU)
+        snprintf(r->dev.line, sizeof r->dev.line, "device: none (--loader-only: no model runs)");
     int cores = cpu_count();
     /* compute threads default to every core, even with loader workers:
      * the compute threads sleep while they wait for data and the workers

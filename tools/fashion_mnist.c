@@ -127,7 +127,7 @@ int main(int argc, char **argv)
     size_t len;
     char *have = read_whole_file(stamp, &len, NULL);
     if (have && strcmp(have, want) == 0) {
-        printf("fashion-mnist: %s is up to date (%s)", out, want);
+        printf("fashion-mnist: %s is up to date (--limit %lld)\n", out, limit);
         free(have);
         return 0;
     }
