@@ -19,37 +19,30 @@ void report_header(FILE *f)
             "pss_MB", "pin_MB", "skip", "cache");
 }
 
-static void fmt_pct(char *b, size_t n, double v)
+/* v formatted with fmt, or `na` when it does not apply (NaN) */
+static const char *fmt_num(char *b, size_t n, const char *fmt, double v, const char *na)
 {
     if (isnan(v))
-        snprintf(b, n, "n/a");
+        snprintf(b, n, "%s", na);
     else
-        snprintf(b, n, "%.1f", v);
+        snprintf(b, n, fmt, v);
+    return b;
 }
 
 void report_epoch_line(FILE *f, const epoch_rec *r)
 {
     char wait[16], copy[16], comp[16], gpu[24], busy[16], loss[16], acc[16], val[16];
-    fmt_pct(wait, sizeof wait, r->data_wait_pct);
-    fmt_pct(busy, sizeof busy, r->gpu_busy_pct);
-    fmt_pct(copy, sizeof copy, r->copy_pct);
-    fmt_pct(comp, sizeof comp, r->compute_pct);
+    fmt_num(wait, sizeof wait, "%.1f", r->data_wait_pct, "n/a");
+    fmt_num(busy, sizeof busy, "%.1f", r->gpu_busy_pct, "n/a");
+    fmt_num(copy, sizeof copy, "%.1f", r->copy_pct, "n/a");
+    fmt_num(comp, sizeof comp, "%.1f", r->compute_pct, "n/a");
     if (isnan(r->gpu_util_avg))
         snprintf(gpu, sizeof gpu, "n/a");
     else
         snprintf(gpu, sizeof gpu, "%.0f/%.0f", r->gpu_util_avg, r->gpu_util_max);
-    if (isnan(r->loss))
-        snprintf(loss, sizeof loss, "n/a");
-    else
-        snprintf(loss, sizeof loss, "%.4f", r->loss);
-    if (isnan(r->train_acc))
-        snprintf(acc, sizeof acc, "n/a");
-    else
-        snprintf(acc, sizeof acc, "%.3f", r->train_acc);
-    if (isnan(r->val_acc))
-        snprintf(val, sizeof val, "n/a");
-    else
-        snprintf(val, sizeof val, "%.3f", r->val_acc);
+    fmt_num(loss, sizeof loss, "%.4f", r->loss, "n/a");
+    fmt_num(acc, sizeof acc, "%.3f", r->train_acc, "n/a");
+    fmt_num(val, sizeof val, "%.3f", r->val_acc, "n/a");
     fprintf(f, "%-5s %-7s %-7s %2d %2d %3s %3s %5d | %2d%s %8.2f %8.0f %5s %5s %5s %9s %5s %7s %6s "
                "%6s %7.1f %7.1f %6.1f %4llu %s\n",
             r->cfg.device, r->cfg.model, r->cfg.mode, r->cfg.workers, r->cfg.prefetch,
@@ -297,15 +290,9 @@ void report_sweep_table(FILE *f, const summary_rec *s, int n)
     for (int i = 0; i < n; i++) {
         const summary_rec *r = &s[i];
         char gpu[16], val[16], build[16], up[16];
-        fmt_pct(gpu, sizeof gpu, r->gpu_util_avg);
-        if (isnan(r->final_val_acc))
-            snprintf(val, sizeof val, "n/a");
-        else
-            snprintf(val, sizeof val, "%.3f", r->final_val_acc);
-        if (isnan(r->preload_build_s))
-            snprintf(build, sizeof build, "-");
-        else
-            snprintf(build, sizeof build, "%.2f", r->preload_build_s);
+        fmt_num(gpu, sizeof gpu, "%.1f", r->gpu_util_avg, "n/a");
+        fmt_num(val, sizeof val, "%.3f", r->final_val_acc, "n/a");
+        fmt_num(build, sizeof build, "%.2f", r->preload_build_s, "-");
         if (r->status != 0)
             snprintf(up, sizeof up, "failed(%d)", r->status);
         else if (isnan(base) || isnan(r->epoch_s_median) || r->epoch_s_median <= 0)
