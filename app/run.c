@@ -259,7 +259,7 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
     return RUN_OK;
 }
 
-static int setup_model(run_ctx *r, ckpt_info *ck, errbuf *e)
+static int setup_model(run_ctx *r, errbuf *e)
 {
     const options *o = r->o;
     if (o->loader_only)
@@ -301,7 +301,6 @@ static int setup_model(run_ctx *r, ckpt_info *ck, errbuf *e)
     } else {
         model_init_params(&r->m, o->seed);
     }
-    (void)ck;
     return RUN_OK;
 }
 
@@ -387,7 +386,7 @@ int run_one(const options *o, const run_choice *c)
     if (rc == RUN_OK)
         rc = setup_device(&r, note, sizeof note, &e);
     if (rc == RUN_OK)
-        rc = setup_model(&r, &ck, &e);
+        rc = setup_model(&r, &e);
     if (r.dev.kind == DEVICE_CUDA)
         snprintf(r.mi.gpu, sizeof r.mi.gpu, "%.120s", r.dev.line);
     if (rc == RUN_OK) {

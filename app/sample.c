@@ -18,10 +18,6 @@ typedef struct sample_ctx {
     img_ctx *img;
 } sample_ctx;
 
-static uint64_t decodes;
-
-uint64_t sample_decodes(void) { return decodes; }
-
 void *sample_worker_init(void *arg)
 {
     sample_ctx *c = xcalloc(1, sizeof *c);
@@ -59,7 +55,6 @@ int sample_load(void *wctx, int src, uint32_t index, pool_job_kind kind, rng *r,
         int bh, bw;
         if (img_load_base(c->img, path, p, &base, &bh, &bw, e) != 0)
             return -1;
-        decodes++;
         if (bh != s->base_h || bw != s->base_w)
             return errf(e, "%s: is %dx%d after resizing, expected %dx%d (use --resize HxW)", path,
                         bh, bw, s->base_h, s->base_w);
@@ -71,7 +66,6 @@ int sample_load(void *wctx, int src, uint32_t index, pool_job_kind kind, rng *r,
         if (s->cache && src == 0)
             return img_augment(out, s->out_h, s->out_w, s->cache + (size_t)index * s->base_bytes,
                                s->base_h, s->base_w, p, r, e);
-        decodes++;
         return img_load(c->img, path, p, r, out, s->out_h, s->out_w, e);
     }
     return errf(e, "internal: unknown job kind %d", (int)kind);

@@ -28,7 +28,4 @@ void sample_worker_fini(void *wctx);
 int sample_load(void *wctx, int src, uint32_t index, pool_job_kind kind, rng *r, uint8_t *out,
                 errbuf *e);
 
-/* Number of decodes this process has done (preload cache reuse checks). */
-uint64_t sample_decodes(void);
-
 #endif

@@ -93,7 +93,6 @@ static uint64_t meminfo_field(const char *key)
 }
 
 uint64_t mem_available_bytes(void) { return meminfo_field("MemAvailable"); }
-uint64_t mem_total_bytes(void) { return meminfo_field("MemTotal"); }
 
 const char *fmt_bytes(char *buf, size_t len, uint64_t b)
 {

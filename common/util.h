@@ -41,8 +41,6 @@ double now_sec(void);
 
 /* MemAvailable from /proc/meminfo in bytes, or 0 when it cannot be read. */
 uint64_t mem_available_bytes(void);
-/* MemTotal from /proc/meminfo in bytes, or 0. */
-uint64_t mem_total_bytes(void);
 
 /* Human-readable byte count ("1.5 GB") into buf; returns buf. */
 const char *fmt_bytes(char *buf, size_t len, uint64_t bytes);
