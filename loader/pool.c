@@ -25,7 +25,7 @@
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-static void layout(pool *p, size_t off[8])
+static void layout(pool *p, size_t off[9])
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
     size_t o = align_up(sizeof(pool_ctl), 64);
@@ -40,11 +40,13 @@ static void layout(pool *p, size_t off[8])
     off[4] = o; /* labels */
     o = align_up(o + sizeof(int32_t) * (size_t)p->nslots * p->cfg.batch, 64);
     off[5] = o; /* indices */
-    o = align_up(o + sizeof(uint32_t) * (size_t)p->nslots * p->cfg.batch, page);
-    off[6] = o; /* ring */
+    o = align_up(o + sizeof(uint32_t) * (size_t)p->nslots * p->cfg.batch, 64);
+    off[6] = o; /* skip_told */
+    o = align_up(o + (size_t)POOL_MAX_SOURCES * p->max_n, page);
+    off[7] = o; /* ring */
     p->slot_stride = align_up(p->cfg.batch * p->cfg.sample_bytes, page);
     p->ring_len = p->slot_stride * (size_t)p->nslots;
-    off[7] = o + p->ring_len;
+    off[8] = o + p->ring_len;
 }
 
 pool *pool_create(const pool_config *cfg, errbuf *e)
@@ -64,9 +66,9 @@ pool *pool_create(const pool_config *cfg, errbuf *e)
     for (int i = 0; i < cfg->nsrc; i++)
         if (cfg->src[i]->n > p->max_n)
             p->max_n = cfg->src[i]->n;
-    size_t off[8];
+    size_t off[9];
     layout(p, off);
-    p->map_len = off[7];
+    p->map_len = off[8];
     uint64_t avail = mem_available_bytes();
     if (avail && p->map_len > avail / 10 * 8) {
         char need[32], have[32];
@@ -92,7 +94,8 @@ pool *pool_create(const pool_config *cfg, errbuf *e)
     p->perms = (uint32_t *)(p->map + off[3]);
     p->labels = (int32_t *)(p->map + off[4]);
     p->indices = (uint32_t *)(p->map + off[5]);
-    p->ring = p->map + off[6];
+    p->skip_told = (_Atomic uint8_t *)(p->map + off[6]);
+    p->ring = p->map + off[7];
     p->release_mark = xcalloc((size_t)p->nslots, 1);
     for (int i = 0; i < cfg->workers; i++) {
         atomic_store(&p->workers[i].current, -1);
@@ -395,6 +398,7 @@ int pool_next(pool *p, pool_batch *b, errbuf *e)
     b->labels = p->labels + (size_t)s * p->cfg.batch;
     b->indices = p->indices + (size_t)s * p->cfg.batch;
     b->wait_s = now_sec() - t0;
+    b->fill_t0 = h->fill_t0;
     b->fill_s = h->fill_s;
     b->slot = s;
     p->consumed++;

@@ -89,6 +89,7 @@ typedef struct pool_batch {
     int32_t *labels;      /* count labels */
     uint32_t *indices;    /* count sample indices (after replacement) */
     double wait_s;        /* how long pool_next waited for it */
+    double fill_t0;       /* when its filling began (now_sec()'s clock) */
     double fill_s;        /* time the filling process spent on it */
     int slot;
 } pool_batch;

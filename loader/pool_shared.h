@@ -5,6 +5,7 @@
  *
  *   pool_ctl | worker_rec[workers] | slot_hdr[slots] | job_entry[POOL_JOBQ]
  *   | perm[POOL_JOBQ][max_n] | labels[slots][batch] | indices[slots][batch]
+ *   | skip_told[POOL_MAX_SOURCES][max_n]
  *   | ring: slots x round_up(batch * sample_bytes, page)
  *
  * Who writes what:
@@ -52,6 +53,8 @@ typedef struct slot_hdr {
     /* written by the filler */
     uint32_t count, skipped;
     int32_t status;             /* 0 ok, POOL_BAD_SAMPLE */
+    double fill_t0;             /* now_sec() when filling began (one clock
+                                   for every process: CLOCK_MONOTONIC) */
     double fill_s;
     char msg[2 * ERR_MAX]; /* `csv:line: ` + the loader's message */
 } slot_hdr;
@@ -87,6 +90,8 @@ struct pool {
     uint32_t max_n;
     int32_t *labels;
     uint32_t *indices;
+    _Atomic uint8_t *skip_told; /* POOL_MAX_SOURCES x max_n: a skipped
+                                   sample's reason was printed */
     uint8_t *ring;
     size_t ring_len;
 

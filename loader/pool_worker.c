@@ -16,6 +16,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "pool_shared.h"
 #include "sampler.h"
@@ -27,6 +28,23 @@ static int load_one(pool *p, void *wctx, const job_entry *je, uint32_t idx, uint
 {
     rng r = rng_keyed(p->cfg.seed, RNG_AUGMENT, je->job.epoch, key);
     return p->cfg.load(wctx, je->job.src, idx, je->job.kind, &r, out, e);
+}
+
+/* --skip-bad: name each bad sample once per run, whichever process meets
+ * it first and however many epochs meet it again. One write(2) per line,
+ * so lines from several workers do not interleave. */
+static void tell_skipped(pool *p, int src, uint32_t idx, const errbuf *e)
+{
+    if (atomic_exchange(&p->skip_told[(size_t)src * p->max_n + idx], 1))
+        return;
+    const ds_index *ix = p->cfg.src[src];
+    char line[3 * ERR_MAX];
+    int n = snprintf(line, sizeof line, "train: skipped %s:%u: %s\n", ix->csv_path, ix->rows[idx].line, e->msg);
+    if (n > (int)sizeof line - 1)
+        n = (int)sizeof line - 1, line[n - 1] = '\n';
+    if (write(2, line, (size_t)n) < 0) {
+        /* nowhere left to say it */
+    }
 }
 
 void pool_fill(pool *p, uint64_t seq, void *wctx)
@@ -44,6 +62,7 @@ void pool_fill(pool *p, uint64_t seq, void *wctx)
     uint8_t *data = p->ring + (size_t)s * p->slot_stride;
     int build = je->job.kind == POOL_JOB_BUILD;
 
+    h->fill_t0 = t0;
     h->status = 0;
     h->skipped = 0;
     h->msg[0] = '\0';
@@ -53,6 +72,7 @@ void pool_fill(pool *p, uint64_t seq, void *wctx)
         errbuf e;
         int rc = load_one(p, wctx, je, idx, idx, out, &e);
         if (rc != 0 && p->cfg.skip_bad && !build) {
+            tell_skipped(p, je->job.src, idx, &e);
             /* the next good sample in index order, augmented with the
              * original sample's stream: depends on the data only */
             uint32_t tries = 1, alt = idx;
@@ -61,6 +81,8 @@ void pool_fill(pool *p, uint64_t seq, void *wctx)
                 tries++;
                 errbuf e2;
                 rc = load_one(p, wctx, je, alt, idx, out, &e2);
+                if (rc != 0)
+                    tell_skipped(p, je->job.src, alt, &e2);
             }
             if (rc == 0) {
                 h->skipped++;
