@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #define CACHE_MAGIC "TRAINPC\n"
-#define CACHE_VERSION 1u
+#define CACHE_VERSION 2u
 #define CACHE_HEADER 4096u
 
 typedef struct cache_header {
@@ -23,8 +23,53 @@ typedef struct cache_header {
     uint64_t key;
     uint64_t data_bytes;
     uint64_t data_sum;
+    uint64_t csv_hash;   /* the CSV's content alone, to say what changed */
+    uint64_t stamps_sum; /* of the file stamps after the data */
     uint64_t header_sum; /* of the bytes above */
 } cache_header;
+
+/* What a source image looked like when its sample was cached: any change
+ * (rewritten, touched, replaced by another file) rebuilds the cache. A
+ * file that cannot be stat'ed is all zeros, which changes too when it
+ * appears. */
+typedef struct file_stamp {
+    uint64_t size, ino;
+    int64_t mtime_ns, ctime_ns;
+} file_stamp;
+
+static void stamp_files(preload_cache *pc, const ds_index *ix)
+{
+    pc->stamps = xcalloc(ix->n ? ix->n : 1, sizeof(file_stamp));
+    file_stamp *fs = pc->stamps;
+    for (uint32_t i = 0; i < ix->n; i++) {
+        struct stat st;
+        if (stat(ds_path(ix, i), &st) != 0)
+            continue;
+        fs[i].size = (uint64_t)st.st_size;
+        fs[i].ino = (uint64_t)st.st_ino;
+        fs[i].mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+        fs[i].ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
+    }
+}
+
+static size_t stamps_bytes(const preload_cache *pc) { return (size_t)pc->n * sizeof(file_stamp); }
+
+/* Name the first image that changed and count them, for the note. */
+static void describe_changed(preload_cache *pc, const file_stamp *old)
+{
+    const file_stamp *now = pc->stamps;
+    uint32_t changed = 0, first = 0;
+    for (uint32_t i = 0; i < pc->n; i++)
+        if (memcmp(&old[i], &now[i], sizeof *now) != 0 && changed++ == 0)
+            first = i;
+    const file_stamp *a = &old[first], *b = &now[first];
+    const char *how = !b->ino ? "missing now" : a->ino != b->ino ? "replaced by another file"
+                      : a->size != b->size                    ? "size changed"
+                                                              : "modified (time stamps changed)";
+    snprintf(pc->note, sizeof pc->note, "cache %s: %u image file%s changed since it was built (first: %s:%u %s, %s): "
+             "rebuilding it", pc->path, changed, changed == 1 ? "" : "s", pc->ix->csv_path, pc->ix->rows[first].line,
+             ds_path(pc->ix, first), how);
+}
 
 static uint64_t header_sum(const cache_header *h)
 {
@@ -86,28 +131,38 @@ static int try_reuse(preload_cache *pc, errbuf *e)
         why = "has a corrupt header";
     else if (h.version != CACHE_VERSION)
         why = "was written by another version of train";
+    else if (h.csv_hash != pc->ix->content_hash)
+        why = "was built from another CSV (its content or --root changed)";
     else if (h.key != pc->key || h.n != pc->n || h.c != (uint32_t)pc->c || h.h != (uint32_t)pc->h ||
              h.w != (uint32_t)pc->w || h.data_bytes != bytes)
-        why = "was built for other data or transforms";
-    else if ((uint64_t)st.st_size != CACHE_HEADER + bytes)
+        why = "was built for other transforms (--resize, --crop, --channels)";
+    else if ((uint64_t)st.st_size != CACHE_HEADER + bytes + stamps_bytes(pc))
         why = "has the wrong size (truncated?)";
     if (why) {
         close(fd);
         snprintf(pc->note, sizeof pc->note, "cache %s %s: rebuilding it", pc->path, why);
         return 1;
     }
-    void *m = mmap(NULL, CACHE_HEADER + bytes, PROT_READ, MAP_SHARED, fd, 0);
+    size_t len = CACHE_HEADER + bytes + stamps_bytes(pc);
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (m == MAP_FAILED)
         return errf(e, "%s: cannot map: %s", pc->path, strerror(errno));
-    if (hash64((uint8_t *)m + CACHE_HEADER, bytes, 0x64617461) != h.data_sum) {
-        munmap(m, CACHE_HEADER + bytes);
+    const file_stamp *old = (const file_stamp *)((uint8_t *)m + CACHE_HEADER + bytes);
+    if (hash64(old, stamps_bytes(pc), 0x7374616d) != h.stamps_sum ||
+        hash64((uint8_t *)m + CACHE_HEADER, bytes, 0x64617461) != h.data_sum) {
+        munmap(m, len);
         snprintf(pc->note, sizeof pc->note, "cache %s is corrupt (checksum mismatch): rebuilding it",
                  pc->path);
         return 1;
     }
+    if (memcmp(old, pc->stamps, stamps_bytes(pc)) != 0) {
+        describe_changed(pc, old);
+        munmap(m, len);
+        return 1;
+    }
     pc->map = m;
-    pc->map_len = CACHE_HEADER + bytes;
+    pc->map_len = len;
     pc->data = pc->map + CACHE_HEADER;
     pc->ready = 1;
     snprintf(pc->note, sizeof pc->note, "cache %s matches: reusing it, nothing to decode", pc->path);
@@ -128,27 +183,28 @@ static int create_temp(preload_cache *pc, errbuf *e)
         return -1;
     }
     fchmod(pc->fd, 0644);
-    int rc = posix_fallocate(pc->fd, 0, (off_t)(CACHE_HEADER + bytes));
+    size_t len = CACHE_HEADER + bytes + stamps_bytes(pc);
+    int rc = posix_fallocate(pc->fd, 0, (off_t)len);
     if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL)
-        return errf(e, "%s: cannot allocate %zu bytes: %s", pc->tmp_path, CACHE_HEADER + bytes,
-                    strerror(rc));
-    if (ftruncate(pc->fd, (off_t)(CACHE_HEADER + bytes)) != 0)
+        return errf(e, "%s: cannot allocate %zu bytes: %s", pc->tmp_path, len, strerror(rc));
+    if (ftruncate(pc->fd, (off_t)len) != 0)
         return errf(e, "%s: %s", pc->tmp_path, strerror(errno));
-    void *m = mmap(NULL, CACHE_HEADER + bytes, PROT_READ | PROT_WRITE, MAP_SHARED, pc->fd, 0);
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, pc->fd, 0);
     if (m == MAP_FAILED)
         return errf(e, "%s: cannot map: %s", pc->tmp_path, strerror(errno));
     pc->map = m;
-    pc->map_len = CACHE_HEADER + bytes;
+    pc->map_len = len;
     pc->data = pc->map + CACHE_HEADER;
     return 0;
 }
 
-int cache_open(preload_cache *pc, const char *path, uint32_t n, int c, int h, int w, uint64_t key,
+int cache_open(preload_cache *pc, const char *path, const ds_index *ix, int c, int h, int w, uint64_t key,
                uint64_t mem_limit, errbuf *e)
 {
     memset(pc, 0, sizeof *pc);
     pc->fd = -1;
-    pc->n = n;
+    pc->ix = ix;
+    pc->n = ix->n;
     pc->c = c;
     pc->h = h;
     pc->w = w;
@@ -157,6 +213,7 @@ int cache_open(preload_cache *pc, const char *path, uint32_t n, int c, int h, in
     if (!path)
         return map_anonymous(pc, mem_limit, e) == 0 ? 0 : (cache_close(pc), -1);
     pc->path = xstrdup(path);
+    stamp_files(pc, ix);
     int rc = try_reuse(pc, e);
     if (rc == 0)
         return 0;
@@ -182,6 +239,10 @@ int cache_commit(preload_cache *pc, errbuf *e)
     h.key = pc->key;
     h.data_bytes = (uint64_t)pc->n * pc->sample_bytes;
     h.data_sum = hash64(pc->data, (size_t)h.data_bytes, 0x64617461);
+    h.csv_hash = pc->ix->content_hash;
+    uint8_t *stamps = pc->data + h.data_bytes;
+    memcpy(stamps, pc->stamps, stamps_bytes(pc));
+    h.stamps_sum = hash64(stamps, stamps_bytes(pc), 0x7374616d);
     h.header_sum = header_sum(&h);
     memcpy(pc->map, &h, sizeof h);
     if (msync(pc->map, pc->map_len, MS_SYNC) != 0 || fsync(pc->fd) != 0)
@@ -214,6 +275,7 @@ void cache_close(preload_cache *pc)
         free(pc->tmp_path);
     }
     free(pc->path);
+    free(pc->stamps);
     memset(pc, 0, sizeof *pc);
     pc->fd = -1;
 }

@@ -11,8 +11,12 @@
  *
  * File format (little-endian): a 4096-byte header — magic "TRAINPC\n",
  * version, sample count, C, H, W, the key (CSV content + transform
- * parameters), a checksum of the data and a checksum of the header itself —
- * then n * C * H * W bytes.
+ * parameters), a checksum of the data, the CSV's content hash, a checksum
+ * of the stamps and a checksum of the header itself — then n * C * H * W
+ * bytes, then one stamp per sample of its image file as it was when the
+ * cache was built (size, inode, modification and change times): a file
+ * rewritten, touched or replaced since then rebuilds the cache, and the
+ * note names the first one. Stamping costs one stat() per image at start.
  */
 #ifndef TRAIN_CACHE_H
 #define TRAIN_CACHE_H
@@ -36,6 +40,8 @@ typedef struct preload_cache {
     size_t map_len;
     int fd;
     char *path, *tmp_path;
+    const ds_index *ix;
+    void *stamps;        /* file_stamp per sample (file caches) */
     char note[2 * ERR_MAX]; /* what happened, for the user ("reusing ...") */
 } preload_cache;
 
@@ -43,10 +49,11 @@ typedef struct preload_cache {
  * base images. */
 uint64_t cache_key(const ds_index *ix, const img_params *p, int base_h, int base_w);
 
-/* Map (or reuse) a cache for n samples of c x h x w. mem_limit 0 means 80%
+/* Map (or reuse) a cache for ix's n samples of c x h x w (ix must outlive
+ * the cache). mem_limit 0 means 80%
  * of MemAvailable; it only limits anonymous (file-less) caches. Call before
  * forking the loader. */
-int cache_open(preload_cache *pc, const char *path, uint32_t n, int c, int h, int w, uint64_t key,
+int cache_open(preload_cache *pc, const char *path, const ds_index *ix, int c, int h, int w, uint64_t key,
                uint64_t mem_limit, errbuf *e);
 
 /* After a build: checksum, header, fsync, rename over the target path. A
