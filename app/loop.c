@@ -73,7 +73,13 @@ static void emit_epoch(run_ctx *r, int tid)
     er.epoch = ji->epoch + 1;
     er.warmup = ji->epoch - r->start_epoch < o->warmup_epochs;
     er.images = a->images;
+    /* from this process's first ask to its last step, but never shorter
+     * than the loader took to make the batches: workers may have filled
+     * the ring before the ask (a preload pass over a small set fits in it
+     * whole), and the rate must not exceed what the loader produced */
     er.epoch_s = a->t1 - a->t0;
+    if (a->made1 - a->made0 > er.epoch_s)
+        er.epoch_s = a->made1 - a->made0;
     double t = er.epoch_s > 0 ? er.epoch_s : 1e-9;
     er.images_per_s = (double)a->images / t;
     er.data_wait_pct = 100 * a->wait / t;
@@ -163,11 +169,14 @@ static int fetch(run_ctx *r, pool_batch *b, const uint8_t **dev, errbuf *e)
     if (!a->started) {
         a->started = 1;
         a->t0 = t0;
+        a->made0 = b->fill_t0;
         if (r->monitor && r->jobs[b->job].kind != POOL_JOB_EVAL)
             device_monitor_start(r->monitor);
     }
     a->wait += b->wait_s;
     a->skipped += b->skipped;
+    if (b->fill_t0 + b->fill_s > a->made1)
+        a->made1 = b->fill_t0 + b->fill_s;
     *dev = NULL;
     if (r->jobs[b->job].kind != POOL_JOB_BUILD) {
         *dev = stager_push(r->st, b);

@@ -142,7 +142,8 @@ void report_summary_json(FILE *f, const summary_rec *s, const machine_info *m)
 {
     fputs("{\"record\":\"summary\",", f);
     json_config(f, &s->cfg);
-    fprintf(f, ",\"epochs\":%d,\"status\":%d", s->epochs, s->status);
+    fprintf(f, ",\"epochs\":%d,\"status\":%d,", s->epochs, s->status);
+    json_str(f, "error", s->reason);
     json_num(f, "epoch_s_median", s->epoch_s_median);
     json_num(f, "images_per_s", s->images_per_s);
     json_num(f, "data_wait_pct", s->data_wait_pct);

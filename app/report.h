@@ -44,6 +44,7 @@ typedef struct summary_rec {
     double pss_mb_max;
     double preload_build_s;  /* NaN when not preloading */
     int status;              /* exit status of the run */
+    const char *reason;      /* why it failed (NULL when status is 0) */
 } summary_rec;
 
 void report_header(FILE *f);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../nn/checkpoint.h"
@@ -88,6 +89,71 @@ static int map_val_classes(run_ctx *r, errbuf *e)
     return 0;
 }
 
+/* The first image whose header reads: its size and channels fix the
+ * sample size when no --resize/--crop does. Without --skip-bad that is the
+ * first row's image; with it, a bad first row is skipped like any other
+ * (the workers name it when they meet it). */
+static int probe_first_good(run_ctx *r, uint32_t *first, int *w, int *h, int *ch, errbuf *e)
+{
+    const ds_index *t = &r->train;
+    errbuf pe, first_err = {{0}};
+    for (uint32_t i = 0; i < t->n; i++) {
+        if (img_probe(ds_path(t, i), w, h, ch, &pe) == 0) {
+            *first = i;
+            return 0;
+        }
+        if (i == 0)
+            first_err = pe;
+        if (!r->o->csv_o.skip_bad)
+            break;
+    }
+    if (r->o->csv_o.skip_bad && t->n > 1)
+        return errf(e, "%s: no readable image among %u rows (--skip-bad); the first: line %u: %s", t->csv_path,
+                    t->n, t->rows[0].line, first_err.msg);
+    return errf(e, "%s:%u: %s", t->csv_path, t->rows[0].line, first_err.msg);
+}
+
+/* Probe this many images spread over the set for their sizes. */
+#define SIZE_PROBES 32
+
+/* Images that give samples of different sizes cannot share a batch: when
+ * no --resize HxW / --crop makes every sample one size, look at a few
+ * images spread over the set and stop now, naming two that differ and the
+ * fix, instead of deep into the first epoch (or after sizing the model
+ * from one of them). Preload also needs one base size. */
+static int check_sizes(run_ctx *r, uint32_t first, errbuf *e)
+{
+    const img_params *p = &r->ss.train;
+    int by_resize = p->resize_h > 0 && p->resize_w > 0;
+    int base_fixed = by_resize || (p->crop_h > 0 && !p->random_crop);
+    int need_base = r->c.mode == MODE_PRELOAD;
+    if ((p->crop_h > 0 || by_resize) && (!need_base || base_fixed))
+        return 0;
+    const ds_index *t = &r->train;
+    uint32_t step = t->n > SIZE_PROBES ? t->n / SIZE_PROBES : 1;
+    for (uint32_t i = first + 1; i < t->n; i += step) {
+        int w, h, ch, oh, ow, bh, bw, b0h, b0w;
+        errbuf pe;
+        if (img_probe(ds_path(t, i), &w, &h, &ch, &pe) != 0)
+            continue; /* a bad file is the loader's to report */
+        img_output_size(p, h, w, &oh, &ow);
+        img_base_size(p, h, w, &bh, &bw);
+        img_base_size(p, r->fixed_h, r->fixed_w, &b0h, &b0w);
+        if (oh == r->ss.out_h && ow == r->ss.out_w && (!need_base || (bh == b0h && bw == b0w)))
+            continue;
+        return errf(e, "%s: images differ in size: line %u %s is %dx%d (width x height), line %u %s is %dx%d; "
+                       "a batch needs one size: give --resize HxW (every image to that size), or "
+                       "--resize N --crop HxW (shorter side to N, then a crop, as torchvision's "
+                       "Resize + CenterCrop)%s",
+                    t->csv_path, t->rows[first].line, ds_path(t, first), r->fixed_w, r->fixed_h,
+                    t->rows[i].line, ds_path(t, i), w, h,
+                    need_base && !base_fixed ? "; --mode preload keeps one base image per sample, so it needs "
+                                               "--resize HxW or a centre crop"
+                                             : "");
+    }
+    return 0;
+}
+
 static int setup_data(run_ctx *r, errbuf *e)
 {
     const options *o = r->o;
@@ -103,9 +169,9 @@ static int setup_data(run_ctx *r, errbuf *e)
             r->train.nclasses = r->val.nclasses; /* model classes cover both */
     }
     int w, h, ch;
-    errbuf pe;
-    if (img_probe(ds_path(&r->train, 0), &w, &h, &ch, &pe) != 0)
-        return errf(e, "%s:%u: %s", r->train.csv_path, r->train.rows[0].line, pe.msg), RUN_BAD_INPUT;
+    uint32_t first = 0;
+    if (probe_first_good(r, &first, &w, &h, &ch, e) != 0)
+        return RUN_BAD_INPUT;
     r->fixed_h = h;
     r->fixed_w = w;
     int channels = o->channels ? o->channels : (ch >= 3 ? 3 : 1);
@@ -124,10 +190,45 @@ static int setup_data(run_ctx *r, errbuf *e)
     r->ss.src[1] = &r->val;
     r->ss.slow_load = o->test_slow_load;
     r->sample_bytes = (size_t)channels * r->ss.out_h * r->ss.out_w;
-    return RUN_OK;
+    return check_sizes(r, first, e) != 0 ? RUN_BAD_INPUT : RUN_OK;
 }
 
 /* ---------------------------------------------------------------- model choice */
+
+/* --drop-last drops the short last batch; with fewer samples than one
+ * batch that is every sample, and an epoch of nothing reports nothing. */
+static int check_drop_last(run_ctx *r, errbuf *e)
+{
+    if (!r->o->drop_last || (uint32_t)r->batch <= r->train.n)
+        return RUN_OK;
+    return errf(e, "--drop-last with --batch %d would drop every sample: %s has %u; lower --batch to %u or "
+                   "less, or leave out --drop-last",
+                r->batch, r->train.csv_path, r->train.n, r->train.n),
+           RUN_BAD_INPUT;
+}
+
+/* Outputs are checked before any work: an unwritable --json or --save
+ * found after an epoch loses that epoch. */
+static int open_outputs(run_ctx *r, errbuf *e)
+{
+    const options *o = r->o;
+    if (o->json) {
+        r->json = fopen(o->json, o->sweep_child ? "a" : "w");
+        if (!r->json)
+            return errf(e, "%s: cannot open for writing: %s", o->json, strerror(errno)), RUN_BAD_INPUT;
+    }
+    if (o->save && !o->loader_only) {
+        struct stat st;
+        if (stat(o->save, &st) == 0 && S_ISDIR(st.st_mode))
+            return errf(e, "--save %s: is a directory (give a file name)", o->save), RUN_BAD_INPUT;
+        atomic_file af;
+        errbuf se;
+        if (atomic_file_open(&af, o->save, &se) != 0)
+            return errf(e, "--save: %s", se.msg), RUN_BAD_INPUT;
+        atomic_file_abort(&af);
+    }
+    return RUN_OK;
+}
 
 static int setup_model_choice(run_ctx *r, ckpt_info *ck, errbuf *e)
 {
@@ -135,7 +236,7 @@ static int setup_model_choice(run_ctx *r, ckpt_info *ck, errbuf *e)
     if (o->loader_only) {
         r->model_name = "none";
         r->batch = r->c.batch ? r->c.batch : 64;
-        return RUN_OK;
+        return check_drop_last(r, e);
     }
     if (o->resume) {
         if (checkpoint_read_info(o->resume, ck, e) != 0)
@@ -170,7 +271,7 @@ static int setup_model_choice(run_ctx *r, ckpt_info *ck, errbuf *e)
     r->batch = r->c.batch ? r->c.batch : 64;
     if (o->resume && !r->c.batch && ck->state.batch > 0)
         r->batch = ck->state.batch;
-    return RUN_OK;
+    return check_drop_last(r, e);
 }
 
 /* ---------------------------------------------------------------- loader */
@@ -185,7 +286,7 @@ static int setup_cache(run_ctx *r, errbuf *e)
                        "use --resize HxW (or a centre --crop)"),
                RUN_BAD_INPUT;
     uint64_t key = cache_key(&r->train, &r->ss.train, bh, bw);
-    if (cache_open(&r->cache, r->o->cache, r->train.n, r->ss.channels, bh, bw, key, r->o->mem_limit,
+    if (cache_open(&r->cache, r->o->cache, &r->train, r->ss.channels, bh, bw, key, r->o->mem_limit,
                    e) != 0)
         return RUN_BAD_INPUT;
     r->use_cache = 1;
@@ -255,8 +356,34 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
                           o->pin_force, note, note_len, e);
     if (!r->st)
         return RUN_BAD_INPUT;
+    /* report what the run does, not what was asked: --pin on the CPU or a
+     * failed page-lock runs unpinned (the note says why) */
+    r->c.pin = stager_pinned_bytes(r->st) > 0;
+    r->c.non_blocking = stager_async(r->st);
     r->monitor = device_monitor_create(&r->dev);
     return RUN_OK;
+}
+
+/* The CPU backend's activations grow with batch x image area: a photo set
+ * at full size asks for tens of GB. Refuse before allocating, with the
+ * number and the fix, rather than be killed by the OOM killer mid-step.
+ * (On a GPU the activations live in device memory; cudaMalloc says when it
+ * does not fit.) */
+static int check_model_memory(run_ctx *r, int nclasses, errbuf *e)
+{
+    if (r->dev.kind != DEVICE_CPU)
+        return 0;
+    uint64_t need = model_memory_bytes(r->model_name, r->ss.channels, r->ss.out_h, r->ss.out_w, nclasses,
+                                       r->batch, r->threads);
+    uint64_t avail = mem_available_bytes();
+    if (!avail || need <= avail / 10 * 9)
+        return 0;
+    char nb[32], ab[32];
+    return errf(e, "model %s on %dx%dx%d inputs at batch %d needs about %s of memory for the CPU backend, "
+                   "but only %s is available: shrink the images (e.g. --resize 224 --crop 224, or "
+                   "--resize HxW) or lower --batch",
+                r->model_name, r->ss.channels, r->ss.out_h, r->ss.out_w, r->batch,
+                fmt_bytes(nb, sizeof nb, need), fmt_bytes(ab, sizeof ab, avail));
 }
 
 static int setup_model(run_ctx *r, errbuf *e)
@@ -265,6 +392,17 @@ static int setup_model(run_ctx *r, errbuf *e)
     if (o->loader_only)
         return RUN_OK;
     int nclasses = (int)r->train.nclasses;
+    for (int k = 0; k < 2; k++) {
+        int n = k ? o->nstd : o->nmean;
+        if (n > 1 && n != r->ss.channels)
+            return errf(e, "--%s has %d values but the input has %d channel%s%s: give 1 value (for every "
+                           "channel) or %d",
+                        k ? "std" : "mean", n, r->ss.channels, r->ss.channels == 1 ? "" : "s",
+                        o->channels ? " (--channels)" : "", r->ss.channels),
+                   RUN_BAD_INPUT;
+    }
+    if (check_model_memory(r, nclasses, e) != 0)
+        return RUN_BAD_INPUT;
     if (model_create(&r->m, r->model_name, r->ss.channels, r->ss.out_h, r->ss.out_w, nclasses,
                      r->batch, r->be, e) != 0)
         return RUN_BAD_INPUT;
@@ -274,9 +412,6 @@ static int setup_model(run_ctx *r, errbuf *e)
         mean[c] = o->nmean ? o->mean[o->nmean == 1 ? 0 : c] : 0.5f;
         stdv[c] = o->nstd ? o->std[o->nstd == 1 ? 0 : c] : 0.5f;
     }
-    if ((o->nmean && (o->nmean != 1 && o->nmean != r->ss.channels)) ||
-        (o->nstd && (o->nstd != 1 && o->nstd != r->ss.channels)))
-        return errf(e, "--mean/--std: give 1 or %d values", r->ss.channels), RUN_BAD_INPUT;
     if (model_set_norm(&r->m, mean, stdv, e) != 0)
         return RUN_BAD_INPUT;
     r->class_names = xcalloc((size_t)nclasses, sizeof(char *));
@@ -369,18 +504,13 @@ int run_one(const options *o, const run_choice *c)
     ckpt_info ck;
     memset(&ck, 0, sizeof ck);
     char note[600] = "";
-    int rc = setup_data(&r, &e);
+    int rc = open_outputs(&r, &e);
+    if (rc == RUN_OK)
+        rc = setup_data(&r, &e);
     if (rc == RUN_OK)
         rc = setup_model_choice(&r, &ck, &e);
     if (rc == RUN_OK)
         rc = setup_cache(&r, &e);
-    if (rc == RUN_OK && o->json) {
-        r.json = fopen(o->json, o->sweep_child ? "a" : "w");
-        if (!r.json) {
-            errf(&e, "%s: cannot open for writing: %s", o->json, strerror(errno));
-            rc = RUN_BAD_INPUT;
-        }
-    }
     if (rc == RUN_OK)
         rc = setup_pool(&r, &e); /* forks: nothing threaded before this */
     if (rc == RUN_OK)
@@ -408,17 +538,19 @@ int run_one(const options *o, const run_choice *c)
     summary_rec s;
     report_summarise(r.recs, r.nrecs, r.use_cache ? r.build_s : NAN, &s);
     s.status = rc;
+    if (rc != RUN_OK)
+        s.reason = rc > 128 ? strsignal(rc - 128) : e.msg;
     if (r.nrecs == 0) {
         s.cfg.device = r.dev.kind == DEVICE_CUDA ? "cuda" : "cpu";
         s.cfg.model = r.model_name ? r.model_name : "?";
-        s.cfg.mode = c->mode == MODE_PRELOAD ? "preload" : "lazy";
-        s.cfg.workers = c->workers;
-        s.cfg.prefetch = c->prefetch;
-        s.cfg.pin = c->pin;
-        s.cfg.non_blocking = c->non_blocking;
-        s.cfg.batch = r.batch;
+        s.cfg.mode = r.c.mode == MODE_PRELOAD ? "preload" : "lazy";
+        s.cfg.workers = r.c.workers;
+        s.cfg.prefetch = r.c.prefetch;
+        s.cfg.pin = r.c.pin;
+        s.cfg.non_blocking = r.c.non_blocking;
+        s.cfg.batch = r.batch ? r.batch : c->batch;
     }
-    if (r.json && r.nrecs > 0)
+    if (r.json) /* on every exit path: a failed run says why */
         report_summary_json(r.json, &s, &r.mi);
     if (o->summary_out) {
         FILE *f = fopen(o->summary_out, "w");

@@ -17,6 +17,9 @@
 
 typedef struct job_acc {
     double t0, t1, wait, copy, compute, busy;
+    double made0, made1; /* when the loader began its first batch and
+                            finished its last (an epoch lasts at least
+                            that long, whatever the ring held ahead) */
     step_stats st;
     uint64_t images, skipped;
     int started;

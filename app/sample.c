@@ -39,7 +39,9 @@ int sample_load(void *wctx, int src, uint32_t index, pool_job_kind kind, rng *r,
     sample_ctx *c = wctx;
     const sample_setup *s = c->s;
     const char *path = ds_path(s->src[src], index);
-    const img_params *p = kind == POOL_JOB_TRAIN ? &s->train : &s->eval;
+    /* the preload build makes the training base: with --random-crop that
+     * is the uncropped resize, which evaluation's centre crop is not */
+    const img_params *p = kind == POOL_JOB_EVAL ? &s->eval : &s->train;
     if (s->slow_load > 0 && kind != POOL_JOB_READ_ONLY)
         cpu_burn(s->slow_load); /* a slow decoder, not slow storage */
     switch (kind) {
@@ -56,8 +58,10 @@ int sample_load(void *wctx, int src, uint32_t index, pool_job_kind kind, rng *r,
         if (img_load_base(c->img, path, p, &base, &bh, &bw, e) != 0)
             return -1;
         if (bh != s->base_h || bw != s->base_w)
-            return errf(e, "%s: is %dx%d after resizing, expected %dx%d (use --resize HxW)", path,
-                        bh, bw, s->base_h, s->base_w);
+            return errf(e, "%s: is %dx%d (HxW) after resizing%s, expected %dx%d like the first image "
+                           "(--mode preload needs one size: use --resize HxW)",
+                        path, bh, bw, s->train.crop_h > 0 && !s->train.random_crop ? " and cropping" : "",
+                        s->base_h, s->base_w);
         memcpy(s->cache + (size_t)index * s->base_bytes, base, s->base_bytes);
         return 0;
     }

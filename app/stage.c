@@ -109,6 +109,8 @@ void stager_free(stager *s)
 
 int stager_lookahead(const stager *s) { return s->lookahead; }
 
+int stager_async(const stager *s) { return s->non_blocking; }
+
 /* Give the oldest held slot back; wait = 1 first blocks until its copy has
  * completed, else it must have. */
 static void release_front(stager *s, int wait)

@@ -40,6 +40,9 @@ void stager_free(stager *s);
  * current step): --non-blocking on a GPU with at least two ring slots. */
 int stager_lookahead(const stager *s);
 
+/* 1 when copies to the device are asynchronous: --non-blocking on a GPU. */
+int stager_async(const stager *s);
+
 /* Before pool_next: give back slots that are done with, and wait for the
  * oldest one's copy when the loader would otherwise have no free slot. */
 void stager_make_room(stager *s);

@@ -150,6 +150,50 @@ static int model_layout(model *m, const model_def *d, int C, int H, int W, int n
     return 0;
 }
 
+/* Floats in the largest layer input or output of one sample: the size of
+ * the input buffer's and the gradient ping-pong buffers' per-sample part. */
+static size_t largest_activation(const model *m)
+{
+    size_t biggest = (size_t)m->C * m->H * m->W;
+    for (int i = 0; i < m->nlayers; i++) {
+        const model_layer *L = &m->layers[i];
+        if (layer_out_size(L) > biggest)
+            biggest = layer_out_size(L);
+        if (layer_in_size(L) > biggest)
+            biggest = layer_in_size(L);
+    }
+    return biggest;
+}
+
+uint64_t model_memory_bytes(const char *name, int C, int H, int W, int nclasses, int max_batch, int threads)
+{
+    const model_def *d = model_def_find(name);
+    model m;
+    errbuf e;
+    if (!d)
+        return 0;
+    if (model_layout(&m, d, C, H, W, nclasses, &e) != 0) {
+        free(m.layers);
+        return 0;
+    }
+    /* what model_create allocates: parameters, gradients and momentum; the
+     * input, each layer's output and two gradient buffers per sample ... */
+    double B = max_batch, fl = sizeof(float);
+    double floats = 3.0 * (double)m.nparams + 3.0 * B * (double)largest_activation(&m);
+    for (int i = 0; i < m.nlayers; i++) {
+        const model_layer *L = &m.layers[i];
+        if (L->kind != LAYER_FLATTEN)
+            floats += B * (double)layer_out_size(L);
+        /* ... and each convolution's plan: im2col and its gradient, per
+         * compute thread (nn/cpu_conv.c) */
+        if (L->kind == LAYER_CONV)
+            floats += 2.0 * (threads > 0 ? threads : 1) * (double)L->in_c * L->r * L->r * L->out_h * L->out_w;
+    }
+    free(m.layers);
+    double bytes = floats * fl;
+    return bytes > 1.8e19 ? UINT64_MAX : (uint64_t)bytes;
+}
+
 int model_create(model *m, const char *name, int C, int H, int W, int nclasses, int max_batch, backend *be,
                  errbuf *e)
 {
@@ -169,7 +213,7 @@ int model_create(model *m, const char *name, int C, int H, int W, int nclasses, 
     for (int c = 0; c < C; c++)
         m->mean[c] = m->std[c] = 0.5f;
     const backend_ops *o = be->ops;
-    size_t B = (size_t)max_batch, fl = sizeof(float), biggest = (size_t)C * H * W;
+    size_t B = (size_t)max_batch, fl = sizeof(float), biggest = largest_activation(m);
     m->params = o->alloc(be, m->nparams * fl);
     m->grads = o->alloc(be, m->nparams * fl);
     m->momentum = o->alloc(be, m->nparams * fl);
@@ -182,10 +226,6 @@ int model_create(model *m, const char *name, int C, int H, int W, int nclasses, 
         else
             L->out = o->alloc(be, B * layer_out_size(L) * fl);
         prev = L->out;
-        if (layer_out_size(L) > biggest)
-            biggest = layer_out_size(L);
-        if (layer_in_size(L) > biggest)
-            biggest = layer_in_size(L);
     }
     m->gbuf[0] = o->alloc(be, B * biggest * fl);
     m->gbuf[1] = o->alloc(be, B * biggest * fl);

@@ -133,6 +133,13 @@ int model_create(model *m, const char *name, int C, int H, int W, int nclasses, 
                  errbuf *e);
 void model_free(model *m);
 
+/* About how many bytes model_create and the first steps' convolution plans
+ * take for these inputs on the CPU backend with `threads` compute threads
+ * (activations dominate: they grow with the batch and the image area); 0
+ * for an unknown name or an input the net cannot take. For refusing a run
+ * that would not fit before anything is allocated. */
+uint64_t model_memory_bytes(const char *name, int C, int H, int W, int nclasses, int max_batch, int threads);
+
 /* He (Kaiming) normal init of every weight (std sqrt(2/fan_in)), zero
  * biases, zero momentum; tensor i draws from rng_keyed(seed, RNG_INIT, i, 0),
  * so a tensor's values do not depend on the others. Done on the host, then
