@@ -30,10 +30,10 @@ ifeq ($(CUDA_FOUND),1)
 
 FAKE_DIR  := build/fakecuda
 FAKE_NVML := $(CURDIR)/$(FAKE_DIR)/libfakenvml.so
-CFLAGS_fakecuda := $(CFLAGS_asan) -DTRAIN_CUDA=1 -DTRAIN_FAKECUDA=1 -isystem $(CUDA_HOME)/include \
+CFLAGS_fakecuda := $(CFLAGS_asan) -DTRAIN_CUDA=1 -DTRAIN_FAKECUDA=1 -isystem $(CUDA_HOME)/include $(CUDNN_CFLAGS) \
                    -DFAKE_NVML_LIB='"$(FAKE_NVML)"'
 CXXFLAGS_fakecuda := -std=c++17 $(WARN) -MMD -MP -I. -O1 -g $(SAN) -DKERNEL_EMULATION \
-                     -isystem $(CUDA_HOME)/include
+                     -isystem $(CUDA_HOME)/include $(CUDNN_CFLAGS)
 # the top-level flags stamp (build/fakecuda/.flags) records CFLAGS_ and
 # LDFLAGS_ of the variant: the C++ flags ride along so changing them rebuilds
 LDFLAGS_fakecuda := $(CXXFLAGS_fakecuda)
@@ -83,7 +83,7 @@ $(FAKE_DIR)/libfakenvml.so: tests/fakecuda/fake_nvml.c
 # the fake lacks
 define fake_link
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(1) $(SAN) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudnn $(2)
+	$(CC) -o $@ $(1) $(SAN) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 $(CUDNN_LDFLAGS) -lcudnn $(2)
 	@bad=$$(nm -D --undefined-only $@ | awk '{print $$NF}' | sed 's/@.*//' | \
 	  grep -E '^(cuda|cudnn|cublas)' | grep -vxF -f tests/fakecuda/real-symbols.txt); \
 	if [ -n "$$bad" ]; then \
