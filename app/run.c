@@ -345,9 +345,15 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
     r->threads = o->threads ? o->threads : cores;
     if (r->dev.kind == DEVICE_CUDA) {
         r->be = device_create_cuda(&r->dev, e);
-        if (!r->be)
+        if (!r->be && want == DEVICE_CUDA)
             return RUN_BAD_INPUT;
-    } else {
+        if (!r->be) { /* --device auto: a GPU that will not start is no GPU */
+            snprintf(r->dev.line, sizeof r->dev.line, "device: cpu (the GPU was found but its backend did not "
+                     "start: %.400s)", e->msg);
+            r->dev.kind = DEVICE_CPU;
+        }
+    }
+    if (r->dev.kind != DEVICE_CUDA) {
         r->be = backend_cpu_create(r->threads, e);
         if (!r->be)
             return RUN_INTERNAL;

@@ -86,6 +86,11 @@ void fkd_bad(const char *api, const char *fmt, ...)
 cudnnStatus_t cudnnCreate(cudnnHandle_t *h)
 {
     ENTER("cudnnCreate");
+    /* a card whose cuDNN does not start (a driver/library mismatch): the
+     * probe saw a device, the backend cannot start on it */
+    const char *fail = getenv("FAKECUDA_CUDNN_CREATE");
+    if (fail && !strcmp(fail, "fail"))
+        return CUDNN_STATUS_NOT_INITIALIZED;
     for (int i = 0; i < 16; i++)
         if (!handles[i]) {
             handles[i] = calloc(1, sizeof *handles[i]);

@@ -244,6 +244,26 @@ Test(train_e2e, eager_copies_change_nothing)
 }
 #endif
 
+#ifdef TRAIN_FAKECUDA
+/* A device that probes fine but whose cuDNN does not start: --device auto
+ * trains on the CPU and says why; --device cuda refuses (exit 2). */
+Test(train_e2e, auto_falls_back_to_the_cpu_when_the_gpu_backend_does_not_start)
+{
+    char *fail[] = {"FAKECUDA_CUDNN_CREATE=fail", no_nvml[0], NULL};
+    run_result r;
+    run(&r, gpu_bin, fail, "--model", "probe", "--epochs", "1", "--batch", "32", "--max-batches", "2",
+        fm_train, NULL);
+    cr_assert_eq(r.status, 0, "falls back: %s", r.err);
+    cr_assert(strstr(r.out, "device: cpu (the GPU was found but its backend did not start:"), "%s", r.out);
+    cr_assert(strstr(r.out, "cudnnCreate") || strstr(r.out, "CUDNN_STATUS"), "the reason: %s", r.out);
+    cr_assert(strstr(r.out, "\ncpu "), "the epoch ran on the cpu: %s", r.out);
+    run_free(&r);
+    run(&r, gpu_bin, fail, "--device", "cuda", "--model", "probe", "--epochs", "1", fm_train, NULL);
+    cr_assert_eq(r.status, 2, "--device cuda insists: %d %s", r.status, r.err);
+    run_free(&r);
+}
+#endif
+
 /* lenet on one channel with a validation set, pinned and non-blocking: the
  * training and the evaluation batches both cross to the GPU */
 Test(train_e2e, lenet_with_validation_matches_the_cpu)
