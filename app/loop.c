@@ -176,6 +176,15 @@ static int fetch(run_ctx *r, pool_batch *b, const uint8_t **dev, errbuf *e)
     return 1;
 }
 
+/* A step cut short by SIGINT/SIGTERM (backend.cancel): the run stops as
+ * interrupted, without finishing the batch. */
+static int step_cancelled(run_ctx *r, const pool_batch *b)
+{
+    stager_done(r->st, b);
+    report_progress_end(r->progress);
+    return POOL_INTERRUPTED;
+}
+
 /* Returns RUN_OK or a failure status. */
 static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *e)
 {
@@ -213,6 +222,8 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
             double lr = lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, (long)b->index, (long)nb);
             bad = model_train_step(&r->m, dev, b->labels, (int)b->count, (float)lr,
                                    (float)r->hp.momentum, (float)r->hp.wd, &st);
+            if (bad == MODEL_STEP_CANCELLED)
+                return step_cancelled(r, b);
             r->steps++;
             if (bad) {
                 char msg[160];
@@ -222,8 +233,9 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
                 report_progress_end(r->progress);
                 return errf(e, "%s; stopping (lower --lr?)", msg), RUN_NONFINITE;
             }
-        } else {
-            model_eval_step(&r->m, dev, b->labels, (int)b->count, &st);
+        } else if (model_eval_step(&r->m, dev, b->labels, (int)b->count, &st) ==
+                   MODEL_STEP_CANCELLED) {
+            return step_cancelled(r, b);
         }
         if (r->be->ops->busy_end)
             r->be->ops->busy_end(r->be);
@@ -330,9 +342,11 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
         double t0 = now_sec();
         if (be->ops->busy_begin)
             be->ops->busy_begin(be);
-        if (model_train_step(&r->m, dev[j], labels[j], (int)count[j], (float)r->hp.lr,
-                             (float)r->hp.momentum, (float)r->hp.wd, &st))
-        {
+        int step = model_train_step(&r->m, dev[j], labels[j], (int)count[j], (float)r->hp.lr,
+                                    (float)r->hp.momentum, (float)r->hp.wd, &st);
+        if (step == MODEL_STEP_CANCELLED) {
+            rc = POOL_INTERRUPTED;
+        } else if (step != MODEL_STEP_OK) {
             errf(e, "re-fed batches: the loss became NaN or infinite");
             rc = RUN_NONFINITE;
         }

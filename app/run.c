@@ -251,6 +251,7 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
         if (!r->be)
             return RUN_INTERNAL;
     }
+    r->be->cancel = &g_signal; /* Ctrl-C stops a step between layers and pool tasks */
     r->st = stager_create(r->be, r->pl, r->sample_bytes, r->batch, r->c.pin, r->c.non_blocking,
                           o->pin_force, note, note_len, e);
     if (!r->st)
