@@ -185,7 +185,15 @@ static int step_cancelled(run_ctx *r, const pool_batch *b)
     return POOL_INTERRUPTED;
 }
 
-/* Returns RUN_OK or a failure status. */
+/* --max-seconds: a training pass ends after the batch that takes it past
+ * the limit (diagnosis bounds each phase so; see diagnose.h). */
+static int pass_time_up(const run_ctx *r, const job_info *ji, const job_acc *a)
+{
+    return r->o->max_seconds > 0 && ji->kind != POOL_JOB_EVAL &&
+           now_sec() - a->t0 >= r->o->max_seconds;
+}
+
+/* Returns RUN_OK, RUN_TIME_UP or a failure status. */
 static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *e)
 {
     const options *o = r->o;
@@ -251,11 +259,16 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
         snprintf(what, sizeof what, "epoch %d", ji->epoch + 1);
         report_progress(r->progress, what, b->index + 1, nb, now_sec() - a->t0, a->images);
     }
-    if (b->index + 1 < nb)
+    int time_up = b->index + 1 < nb && pass_time_up(r, ji, a);
+    if (b->index + 1 < nb && !time_up)
         return RUN_OK;
     a->t1 = now_sec();
     if (r->be->ops->busy_take) /* taken per pass: validation's busy time stays its own */
         a->busy = r->be->ops->busy_take(r->be);
+    if (time_up) { /* reported as it is, without its validation pass */
+        emit_epoch(r, b->job);
+        return RUN_TIME_UP;
+    }
     /* an epoch is reported once its validation pass (if any) is done */
     int tid = ji->kind != POOL_JOB_EVAL ? b->job : -1;
     if (ji->kind == POOL_JOB_EVAL)
@@ -286,6 +299,8 @@ int run_train_loop(run_ctx *r, errbuf *e)
         if (ahead)
             have = fetch(r, &nxt, &nxt_dev, e);
         int rc = process(r, &cur, cur_dev, e);
+        if (rc == RUN_TIME_UP)
+            return RUN_OK;
         if (rc != RUN_OK)
             return rc;
         if (have < 0)
@@ -336,7 +351,7 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
     long steps = r->o->max_batches ? r->o->max_batches : (long)pool_job_batches(r->pl, tid);
     job_acc *a = &r->acc[tid];
     a->t0 = now_sec();
-    for (long i = 0; i < steps && rc == RUN_OK; i++) {
+    for (long i = 0; i < steps && rc == RUN_OK && !pass_time_up(r, &r->jobs[tid], a); i++) {
         step_stats st = {0};
         int j = (int)(i % k);
         double t0 = now_sec();

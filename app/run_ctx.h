@@ -70,6 +70,10 @@ typedef struct run_ctx {
     int said_util_na;
 } run_ctx;
 
+/* process() status (never an exit status): the training pass reached
+ * --max-seconds (hidden, set by --diagnose) and was reported; stop. */
+enum { RUN_TIME_UP = -1 };
+
 /* Post every job of the run (preload build, then training and validation
  * per epoch) to the pool. */
 void run_post_jobs(run_ctx *r);
