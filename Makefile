@@ -153,7 +153,7 @@ test: deps
 
 # ---------------------------------------------------------------- dependencies
 DEB_PKGS := build-essential pkg-config zlib1g-dev libturbojpeg0-dev libstb-dev libcsv-dev \
-            libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist
+            libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist webp
 BENCH_PKGS := python3-torch python3-torchvision python3-pil hyperfine
 FUZZ_PKGS := clang libclang-rt-dev
 
