@@ -49,6 +49,44 @@ static const char *rel(const ds_index *ix, uint32_t i)
     return p + n + 1;
 }
 
+/* Issue 11: a label column written as floats ("1.0", as pandas writes an
+ * int column with a gap) became string classes "1.0", "2.00"... Whole
+ * decimal numbers are the integers they equal, with or without a header. */
+Test(csv, whole_float_labels_are_integers)
+{
+    ds_index ix;
+    load_ok(&ix, "data.csv", "path,label\na.png,1.0\nb.png,2.00\nc.png,3e0\nd.png,0\ne.png,1\n", NULL);
+    cr_assert(ix.had_header);
+    cr_assert_not(ix.names, "labels became names");
+    cr_assert_eq(ix.nclasses, 4);
+    const int32_t want[5] = {1, 2, 3, 0, 1};
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(ix.rows[i].label, want[i], "row %d", i);
+    ds_index_free(&ix);
+    load_ok(&ix, "nohdr.csv", "a.png,4.0\nb.png,0.0\n", NULL);
+    cr_assert_not(ix.had_header);
+    cr_assert_not(ix.names);
+    cr_assert_eq(ix.rows[0].label, 4);
+    cr_assert_eq(ix.nclasses, 5);
+    ds_index_free(&ix);
+}
+
+/* A fraction is an error wherever it is, first row included: never
+ * string classes by accident. Names stay names ("1.5" after "cat"). */
+Test(csv, fractional_labels_are_an_error)
+{
+    load_fails("path,label\na.png,1.5\nb.png,2\n", NULL,
+               ":2: label '1.5' is not a whole number (class labels are integers)");
+    load_fails("path,label\na.png,1\nb.png,0.25\n", NULL,
+               ":3: label '0.25' is not a whole number (class labels are integers)");
+    load_fails("path,label\na.png,-1.0\n", NULL, ":2: label '-1.0' is negative");
+    ds_index ix;
+    load_ok(&ix, "names.csv", "path,label\na.png,cat\nb.png,1.5\n", NULL);
+    cr_assert(ix.names);
+    cr_assert_eq(ix.nclasses, 2);
+    ds_index_free(&ix);
+}
+
 Test(csv, header_and_relative_paths)
 {
     ds_index ix;
