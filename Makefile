@@ -110,6 +110,15 @@ build/cuda/train: $(call variant_objs,cuda)
 build/asan/train: $(call variant_objs,asan)
 	$(CC) -o $@ $^ $(LDFLAGS_asan) $(LIBS)
 
+# ---------------------------------------------------------------- version
+# The git revision --json's run record names; build/version.h is rewritten
+# only when it changes, so only app/run_header.o rebuilds.
+GIT_REV := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+build/version.h: FORCE
+	@mkdir -p build; echo '#define TRAIN_REVISION "$(GIT_REV)"' | cmp -s - $@ || \
+	  echo '#define TRAIN_REVISION "$(GIT_REV)"' > $@
+$(foreach v,cpu cuda asan fakecuda,build/$(v)/app/run_header.o): build/version.h
+
 # ---------------------------------------------------------------- fragments
 # Each area adds its own benchmark, fuzz and helper rules in mk/<area>.mk and
 # appends to BENCH_TARGETS / FUZZ_TARGETS / TEST_EXTRA (prerequisites of

@@ -119,9 +119,11 @@ static void emit_epoch(run_ctx *r, int tid)
     er.cache = r->c.mode == MODE_PRELOAD ? "preload" : r->ss.train.cold ? "cold" : "warm";
     er.lr = lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, 0, 1);
     report_progress_end(r->progress);
-    if (r->nrecs == 0)
-        report_header(stdout);
-    report_epoch_line(stdout, &er);
+    if (r->nrecs == 0) {
+        r->table_hide = report_columns(&er, report_width(stdout));
+        report_header(stdout, r->table_hide);
+    }
+    report_epoch_line(stdout, &er, r->table_hide);
     if (r->json)
         report_epoch_json(r->json, &er, &r->mi);
     r->recs = xrealloc(r->recs, sizeof *r->recs * (size_t)(r->nrecs + 1));

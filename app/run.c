@@ -381,6 +381,7 @@ int run_one(const options *o, const run_choice *c)
             errf(&e, "%s: cannot open for writing: %s", o->json, strerror(errno));
             rc = RUN_BAD_INPUT;
         }
+        run_write_header(&r);
     }
     if (rc == RUN_OK)
         rc = setup_pool(&r, &e); /* forks: nothing threaded before this */
