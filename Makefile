@@ -142,6 +142,15 @@ build/cuda/train: $(call variant_objs,cuda)
 build/asan/train: $(call variant_objs,asan)
 	$(CC) -o $@ $^ $(LDFLAGS_asan) $(LIBS)
 
+# ---------------------------------------------------------------- version
+# The git revision --json's run record names; build/version.h is rewritten
+# only when it changes, so only app/run_header.o rebuilds.
+GIT_REV := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+build/version.h: FORCE
+	@mkdir -p build; echo '#define TRAIN_REVISION "$(GIT_REV)"' | cmp -s - $@ || \
+	  echo '#define TRAIN_REVISION "$(GIT_REV)"' > $@
+$(foreach v,cpu cuda asan fakecuda,build/$(v)/app/run_header.o): build/version.h
+
 # ---------------------------------------------------------------- fragments
 # Each area adds its own benchmark, fuzz and helper rules in mk/<area>.mk and
 # appends to BENCH_TARGETS / FUZZ_TARGETS / TEST_EXTRA (prerequisites of
@@ -185,7 +194,7 @@ test: deps
 
 # ---------------------------------------------------------------- dependencies
 DEB_PKGS := build-essential pkg-config zlib1g-dev libturbojpeg0-dev libstb-dev libcsv-dev \
-            libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist
+            libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist webp
 BENCH_PKGS := python3-torch python3-torchvision python3-pil hyperfine
 FUZZ_PKGS := clang libclang-rt-dev
 

@@ -10,7 +10,8 @@
 #include "child.h"
 #include "report.h"
 
-#define DIAG_BATCHES 200
+#define DIAG_BATCHES 200   /* per phase, unless --diagnose-batches */
+#define DIAG_SECONDS 15.0  /* per phase, unless --diagnose-seconds */
 #define AUTO_BATCHES 30
 
 diag_verdict diagnose_verdict(const diag_rates *r, char *text, size_t len)
@@ -65,28 +66,51 @@ static double phase(const options *o, const char *what, char *const extra[], int
         printf("failed (status %d)\n", *status);
         return NAN;
     }
-    printf("%8.0f img/s\n", s.images_per_s);
+    printf("%8.0f img/s  (%.0f images in %.1f s)\n", s.images_per_s,
+           s.images_per_s * s.epoch_s_median, s.epoch_s_median);
+    fflush(stdout);
     return s.images_per_s;
 }
 
 int diagnose_run(const options *o)
 {
     child_install_signals();
-    char batches[32];
-    int nb = o->max_batches ? o->max_batches : DIAG_BATCHES;
+    char batches[32], secs[48];
+    int nb = o->diag_batches ? o->diag_batches : o->max_batches ? o->max_batches : DIAG_BATCHES;
+    double limit = isnan(o->diag_seconds) ? DIAG_SECONDS : o->diag_seconds;
     snprintf(batches, sizeof batches, "--max-batches=%d", nb);
+    if (limit > 0)
+        snprintf(secs, sizeof secs, "--max-seconds=%g", limit);
+    else /* no limit: the hidden option left out (a flag the phases pass anyway in its place) */
+        snprintf(secs, sizeof secs, "--no-progress");
     diag_rates r = {.full = NAN, .loader = NAN, .read_only = NAN, .model = NAN,
                     .workers = o->workers.v[0] < 0 ? 0 : o->workers.v[0], .cores = cpu_count()};
-    char wk[32];
+    /* a child gets the command line without the options a sweep varies:
+     * give it their first values back (the model phase keeps workers 0) */
+    char wk[32], pf[32], bt[32], md[32], pin[32], nbl[32];
     snprintf(wk, sizeof wk, "--workers=%d", r.workers);
-    printf("diagnosis: %d batches per phase, workers %d, %d cores\n", nb, r.workers, r.cores);
+    snprintf(pf, sizeof pf, "--prefetch=%d", o->prefetch.v[0]);
+    if (o->batch.v[0])
+        snprintf(bt, sizeof bt, "--batch=%d", o->batch.v[0]);
+    else /* the model's default batch: nothing to pass */
+        snprintf(bt, sizeof bt, "--no-progress");
+    snprintf(md, sizeof md, "--mode=%s", o->mode.v[0] == MODE_PRELOAD ? "preload" : "lazy");
+    snprintf(pin, sizeof pin, "--pin=%s", o->pin.v[0] ? "on" : "off");
+    snprintf(nbl, sizeof nbl, "--non-blocking=%s", o->non_blocking.v[0] ? "on" : "off");
+    char bound[64];
+    if (limit > 0)
+        snprintf(bound, sizeof bound, "up to %d batches or %g s", nb, limit);
+    else
+        snprintf(bound, sizeof bound, "up to %d batches", nb);
+    printf("diagnosis: 4 phases of %s each (--diagnose-batches, --diagnose-seconds), "
+           "workers %d, %d cores\n", bound, r.workers, r.cores);
     int st = 0;
-    char *full[] = {batches, wk, "--epochs=1", "--warmup-epochs=0", NULL};
-    char *loader[] = {batches, wk, "--epochs=1", "--warmup-epochs=0", "--loader-only", NULL};
-    char *reads[] = {batches, wk, "--epochs=1", "--warmup-epochs=0", "--loader-only",
-                     "--diag-phase=read-only", NULL};
-    char *model[] = {batches, "--workers=0", "--epochs=1", "--warmup-epochs=0",
-                     "--diag-phase=refeed", NULL};
+#define PHASE_ARGS batches, secs, pf, bt, md, pin, nbl, "--epochs=1", "--warmup-epochs=0", "--no-progress"
+    char *full[] = {PHASE_ARGS, wk, NULL};
+    char *loader[] = {PHASE_ARGS, wk, "--loader-only", NULL};
+    char *reads[] = {PHASE_ARGS, wk, "--loader-only", "--diag-phase=read-only", NULL};
+    char *model[] = {PHASE_ARGS, "--workers=0", "--diag-phase=refeed", NULL};
+#undef PHASE_ARGS
     r.full = phase(o, "(a) full pipeline", full, &st);
     if (st == 2 || child_signal_received())
         return child_signal_received() ? 128 + child_signal_received() : st;

@@ -1,10 +1,14 @@
 /* diagnose.h — E4's bottleneck recipe, automated, and --workers auto.
  *
- * --diagnose measures, each in a fresh process and for a bounded number of
- * batches: (a) the full pipeline, (b) the loader alone, (c) the loader
- * reading files without decoding them, (d) the model alone on batches kept
- * in device memory. From the rates it says whether the run is bound by
- * compute, by decoding or by storage, and what to try.
+ * --diagnose measures, each in a fresh process: (a) the full pipeline, (b)
+ * the loader alone, (c) the loader reading files without decoding them, (d)
+ * the model alone on batches kept in device memory. Each phase stops after
+ * --diagnose-batches batches (200) or after the batch that passes
+ * --diagnose-seconds (15 s; the child's hidden --max-seconds), whichever
+ * comes first, and prints its rate, images and seconds as it ends; a
+ * --mode preload build is not cut short. The children get the first value
+ * of every option a sweep varies. From the rates it says whether the run is
+ * bound by compute, by decoding or by storage, and what to try.
  *
  * --workers auto probes the loader alone with 1, 2, ... up to the core
  * count workers, and picks the smallest count within 5% of the best rate or

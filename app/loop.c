@@ -125,9 +125,11 @@ static void emit_epoch(run_ctx *r, int tid)
     er.cache = r->c.mode == MODE_PRELOAD ? "preload" : r->ss.train.cold ? "cold" : "warm";
     er.lr = lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, 0, 1);
     report_progress_end(r->progress);
-    if (r->nrecs == 0)
-        report_header(stdout);
-    report_epoch_line(stdout, &er);
+    if (r->nrecs == 0) {
+        r->table_hide = report_columns(&er, report_width(stdout));
+        report_header(stdout, r->table_hide);
+    }
+    report_epoch_line(stdout, &er, r->table_hide);
     if (r->json)
         report_epoch_json(r->json, &er, &r->mi);
     r->recs = xrealloc(r->recs, sizeof *r->recs * (size_t)(r->nrecs + 1));
@@ -185,7 +187,24 @@ static int fetch(run_ctx *r, pool_batch *b, const uint8_t **dev, errbuf *e)
     return 1;
 }
 
-/* Returns RUN_OK or a failure status. */
+/* A step cut short by SIGINT/SIGTERM (backend.cancel): the run stops as
+ * interrupted, without finishing the batch. */
+static int step_cancelled(run_ctx *r, const pool_batch *b)
+{
+    stager_done(r->st, b);
+    report_progress_end(r->progress);
+    return POOL_INTERRUPTED;
+}
+
+/* --max-seconds: a training pass ends after the batch that takes it past
+ * the limit (diagnosis bounds each phase so; see diagnose.h). */
+static int pass_time_up(const run_ctx *r, const job_info *ji, const job_acc *a)
+{
+    return r->o->max_seconds > 0 && ji->kind != POOL_JOB_EVAL &&
+           now_sec() - a->t0 >= r->o->max_seconds;
+}
+
+/* Returns RUN_OK, RUN_TIME_UP or a failure status. */
 static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *e)
 {
     const options *o = r->o;
@@ -222,6 +241,8 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
             double lr = lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, (long)b->index, (long)nb);
             bad = model_train_step(&r->m, dev, b->labels, (int)b->count, (float)lr,
                                    (float)r->hp.momentum, (float)r->hp.wd, &st);
+            if (bad == MODEL_STEP_CANCELLED)
+                return step_cancelled(r, b);
             r->steps++;
             if (bad) {
                 char msg[160];
@@ -231,8 +252,9 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
                 report_progress_end(r->progress);
                 return errf(e, "%s; stopping (lower --lr?)", msg), RUN_NONFINITE;
             }
-        } else {
-            model_eval_step(&r->m, dev, b->labels, (int)b->count, &st);
+        } else if (model_eval_step(&r->m, dev, b->labels, (int)b->count, &st) ==
+                   MODEL_STEP_CANCELLED) {
+            return step_cancelled(r, b);
         }
         if (r->be->ops->busy_end)
             r->be->ops->busy_end(r->be);
@@ -248,11 +270,16 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
         snprintf(what, sizeof what, "epoch %d", ji->epoch + 1);
         report_progress(r->progress, what, b->index + 1, nb, now_sec() - a->t0, a->images);
     }
-    if (b->index + 1 < nb)
+    int time_up = b->index + 1 < nb && pass_time_up(r, ji, a);
+    if (b->index + 1 < nb && !time_up)
         return RUN_OK;
     a->t1 = now_sec();
     if (r->be->ops->busy_take) /* taken per pass: validation's busy time stays its own */
         a->busy = r->be->ops->busy_take(r->be);
+    if (time_up) { /* reported as it is, without its validation pass */
+        emit_epoch(r, b->job);
+        return RUN_TIME_UP;
+    }
     /* an epoch is reported once its validation pass (if any) is done */
     int tid = ji->kind != POOL_JOB_EVAL ? b->job : -1;
     if (ji->kind == POOL_JOB_EVAL)
@@ -283,6 +310,8 @@ int run_train_loop(run_ctx *r, errbuf *e)
         if (ahead)
             have = fetch(r, &nxt, &nxt_dev, e);
         int rc = process(r, &cur, cur_dev, e);
+        if (rc == RUN_TIME_UP)
+            return RUN_OK;
         if (rc != RUN_OK)
             return rc;
         if (have < 0)
@@ -333,15 +362,17 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
     long steps = r->o->max_batches ? r->o->max_batches : (long)pool_job_batches(r->pl, tid);
     job_acc *a = &r->acc[tid];
     a->t0 = now_sec();
-    for (long i = 0; i < steps && rc == RUN_OK; i++) {
+    for (long i = 0; i < steps && rc == RUN_OK && !pass_time_up(r, &r->jobs[tid], a); i++) {
         step_stats st = {0};
         int j = (int)(i % k);
         double t0 = now_sec();
         if (be->ops->busy_begin)
             be->ops->busy_begin(be);
-        if (model_train_step(&r->m, dev[j], labels[j], (int)count[j], (float)r->hp.lr,
-                             (float)r->hp.momentum, (float)r->hp.wd, &st))
-        {
+        int step = model_train_step(&r->m, dev[j], labels[j], (int)count[j], (float)r->hp.lr,
+                                    (float)r->hp.momentum, (float)r->hp.wd, &st);
+        if (step == MODEL_STEP_CANCELLED) {
+            rc = POOL_INTERRUPTED;
+        } else if (step != MODEL_STEP_OK) {
             errf(e, "re-fed batches: the loss became NaN or infinite");
             rc = RUN_NONFINITE;
         }

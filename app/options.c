@@ -17,6 +17,7 @@ enum opt_id {
     O_PIN, O_NO_PIN, O_NON_BLOCKING, O_NO_NON_BLOCKING, O_PIN_FORCE, O_SELFTEST,
     O_JSON, O_WARMUP, O_DIAGNOSE, O_PROGRESS, O_NO_PROGRESS, O_HELP,
     O_SWEEP_CHILD, O_SUMMARY_OUT, O_TEST_SLOW_LOAD, O_TEST_SLOW_STEP, O_MAX_BATCHES, O_DIAG_PHASE,
+    O_DIAG_BATCHES, O_DIAG_SECONDS, O_MAX_SECONDS,
 };
 
 enum arg_kind {
@@ -93,6 +94,8 @@ static const opt_spec table[] = {
     {"json", ARG_REQ, O_JSON, "FILE", "write one JSON record per epoch and a summary per configuration", 0},
     {"warmup-epochs", ARG_REQ, O_WARMUP, "N", "epochs run first and left out of summaries (default 0)", 0},
     {"diagnose", ARG_NONE, O_DIAGNOSE, NULL, "find the bottleneck: loader, storage, decode or compute", 0},
+    {"diagnose-batches", ARG_REQ, O_DIAG_BATCHES, "N", "--diagnose: at most N batches per phase (default 200)", 0},
+    {"diagnose-seconds", ARG_REQ, O_DIAG_SECONDS, "S", "--diagnose: end a phase after S seconds (default 15; 0: no limit)", 0},
     {"progress", ARG_NONE, O_PROGRESS, NULL, "progress bar on stderr (default: when it is a terminal)", 0},
     {"no-progress", ARG_NONE, O_NO_PROGRESS, NULL, "no progress bar", 0},
     {"help", ARG_NONE, O_HELP, NULL, "this text", 0},
@@ -103,6 +106,7 @@ static const opt_spec table[] = {
     {"test-slow-step", ARG_REQ, O_TEST_SLOW_STEP, "SEC", NULL, 0},
     {"max-batches", ARG_REQ, O_MAX_BATCHES, "N", NULL, 0},
     {"diag-phase", ARG_REQ, O_DIAG_PHASE, "read-only|refeed", NULL, 0},
+    {"max-seconds", ARG_REQ, O_MAX_SECONDS, "S", NULL, 0},
 };
 
 void options_usage(FILE *f)
@@ -352,6 +356,9 @@ static int set(options *o, const opt_spec *s, const char *v)
     case O_TEST_SLOW_LOAD: return parse_num(n, v, 0, 100, &o->test_slow_load);
     case O_TEST_SLOW_STEP: return parse_num(n, v, 0, 100, &o->test_slow_step);
     case O_MAX_BATCHES: return parse_int(n, v, 1, 1 << 30, &o->max_batches);
+    case O_DIAG_BATCHES: return parse_int(n, v, 1, 1 << 30, &o->diag_batches);
+    case O_DIAG_SECONDS: return parse_num(n, v, 0, 1e7, &o->diag_seconds);
+    case O_MAX_SECONDS: return parse_num(n, v, 0.001, 1e7, &o->max_seconds);
     case O_DIAG_PHASE:
         if (!strcmp(v, "read-only"))
             o->diag_phase = DIAG_READ_ONLY;
@@ -390,6 +397,7 @@ static void defaults(options *o)
     o->seed = 1;
     o->device = "auto";
     o->lr = o->momentum = o->wd = NAN;
+    o->diag_seconds = NAN;
     o->epochs = 1;
     o->progress = -1;
 }

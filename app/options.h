@@ -82,7 +82,10 @@ typedef struct options {
     int progress;          /* -1 auto (a terminal), 0, 1 */
     double test_slow_load; /* test hook: extra seconds per sample */
     double test_slow_step; /* test hook: extra seconds per step */
+    int diag_batches;      /* --diagnose: batches per phase (0 = default) */
+    double diag_seconds;   /* --diagnose: seconds per phase (NaN = default, 0 = no limit) */
     int max_batches;       /* hidden: batches per training pass (diagnosis, auto) */
+    double max_seconds;    /* hidden: end a training pass after the batch that passes this */
     int diag_phase;        /* hidden: enum diag_phase */
 
     /* sweep plumbing */

@@ -5,18 +5,45 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "../common/util.h"
 
 static const char *onoff(int v) { return v ? "on" : "off"; }
 
-void report_header(FILE *f)
+/* ---------------------------------------------------------------- the epoch table */
+
+/* The columns, in order; a line is its cells, each padded to the width
+ * (negative: left-aligned), separated by one space. */
+enum col {
+    C_DEV, C_MODEL, C_MODE, C_WK, C_PF, C_PIN, C_NB, C_BATCH, C_BAR, C_EP, C_TIME, C_RATE,
+    C_WAIT, C_COPY, C_COMP, C_GPU, C_BUSY, C_LOSS, C_ACC, C_VAL, C_RSS, C_PSS, C_PINMB, C_SKIP,
+    C_CACHE, NCOLS
+};
+
+static const struct {
+    const char *name;
+    int width;
+} cols[NCOLS] = {
+    {"dev", -5},   {"model", -7}, {"mode", -7},  {"wk", 2},     {"pf", 2},          {"pin", 3},
+    {"nb", 3},     {"batch", 5},  {"|", 1},      {"ep", 3},     {"time_s", 8},      {"img/s", 8},
+    {"wait%", 5},  {"copy%", 5},  {"comp%", 5},  {"gpu%avg/mx", 9}, {"busy%", 5},   {"loss", 7},
+    {"acc", 6},    {"val", 6},    {"rss_MB", 7}, {"pss_MB", 7}, {"pin_MB", 6},      {"skip", 4},
+    {"cache", 0},
+};
+
+static void print_cells(FILE *f, char cell[NCOLS][32], unsigned hide)
 {
-    fprintf(f, "%-5s %-7s %-7s %2s %2s %3s %3s %5s | %3s %8s %8s %5s %5s %5s %9s %5s %7s %6s %6s "
-               "%7s %7s %6s %4s %s\n",
-            "dev", "model", "mode", "wk", "pf", "pin", "nb", "batch", "ep", "time_s", "img/s",
-            "wait%", "copy%", "comp%", "gpu%avg/mx", "busy%", "loss", "acc", "val", "rss_MB",
-            "pss_MB", "pin_MB", "skip", "cache");
+    int first = 1;
+    for (int c = 0; c < NCOLS; c++) {
+        if (hide >> c & 1)
+            continue;
+        fprintf(f, "%s%*s", first ? "" : " ", cols[c].width, cell[c]);
+        first = 0;
+    }
+    fputc('\n', f);
 }
 
 /* v formatted with fmt, or `na` when it does not apply (NaN) */
@@ -29,27 +56,110 @@ static const char *fmt_num(char *b, size_t n, const char *fmt, double v, const c
     return b;
 }
 
-void report_epoch_line(FILE *f, const epoch_rec *r)
+static void epoch_cells(const epoch_rec *r, char cell[NCOLS][32])
 {
-    char wait[16], copy[16], comp[16], gpu[24], busy[16], loss[16], acc[16], val[16];
-    fmt_num(wait, sizeof wait, "%.1f", r->data_wait_pct, "n/a");
-    fmt_num(busy, sizeof busy, "%.1f", r->gpu_busy_pct, "n/a");
-    fmt_num(copy, sizeof copy, "%.1f", r->copy_pct, "n/a");
-    fmt_num(comp, sizeof comp, "%.1f", r->compute_pct, "n/a");
+    const size_t n = 32;
+    snprintf(cell[C_DEV], n, "%s", r->cfg.device);
+    snprintf(cell[C_MODEL], n, "%.31s", r->cfg.model);
+    snprintf(cell[C_MODE], n, "%s", r->cfg.mode);
+    snprintf(cell[C_WK], n, "%d", r->cfg.workers);
+    snprintf(cell[C_PF], n, "%d", r->cfg.prefetch);
+    snprintf(cell[C_PIN], n, "%s", onoff(r->cfg.pin));
+    snprintf(cell[C_NB], n, "%s", onoff(r->cfg.non_blocking));
+    snprintf(cell[C_BATCH], n, "%d", r->cfg.batch);
+    snprintf(cell[C_BAR], n, "|");
+    snprintf(cell[C_EP], n, "%2d%s", r->epoch, r->warmup ? "w" : " ");
+    snprintf(cell[C_TIME], n, "%.2f", r->epoch_s);
+    snprintf(cell[C_RATE], n, "%.0f", r->images_per_s);
+    fmt_num(cell[C_WAIT], n, "%.1f", r->data_wait_pct, "n/a");
+    fmt_num(cell[C_COPY], n, "%.1f", r->copy_pct, "n/a");
+    fmt_num(cell[C_COMP], n, "%.1f", r->compute_pct, "n/a");
     if (isnan(r->gpu_util_avg))
-        snprintf(gpu, sizeof gpu, "n/a");
+        snprintf(cell[C_GPU], n, "n/a");
     else
-        snprintf(gpu, sizeof gpu, "%.0f/%.0f", r->gpu_util_avg, r->gpu_util_max);
-    fmt_num(loss, sizeof loss, "%.4f", r->loss, "n/a");
-    fmt_num(acc, sizeof acc, "%.3f", r->train_acc, "n/a");
-    fmt_num(val, sizeof val, "%.3f", r->val_acc, "n/a");
-    fprintf(f, "%-5s %-7s %-7s %2d %2d %3s %3s %5d | %2d%s %8.2f %8.0f %5s %5s %5s %9s %5s %7s %6s "
-               "%6s %7.1f %7.1f %6.1f %4llu %s\n",
-            r->cfg.device, r->cfg.model, r->cfg.mode, r->cfg.workers, r->cfg.prefetch,
-            onoff(r->cfg.pin), onoff(r->cfg.non_blocking), r->cfg.batch, r->epoch,
-            r->warmup ? "w" : " ", r->epoch_s, r->images_per_s, wait, copy, comp, gpu, busy, loss,
-            acc, val, r->rss_mb, r->pss_mb, r->pinned_mb, (unsigned long long)r->skipped, r->cache);
+        snprintf(cell[C_GPU], n, "%.0f/%.0f", r->gpu_util_avg, r->gpu_util_max);
+    fmt_num(cell[C_BUSY], n, "%.1f", r->gpu_busy_pct, "n/a");
+    fmt_num(cell[C_LOSS], n, "%.4f", r->loss, "n/a");
+    fmt_num(cell[C_ACC], n, "%.3f", r->train_acc, "n/a");
+    fmt_num(cell[C_VAL], n, "%.3f", r->val_acc, "n/a");
+    snprintf(cell[C_RSS], n, "%.1f", r->rss_mb);
+    snprintf(cell[C_PSS], n, "%.1f", r->pss_mb);
+    snprintf(cell[C_PINMB], n, "%.1f", r->pinned_mb);
+    snprintf(cell[C_SKIP], n, "%llu", (unsigned long long)r->skipped);
+    snprintf(cell[C_CACHE], n, "%s", r->cache);
+}
+
+int report_width(FILE *f)
+{
+    struct winsize ws;
+    if (isatty(fileno(f)) && ioctl(fileno(f), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0)
+        return ws.ws_col;
+    const char *c = getenv("COLUMNS");
+    long long v;
+    if (c && parse_i64(c, &v) == 0 && v > 0 && v < 100000)
+        return (int)v;
+    return 0;
+}
+
+static int table_width(const epoch_rec *r, unsigned hide)
+{
+    char cell[NCOLS][32];
+    epoch_cells(r, cell);
+    int w = -1;
+    for (int c = 0; c < NCOLS; c++)
+        if (!(hide >> c & 1))
+            w += 1 + (int)(abs(cols[c].width) > (int)strlen(cell[c]) ? abs(cols[c].width)
+                                                                       : strlen(cell[c]));
+    return w;
+}
+
+unsigned report_columns(const epoch_rec *first, int width)
+{
+    if (width <= 0 || table_width(first, 0) <= width)
+        return 0;
+    unsigned hide = 0;
+    if (!strcmp(first->cfg.device, "cpu")) /* GPU staging: nothing to pin, copy or overlap */
+        hide |= 1u << C_PIN | 1u << C_NB | 1u << C_COPY | 1u << C_PINMB;
+    /* n/a in the first epoch stays n/a: no NVML, no device timing, no
+     * model (--loader-only), no validation set */
+    const struct {
+        enum col c;
+        double v;
+    } na[] = {{C_GPU, first->gpu_util_avg}, {C_BUSY, first->gpu_busy_pct}, {C_COMP, first->compute_pct},
+              {C_LOSS, first->loss},        {C_ACC, first->train_acc},      {C_VAL, first->val_acc}};
+    for (size_t i = 0; i < sizeof na / sizeof na[0]; i++)
+        if (isnan(na[i].v))
+            hide |= 1u << na[i].c;
+    return hide;
+}
+
+void report_header(FILE *f, unsigned hide)
+{
+    char cell[NCOLS][32];
+    for (int c = 0; c < NCOLS; c++)
+        snprintf(cell[c], sizeof cell[c], "%s", cols[c].name);
+    print_cells(f, cell, hide);
+}
+
+void report_epoch_line(FILE *f, const epoch_rec *r, unsigned hide)
+{
+    char cell[NCOLS][32];
+    epoch_cells(r, cell);
+    print_cells(f, cell, hide);
     fflush(f);
+}
+
+/* v's characters escaped for a JSON string (bytes >= 0x80 pass: UTF-8) */
+static void json_chars(FILE *f, const char *v)
+{
+    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            fprintf(f, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(f, "\\u%04x", *p);
+        else
+            fputc(*p, f);
+    }
 }
 
 static void json_str(FILE *f, const char *key, const char *v)
@@ -60,14 +170,7 @@ static void json_str(FILE *f, const char *key, const char *v)
         return;
     }
     fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            fprintf(f, "\\%c", *p);
-        else if (*p < 0x20)
-            fprintf(f, "\\u%04x", *p);
-        else
-            fputc(*p, f);
-    }
+    json_chars(f, v);
     fputc('"', f);
 }
 
@@ -106,6 +209,57 @@ static void json_machine(FILE *f, const machine_info *m)
     json_str(f, "cpu_model", m->cpu);
     fputc(',', f);
     json_str(f, "gpu_name", m->gpu[0] ? m->gpu : NULL);
+}
+
+static void json_size(FILE *f, const char *key, int h, int w)
+{
+    if (h > 0 && w > 0)
+        fprintf(f, ",\"%s\":[%d,%d]", key, h, w);
+    else
+        fprintf(f, ",\"%s\":null", key);
+}
+
+void report_run_json(FILE *f, const run_header *h, const machine_info *m)
+{
+    char when[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+    fputs("{\"record\":\"run\",", f);
+    json_str(f, "version", h->version);
+    fputc(',', f);
+    json_str(f, "time", when);
+    fputs(",\"argv\":[", f);
+    for (int i = 0; i < h->argc; i++) {
+        if (i)
+            fputc(',', f);
+        fputs("\"", f);
+        json_chars(f, h->argv[i]);
+        fputs("\"", f);
+    }
+    fputs("],", f);
+    json_str(f, "data", h->data);
+    fputc(',', f);
+    json_str(f, "val", h->val);
+    fprintf(f, ",\"samples\":%u,\"val_samples\":%u,\"classes\":%u", h->samples, h->val_samples,
+            h->classes);
+    json_size(f, "first_image", h->first_h, h->first_w);
+    fprintf(f, ",\"input\":[%d,%d,%d]", h->channels, h->out_h, h->out_w);
+    const img_params *p = h->img;
+    json_size(f, "resize", p->resize_h, p->resize_w);
+    if (p->resize_short > 0)
+        fprintf(f, ",\"resize_short\":%d", p->resize_short);
+    else
+        fputs(",\"resize_short\":null", f);
+    json_size(f, "crop", p->crop_h, p->crop_w);
+    fprintf(f, ",\"random_crop\":%s,\"pad\":%s", p->random_crop ? "true" : "false",
+            p->pad ? "true" : "false");
+    json_num(f, "hflip", p->hflip);
+    fprintf(f, ",\"seed\":%llu,\"epochs\":%d,", (unsigned long long)h->seed, h->epochs);
+    json_config(f, &h->cfg);
+    json_machine(f, m);
+    fputs("}\n", f);
+    fflush(f);
 }
 
 void report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m)

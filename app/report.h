@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "../loader/image.h"
 #include "metrics.h"
 
 typedef struct run_config {
@@ -47,8 +48,37 @@ typedef struct summary_rec {
     const char *reason;      /* why it failed (NULL when status is 0) */
 } summary_rec;
 
-void report_header(FILE *f);
-void report_epoch_line(FILE *f, const epoch_rec *r);
+/* The epoch table. `hide` is a mask of columns left out (0: every one):
+ * report_columns chooses it once per run from the first epoch's record
+ * and the width available (report_width; 0 = unlimited). When the whole
+ * table fits, nothing is hidden; else the columns that do not apply to
+ * this run are: on the CPU pin, nb, copy% and pin_MB, and any column that
+ * is n/a in the first epoch (gpu%avg/mx, busy%, comp%, loss, acc, val).
+ * The JSON records always carry everything. */
+unsigned report_columns(const epoch_rec *first, int width);
+/* The columns of f: its terminal's when f is one, else $COLUMNS when set
+ * to a positive number, else 0 (a pipe or file: unlimited). */
+int report_width(FILE *f);
+void report_header(FILE *f, unsigned hide);
+void report_epoch_line(FILE *f, const epoch_rec *r, unsigned hide);
+/* The first record of a --json file (one per configuration in a sweep):
+ * what was run, on what, when. */
+typedef struct run_header {
+    int argc;
+    char *const *argv;      /* the command line as given */
+    const char *version;    /* the build's git revision */
+    const char *data, *val; /* CSV paths; val NULL without --val */
+    uint32_t samples, val_samples, classes;
+    int first_h, first_w;   /* the first image's size on disk */
+    int channels, out_h, out_w; /* one sample as the model sees it */
+    const img_params *img;  /* transforms */
+    uint64_t seed;
+    int epochs;
+    run_config cfg;
+} run_header;
+
+/* {"record":"run", ...}: time is now, ISO 8601 UTC. */
+void report_run_json(FILE *f, const run_header *h, const machine_info *m);
 void report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m);
 void report_summary_json(FILE *f, const summary_rec *s, const machine_info *m);
 

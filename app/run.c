@@ -358,6 +358,7 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
         if (!r->be)
             return RUN_INTERNAL;
     }
+    r->be->cancel = &g_signal; /* Ctrl-C stops a step between layers and pool tasks */
     r->st = stager_create(r->be, r->pl, r->sample_bytes, r->batch, r->c.pin, r->c.non_blocking,
                           o->pin_force, note, note_len, e);
     if (!r->st)
@@ -517,6 +518,8 @@ int run_one(const options *o, const run_choice *c)
         rc = setup_model_choice(&r, &ck, &e);
     if (rc == RUN_OK)
         rc = setup_cache(&r, &e);
+    if (r.json) /* the command line and data, even for a run that stops here */
+        run_write_header(&r);
     if (rc == RUN_OK)
         rc = setup_pool(&r, &e); /* forks: nothing threaded before this */
     if (rc == RUN_OK)

@@ -71,7 +71,15 @@ typedef struct run_ctx {
     char **class_names;
     int progress;
     int said_util_na;
+    unsigned table_hide; /* epoch-table columns left out (report_columns) */
 } run_ctx;
+
+/* process() status (never an exit status): the training pass reached
+ * --max-seconds (hidden, set by --diagnose) and was reported; stop. */
+enum { RUN_TIME_UP = -1 };
+
+/* With --json: the run record, first in the file (run_header.c). */
+void run_write_header(run_ctx *r);
 
 /* Post every job of the run (preload build, then training and validation
  * per epoch) to the pool. */

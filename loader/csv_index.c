@@ -17,6 +17,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -124,6 +125,51 @@ static int is_int(const char *s)
     return is_uint(s[0] == '-' ? s + 1 : s);
 }
 
+/* A label written as a decimal number: -?D+(.D*)?([eE][+-]?D+)? or -?.D+...
+ * (no hex, inf or nan, no spaces). */
+static int is_decimal(const char *s)
+{
+    if (*s == '-' || *s == '+')
+        s++;
+    int digits = 0;
+    while (isdigit((unsigned char)*s))
+        s++, digits++;
+    if (*s == '.')
+        for (s++; isdigit((unsigned char)*s); s++)
+            digits++;
+    if (!digits)
+        return 0;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '-' || *s == '+')
+            s++;
+        if (!isdigit((unsigned char)*s))
+            return 0;
+        while (isdigit((unsigned char)*s))
+            s++;
+    }
+    return *s == '\0';
+}
+
+/* Labels are numeric when the first data row's label is a decimal number.
+ * An integer is taken as it is; any other decimal number whose value is
+ * whole ("1.0", "2.00", "3e0", what pandas writes for an int column with
+ * a missing value) is that integer; one with a fraction ("1.5") is an
+ * error: classes are numbered, not measured. Returns 0 with *v set, 1 for a
+ * decimal with a fraction (or beyond 2^53), -1 when not a number. */
+static int label_value(const char *s, long long *v)
+{
+    if (is_int(s))
+        return parse_i64(s, v) == 0 ? 0 : 1;
+    if (!is_decimal(s))
+        return -1;
+    double d = strtod(s, NULL);
+    if (!(fabs(d) <= 9007199254740992.0) || d != floor(d))
+        return 1;
+    *v = (long long)d;
+    return 0;
+}
+
 static int all_empty(const record *r)
 {
     for (int i = 0; i < r->nf; i++)
@@ -208,10 +254,10 @@ static int decide_header(parser *p, const record *second)
     if (o->path_col)
         parse_i64(o->path_col, &v), pi = (int)v;
     const char *lab = record_field(&p->first, li);
-    if (!lab || is_int(lab))
+    if (!lab || is_decimal(lab))
         return 0;
     const char *lab2 = second ? record_field(second, li) : NULL;
-    if (lab2 && is_int(lab2))
+    if (lab2 && is_decimal(lab2))
         return 1;
     const char *path = record_field(&p->first, pi);
     return path && !looks_like_path(path);
@@ -242,11 +288,17 @@ static void add_row(parser *p, const record *r)
         return;
     }
     if (p->label_mode == 0)
-        p->label_mode = is_int(label) ? 1 : 2; /* the first data row decides */
+        p->label_mode = is_decimal(label) ? 1 : 2; /* the first data row decides */
     int64_t value = -1;
     if (p->label_mode == 1) {
         long long v;
-        if (!is_int(label) || parse_i64(label, &v) != 0) {
+        int kind = label_value(label, &v);
+        if (kind == 1) {
+            row_problem(p, r->line, "label '%s' is not a whole number (class labels are integers)",
+                        label);
+            return;
+        }
+        if (kind != 0) {
             row_problem(p, r->line, "label '%s' is not an integer", label);
             return;
         }

@@ -18,6 +18,7 @@
 #ifndef TRAIN_BACKEND_H
 #define TRAIN_BACKEND_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -148,7 +149,20 @@ struct backend {
     const backend_ops *ops;
     void *ctx;
     int host_visible; /* device pointers are host pointers (the CPU backend) */
+    /* Cancellation hook, set by the owner (train points it at its SIGINT /
+     * SIGTERM flag); NULL never cancels. Once *cancel is nonzero, operations
+     * may stop early and leave their outputs undefined (the CPU backend
+     * stops between thread-pool tasks; sgd_update always runs to the end, so
+     * parameters are never half-updated), and model steps return
+     * MODEL_STEP_CANCELLED. The flag must not go back to 0 during a step. */
+    volatile sig_atomic_t *cancel;
 };
+
+/* 1 once the owner asked the backend to stop (see backend.cancel). */
+static inline int backend_cancelled(const backend *be)
+{
+    return be->cancel && *be->cancel;
+}
 
 /* The CPU backend (im2col + OpenBLAS). threads: OpenBLAS threads, 0 = leave
  * OpenBLAS's own choice. */

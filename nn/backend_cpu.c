@@ -108,7 +108,7 @@ static void cpu_normalize_u8(backend *be, float *out, const uint8_t *in, int B, 
     }
     for (int c = 0; c < C; c++)
         j.inv_std[c] = 1.0f / std[c];
-    cpu_pool_run(cpu_ctx_of(be)->pool, B, norm_task, &j);
+    cpu_run(be, B, norm_task, &j);
 }
 
 /* ---------------------------------------------------------------- relu */
@@ -157,13 +157,13 @@ static void relu_bwd_task(void *arg, int t, int thread)
 static void cpu_relu_forward(backend *be, float *out, const float *in, size_t n)
 {
     relu_job j = {out, in, NULL, n};
-    cpu_pool_run(cpu_ctx_of(be)->pool, cpu_ntasks(n, ELEM_BLOCK), relu_fwd_task, &j);
+    cpu_run(be, cpu_ntasks(n, ELEM_BLOCK), relu_fwd_task, &j);
 }
 
 static void cpu_relu_backward(backend *be, float *din, const float *dout, const float *out, size_t n)
 {
     relu_job j = {din, dout, out, n};
-    cpu_pool_run(cpu_ctx_of(be)->pool, cpu_ntasks(n, ELEM_BLOCK), relu_bwd_task, &j);
+    cpu_run(be, cpu_ntasks(n, ELEM_BLOCK), relu_bwd_task, &j);
 }
 
 /* ---------------------------------------------------------------- max pool */
@@ -247,14 +247,14 @@ static void maxpool_bwd_task(void *arg, int b, int thread)
 static void cpu_maxpool_forward(backend *be, float *out, const float *in, const pool_shape *s)
 {
     pool_job j = {out, in, NULL, NULL, s};
-    cpu_pool_run(cpu_ctx_of(be)->pool, s->B, maxpool_fwd_task, &j);
+    cpu_run(be, s->B, maxpool_fwd_task, &j);
 }
 
 static void cpu_maxpool_backward(backend *be, float *din, const float *dout, const float *out,
                                  const float *in, const pool_shape *s)
 {
     pool_job j = {din, in, dout, out, s};
-    cpu_pool_run(cpu_ctx_of(be)->pool, s->B, maxpool_bwd_task, &j);
+    cpu_run(be, s->B, maxpool_bwd_task, &j);
 }
 
 /* ---------------------------------------------------------------- global average pool */
@@ -324,7 +324,8 @@ static void cpu_sgd_update(backend *be, float *w, float *v, const float *g, size
                            float momentum, float wd)
 {
     sgd_job j = {w, v, g, n, lr, momentum, wd};
-    cpu_pool_run(cpu_ctx_of(be)->pool, cpu_ntasks(n, ELEM_BLOCK), sgd_task, &j);
+    /* never cancelled: the parameters are updated whole or not at all */
+    cpu_pool_run(cpu_ctx_of(be)->pool, cpu_ntasks(n, ELEM_BLOCK), sgd_task, &j, NULL);
 }
 
 /* ---------------------------------------------------------------- table */

@@ -335,7 +335,7 @@ void cpu_conv_forward(backend *be, void *plan, float *out, const float *in, cons
     conv_plan_cpu *p = plan;
     check_shape(p, s, "conv_forward");
     conv_job j = {.p = p, .s = s, .out = out, .in = in, .w = w, .bias = bias};
-    cpu_pool_run(cpu_ctx_of(be)->pool, s->B, conv_fwd_task, &j);
+    cpu_run(be, s->B, conv_fwd_task, &j);
 }
 
 static void conv_bwd_chunk_task(void *arg, int c, int thread)
@@ -390,7 +390,6 @@ void cpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *db
     conv_job j = {.p = p, .s = s, .din = din, .dw = dw, .dbias = dbias, .dout = dout, .in = in, .w = w};
     j.chunk = conv_chunk(s->B);
     j.nchunks = (s->B + j.chunk - 1) / j.chunk;
-    cpu_pool *pool = cpu_ctx_of(be)->pool;
-    cpu_pool_run(pool, j.nchunks, conv_bwd_chunk_task, &j);
-    cpu_pool_run(pool, cpu_ntasks((size_t)s->K * p->CRS, REDUCE_BLOCK), conv_reduce_task, &j);
+    cpu_run(be, j.nchunks, conv_bwd_chunk_task, &j);
+    cpu_run(be, cpu_ntasks((size_t)s->K * p->CRS, REDUCE_BLOCK), conv_reduce_task, &j);
 }

@@ -46,7 +46,7 @@ void cpu_fc_forward(backend *be, float *out, const float *in, const float *w, co
     fc_job j = {.out = out, .in = in, .w = w, .bias = bias, .B = B, .M = M, .N = N};
     int split = (long)B * M * N >= FC_SPLIT_MIN;
     j.ob = split ? FC_OUT_BLOCK : N;
-    cpu_pool_run(cpu_ctx_of(be)->pool, cpu_ntasks((size_t)N, (size_t)j.ob), fc_fwd_task, &j);
+    cpu_run(be, cpu_ntasks((size_t)N, (size_t)j.ob), fc_fwd_task, &j);
 }
 
 static void fc_bwd_task(void *arg, int t, int thread)
@@ -77,5 +77,5 @@ void cpu_fc_backward(backend *be, float *din, float *dw, float *dbias, const flo
     j.dinb = split ? FC_DIN_BLOCK : M;
     j.n_dw_tasks = cpu_ntasks((size_t)N, (size_t)j.dwb);
     int n_din = din ? cpu_ntasks((size_t)M, (size_t)j.dinb) : 0;
-    cpu_pool_run(cpu_ctx_of(be)->pool, j.n_dw_tasks + n_din, fc_bwd_task, &j);
+    cpu_run(be, j.n_dw_tasks + n_din, fc_bwd_task, &j);
 }

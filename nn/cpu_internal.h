@@ -23,8 +23,10 @@ typedef void (*cpu_task_fn)(void *arg, int task, int thread);
 cpu_pool *cpu_pool_create(int threads);
 void cpu_pool_free(cpu_pool *p);
 int cpu_pool_threads(const cpu_pool *p);
-/* Runs fn(arg, i, thread) for i in [0, ntasks) and returns when all are done. */
-void cpu_pool_run(cpu_pool *p, int ntasks, cpu_task_fn fn, void *arg);
+/* Runs fn(arg, i, thread) for i in [0, ntasks) and returns when all are
+ * done, or, once cancel is non-NULL and *cancel nonzero, when the tasks
+ * already started are done (the rest never run). */
+void cpu_pool_run(cpu_pool *p, int ntasks, cpu_task_fn fn, void *arg, volatile sig_atomic_t *cancel);
 
 typedef struct cpu_ctx {
     int threads;
@@ -34,6 +36,13 @@ typedef struct cpu_ctx {
 static inline cpu_ctx *cpu_ctx_of(backend *be)
 {
     return (cpu_ctx *)be->ctx;
+}
+
+/* An operation's tasks on the backend's pool, cut short when the backend is
+ * cancelled (backend.cancel). */
+static inline void cpu_run(backend *be, int ntasks, cpu_task_fn fn, void *arg)
+{
+    cpu_pool_run(cpu_ctx_of(be)->pool, ntasks, fn, arg, be->cancel);
 }
 
 /* ---- memory (backend_cpu.c): 64-byte aligned, zero-filled, exits on OOM */

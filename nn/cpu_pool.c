@@ -7,6 +7,10 @@
  * follows within microseconds), then sleep on a condition variable, so an
  * idle pool costs nothing while the loader waits for data.
  *
+ * A job may carry a cancellation flag (a signal handler's): every thread
+ * looks at it before claiming its next task and stops claiming once it is
+ * set, so Ctrl-C acts within one task, not one operation.
+ *
  * Threads start lazily, on the first job with more than one task: the
  * loader forks its workers before training starts, and a fork should not
  * copy a process with threads half-way through something.
@@ -36,6 +40,7 @@ struct cpu_pool {
     cpu_task_fn fn;
     void *arg;
     int ntasks;
+    volatile sig_atomic_t *cancel; /* NULL: never */
     atomic_int next;    /* next unclaimed task */
     atomic_int busy;    /* workers still inside the current job */
     atomic_ulong gen;   /* job generation */
@@ -54,10 +59,15 @@ static inline void cpu_relax(void)
 #endif
 }
 
+static int cancelled(volatile sig_atomic_t *cancel)
+{
+    return cancel && *cancel;
+}
+
 static void run_tasks(cpu_pool *p, int thread)
 {
     int i;
-    while ((i = atomic_fetch_add(&p->next, 1)) < p->ntasks)
+    while (!cancelled(p->cancel) && (i = atomic_fetch_add(&p->next, 1)) < p->ntasks)
         p->fn(p->arg, i, thread);
 }
 
@@ -127,12 +137,12 @@ static void pool_start(cpu_pool *p)
     p->started = 1;
 }
 
-void cpu_pool_run(cpu_pool *p, int ntasks, cpu_task_fn fn, void *arg)
+void cpu_pool_run(cpu_pool *p, int ntasks, cpu_task_fn fn, void *arg, volatile sig_atomic_t *cancel)
 {
     if (ntasks <= 0)
         return;
     if (ntasks == 1 || p->threads == 1) {
-        for (int i = 0; i < ntasks; i++)
+        for (int i = 0; i < ntasks && !cancelled(cancel); i++)
             fn(arg, i, 0);
         return;
     }
@@ -141,6 +151,7 @@ void cpu_pool_run(cpu_pool *p, int ntasks, cpu_task_fn fn, void *arg)
     p->fn = fn;
     p->arg = arg;
     p->ntasks = ntasks;
+    p->cancel = cancel;
     atomic_store(&p->next, 0);
     atomic_store(&p->busy, p->threads - 1);
     pthread_mutex_lock(&p->mu);

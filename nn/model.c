@@ -358,8 +358,9 @@ static void check_batch(const model *m, const int32_t *labels, int B, const char
         }
 }
 
-/* normalise, every layer forward, softmax cross-entropy */
-static void forward_loss(model *m, const uint8_t *x, const int32_t *labels, int B)
+/* normalise, every layer forward, softmax cross-entropy; -1 when the
+ * backend was cancelled on the way (the outputs are then undefined) */
+static int forward_loss(model *m, const uint8_t *x, const int32_t *labels, int B)
 {
     backend *be = m->be;
     const backend_ops *o = be->ops;
@@ -397,12 +398,16 @@ static void forward_loss(model *m, const uint8_t *x, const int32_t *labels, int 
             break;
         }
         in = out;
+        if (backend_cancelled(be))
+            return -1;
     }
     o->softmax_xent(be, m->dlogits, m->loss, m->pred, in, m->labels, B, m->nclasses, 1.0f / (float)B);
+    return backend_cancelled(be) ? -1 : 0;
 }
 
-/* every layer backward, from dlogits down to the lowest parameters */
-static void backward(model *m, int B)
+/* every layer backward, from dlogits down to the lowest parameters; -1
+ * when the backend was cancelled on the way */
+static int backward(model *m, int B)
 {
     backend *be = m->be;
     const backend_ops *o = be->ops;
@@ -443,7 +448,10 @@ static void backward(model *m, int B)
             break;
         }
         g = din;
+        if (backend_cancelled(be))
+            return -1;
     }
+    return backend_cancelled(be) ? -1 : 0;
 }
 
 /* download the per-sample losses and predictions; stats in sample order */
@@ -461,14 +469,14 @@ static int collect(model *m, const int32_t *labels, int B, step_stats *st)
     }
     if (st)
         *st = s;
-    return s.nonfinite ? 1 : 0;
+    return s.nonfinite ? MODEL_STEP_NONFINITE : MODEL_STEP_OK;
 }
 
 int model_forward_backward(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st)
 {
     check_batch(m, labels, B, "model_forward_backward");
-    forward_loss(m, x, labels, B);
-    backward(m, B);
+    if (forward_loss(m, x, labels, B) != 0 || backward(m, B) != 0)
+        return MODEL_STEP_CANCELLED;
     return collect(m, labels, B, st);
 }
 
@@ -481,8 +489,10 @@ int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, f
                      float wd, step_stats *st)
 {
     check_batch(m, labels, B, "model_train_step");
-    forward_loss(m, x, labels, B);
-    backward(m, B);
+    /* the flag never goes back to 0, so an operation cut short anywhere
+     * before here is seen here, before the update */
+    if (forward_loss(m, x, labels, B) != 0 || backward(m, B) != 0)
+        return MODEL_STEP_CANCELLED;
     model_sgd_step(m, lr, momentum, wd);
     return collect(m, labels, B, st);
 }
@@ -490,7 +500,8 @@ int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, f
 int model_eval_step(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st)
 {
     check_batch(m, labels, B, "model_eval_step");
-    forward_loss(m, x, labels, B);
+    if (forward_loss(m, x, labels, B) != 0)
+        return MODEL_STEP_CANCELLED;
     return collect(m, labels, B, st);
 }
 

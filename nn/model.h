@@ -150,18 +150,28 @@ void model_init_params(model *m, uint64_t seed);
  * for a std that is not positive and finite. */
 int model_set_norm(model *m, const float *mean, const float *std, errbuf *e);
 
+/* What a step returns. */
+enum model_step_status {
+    MODEL_STEP_OK = 0,
+    MODEL_STEP_NONFINITE = 1, /* some loss was NaN or infinite */
+    MODEL_STEP_CANCELLED = 2, /* the backend was cancelled (backend.cancel) between or inside
+                                 layers: *st is not filled, the parameters are unchanged */
+};
+
 /* Forward, loss and backward on one batch: x is a DEVICE pointer to B x C x
  * H x W u8, labels a HOST array of B values in [0, nclasses). Leaves the
- * gradient of the mean loss in m->grads; fills *st (may be NULL). Returns 0,
- * or 1 when some loss is NaN or infinite. B in [1, max_batch]; a bad B or
- * label is a programming error (message, exit 1): validate labels up front. */
+ * gradient of the mean loss in m->grads; fills *st (may be NULL). Returns a
+ * model_step_status. B in [1, max_batch]; a bad B or
+ * label is a programming error (message, exit 1): validate labels up front.
+ * The cancellation flag is looked at after every layer. */
 int model_forward_backward(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st);
 /* One SGD step with momentum and weight decay on every parameter. */
 void model_sgd_step(model *m, float lr, float momentum, float wd);
 /* model_forward_backward + model_sgd_step: one training step. The results
  * are downloaded before it returns, so timing around it measures the whole
- * step's compute. Returns 1 (the update applied, the parameters now
- * suspect) when some loss was NaN or infinite: stop the run. */
+ * step's compute. Returns MODEL_STEP_NONFINITE (the update applied, the
+ * parameters now suspect) when some loss was NaN or infinite: stop the run;
+ * MODEL_STEP_CANCELLED (no update) when cancelled before the update. */
 int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, float lr, float momentum,
                      float wd, step_stats *st);
 /* Forward and loss only, no gradients, no update. Same return. */

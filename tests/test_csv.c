@@ -7,6 +7,7 @@
 
 #include "../loader/csv_index.h"
 #include "helpers.h"
+#include "test_image_util.h"
 
 static char *dir;
 
@@ -46,6 +47,44 @@ static const char *rel(const ds_index *ix, uint32_t i)
     size_t n = strlen(dir);
     cr_assert(strncmp(p, dir, n) == 0 && p[n] == '/', "path %s is not under %s", p, dir);
     return p + n + 1;
+}
+
+/* Issue 11: a label column written as floats ("1.0", as pandas writes an
+ * int column with a gap) became string classes "1.0", "2.00"... Whole
+ * decimal numbers are the integers they equal, with or without a header. */
+Test(csv, whole_float_labels_are_integers)
+{
+    ds_index ix;
+    load_ok(&ix, "data.csv", "path,label\na.png,1.0\nb.png,2.00\nc.png,3e0\nd.png,0\ne.png,1\n", NULL);
+    cr_assert(ix.had_header);
+    cr_assert_not(ix.names, "labels became names");
+    cr_assert_eq(ix.nclasses, 4);
+    const int32_t want[5] = {1, 2, 3, 0, 1};
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(ix.rows[i].label, want[i], "row %d", i);
+    ds_index_free(&ix);
+    load_ok(&ix, "nohdr.csv", "a.png,4.0\nb.png,0.0\n", NULL);
+    cr_assert_not(ix.had_header);
+    cr_assert_not(ix.names);
+    cr_assert_eq(ix.rows[0].label, 4);
+    cr_assert_eq(ix.nclasses, 5);
+    ds_index_free(&ix);
+}
+
+/* A fraction is an error wherever it is, first row included: never
+ * string classes by accident. Names stay names ("1.5" after "cat"). */
+Test(csv, fractional_labels_are_an_error)
+{
+    load_fails("path,label\na.png,1.5\nb.png,2\n", NULL,
+               ":2: label '1.5' is not a whole number (class labels are integers)");
+    load_fails("path,label\na.png,1\nb.png,0.25\n", NULL,
+               ":3: label '0.25' is not a whole number (class labels are integers)");
+    load_fails("path,label\na.png,-1.0\n", NULL, ":2: label '-1.0' is negative");
+    ds_index ix;
+    load_ok(&ix, "names.csv", "path,label\na.png,cat\nb.png,1.5\n", NULL);
+    cr_assert(ix.names);
+    cr_assert_eq(ix.nclasses, 2);
+    ds_index_free(&ix);
 }
 
 Test(csv, header_and_relative_paths)
@@ -350,6 +389,68 @@ Test(csv, train_binary_reports_and_exits_2)
     free(p);
 }
 
+/* A real baseline TIFF (little-endian, 2x2 8-bit grey, one uncompressed
+ * strip), laid out by hand from the TIFF 6.0 field list. */
+static char *write_tiff(const char *d, const char *name)
+{
+    uint8_t t[166] = {'I', 'I', 42, 0, 8, 0, 0, 0};
+    static const uint16_t tags[11][3] = {/* tag, type (3 SHORT, 4 LONG, 5 RATIONAL), value */
+                                         {256, 3, 2},   {257, 3, 2}, {258, 3, 8},   {259, 3, 1},
+                                         {262, 3, 1},   {273, 4, 162}, {277, 3, 1}, {278, 3, 2},
+                                         {279, 4, 4},   {282, 5, 146}, {283, 5, 154}};
+    size_t at = 8;
+    t[at++] = 11;
+    t[at++] = 0;
+    for (int i = 0; i < 11; i++, at += 12) {
+        t[at] = (uint8_t)tags[i][0], t[at + 1] = (uint8_t)(tags[i][0] >> 8);
+        t[at + 2] = (uint8_t)tags[i][1];
+        t[at + 4] = 1; /* count */
+        t[at + 8] = (uint8_t)tags[i][2], t[at + 9] = (uint8_t)(tags[i][2] >> 8);
+    }
+    at += 4;                      /* no next IFD */
+    t[146] = 72, t[150] = 1;      /* XResolution 72/1 */
+    t[154] = 72, t[158] = 1;      /* YResolution 72/1 */
+    t[162] = 0, t[163] = 85, t[164] = 170, t[165] = 255; /* the pixels */
+    cr_assert_eq(at, 146);
+    return write_file(d, name, t, sizeof t);
+}
+
+/* --check refuses what training refuses: a TIFF, a WebP (made by Debian's
+ * cwebp from a real PPM) and an SVG, each with CSV line, file and reason;
+ * the PNG beside them passes. */
+Test(csv, train_binary_check_sniffs_formats_training_refuses)
+{
+    uint8_t *px = ti_picture(8, 8, 3, 7);
+    free(ti_write_png(dir, "good.png", px, 8, 8, 3));
+    char *ppm = ti_write_pnm(dir, "src.ppm", px, 8, 8, 3, 255);
+    free(px);
+    char *webp = path_join(dir, "photo.webp");
+    char *cw[] = {"/usr/bin/cwebp", "-quiet", "-lossless", ppm, "-o", webp, NULL};
+    run_result r;
+    run_argv(cw, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "cwebp (package webp, make deps installs it): %s", r.err);
+    run_free(&r);
+    free(write_tiff(dir, "scan.tif"));
+    free(write_text(dir, "logo.svg",
+                    "<?xml version=\"1.0\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"8\" "
+                    "height=\"8\"><rect width=\"8\" height=\"8\" fill=\"red\"/></svg>\n"));
+    char *p = write_text(dir, "d.csv", "path,label\ngood.png,0\nphoto.webp,1\nscan.tif,0\nlogo.svg,1\n");
+    char *argv[] = {(char *)train_bin(), "--check", p, NULL};
+    run_argv(argv, NULL, 60, &r);
+    cr_assert_eq(r.status, 2, "status %d, stderr: %s", r.status, r.err);
+    const char *want[] = {"d.csv:3: ", "photo.webp: unsupported image format: WebP\n",
+                          "d.csv:4: ", "scan.tif: unsupported image format: TIFF\n",
+                          "d.csv:5: ", "logo.svg: not an image (a text file)\n"};
+    for (int i = 0; i < 6; i++)
+        cr_assert(strstr(r.err, want[i]), "no '%s' in stderr: %s", want[i], r.err);
+    cr_assert(!strstr(r.err, "good.png"), "the PNG is fine: %s", r.err);
+    cr_assert(strstr(r.out, "check: 3 files that training would refuse"), "%s", r.out);
+    run_free(&r);
+    free(p);
+    free(ppm);
+    free(webp);
+}
+
 Test(csv, train_binary_check_reports_missing_files)
 {
     free(write_text(dir, "a.png", "not really a png"));
@@ -358,7 +459,10 @@ Test(csv, train_binary_check_reports_missing_files)
     run_result r;
     run_argv(argv, NULL, 60, &r);
     cr_assert_eq(r.status, 2, "status %d, stderr: %s", r.status, r.err);
-    cr_assert(strstr(r.err, "d.csv:3: ") && strstr(r.err, "missing.png: No such file or directory"),
+    cr_assert(strstr(r.err, "d.csv:3: ") &&
+                  strstr(r.err, "missing.png: cannot open: No such file or directory"),
+              "stderr: %s", r.err);
+    cr_assert(strstr(r.err, "d.csv:2: ") && strstr(r.err, "a.png: not an image (a text file)"),
               "stderr: %s", r.err);
     run_free(&r);
     free(p);

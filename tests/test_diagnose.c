@@ -121,3 +121,52 @@ Test(diagnose, workers_auto_picks_a_count_within_bounds)
     cr_assert(strstr(r.out, "loader only (no model)"), "then runs with it: %s", r.out);
     run_free(&r);
 }
+
+/* "(N images in T s)" of phase line `phase` ("(a)" .. "(d)") */
+static void phase_numbers(const char *out, const char *phase, double *images, double *secs)
+{
+    const char *p = strstr(out, phase);
+    cr_assert_not_null(p, "%s", out);
+    p = strstr(p, "img/s  (");
+    cr_assert_not_null(p, "%s", out);
+    cr_assert_eq(sscanf(p, "img/s  (%lf images in %lf s)", images, secs), 2, "%s", out);
+}
+
+/* 256 images in batches of 8 at 0.1 s a step: 3.2 s per phase unbounded;
+ * --diagnose-seconds 1 ends each phase after the step that passes 1 s. */
+Test(diagnose, each_phase_stops_after_diagnose_seconds)
+{
+    run_result r;
+    char *a[] = {"--diagnose", "--diagnose-seconds", "1", "--batch", "8", "--workers", "1",
+                 "--test-slow-step", "0.1", NULL};
+    run(&r, a);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_assert(strstr(r.out, "up to 200 batches or 1 s each"), "%s", r.out);
+    const char *phases[] = {"(a) full pipeline", "(d) model only"};
+    for (int i = 0; i < 2; i++) {
+        double images, secs;
+        phase_numbers(r.out, phases[i], &images, &secs);
+        cr_assert(secs >= 1.0 && secs < 2.0, "%s took %.1f s:\n%s", phases[i], secs, r.out);
+        cr_assert(images < 256, "%s saw the whole set:\n%s", phases[i], r.out);
+    }
+    run_free(&r);
+}
+
+Test(diagnose, diagnose_batches_bounds_each_phase)
+{
+    run_result r;
+    char *a[] = {"--diagnose", "--diagnose-batches", "3", "--diagnose-seconds", "0", "--batch", "8",
+                 "--workers", "1", NULL};
+    run(&r, a);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_assert(strstr(r.out, "4 phases of up to 3 batches each"), "%s", r.out);
+    const char *phases[] = {"(a) full pipeline", "(b) loader only", "(c) loader, read only",
+                            "(d) model only"};
+    for (int i = 0; i < 4; i++) {
+        double images, secs;
+        phase_numbers(r.out, phases[i], &images, &secs);
+        cr_assert(fabs(images - 24) < 0.5, "%s: %.1f images, not 3 batches of 8:\n%s", phases[i],
+                  images, r.out);
+    }
+    run_free(&r);
+}

@@ -144,6 +144,40 @@ Test(nn_model, he_init_statistics)
     be->ops->destroy(be);
 }
 
+/* The cancellation hook (backend.cancel): a set flag makes every kind of
+ * step return MODEL_STEP_CANCELLED and leaves parameters and momentum as
+ * they were; cleared, the same model steps normally. */
+Test(nn_model, cancelled_backend_stops_the_step_without_an_update)
+{
+    for (int threads = 1; threads <= 2; threads++) {
+        backend *be = cpu_backend(threads);
+        volatile sig_atomic_t flag = 1;
+        be->cancel = &flag;
+        model m;
+        create_ok(&m, "lenet", 1, 28, 28, 10, 16, be);
+        model_init_params(&m, 1);
+        nn_set s;
+        synth_set(&s, 16, 1, 28, 28, 10, 1);
+        float *w = download_floats(be, m.params, m.nparams);
+        step_stats st = {0};
+        cr_assert_eq(model_train_step(&m, s.x, s.y, 16, 0.1f, 0.9f, 0, &st), MODEL_STEP_CANCELLED);
+        cr_assert_eq(model_forward_backward(&m, s.x, s.y, 16, &st), MODEL_STEP_CANCELLED);
+        cr_assert_eq(model_eval_step(&m, s.x, s.y, 16, &st), MODEL_STEP_CANCELLED);
+        cr_assert_eq(st.n, 0, "stats are not filled");
+        for (size_t i = 0; i < m.nparams; i++) {
+            cr_assert_eq(m.params[i], w[i], "params[%zu] changed", i);
+            cr_assert_eq(m.momentum[i], 0.0f, "momentum[%zu] changed", i);
+        }
+        flag = 0;
+        cr_assert_eq(model_train_step(&m, s.x, s.y, 16, 0.1f, 0.9f, 0, &st), MODEL_STEP_OK);
+        cr_assert_eq(st.n, 16);
+        free(w);
+        nn_set_free(&s);
+        model_free(&m);
+        be->ops->destroy(be);
+    }
+}
+
 Test(nn_model, sgd_step_is_the_formula)
 {
     backend *be = cpu_backend(2);

@@ -1,0 +1,39 @@
+/* run_header.c — the run record that opens a --json file (report.h's
+ * run_header), filled from a run's context. The version is the git
+ * revision the Makefile writes into build/version.h ("unknown" outside a
+ * git checkout). */
+#define _POSIX_C_SOURCE 200809L
+#include "build/version.h"
+#include "run_ctx.h"
+
+void run_write_header(run_ctx *r)
+{
+    if (!r->json)
+        return;
+    const options *o = r->o;
+    run_header h = {.argc = o->argc,
+                    .argv = o->argv,
+                    .version = TRAIN_REVISION,
+                    .data = o->csv,
+                    .val = r->have_val ? o->val_csv : NULL,
+                    .samples = r->train.n,
+                    .val_samples = r->have_val ? r->val.n : 0,
+                    .classes = r->train.nclasses,
+                    .first_h = r->fixed_h,
+                    .first_w = r->fixed_w,
+                    .channels = r->ss.channels,
+                    .out_h = r->ss.out_h,
+                    .out_w = r->ss.out_w,
+                    .img = &r->ss.train,
+                    .seed = o->seed,
+                    .epochs = o->epochs};
+    h.cfg.device = o->device; /* as asked (auto, cpu, cuda): chosen after the fork; epochs name it */
+    h.cfg.model = r->model_name;
+    h.cfg.mode = r->c.mode == MODE_PRELOAD ? "preload" : "lazy";
+    h.cfg.workers = r->c.workers;
+    h.cfg.prefetch = r->c.prefetch;
+    h.cfg.pin = r->c.pin;
+    h.cfg.non_blocking = r->c.non_blocking;
+    h.cfg.batch = r->batch;
+    report_run_json(r->json, &h, &r->mi);
+}
