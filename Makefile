@@ -6,7 +6,7 @@
 #   make test       deps + every build variant + the Criterion suite under
 #                   AddressSanitizer and UndefinedBehaviorSanitizer
 #   make demo       deps + build + real Fashion-MNIST + a short training run
-#   make bench      the benchmarks (docs/BENCHMARKS.md)
+#   make bench      the benchmarks (docs/BENCH-*.md; README.md, "Speed")
 #
 # Objects live in build/<variant>/ (cpu, cuda, asan); each variant keeps a
 # stamp of its flags so changing them rebuilds, and ./train is relinked when
