@@ -23,7 +23,7 @@ static char *dir;
 static void setup(void) { dir = tmpdir_make(); }
 static void teardown(void) { tmpdir_remove(dir); }
 
-TestSuite(runchecks, .init = setup, .fini = teardown, .timeout = 240);
+TestSuite(runchecks, .init = setup, .fini = teardown);
 
 static int train(run_result *r, const char *first, ...)
 {
