@@ -233,6 +233,36 @@ Test(pool, every_sample_is_augmented_differently_each_epoch)
     cr_assert_eq(distinct, NSAMPLES - 1, "samples share an augmentation stream");
 }
 
+Test(pool, every_order_is_possible_and_equally_likely)
+{
+    /* 4 samples, 2400 epochs: each of the 24 orders about 100 times (a
+     * shuffle that can never leave a sample in place reaches only 6) */
+    int count[256] = {0};
+    uint32_t perm[4];
+    for (uint32_t ep = 0; ep < 2400; ep++) {
+        sampler_permutation(perm, 4, 77, ep, 0, 1);
+        int seen = 0, code = 0;
+        for (int i = 0; i < 4; i++) {
+            cr_assert_lt(perm[i], 4u);
+            seen |= 1 << perm[i];
+            code = code * 4 + (int)perm[i];
+        }
+        cr_assert_eq(seen, 15, "epoch %u is not a permutation", ep);
+        count[code]++;
+    }
+    int orders = 0;
+    for (int c = 0; c < 256; c++)
+        if (count[c]) {
+            orders++;
+            cr_assert(count[c] > 50 && count[c] < 150, "order %d drawn %d times of 2400", c,
+                      count[c]);
+        }
+    cr_assert_eq(orders, 24);
+    sampler_permutation(perm, 4, 77, 0, 0, 0);
+    for (uint32_t i = 0; i < 4; i++)
+        cr_assert_eq(perm[i], i, "no shuffle: the CSV's order");
+}
+
 Test(pool, epochs_shuffle_differently_and_cover_every_sample)
 {
     errbuf e;
