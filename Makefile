@@ -7,6 +7,7 @@
 #                   AddressSanitizer and UndefinedBehaviorSanitizer
 #   make demo       deps + build + real Fashion-MNIST + a short training run
 #   make bench      the benchmarks (docs/BENCH-*.md; README.md, "Speed")
+#   make mutate     mutation testing of the suites (mk/mutate.mk, docs/TESTING.md)
 #
 # Objects live in build/<variant>/ (cpu, cuda, asan); each variant keeps a
 # stamp of its flags so changing them rebuilds, and ./train is relinked when

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -98,6 +99,88 @@ static double mono(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* In a child: a process group of its own (the test kills the group), and
+ * SIGKILL when the test process that started it ends. */
+static void die_with_parent(pid_t parent)
+{
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+        _exit(127);
+}
+
+#define MAX_SPAWNED 32
+static pid_t spawned[MAX_SPAWNED];
+
+static void forget(pid_t pid)
+{
+    for (int i = 0; i < MAX_SPAWNED; i++)
+        if (spawned[i] == pid)
+            spawned[i] = 0;
+}
+
+void spawn_kill_all(void)
+{
+    for (int i = 0; i < MAX_SPAWNED; i++)
+        if (spawned[i] > 0) {
+            kill(-spawned[i], SIGKILL);
+            while (waitpid(spawned[i], NULL, 0) < 0 && errno == EINTR)
+                ;
+            spawned[i] = 0;
+        }
+}
+
+pid_t spawn_bg(char *const argv[], const char *out, const char *err)
+{
+    static int registered;
+    if (!registered) {
+        atexit(spawn_kill_all);
+        registered = 1;
+    }
+    int slot = -1;
+    for (int i = 0; i < MAX_SPAWNED && slot < 0; i++)
+        if (spawned[i] == 0)
+            slot = i;
+    cr_assert_geq(slot, 0, "more than %d background processes", MAX_SPAWNED);
+    fflush(NULL);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        die_with_parent(parent);
+        if (!freopen(out, "w", stdout) || !freopen(err, "w", stderr))
+            _exit(127);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    spawned[slot] = pid;
+    return pid;
+}
+
+int spawn_wait(pid_t pid, double timeout_s)
+{
+    double t0 = mono();
+    int st = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid)
+            break;
+        if (w < 0 && errno != EINTR)
+            cr_assert_fail("waitpid %d: %s", (int)pid, strerror(errno));
+        if (mono() - t0 > timeout_s) {
+            kill(-pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            forget(pid);
+            cr_assert_fail("process %d still running after %.0f s: killed its group", (int)pid,
+                           timeout_s);
+        }
+        usleep(5000);
+    }
+    forget(pid);
+    return st;
+}
+
 int run_argv(char *const argv[], char *const env_extra[], double timeout_s, run_result *r)
 {
     memset(r, 0, sizeof *r);
@@ -105,10 +188,11 @@ int run_argv(char *const argv[], char *const env_extra[], double timeout_s, run_
     cr_assert_eq(pipe2(po, O_CLOEXEC), 0);
     cr_assert_eq(pipe2(pe, O_CLOEXEC), 0);
     double t0 = mono();
+    pid_t parent = getpid();
     pid_t pid = fork();
     cr_assert_neq(pid, -1);
     if (pid == 0) {
-        setpgid(0, 0);
+        die_with_parent(parent);
         dup2(po[1], 1);
         dup2(pe[1], 2);
         for (int i = 0; env_extra && env_extra[i]; i++)

@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* A fresh folder under /tmp; removed (recursively) by tmpdir_remove. */
 char *tmpdir_make(void);
@@ -28,6 +29,17 @@ typedef struct run_result {
  * process group and fails the test. */
 int run_argv(char *const argv[], char *const env_extra[], double timeout_s, run_result *r);
 void run_free(run_result *r);
+
+/* Start argv in the background, stdout and stderr to the files out and err,
+ * in a process group of its own that dies with the test: the process gets
+ * SIGKILL when the test process ends (a Criterion timeout included), and
+ * spawn_kill_all() (run by helpers at exit, and by suites' fini) kills the
+ * whole group of every process started here and not yet waited for. */
+pid_t spawn_bg(char *const argv[], const char *out, const char *err);
+/* Wait for a process from spawn_bg; after timeout_s seconds kill its group
+ * and fail the test. Returns the wait status. */
+int spawn_wait(pid_t pid, double timeout_s);
+void spawn_kill_all(void);
 
 /* The train binary under test ($TRAIN_BIN, default ./train), the tools
  * folder ($TRAIN_TOOLS, default build/tools) and the source tree. */

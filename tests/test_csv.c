@@ -286,6 +286,7 @@ Test(csv, errors_name_file_line_and_reason)
     o.label_col = "klass";
     load_fails("path,label\na.png,1\n", &o, ":1: no column named 'klass' (header has 'path', 'label')");
     load_fails("path,label\na.png,99999999\n", NULL, ":2: label 99999999 is too large (limit 1000000)");
+    load_fails("path,label\na.png,1\nb.png,-1\n", NULL, ":3: label '-1' is negative");
 }
 
 Test(csv, missing_file)

@@ -22,6 +22,73 @@ Test(verdict, compute_bound_when_the_pipeline_runs_at_model_speed)
               "%s", t);
 }
 
+/* Each clause of the verdict decides on its own: the pipeline running at
+ * model speed with a loader that is barely faster, and a loader with 15%
+ * to spare with a pipeline that is not there yet. The thresholds are the
+ * documented ones (0.85 of the model, 1.15 of the model, 1.3 of the loader). */
+Test(verdict, pipeline_at_model_speed_alone_is_compute_bound)
+{
+    diag_rates r = {.full = 900, .loader = 1000, .read_only = 40000, .model = 1000, .workers = 2,
+                    .cores = 2};
+    char t[512];
+    cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_COMPUTE_BOUND, "%s", t);
+    cr_assert(strstr(t, "the full pipeline runs at 900 img/s"), "%s", t);
+    r.full = 849; /* just below 0.85 of the model: the loader decides */
+    cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_DECODE_BOUND, "%s", t);
+    r.full = 851;
+    cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_COMPUTE_BOUND, "%s", t);
+}
+
+Test(verdict, loader_with_room_to_spare_alone_is_compute_bound)
+{
+    diag_rates r = {.full = 500, .loader = 1151, .read_only = 40000, .model = 1000, .workers = 2,
+                    .cores = 2};
+    char t[512];
+    cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_COMPUTE_BOUND, "%s", t);
+    r.loader = 1149;
+    cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_DECODE_BOUND, "%s", t);
+    cr_assert(strstr(t, "the loader delivers 1149 img/s, the model consumes 1000 img/s"), "%s", t);
+}
+
+Test(verdict, storage_threshold_and_advice_arithmetic)
+{
+    /* reading alone at 1.3x the loader is storage-bound; above it decode */
+    diag_rates r = {.full = 400, .loader = 500, .read_only = 650, .model = 2000, .workers = 3,
+                    .cores = 64};
+    char t[512];
+    cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_STORAGE_BOUND, "%s", t);
+    cr_assert(strstr(t, "reading the files alone runs at 650 img/s (77% of loader time)"), "%s", t);
+    cr_assert(strstr(t, "try --workers 12 or"), "3 workers x 2000 / 500 = 12: %s", t);
+    r.read_only = 651;
+    cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_DECODE_BOUND, "%s", t);
+    cr_assert(strstr(t, "decode is 23% of loader time -> try --workers 12 or --mode preload"), "%s",
+              t);
+    r.workers = 0; /* the main process loads: counts as one worker */
+    diagnose_verdict(&r, t, sizeof t);
+    cr_assert(strstr(t, "try --workers 4 or"), "%s", t);
+    r.cores = 3;
+    diagnose_verdict(&r, t, sizeof t);
+    cr_assert(strstr(t, "--workers 4 would be needed but there are 3 cores"), "%s", t);
+    r.cores = 4;
+    diagnose_verdict(&r, t, sizeof t);
+    cr_assert(strstr(t, "try --workers 4 or"), "as many workers as cores is possible: %s", t);
+    r.read_only = NAN; /* the read-only phase failed: no storage verdict */
+    cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_DECODE_BOUND, "%s", t);
+}
+
+Test(verdict, unknown_when_any_phase_failed)
+{
+    const diag_rates base = {.full = 300, .loader = 320, .read_only = 350, .model = 9000,
+                             .workers = 1, .cores = 2};
+    char t[512];
+    for (int k = 0; k < 3; k++) {
+        diag_rates r = base;
+        *(k == 0 ? &r.full : k == 1 ? &r.loader : &r.model) = NAN;
+        cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_UNKNOWN, "phase %d failed: %s", k,
+                     t);
+    }
+}
+
 Test(verdict, decode_bound_names_the_decode_share_and_workers)
 {
     diag_rates r = {.full = 1100, .loader = 1150, .read_only = 6050, .model = 8900, .workers = 2,

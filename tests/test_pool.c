@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -160,15 +161,106 @@ Test(pool, same_batches_for_any_workers_and_prefetch)
     }
 }
 
+/* Digest of the training batches of epoch `epoch` alone (same size for
+ * every epoch and seed, so two digests differ only through their bytes). */
+static uint64_t epoch_digest(pool_config c, uint32_t epoch)
+{
+    errbuf e;
+    pool *p = pool_create(&c, &e);
+    cr_assert_not_null(p, "%s", e.msg);
+    pool_job j = {.kind = POOL_JOB_TRAIN, .epoch = epoch, .batch = 8, .shuffle = 1};
+    pool_post(p, &j);
+    uint64_t h = 0;
+    pool_batch b;
+    while (pool_next(p, &b, &e) == POOL_OK) {
+        h = hash64(b.indices, b.count * sizeof *b.indices, h);
+        h = hash64(b.data, b.count * SAMPLE, h);
+        pool_release(p, &b);
+    }
+    pool_destroy(p);
+    return h;
+}
+
 Test(pool, digest_differs_between_epochs_and_seeds)
 {
     pool_config c = config(2, 2, 8);
-    uint64_t two = run_digest(c, 2, 0, NULL);
-    uint64_t one = run_digest(c, 1, 0, NULL);
-    cr_assert_neq(two, one);
+    uint64_t e0 = epoch_digest(c, 0), e1 = epoch_digest(c, 1);
+    cr_assert_neq(e0, e1, "epochs 0 and 1 give the same batches");
+    cr_assert_eq(epoch_digest(c, 1), e1, "an epoch is reproducible");
     c.seed = 99;
-    cr_assert_neq(run_digest(c, 1, 0, NULL), one);
-    cr_assert_neq(run_digest(c, 2, 0, NULL), two);
+    cr_assert_neq(epoch_digest(c, 0), e0, "seeds 1234 and 99 give the same epoch 0");
+}
+
+/* The augmentation stream of a sample: out = file bytes ^ rng bytes, so
+ * data ^ file bytes is what the sample's rng drew in that epoch. */
+static void augment_of_epoch(pool_config c, uint32_t epoch, uint8_t draws[NSAMPLES][SAMPLE])
+{
+    errbuf e;
+    pool *p = pool_create(&c, &e);
+    cr_assert_not_null(p, "%s", e.msg);
+    pool_job j = {.kind = POOL_JOB_TRAIN, .epoch = epoch, .batch = 8, .shuffle = 1};
+    pool_post(p, &j);
+    pool_batch b;
+    while (pool_next(p, &b, &e) == POOL_OK) {
+        for (uint32_t i = 0; i < b.count; i++) {
+            uint32_t s = b.indices[i];
+            for (int k = 0; k < SAMPLE; k++)
+                draws[s][k] = b.data[i * SAMPLE + k] ^ (uint8_t)(s * 31 + k * 7);
+        }
+        pool_release(p, &b);
+    }
+    pool_destroy(p);
+}
+
+Test(pool, every_sample_is_augmented_differently_each_epoch)
+{
+    /* the same sample, epochs 0 and 1: its augmentation (the rng stream the
+     * load function gets) must change, not only the order */
+    static uint8_t a[NSAMPLES][SAMPLE], b[NSAMPLES][SAMPLE], a2[NSAMPLES][SAMPLE];
+    pool_config c = config(2, 2, 8);
+    augment_of_epoch(c, 0, a);
+    augment_of_epoch(c, 1, b);
+    augment_of_epoch(config(0, 1, 8), 0, a2);
+    cr_assert(memcmp(a, a2, sizeof a) == 0, "augmentation depends on the worker count");
+    int same = 0;
+    for (int s = 0; s < NSAMPLES; s++)
+        same += memcmp(a[s], b[s], SAMPLE) == 0;
+    cr_assert_eq(same, 0, "%d of %d samples drew the same augmentation in epochs 0 and 1", same,
+                 NSAMPLES);
+    int distinct = 0; /* and samples differ from each other within an epoch */
+    for (int s = 1; s < NSAMPLES; s++)
+        distinct += memcmp(a[s], a[0], SAMPLE) != 0;
+    cr_assert_eq(distinct, NSAMPLES - 1, "samples share an augmentation stream");
+}
+
+Test(pool, every_order_is_possible_and_equally_likely)
+{
+    /* 4 samples, 2400 epochs: each of the 24 orders about 100 times (a
+     * shuffle that can never leave a sample in place reaches only 6) */
+    int count[256] = {0};
+    uint32_t perm[4];
+    for (uint32_t ep = 0; ep < 2400; ep++) {
+        sampler_permutation(perm, 4, 77, ep, 0, 1);
+        int seen = 0, code = 0;
+        for (int i = 0; i < 4; i++) {
+            cr_assert_lt(perm[i], 4u);
+            seen |= 1 << perm[i];
+            code = code * 4 + (int)perm[i];
+        }
+        cr_assert_eq(seen, 15, "epoch %u is not a permutation", ep);
+        count[code]++;
+    }
+    int orders = 0;
+    for (int c = 0; c < 256; c++)
+        if (count[c]) {
+            orders++;
+            cr_assert(count[c] > 50 && count[c] < 150, "order %d drawn %d times of 2400", c,
+                      count[c]);
+        }
+    cr_assert_eq(orders, 24);
+    sampler_permutation(perm, 4, 77, 0, 0, 0);
+    for (uint32_t i = 0; i < 4; i++)
+        cr_assert_eq(perm[i], i, "no shuffle: the CSV's order");
 }
 
 Test(pool, epochs_shuffle_differently_and_cover_every_sample)
@@ -240,20 +332,40 @@ Test(pool, ring_sizing_drop_last_and_partial_batch)
 
 Test(pool, several_batches_held_at_once)
 {
-    /* an asynchronous copy holds slots for a while: release out of order */
+    /* an asynchronous copy holds slots for a while: release out of order;
+     * a held batch's bytes stay as they were delivered while the workers
+     * fill the other slots */
     errbuf e;
     pool_config c = config(2, 2, 8);
     pool *p = pool_create(&c, &e);
     pool_job j = {.kind = POOL_JOB_TRAIN, .batch = 8, .shuffle = 1};
     pool_post(p, &j);
     pool_batch held[3];
+    uint8_t copy[3][8 * SAMPLE];
+    uint32_t idx[3][8];
     int n = 0;
     for (int i = 0; i < 3; i++) {
         cr_assert_eq(pool_next(p, &held[i], &e), POOL_OK, "%s", e.msg);
+        memcpy(copy[i], held[i].data, held[i].count * SAMPLE);
+        memcpy(idx[i], held[i].indices, held[i].count * sizeof(uint32_t));
         n++;
     }
+    usleep(100000); /* the workers fill every free slot meanwhile */
+    for (int i = 0; i < 3; i++) {
+        cr_assert(memcmp(copy[i], held[i].data, held[i].count * SAMPLE) == 0,
+                  "held batch %d was overwritten", i);
+        cr_assert(memcmp(idx[i], held[i].indices, held[i].count * sizeof(uint32_t)) == 0);
+    }
     pool_release(p, &held[1]);
+    usleep(50000);
+    cr_assert(memcmp(copy[0], held[0].data, held[0].count * SAMPLE) == 0,
+              "batch 0 overwritten after batch 1 was released");
+    cr_assert(memcmp(copy[2], held[2].data, held[2].count * SAMPLE) == 0,
+              "batch 2 overwritten after batch 1 was released");
     pool_release(p, &held[0]);
+    usleep(50000);
+    cr_assert(memcmp(copy[2], held[2].data, held[2].count * SAMPLE) == 0,
+              "batch 2 overwritten after batches 0 and 1 were released");
     pool_release(p, &held[2]);
     pool_batch b;
     while (pool_next(p, &b, &e) == POOL_OK) {
@@ -444,6 +556,7 @@ Test(pool, workers_die_with_the_main_process)
     cr_assert_eq(pipe(fds), 0);
     pid_t child = fork();
     if (child == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test does not leave it paused */
         errbuf e;
         pool_config c = config(2, 2, 8);
         pool *p = pool_create(&c, &e);

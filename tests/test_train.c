@@ -35,6 +35,7 @@ static void setup(void)
 
 static void teardown(void)
 {
+    spawn_kill_all();
     free(fm_train);
     free(fm_test);
     tmpdir_remove(dir);
@@ -202,17 +203,11 @@ static int descendants(int pid, int *out, int max)
     return n;
 }
 
-/* Start ./train in the background with stdout/stderr to files. */
+/* Start ./train in the background with stdout/stderr to files, in its own
+ * process group, killed with the test (helpers.h: spawn_bg). */
 static pid_t start_train(char *const argv[], const char *out, const char *err)
 {
-    pid_t pid = fork();
-    if (pid == 0) {
-        freopen(out, "w", stdout);
-        freopen(err, "w", stderr);
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    return pid;
+    return spawn_bg(argv, out, err);
 }
 
 static void wait_for_workers(pid_t pid, int want, int *pids, int *n)
@@ -236,8 +231,7 @@ Test(train, sigint_exits_130_and_leaves_no_process)
     wait_for_workers(pid, 4, pids, &n); /* supervisor + 3 workers */
     usleep(300000);
     kill(pid, SIGINT);
-    int st;
-    waitpid(pid, &st, 0);
+    int st = spawn_wait(pid, 60);
     cr_assert(WIFEXITED(st), "killed by a signal instead of exiting");
     cr_assert_eq(WEXITSTATUS(st), 130);
     for (int i = 0; i < n; i++) {
@@ -270,8 +264,7 @@ Test(train, killed_worker_is_named_exit_3_and_respawn_recovers)
         usleep(400000);
         /* pids[0] is the supervisor, pids[1..] its workers */
         kill(pids[n - 1], SIGKILL);
-        int st;
-        waitpid(pid, &st, 0);
+        int st = spawn_wait(pid, 120);
         char *e = read_whole_file(err, NULL, NULL);
         char want[96];
         snprintf(want, sizeof want, "(pid %d) was killed by signal 9 (Killed)", pids[n - 1]);
@@ -418,9 +411,7 @@ Test(train, two_runs_building_one_cache_at_once)
     char *argv[] = {(char *)train_bin(), "--mode", "preload", "--cache", cache, "--workers", "1",
                     "--batch", "32", "--no-progress", fm_train, NULL};
     pid_t a = start_train(argv, o1, e1), b = start_train(argv, o2, e2);
-    int sa, sb;
-    waitpid(a, &sa, 0);
-    waitpid(b, &sb, 0);
+    int sa = spawn_wait(a, 120), sb = spawn_wait(b, 120);
     cr_assert(WIFEXITED(sa) && WEXITSTATUS(sa) == 0 && WIFEXITED(sb) && WEXITSTATUS(sb) == 0);
     /* whichever rename came last, the file is complete and valid */
     run_result r;

@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +24,7 @@ void run_forked(void (*fn)(void *), void *arg, forked *r)
     pid_t pid = fork();
     cr_assert_neq(pid, -1);
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* dies with a test that timed out */
         in_child = 1;
         close(p[0]);
         dup2(p[1], 2);
