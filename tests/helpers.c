@@ -345,14 +345,21 @@ char *make_fashion_subset(const char *dir, int n)
 
 int json_epoch_values(const char *path, const char *key, char vals[][JSON_VALUE_MAX], int max)
 {
+    return json_record_values(path, "epoch", key, vals, max);
+}
+
+int json_record_values(const char *path, const char *record, const char *key, char vals[][JSON_VALUE_MAX],
+                       int max)
+{
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f, "%s: %s", path, strerror(errno));
-    char pat[64], *line = NULL;
+    char pat[64], rec[64], *line = NULL;
     size_t cap = 0;
     snprintf(pat, sizeof pat, "\"%s\":", key);
+    snprintf(rec, sizeof rec, "{\"record\":\"%s\"", record);
     int n = 0;
     while (n < max && getline(&line, &cap, f) > 0) {
-        if (!strstr(line, "\"record\":\"epoch\""))
+        if (strncmp(line, rec, strlen(rec)) != 0)
             continue;
         char *p = strstr(line, pat);
         cr_assert_not_null(p, "no %s in %s", key, line);

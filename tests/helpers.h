@@ -61,6 +61,9 @@ char *make_fashion_subset(const char *dir, int n);
  * by --json, as text; returns how many. */
 #define JSON_VALUE_MAX 48
 int json_epoch_values(const char *path, const char *key, char vals[][JSON_VALUE_MAX], int max);
+/* The same for the records of another kind ("run", "summary"). */
+int json_record_values(const char *path, const char *record, const char *key, char vals[][JSON_VALUE_MAX],
+                       int max);
 
 /* The process exists and is not a zombie (an orphaned zombie waits for
  * init to reap it, so kill(pid, 0) would still succeed). */

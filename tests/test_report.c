@@ -217,14 +217,16 @@ Test(report, warmup_epochs_are_reported_and_left_out_of_the_summary)
 /* ---------------------------------------------------------------- sweeps */
 
 /* The configurations (mode, workers, prefetch, batch, pin, non_blocking)
- * of the epoch records of a sweep's JSON file, one string each. */
+ * a sweep's JSON file says were asked for, one string each: the run record
+ * that opens each configuration's records (the epoch records say what ran:
+ * --pin on the CPU runs unpinned). */
 static int sweep_configs(const char *json, char cfg[][128], int max)
 {
     static const char *keys[] = {"mode", "workers", "prefetch", "batch", "pin", "non_blocking"};
     char v[6][64][JSON_VALUE_MAX];
     int n = -1;
     for (int k = 0; k < 6; k++) {
-        int m = json_epoch_values(json, keys[k], v[k], 64);
+        int m = json_record_values(json, "run", keys[k], v[k], 64);
         cr_assert(n < 0 || m == n, "%s in %d records, not %d", keys[k], m, n);
         n = m;
     }
@@ -239,7 +241,9 @@ static void expect_configs(const char *json, const char *const want[], int n)
 {
     char got[64][128];
     int m = sweep_configs(json, got, 64);
-    cr_assert_eq(m, n, "%d epoch records for %d configurations", m, n);
+    cr_assert_eq(m, n, "%d run records for %d configurations", m, n);
+    char ep[64][JSON_VALUE_MAX];
+    cr_assert_eq(json_epoch_values(json, "mode", ep, 64), n, "one epoch per configuration ran");
     for (int i = 0; i < n; i++)
         cr_assert_str_eq(got[i], want[i], "configuration %d", i + 1);
 }
@@ -270,6 +274,12 @@ Test(report, every_sweep_dimension_runs_every_value)
                            "\"lazy\" 1 1 16 true false",  "\"lazy\" 1 3 16 true false",
                            "\"lazy\" 1 1 16 true true",   "\"lazy\" 1 3 16 true true"};
     expect_configs(j, want2, 8);
+    char pin[64][JSON_VALUE_MAX], nb[64][JSON_VALUE_MAX];
+    cr_assert_eq(json_epoch_values(j, "pin", pin, 64), 8);
+    cr_assert_eq(json_epoch_values(j, "non_blocking", nb, 64), 8);
+    for (int i = 0; i < 8; i++)
+        cr_assert(!strcmp(pin[i], "false") && !strcmp(nb[i], "false"),
+                  "on the CPU every configuration ran unpinned and blocking: %s %s", pin[i], nb[i]);
     char *s = strstr(r.out, "summary (median epoch time");
     cr_assert_not_null(s, "%s", r.out);
     cr_assert_eq(count_lines(s), 10, "title, header, eight rows: %s", s);
