@@ -79,9 +79,9 @@ static uint64_t header_sum(const cache_header *h)
 uint64_t cache_key(const ds_index *ix, const img_params *p, int base_h, int base_w)
 {
     /* the fields that change base images; not the augmentation */
-    int32_t v[10] = {CACHE_VERSION,  p->channels, p->resize_h, p->resize_w, p->resize_short,
+    int32_t v[11] = {CACHE_VERSION,  p->channels, p->resize_h, p->resize_w, p->resize_short,
                      p->random_crop ? 0 : p->crop_h, p->random_crop ? 0 : p->crop_w,
-                     base_h,         base_w,      (int32_t)ix->n};
+                     base_h,         base_w,      (int32_t)ix->n, p->full_decode};
     return hash64(v, sizeof v, ix->content_hash);
 }
 

@@ -178,6 +178,27 @@ Test(runchecks, the_preload_cache_is_rebuilt_when_an_image_file_changes)
     cr_assert(strstr(r.out, "changed since it was built"), "%s", r.out);
     run_free(&r);
     char *cached = epoch_loss(j);
+    free(cached);
+
+    /* edited in place: one quantisation value of the JPEG (same size, same
+     * inode, modification time put back): only the change time tells */
+    size_t len;
+    uint8_t *bytes = (uint8_t *)read_whole_file(victim, &len, NULL);
+    size_t q = 0;
+    while (q + 12 < len && !(bytes[q] == 0xFF && bytes[q + 1] == 0xDB))
+        q++;
+    cr_assert(q + 12 < len, "a DQT segment in %s", victim);
+    FILE *f = fopen(victim, "r+b");
+    fseek(f, (long)q + 12, SEEK_SET);
+    fputc(bytes[q + 12] == 1 ? 2 : bytes[q + 12] - 1, f);
+    fclose(f);
+    free(bytes);
+    cr_assert_eq(utimensat(AT_FDCWD, victim, ts, 0), 0);
+    CACHED_RUN();
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "changed since it was built"), "edited in place: %s", r.out);
+    run_free(&r);
+    cached = epoch_loss(j);
     train(&r, "--mode", "preload", "--resize", "32x32", "--batch", "3", "--epochs", "1", "--json", j, csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);

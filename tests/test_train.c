@@ -370,15 +370,21 @@ Test(train, preload_cache_reused_invalidated_and_checked)
     train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fm_train, NULL);
     cr_assert(strstr(r.out, "has the wrong size (truncated?): rebuilding"), "%s", r.out);
     run_free(&r);
-    /* one flipped byte in the data */
-    FILE *f = fopen(cache, "r+b");
-    fseek(f, -10, SEEK_END);
-    int ch = fgetc(f);
-    fseek(f, -10, SEEK_END);
-    fputc(ch ^ 0xff, f);
-    fclose(f);
-    train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fm_train, NULL);
-    cr_assert(strstr(r.out, "corrupt (checksum mismatch): rebuilding"), "%s", r.out);
+    /* one flipped byte in the pixels (just past the 4096-byte header), then
+     * one in the file stamps at the end: each has its own checksum */
+    for (int where = 0; where < 2; where++) {
+        FILE *f = fopen(cache, "r+b");
+        fseek(f, where ? -10 : 4096 + 10, where ? SEEK_END : SEEK_SET);
+        int ch = fgetc(f);
+        fseek(f, where ? -10 : 4096 + 10, where ? SEEK_END : SEEK_SET);
+        fputc(ch ^ 0xff, f);
+        fclose(f);
+        train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fm_train, NULL);
+        cr_assert(strstr(r.out, "corrupt (checksum mismatch): rebuilding"), "%s: %s", where ? "stamps" : "pixels",
+                  r.out);
+        if (!where)
+            run_free(&r);
+    }
     run_free(&r);
     /* a changed CSV (one row fewer): rebuilt */
     size_t clen;
