@@ -437,11 +437,14 @@ int report_parse_summary(const char *line, summary_rec *s, char *strbuf, size_t 
 
 void report_sweep_table(FILE *f, const summary_rec *s, int n)
 {
-    fprintf(f, "\nsummary (median epoch time of counted epochs; speed-up against the first row):\n");
+    fprintf(f, "\nsummary (median epoch time of counted epochs; speed-up against the first row that ran):\n");
     fprintf(f, "%-5s %-7s %2s %2s %3s %3s %5s | %8s %8s %5s %5s %5s %6s %7s %6s %7s %8s\n", "dev",
             "mode", "wk", "pf", "pin", "nb", "batch", "epoch_s", "img/s", "wait%", "copy%",
             "comp%", "gpu%", "pss_MB", "val", "build_s", "speed-up");
-    double base = n > 0 ? s[0].epoch_s_median : NAN;
+    double base = NAN; /* a failed first configuration is no baseline */
+    for (int i = 0; i < n && isnan(base); i++)
+        if (s[i].status == 0 && s[i].epoch_s_median > 0)
+            base = s[i].epoch_s_median;
     for (int i = 0; i < n; i++) {
         const summary_rec *r = &s[i];
         char gpu[16], val[16], build[16], up[16];

@@ -333,6 +333,8 @@ Test(report, a_configuration_killed_by_a_signal_is_reported_as_128_plus_it)
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 137, "status 0x%x: %s", st, e);
     cr_assert(strstr(o, "== configuration 2/2"), "the sweep goes on: %s", o);
     cr_assert(strstr(o, "failed(137)"), "%s", o);
+    /* the killed first row is no baseline: the second is, at 1.00x */
+    cr_assert(strstr(o, " 1.00x") && !strstr(o, "0.00x"), "%s", o);
     free(o);
     free(e);
     free(out);
