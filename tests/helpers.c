@@ -22,10 +22,14 @@ extern char **environ;
 
 char *tmpdir_make(void)
 {
-    char tmpl[] = "/tmp/train-test-XXXXXX";
-    char *d = mkdtemp(tmpl);
-    cr_assert_not_null(d, "mkdtemp: %s", strerror(errno));
-    return strdup(d);
+    /* under $TMPDIR when set (tools/mutate gives each run its own, so
+     * folders of tests that crashed go with it), else /tmp */
+    const char *base = getenv("TMPDIR");
+    char *tmpl;
+    if (asprintf(&tmpl, "%s/train-test-XXXXXX", base && *base ? base : "/tmp") < 0)
+        abort();
+    cr_assert_not_null(mkdtemp(tmpl), "mkdtemp %s: %s", tmpl, strerror(errno));
+    return tmpl;
 }
 
 static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
@@ -38,7 +42,7 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 
 void tmpdir_remove(char *dir)
 {
-    if (dir && strncmp(dir, "/tmp/train-test-", 16) == 0)
+    if (dir && strstr(dir, "/train-test-"))
         nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     free(dir);
 }

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* A fresh folder under /tmp; removed (recursively) by tmpdir_remove. */
+/* A fresh folder under $TMPDIR (default /tmp); removed (recursively) by tmpdir_remove. */
 char *tmpdir_make(void);
 void tmpdir_remove(char *dir);
 
