@@ -47,7 +47,7 @@ static const opt_spec table[] = {
     {"skip-bad", ARG_NONE, O_SKIP_BAD, NULL,
      "drop bad CSV rows and replace unreadable images, counted", 0},
     {"check", ARG_NONE, O_CHECK, NULL, "check the CSV and that every image file exists, then exit", 0},
-    {"val", ARG_REQ, O_VAL, "FILE.csv", "validation set, evaluated after every epoch", 0},
+    {"val", ARG_REQ, O_VAL, "CSV|FOLDER", "validation set, evaluated after every epoch", 0},
     SECTION("Images"),
     {"channels", ARG_REQ, O_CHANNELS, "1|3|auto", "output channels (default 3; auto: the first image's)", 0},
     {"resize", ARG_REQ, O_RESIZE, "HxW|N", "resize to HxW, or the shorter side to N (bilinear, antialiased)", 0},
@@ -111,8 +111,9 @@ static const opt_spec table[] = {
 
 void options_usage(FILE *f)
 {
-    fprintf(f, "usage: train [options] data.csv\n"
-               "Trains a small conv net on the images listed in data.csv and shows, per epoch,\n"
+    fprintf(f, "usage: train [options] data.csv|FOLDER\n"
+               "Trains a small conv net on the images listed in data.csv (or in FOLDER, one\n"
+               "sub-folder of images per class) and shows, per epoch,\n"
                "where the time goes: waiting for data, copying, computing.\n");
     for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
         const opt_spec *s = &table[i];
@@ -458,7 +459,7 @@ int options_parse(options *o, int argc, char **argv)
             return rc;
     }
     if (!o->csv && !o->selftest && !(o->model && !strcmp(o->model, "list"))) {
-        fprintf(stderr, "train: no data CSV given (usage: train [options] data.csv; see --help)\n");
+        fprintf(stderr, "train: no data CSV or folder given (usage: train [options] data.csv|FOLDER; see --help)\n");
         return -1;
     }
     if (o->nmean > 1 && o->nstd > 1 && o->nmean != o->nstd) {

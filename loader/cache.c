@@ -66,9 +66,11 @@ static void describe_changed(preload_cache *pc, const file_stamp *old)
     const char *how = !b->ino ? "missing now" : a->ino != b->ino ? "replaced by another file"
                       : a->size != b->size                    ? "size changed"
                                                               : "modified (time stamps changed)";
-    snprintf(pc->note, sizeof pc->note, "cache %s: %u image file%s changed since it was built (first: %s:%u %s, %s): "
-             "rebuilding it", pc->path, changed, changed == 1 ? "" : "s", pc->ix->csv_path, pc->ix->rows[first].line,
-             ds_path(pc->ix, first), how);
+    char what[ERR_MAX], where[2 * ERR_MAX];
+    snprintf(what, sizeof what, "%s, %s", ds_path(pc->ix, first), how);
+    snprintf(pc->note, sizeof pc->note, "cache %s: %u image file%s changed since it was built (first: %s): "
+             "rebuilding it", pc->path, changed, changed == 1 ? "" : "s",
+             ds_row_message(pc->ix, first, what, where, sizeof where));
 }
 
 static uint64_t header_sum(const cache_header *h)
