@@ -37,7 +37,10 @@ static int model_list(const options *o)
         ds_index_free(&ix);
         return 2;
     }
-    img_output_size(&o->img, h, w, &oh, &ow);
+    img_params p = o->img;
+    if (p.rrc)
+        p.crop_h = o->rrc_h, p.crop_w = o->rrc_w;
+    img_output_size(&p, h, w, &oh, &ow);
     int ch = o->channels ? o->channels : (c >= 3 ? 3 : 1);
     printf("for %dx%dx%d inputs and %u classes (%s):\n", ch, oh, ow, ix.nclasses, o->csv);
     model_print_list(stdout, ch, oh, ow, (int)ix.nclasses);

@@ -9,7 +9,7 @@
 
 enum opt_id {
     O_HEADER, O_NO_HEADER, O_PATH_COL, O_LABEL_COL, O_ROOT, O_SKIP_BAD, O_CHECK, O_VAL,
-    O_CHANNELS, O_RESIZE, O_CROP, O_RANDOM_CROP, O_PAD, O_HFLIP,
+    O_CHANNELS, O_RESIZE, O_CROP, O_RANDOM_CROP, O_PAD, O_HFLIP, O_RRC, O_DECODE,
     O_WORKERS, O_PREFETCH, O_BATCH, O_SHUFFLE, O_NO_SHUFFLE, O_SEED, O_DROP_LAST, O_TIMEOUT,
     O_RESPAWN, O_MODE, O_CACHE, O_COLD, O_MEM_LIMIT, O_LOADER_ONLY,
     O_MODEL, O_DEVICE, O_THREADS, O_LR, O_MOMENTUM, O_WD, O_LR_SCHEDULE, O_EPOCHS, O_SAVE,
@@ -55,6 +55,10 @@ static const opt_spec table[] = {
     {"random-crop", ARG_NONE, O_RANDOM_CROP, NULL, "random crop offset for training", 0},
     {"pad", ARG_NONE, O_PAD, NULL, "pad with zeros when the crop is larger than the image", 0},
     {"hflip", ARG_REQ, O_HFLIP, "P", "horizontal flip probability for training (default 0.5)", 0},
+    {"random-resized-crop", ARG_REQ, O_RRC, "S[,SMIN,SMAX[,RMIN,RMAX]]",
+     "training: torchvision's RandomResizedCrop (scale 0.08-1, ratio 3/4-4/3), fused with the JPEG decode", 0},
+    {"decode", ARG_REQ, O_DECODE, "auto|exact|fast",
+     "random-resized crop: JPEG DCT scaling (auto keeps >= 2x for the resampler; default auto)", 0},
     SECTION("Loader"),
     {"workers", ARG_REQ, O_WORKERS, "N[,N..]|auto", "loader processes; 0 loads in the main process (default 2)", 1},
     {"prefetch", ARG_REQ, O_PREFETCH, "K[,K..]", "batches in flight per worker (default 2)", 1},
@@ -235,6 +239,36 @@ static int parse_floats(const char *opt, const char *v, float *out, int *n)
     return rc;
 }
 
+/* S or HxW, then optionally the scale range, then the ratio range. */
+static int parse_rrc(options *o, const char *n, const char *v)
+{
+    char *copy = xstrdup(v), *comma = strchr(copy, ',');
+    if (comma)
+        *comma = '\0';
+    int single, rc = 0;
+    if (img_parse_size(copy, &o->rrc_h, &o->rrc_w, &single) != 0)
+        rc = bad(n, v, "does not start with S or HxW (pixels, 1..16384)");
+    float f[4] = {0};
+    int nf = 0;
+    if (rc == 0 && comma && parse_floats(n, comma + 1, f, &nf) != 0)
+        rc = -1;
+    if (rc == 0 && nf != 0 && nf != 2 && nf != 4)
+        rc = bad(n, v, "is S, S,SMIN,SMAX or S,SMIN,SMAX,RMIN,RMAX");
+    if (rc == 0 && nf >= 2 && !(f[0] > 0 && f[0] <= f[1] && f[1] <= 1))
+        rc = bad(n, v, "needs a scale range 0 < SMIN <= SMAX <= 1");
+    if (rc == 0 && nf == 4 && !(f[2] > 0 && f[2] <= f[3]))
+        rc = bad(n, v, "needs a ratio range 0 < RMIN <= RMAX");
+    if (rc == 0) {
+        o->img.rrc = 1;
+        o->img.rrc_scale[0] = nf >= 2 ? f[0] : 0.08f;
+        o->img.rrc_scale[1] = nf >= 2 ? f[1] : 1.0f;
+        o->img.rrc_ratio[0] = nf == 4 ? f[2] : 3.0f / 4.0f;
+        o->img.rrc_ratio[1] = nf == 4 ? f[3] : 4.0f / 3.0f;
+    }
+    free(copy);
+    return rc;
+}
+
 static int set(options *o, const opt_spec *s, const char *v)
 {
     const char *n = s->name;
@@ -271,6 +305,17 @@ static int set(options *o, const opt_spec *s, const char *v)
             return bad(n, v, "is not S or HxW (pixels, 1..16384)");
         break;
     case O_RANDOM_CROP: o->img.random_crop = 1; break;
+    case O_RRC: return parse_rrc(o, n, v);
+    case O_DECODE:
+        if (!strcmp(v, "auto"))
+            o->img.decode = IMG_DECODE_AUTO;
+        else if (!strcmp(v, "exact"))
+            o->img.decode = IMG_DECODE_EXACT;
+        else if (!strcmp(v, "fast"))
+            o->img.decode = IMG_DECODE_FAST;
+        else
+            return bad(n, v, "is not auto, exact or fast");
+        break;
     case O_PAD: o->img.pad = 1; break;
     case O_HFLIP: {
         double p;
@@ -380,6 +425,28 @@ static const opt_spec *find(const char *name, size_t len)
     return NULL;
 }
 
+/* The random-resized crop is the training transform; --resize and --crop
+ * stay evaluation's (torchvision's Resize(256) + CenterCrop(224)). */
+static int check_rrc(const options *o)
+{
+    if (o->img.random_crop) {
+        fprintf(stderr, "train: --random-resized-crop and --random-crop are two training crops: give one\n");
+        return -1;
+    }
+    if (o->img.crop_h && (o->img.crop_h != o->rrc_h || o->img.crop_w != o->rrc_w)) {
+        fprintf(stderr, "train: --crop %dx%d (evaluation's) differs from --random-resized-crop %dx%d: a batch "
+                        "has one size\n", o->img.crop_h, o->img.crop_w, o->rrc_h, o->rrc_w);
+        return -1;
+    }
+    for (int i = 0; i < o->mode.n; i++)
+        if (o->mode.v[i] == MODE_PRELOAD) {
+            fprintf(stderr, "train: --mode preload keeps one decoded image per sample, but "
+                            "--random-resized-crop cuts each sample from the file: use --mode lazy\n");
+            return -1;
+        }
+    return 0;
+}
+
 static void defaults(options *o)
 {
     memset(o, 0, sizeof *o);
@@ -470,6 +537,8 @@ int options_parse(options *o, int argc, char **argv)
         fprintf(stderr, "train: --random-crop needs --crop\n");
         return -1;
     }
+    if (o->img.rrc && check_rrc(o) != 0)
+        return -1;
     if (o->warmup_epochs >= o->epochs && o->warmup_epochs > 0) {
         fprintf(stderr, "train: --warmup-epochs %d leaves no counted epoch of --epochs %d\n",
                 o->warmup_epochs, o->epochs);

@@ -200,6 +200,20 @@ static int setup_data(run_ctx *r, errbuf *e)
     r->ss.eval = p;
     r->ss.eval.hflip = 0;
     r->ss.eval.random_crop = 0;
+    if (p.rrc) { /* training cuts from the file; evaluation resizes and centre-crops */
+        r->ss.train.crop_h = o->rrc_h;
+        r->ss.train.crop_w = o->rrc_w;
+        r->ss.train.resize_h = r->ss.train.resize_w = r->ss.train.resize_short = 0;
+        img_params *ev = &r->ss.eval;
+        ev->rrc = 0;
+        if (!ev->crop_h) {
+            ev->crop_h = o->rrc_h;
+            ev->crop_w = o->rrc_w;
+        }
+        if (!ev->resize_short && !ev->resize_h)
+            ev->resize_short = o->rrc_h < o->rrc_w ? o->rrc_h : o->rrc_w;
+        p = r->ss.train;
+    }
     r->ss.channels = channels;
     img_output_size(&p, h, w, &r->ss.out_h, &r->ss.out_w);
     r->ss.src[0] = &r->train;

@@ -12,6 +12,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -252,6 +253,16 @@ int img_params_check(const img_params *p, errbuf *e)
         return errf(e, "a random crop needs a crop size");
     if (!(p->hflip >= 0.0f && p->hflip <= 1.0f))
         return errf(e, "hflip must be a probability in [0, 1]");
+    if (p->rrc && p->crop_h <= 0)
+        return errf(e, "a random-resized crop needs an output size");
+    if (p->rrc && p->random_crop)
+        return errf(e, "a random-resized crop and a random crop cannot both apply");
+    if (p->rrc_scale[0] != 0.0f || p->rrc_scale[1] != 0.0f)
+        if (!(p->rrc_scale[0] > 0.0f && p->rrc_scale[0] <= p->rrc_scale[1] && p->rrc_scale[1] <= 1.0f))
+            return errf(e, "random-resized-crop scale must be 0 < min <= max <= 1");
+    if (p->rrc_ratio[0] != 0.0f || p->rrc_ratio[1] != 0.0f)
+        if (!(p->rrc_ratio[0] > 0.0f && p->rrc_ratio[0] <= p->rrc_ratio[1] && p->rrc_ratio[1] < 1000.0f))
+            return errf(e, "random-resized-crop ratio must be 0 < min <= max");
     return 0;
 }
 
@@ -287,6 +298,8 @@ static void base_from(const img_params *p, int h, int w, int *bh, int *bw)
 
 int img_base_size(const img_params *p, int fixed_h, int fixed_w, int *base_h, int *base_w)
 {
+    if (p->rrc)
+        return -1; /* every sample is cut from the decoded file */
     if ((p->crop_h > 0 && !p->random_crop) || p->resize_h > 0) {
         base_from(p, 1, 1, base_h, base_w); /* the image's size does not matter */
         return 0;
@@ -343,6 +356,8 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
     errbuf pe;
     if (img_params_check(p, &pe) != 0)
         return errf(e, "%s: %s", path, pe.msg);
+    if (p->rrc)
+        return errf(e, "%s: a random-resized crop has no base image (it is cut from the file)", path);
     img_info info;
     if (read_header(c, path, p->cold, &info, e) != 0)
         return -1;
@@ -394,9 +409,121 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
     return 0;
 }
 
+/* ---------------------------------------------------------------- random-resized crop */
+
+static double round_half_even(double v)
+{
+    double f = floor(v), d = v - f;
+    if (d > 0.5 || (d == 0.5 && fmod(f, 2.0) != 0.0))
+        return f + 1.0;
+    return f;
+}
+
+void img_rrc_box(int h, int w, const img_params *p, rng *r, int *by, int *bx, int *bh, int *bw)
+{
+    double smin = p->rrc_scale[1] > 0 ? p->rrc_scale[0] : 0.08, smax = p->rrc_scale[1] > 0 ? p->rrc_scale[1] : 1.0;
+    double rmin = p->rrc_ratio[1] > 0 ? p->rrc_ratio[0] : 3.0 / 4.0;
+    double rmax = p->rrc_ratio[1] > 0 ? p->rrc_ratio[1] : 4.0 / 3.0;
+    double area = (double)h * (double)w, lr0 = log(rmin), lr1 = log(rmax);
+    for (int t = 0; t < 10; t++) {
+        double target = area * (smin + (smax - smin) * rng_uniform_d(r));
+        double ar = exp(lr0 + (lr1 - lr0) * rng_uniform_d(r));
+        double cw = round_half_even(sqrt(target * ar)), ch = round_half_even(sqrt(target / ar));
+        if (cw > 0 && cw <= w && ch > 0 && ch <= h) {
+            *bh = (int)ch;
+            *bw = (int)cw;
+            *by = (int)rng_below(r, (uint32_t)(h - *bh + 1));
+            *bx = (int)rng_below(r, (uint32_t)(w - *bw + 1));
+            return;
+        }
+    }
+    double in_ratio = (double)w / (double)h;
+    if (in_ratio < rmin) {
+        *bw = w;
+        *bh = (int)round_half_even(w / rmin);
+    } else if (in_ratio > rmax) {
+        *bh = h;
+        *bw = (int)round_half_even(h * rmax);
+    } else {
+        *bw = w;
+        *bh = h;
+    }
+    *bh = *bh < 1 ? 1 : *bh > h ? h : *bh;
+    *bw = *bw < 1 ? 1 : *bw > w ? w : *bw;
+    *by = (h - *bh) / 2;
+    *bx = (w - *bw) / 2;
+}
+
+/* The box (by, bx, bh, bw) of the file, resampled to out_h x out_w HWC in
+ * c->out: from a DCT-scaled decode of just that region for a JPEG, from a
+ * full decode otherwise (and with full_decode, the unfused reference). */
+static int rrc_resample(img_ctx *c, const char *path, const img_info *info, const img_params *p, int by,
+                        int bx, int bh, int bw, int out_h, int out_w, errbuf *e)
+{
+    const int C = p->channels;
+    uint8_t *dst = img_grow(&c->out, &c->out_cap, (size_t)out_h * (size_t)out_w * (size_t)C);
+    if (info->format == IMG_FMT_JPEG && !p->full_decode) {
+        int num = 8, m = p->decode == IMG_DECODE_FAST ? 1 : 2;
+        if (p->decode != IMG_DECODE_EXACT)
+            img_jpeg_scale_for(bw, bh, m * out_h, m * out_w, &num);
+        const double f = num / 8.0;
+        img_region want, got;
+        /* 16 columns more each side: a cropped decode's first and last
+         * columns are upsampled (4:2:x chroma) as if they were the image's
+         * edge; kept out of the resampler's reach they change nothing */
+        want.y = (int)floor(by * f);
+        want.x = (int)floor(bx * f) - 16;
+        want.h = (int)ceil((by + bh) * f) - want.y;
+        want.w = (int)ceil((bx + bw) * f) + 16 - want.x;
+        if (img_jpeg_decode_region(c, path, info, C, num, &want, &got, e) != 0)
+            return -1;
+        double y0 = by * f - got.y, x0 = bx * f - got.x, hh = bh * f, ww = bw * f;
+        if (y0 + hh > got.h) /* the last scaled row rounds up; stay inside */
+            hh = got.h - y0;
+        if (x0 + ww > got.w)
+            ww = got.w - x0;
+        rs_resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)got.w * (size_t)C, got.h, got.w, C, y0, x0, hh,
+                      ww);
+        return 0;
+    }
+    int dh, dw, rc = info->format == IMG_FMT_JPEG ? img_jpeg_decode(c, path, info, C, 0, 0, &dh, &dw, e)
+                                                  : img_stb_decode(c, path, info, C, &dh, &dw, e);
+    if (rc != 0)
+        return -1;
+    rs_resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)dw * (size_t)C, dh, dw, C, by, bx, bh, bw);
+    return 0;
+}
+
+static int load_rrc(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t *out, int out_h,
+                    int out_w, errbuf *e)
+{
+    if (out_h != p->crop_h || out_w != p->crop_w)
+        return errf(e, "%s: output is %dx%d but the crop is %dx%d", path, out_h, out_w, p->crop_h, p->crop_w);
+    img_info info;
+    if (read_header(c, path, p->cold, &info, e) != 0)
+        return -1;
+    int by, bx, bh, bw;
+    img_rrc_box(info.h, info.w, p, r, &by, &bx, &bh, &bw);
+    if (rrc_resample(c, path, &info, p, by, bx, bh, bw, out_h, out_w, e) != 0)
+        return -1;
+    img_params flip_only = *p;
+    flip_only.rrc = 0;
+    flip_only.random_crop = 0;
+    errbuf ae;
+    if (img_augment(out, out_h, out_w, c->out, out_h, out_w, &flip_only, r, &ae) != 0)
+        return errf(e, "%s: %s", path, ae.msg);
+    return 0;
+}
+
 int img_load(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t *out, int out_h,
              int out_w, errbuf *e)
 {
+    if (p->rrc) {
+        errbuf pe;
+        if (img_params_check(p, &pe) != 0)
+            return errf(e, "%s: %s", path, pe.msg);
+        return load_rrc(c, path, p, r, out, out_h, out_w, e);
+    }
     const uint8_t *base;
     int bh, bw;
     if (img_load_base(c, path, p, &base, &bh, &bw, e) != 0)

@@ -37,13 +37,21 @@ static void axis_reserve(rs_axis *a, int count, int taps)
     }
 }
 
-/* Weights for output indices [first, first + count) of an in -> out axis;
- * reuses the previous ones when the geometry is unchanged. */
-static void axis_build(rs_axis *a, int in, int out, int first, int count)
+/* Weights for output indices [first, first + count) of an axis that maps
+ * the source box [b0, b0 + blen) (of a source `in` long; taps stay inside
+ * the box, rounded out to whole pixels) onto `out` outputs; reuses the
+ * previous ones when the geometry is unchanged. */
+static void axis_build_box(rs_axis *a, int in, double b0, double blen, int out, int first, int count)
 {
-    if (a->lo && a->in == in && a->out == out && a->first == first && a->count == count)
+    if (a->lo && a->in == in && a->out == out && a->first == first && a->count == count &&
+        a->b0 == b0 && a->blen == blen)
         return;
-    double scale = (double)in / (double)out;
+    a->b0 = b0;
+    a->blen = blen;
+    int bmin = (int)floor(b0), bmax = (int)ceil(b0 + blen);
+    bmin = bmin < 0 ? 0 : bmin;
+    bmax = bmax > in ? in : bmax;
+    double scale = blen / (double)out;
     double fscale = scale > 1.0 ? scale : 1.0;
     double inv = 1.0 / fscale, radius = fscale;
     int taps = (int)ceil(radius) * 2 + 1;
@@ -54,17 +62,17 @@ static void axis_build(rs_axis *a, int in, int out, int first, int count)
     a->count = count;
     a->taps = taps;
     for (int i = 0; i < count; i++) {
-        double centre = ((double)(first + i) + 0.5) * scale;
+        double centre = b0 + ((double)(first + i) + 0.5) * scale;
         int lo = (int)floor(centre - radius + 0.5), hi = (int)floor(centre + radius + 0.5);
-        lo = lo < 0 ? 0 : lo;
-        hi = hi > in ? in : hi;
+        lo = lo < bmin ? bmin : lo;
+        hi = hi > bmax ? bmax : hi;
         int32_t *k = a->coef + (size_t)i * (size_t)taps;
         double sum = 0.0;
         for (int j = lo; j < hi; j++)
             sum += tri(((double)j - centre + 0.5) * inv);
         if (!(sum > 0.0)) { /* cannot happen for in, out >= 1; stay safe */
             int j = (int)centre;
-            a->lo[i] = j < 0 ? 0 : j >= in ? in - 1 : j;
+            a->lo[i] = j < bmin ? bmin : j >= bmax ? bmax - 1 : j;
             a->n[i] = 1;
             k[0] = 1 << RS_PRECISION;
             continue;
@@ -135,15 +143,30 @@ static void hpass(uint8_t *restrict out, const uint8_t *restrict in, const rs_ax
     }
 }
 
-void rs_resize(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
-               int ow, const uint8_t *src, int sh, int sw, int c)
+/* The source box of both axes: [y, y + h) x [x, x + w), source pixels. */
+typedef struct rs_box {
+    double y, x, h, w;
+} rs_box;
+
+/* Identity along an axis: the box is whole pixels, as many as the output. */
+static int box_identity(double b0, double blen, int out)
 {
-    const int horiz = sw != dw, vert = sh != dh;
-    const size_t rowb = (size_t)ow * (size_t)c, src_stride = (size_t)sw * (size_t)c;
+    return b0 == floor(b0) && blen == (double)out;
+}
+
+static void resize_core(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
+                        int ow, const uint8_t *src, size_t src_stride, int sh, int sw, int c, rs_box b)
+{
+    const int horiz = !box_identity(b.x, b.w, dw), vert = !box_identity(b.y, b.h, dh);
+    const size_t rowb = (size_t)ow * (size_t)c;
     if (oh <= 0 || ow <= 0)
         return;
+    if (!horiz) /* whole-pixel box: shift the source instead */
+        src += (size_t)b.x * (size_t)c;
+    if (!vert)
+        src += (size_t)b.y * src_stride;
     if (horiz)
-        axis_build(&p->x, sw, dw, x0, ow);
+        axis_build_box(&p->x, sw, b.x, b.w, dw, x0, ow);
     if (!vert) { /* rows map one to one */
         for (int i = 0; i < oh; i++) {
             const uint8_t *s = src + (size_t)(y0 + i) * src_stride;
@@ -154,7 +177,7 @@ void rs_resize(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int 
         }
         return;
     }
-    axis_build(&p->y, sh, dh, y0, oh);
+    axis_build_box(&p->y, sh, b.y, b.h, dh, y0, oh);
     const rs_axis *ay = &p->y;
     int rlo = ay->lo[0], rhi = rlo;
     for (int i = 0; i < oh; i++) {
@@ -197,6 +220,20 @@ void rs_resize(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int 
         for (size_t x = 0; x < rowb; x++)
             out[x] = clip8(acc[x]);
     }
+}
+
+void rs_resize(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
+               int ow, const uint8_t *src, int sh, int sw, int c)
+{
+    rs_box b = {0.0, 0.0, (double)sh, (double)sw};
+    resize_core(p, dst, dst_stride, dh, dw, y0, x0, oh, ow, src, (size_t)sw * (size_t)c, sh, sw, c, b);
+}
+
+void rs_resize_box(rs_plan *p, uint8_t *dst, int dh, int dw, const uint8_t *src, size_t src_stride, int sh,
+                   int sw, int c, double by, double bx, double bh, double bw)
+{
+    rs_box b = {by, bx, bh, bw};
+    resize_core(p, dst, (size_t)dw * (size_t)c, dh, dw, 0, 0, dh, dw, src, src_stride, sh, sw, c, b);
 }
 
 static void axis_free(rs_axis *a)
