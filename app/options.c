@@ -9,11 +9,11 @@
 
 enum opt_id {
     O_HEADER, O_NO_HEADER, O_PATH_COL, O_LABEL_COL, O_ROOT, O_SKIP_BAD, O_CHECK, O_VAL,
-    O_CHANNELS, O_RESIZE, O_CROP, O_RANDOM_CROP, O_PAD, O_HFLIP, O_RRC, O_DECODE,
+    O_CHANNELS, O_RESIZE, O_CROP, O_RANDOM_CROP, O_PAD, O_HFLIP, O_RRC, O_DECODE, O_JITTER,
     O_WORKERS, O_PREFETCH, O_BATCH, O_SHUFFLE, O_NO_SHUFFLE, O_SEED, O_DROP_LAST, O_TIMEOUT,
     O_RESPAWN, O_MODE, O_CACHE, O_COLD, O_MEM_LIMIT, O_LOADER_ONLY,
     O_MODEL, O_DEVICE, O_THREADS, O_LR, O_MOMENTUM, O_WD, O_LR_SCHEDULE, O_EPOCHS, O_SAVE,
-    O_RESUME, O_MEAN, O_STD,
+    O_RESUME, O_MEAN, O_STD, O_NORMALIZE,
     O_PIN, O_NO_PIN, O_NON_BLOCKING, O_NO_NON_BLOCKING, O_PIN_FORCE, O_SELFTEST,
     O_JSON, O_WARMUP, O_DIAGNOSE, O_PROGRESS, O_NO_PROGRESS, O_HELP,
     O_SWEEP_CHILD, O_SUMMARY_OUT, O_TEST_SLOW_LOAD, O_TEST_SLOW_STEP, O_MAX_BATCHES, O_DIAG_PHASE,
@@ -57,6 +57,8 @@ static const opt_spec table[] = {
     {"hflip", ARG_REQ, O_HFLIP, "P", "horizontal flip probability for training (default 0.5)", 0},
     {"random-resized-crop", ARG_REQ, O_RRC, "S[,SMIN,SMAX[,RMIN,RMAX]]",
      "training: torchvision's RandomResizedCrop (scale 0.08-1, ratio 3/4-4/3), fused with the JPEG decode", 0},
+    {"color-jitter", ARG_REQ, O_JITTER, "B,C,S",
+     "training: torchvision's ColorJitter(brightness, contrast, saturation), random order", 0},
     {"decode", ARG_REQ, O_DECODE, "auto|exact|fast",
      "random-resized crop: JPEG DCT scaling (auto keeps >= 2x for the resampler; default auto)", 0},
     SECTION("Loader"),
@@ -85,6 +87,7 @@ static const opt_spec table[] = {
     {"lr-schedule", ARG_REQ, O_LR_SCHEDULE, "const|step|cosine", "(default: the model's)", 0},
     {"mean", ARG_REQ, O_MEAN, "M[,M,M]", "per-channel mean for normalisation (default 0.5)", 0},
     {"std", ARG_REQ, O_STD, "S[,S,S]", "per-channel std (default 0.5)", 0},
+    {"normalize", ARG_REQ, O_NORMALIZE, "imagenet", "named mean/std: ImageNet's (0.485,0.456,0.406 / 0.229,0.224,0.225)", 0},
     {"save", ARG_REQ, O_SAVE, "FILE", "write a checkpoint after every epoch (atomically)", 0},
     {"resume", ARG_REQ, O_RESUME, "FILE", "continue from a checkpoint", 0},
     SECTION("GPU staging"),
@@ -306,6 +309,16 @@ static int set(options *o, const opt_spec *s, const char *v)
         break;
     case O_RANDOM_CROP: o->img.random_crop = 1; break;
     case O_RRC: return parse_rrc(o, n, v);
+    case O_JITTER: {
+        float f[4];
+        int nf;
+        if (parse_floats(n, v, f, &nf) != 0)
+            return -1;
+        if (nf != 3 || !(f[0] >= 0 && f[1] >= 0 && f[2] >= 0))
+            return bad(n, v, "is not three non-negative numbers B,C,S");
+        memcpy(o->img.jitter, f, sizeof o->img.jitter);
+        break;
+    }
     case O_DECODE:
         if (!strcmp(v, "auto"))
             o->img.decode = IMG_DECODE_AUTO;
@@ -364,6 +377,11 @@ static int set(options *o, const opt_spec *s, const char *v)
         o->lr_schedule = v;
         break;
     case O_MEAN: return parse_floats(n, v, o->mean, &o->nmean);
+    case O_NORMALIZE:
+        if (strcasecmp(v, "imagenet"))
+            return bad(n, v, "is not imagenet (or give --mean and --std)");
+        o->normalize_imagenet = 1;
+        break;
     case O_STD:
         if (parse_floats(n, v, o->std, &o->nstd) != 0)
             return -1;
@@ -527,6 +545,11 @@ int options_parse(options *o, int argc, char **argv)
     }
     if (!o->csv && !o->selftest && !(o->model && !strcmp(o->model, "list"))) {
         fprintf(stderr, "train: no data CSV or folder given (usage: train [options] data.csv|FOLDER; see --help)\n");
+        return -1;
+    }
+    if (o->normalize_imagenet && (o->nmean || o->nstd)) {
+        fprintf(stderr, "train: --normalize imagenet names a mean and a std: leave out --mean/--std, or "
+                        "--normalize\n");
         return -1;
     }
     if (o->nmean > 1 && o->nstd > 1 && o->nmean != o->nstd) {

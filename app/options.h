@@ -70,6 +70,7 @@ typedef struct options {
     const char *save, *resume;
     float mean[4], std[4];
     int nmean, nstd;
+    int normalize_imagenet; /* --normalize imagenet */
 
     /* GPU staging */
     int_list pin;          /* 0/1 */

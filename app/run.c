@@ -200,6 +200,7 @@ static int setup_data(run_ctx *r, errbuf *e)
     r->ss.eval = p;
     r->ss.eval.hflip = 0;
     r->ss.eval.random_crop = 0;
+    memset(r->ss.eval.jitter, 0, sizeof r->ss.eval.jitter);
     if (p.rrc) { /* training cuts from the file; evaluation resizes and centre-crops */
         r->ss.train.crop_h = o->rrc_h;
         r->ss.train.crop_w = o->rrc_w;
@@ -447,6 +448,12 @@ static int setup_model(run_ctx *r, errbuf *e)
     float mean[MODEL_MAX_CHANNELS], stdv[MODEL_MAX_CHANNELS];
     for (int c = 0; c < r->ss.channels; c++) {
         mean[c] = o->nmean ? o->mean[o->nmean == 1 ? 0 : c] : 0.5f;
+        if (o->normalize_imagenet) { /* grey: the channels' averages (torchvision has no grey preset) */
+            static const float im_mean[3] = {0.485f, 0.456f, 0.406f}, im_std[3] = {0.229f, 0.224f, 0.225f};
+            mean[c] = r->ss.channels == 3 ? im_mean[c] : 0.449f;
+            stdv[c] = r->ss.channels == 3 ? im_std[c] : 0.226f;
+            continue;
+        }
         stdv[c] = o->nstd ? o->std[o->nstd == 1 ? 0 : c] : 0.5f;
     }
     if (model_set_norm(&r->m, mean, stdv, e) != 0)

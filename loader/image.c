@@ -253,6 +253,9 @@ int img_params_check(const img_params *p, errbuf *e)
         return errf(e, "a random crop needs a crop size");
     if (!(p->hflip >= 0.0f && p->hflip <= 1.0f))
         return errf(e, "hflip must be a probability in [0, 1]");
+    for (int k = 0; k < 3; k++)
+        if (!(p->jitter[k] >= 0.0f && p->jitter[k] <= 100.0f))
+            return errf(e, "colour jitter strengths must be in 0..100");
     if (p->rrc && p->crop_h <= 0)
         return errf(e, "a random-resized crop needs an output size");
     if (p->rrc && p->random_crop)

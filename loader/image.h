@@ -65,6 +65,8 @@ typedef struct img_params {
     float rrc_scale[2];     /* area fraction range; 0 0: 0.08 1 */
     float rrc_ratio[2];     /* width/height range; 0 0: 3/4 4/3 */
     int decode;             /* img_decode: how far the fused path DCT-scales */
+    float jitter[3];        /* colour jitter strengths: brightness, contrast,
+                               saturation (torchvision's ColorJitter); 0 off */
 } img_params;
 
 /* How small a JPEG may be decoded before the resampler takes over, for
@@ -129,8 +131,16 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
  *   1. random_crop: rng_below(|bh - crop_h| + 1) for the top offset, then
  *      rng_below(|bw - crop_w| + 1) for the left (when the base is smaller,
  *      with pad, the offset places the image inside the zero canvas);
- *   2. hflip > 0: one rng_uniform(r) < hflip decides the flip.
- * Nothing else draws. out_h x out_w must be the crop (random_crop) or the
+ *   2. hflip > 0: one rng_uniform(r) < hflip decides the flip;
+ *   3. any jitter > 0: the order of the three adjustments (rng_below(3),
+ *      then rng_below(2): a Fisher-Yates shuffle of brightness, contrast,
+ *      saturation), then one rng_uniform_d(r) per non-zero strength, in
+ *      that fixed B, C, S order, for its factor in [max(0, 1 - x), 1 + x].
+ * Nothing else draws. Jitter as torchvision's ColorJitter on PIL images:
+ * brightness scales, contrast blends with the mean of the ITU-R 601 luma
+ * (rounded to an integer, as PIL), saturation blends with each pixel's
+ * luma; results rounded to nearest and clipped (PIL truncates some
+ * intermediate values: within one level). Grey images skip saturation. out_h x out_w must be the crop (random_crop) or the
  * base size. */
 int img_augment(uint8_t *out, int out_h, int out_w, const uint8_t *base, int bh, int bw,
                 const img_params *p, rng *r, errbuf *e);
