@@ -70,7 +70,7 @@ CUDNN_LDFLAGS := $(if $(filter-out $(CUDA_HOME)/lib64,$(CUDNN_LIBDIR)),-L$(CUDNN
 # ---------------------------------------------------------------- flags
 WARN     := -Wall -Wextra -Werror
 BASE_CFLAGS := -std=c11 $(WARN) -MMD -MP -I.
-LIBS     := -lturbojpeg -ljpeg -lstb -lcsv -lopenblas -lpthread -ldl -lm
+LIBS     := -lturbojpeg -ljpeg -lwebp -lstb -lcsv -lopenblas -lpthread -ldl -lm
 # nvcc 13 supports compute_75 and newer; list targets explicitly, never native
 GENCODE  := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
             -gencode arch=compute_90,code=compute_90
@@ -194,7 +194,7 @@ test: deps
 
 # ---------------------------------------------------------------- dependencies
 DEB_PKGS := build-essential pkg-config zlib1g-dev libturbojpeg0-dev libjpeg62-turbo-dev libstb-dev libcsv-dev \
-            libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist webp
+            libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist webp libwebp-dev
 BENCH_PKGS := python3-torch python3-torchvision python3-pil hyperfine
 FUZZ_PKGS := clang libclang-rt-dev
 

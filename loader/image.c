@@ -68,7 +68,7 @@ void img_printable(char *s)
 
 const char *img_format_name(img_format f)
 {
-    static const char *const names[] = {"image", "JPEG", "PNG", "GIF", "BMP", "TGA", "PSD", "PNM"};
+    static const char *const names[] = {"image", "JPEG", "PNG", "GIF", "BMP", "TGA", "PSD", "PNM", "WebP"};
     return (unsigned)f < sizeof names / sizeof names[0] ? names[f] : "image";
 }
 
@@ -159,7 +159,6 @@ static img_format sniff(const uint8_t *d, size_t n, const char **other)
     } unsupported[] = {
         {0, 4, "II*\0", "TIFF"},
         {0, 4, "MM\0*", "TIFF"},
-        {8, 4, "WEBP", "WebP"},
         {0, 10, "#?RADIANCE", "Radiance HDR"},
         {0, 6, "#?RGBE", "Radiance HDR"},
         {0, 4, "S\x80\xf6\x34", "Softimage PIC"},
@@ -185,6 +184,8 @@ static img_format sniff(const uint8_t *d, size_t n, const char **other)
         return IMG_FMT_BMP;
     if (n >= 4 && memcmp(d, "8BPS", 4) == 0)
         return IMG_FMT_PSD;
+    if (n >= 12 && memcmp(d, "RIFF", 4) == 0 && memcmp(d + 8, "WEBP", 4) == 0)
+        return IMG_FMT_WEBP;
     if (n >= 3 && d[0] == 'P' && d[1] >= '1' && d[1] <= '6' &&
         (d[2] == ' ' || d[2] == '\n' || d[2] == '\r' || d[2] == '\t')) {
         if (d[1] == '5' || d[1] == '6')
@@ -216,11 +217,12 @@ static int read_header(img_ctx *c, const char *path, int cold, img_info *info, e
             return errf(e, "%s: unsupported image format: %s", path, other);
         if (is_text(c->file, c->file_len))
             return errf(e, "%s: not an image (a text file)", path);
-        return errf(e, "%s: unknown image format (not JPEG, PNG, GIF, BMP, TGA, PSD or PNM)",
+        return errf(e, "%s: unknown image format (not JPEG, PNG, WebP, GIF, BMP, TGA, PSD or PNM)",
                     path);
     }
-    int rc = info->format == IMG_FMT_JPEG ? img_jpeg_header(c, path, info, e)
-                                          : img_stb_header(c, path, info, e);
+    int rc = info->format == IMG_FMT_JPEG   ? img_jpeg_header(c, path, info, e)
+             : info->format == IMG_FMT_WEBP ? img_webp_header(c, path, info, e)
+                                            : img_stb_header(c, path, info, e);
     if (rc != 0)
         return -1;
     if (info->w <= 0 || info->h <= 0)
@@ -230,6 +232,14 @@ static int read_header(img_ctx *c, const char *path, int cold, img_info *info, e
         return errf(e, "%s: image too large: %dx%d (the limit is %d per side and %llu pixels)",
                     path, info->h, info->w, c->max_side, (unsigned long long)c->max_pixels);
     return 0;
+}
+
+/* Any format but JPEG, at full size into c->dec. */
+static int decode_other(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw, errbuf *e)
+{
+    if (info->format == IMG_FMT_WEBP)
+        return img_webp_decode(c, path, info, C, dh, dw, e);
+    return img_stb_decode(c, path, info, C, dh, dw, e);
 }
 
 /* ---------------------------------------------------------------- geometry */
@@ -379,7 +389,7 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
         rc = img_jpeg_decode(c, path, &info, C, p->full_decode ? 0 : rh, p->full_decode ? 0 : rw,
                              &dh, &dw, e);
     else
-        rc = img_stb_decode(c, path, &info, C, &dh, &dw, e);
+        rc = decode_other(c, path, &info, C, &dh, &dw, e);
     if (rc != 0)
         return -1;
 
@@ -490,7 +500,7 @@ static int rrc_resample(img_ctx *c, const char *path, const img_info *info, cons
         return 0;
     }
     int dh, dw, rc = info->format == IMG_FMT_JPEG ? img_jpeg_decode(c, path, info, C, 0, 0, &dh, &dw, e)
-                                                  : img_stb_decode(c, path, info, C, &dh, &dw, e);
+                                                  : decode_other(c, path, info, C, &dh, &dw, e);
     if (rc != 0)
         return -1;
     rs_resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)dw * (size_t)C, dh, dw, C, by, bx, bh, bw);

@@ -33,6 +33,7 @@ typedef enum img_format {
     IMG_FMT_TGA,
     IMG_FMT_PSD,
     IMG_FMT_PNM,
+    IMG_FMT_WEBP,
 } img_format;
 
 /* What a header says. */
@@ -95,6 +96,10 @@ void img_jpeg_scaled_size(int w, int h, int want_h, int want_w, int *sh, int *sw
 int img_stb_header(img_ctx *c, const char *path, img_info *info, errbuf *e);
 int img_stb_decode(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw,
                    errbuf *e);
+
+/* img_webp.c — c->file holds a WebP (RIFF....WEBP). */
+int img_webp_header(img_ctx *c, const char *path, img_info *info, errbuf *e);
+int img_webp_decode(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw, errbuf *e);
 
 /* img_check.c — structural checks stb_image does not make. The headers
  * fill w, h, channels; the prepares run before decoding and may point *d
