@@ -18,3 +18,10 @@ photos: deps build/tools/photo_set
 	tools/photo-set --out data/photos $(PHOTOS_ARGS)
 
 .PHONY: photos
+
+# bench_photos: fidelity and speed per core on the photo set, against the
+# bare libjpeg-turbo decode (docs/BENCH-PHOTOS.md)
+build/tools/bench_photos: tools/bench_photos.c $(IMG_SRC) $(IMG_HDR) loader/csv_index.c loader/folder_index.c \
+                          loader/csv_index.h
+	@mkdir -p build/tools
+	$(CC) $(IMG_TOOL_CFLAGS) -o $@ tools/bench_photos.c $(IMG_SRC) loader/csv_index.c loader/folder_index.c $(LIBS)

@@ -205,7 +205,7 @@ Test(folder, photo_set_makes_a_class_folder_set_and_its_csv_deterministically)
     }
     char *bin = path_join(tools_dir(), "photo_set"), *src = path_join(dir, "src"), *out = path_join(dir, "set"),
          *out2 = path_join(dir, "set2");
-    char *argv[] = {bin, "--src", src, "--out", out, "--per-class", "4", "--val", "2", NULL};
+    char *argv[] = {bin, "--src", src, "--out", out, "--per-class", "10", "--val", "2", NULL};
     run_result r;
     run_argv(argv, NULL, 120, &r);
     cr_assert_eq(r.status, 0, "%s", r.err);
@@ -219,23 +219,35 @@ Test(folder, photo_set_makes_a_class_folder_set_and_its_csv_deterministically)
     errbuf e = {{0}};
     cr_assert_eq(ds_index_load(&a, train, NULL, &e), 0, "%s", e.msg);
     cr_assert_eq(ds_index_load(&b, csv, NULL, &e), 0, "%s", e.msg);
-    cr_assert(a.n == 8 && b.n == 8 && a.nclasses == 2 && b.nclasses == 2, "%u %u", a.n, b.n);
+    cr_assert(a.n == 20 && b.n == 20 && a.nclasses == 2 && b.nclasses == 2, "%u %u", a.n, b.n);
     char buf[16];
     cr_assert_str_eq(ds_class_name(&a, 0, buf, sizeof buf), "photo_0");
-    for (uint32_t i = 0; i < 8; i++) {
+    int progressive = 0;
+    for (uint32_t i = 0; i < 20; i++) {
         cr_assert_str_eq(ds_path(&a, i), ds_path(&b, i), "same files in the same order");
         cr_assert_eq(a.rows[i].label, b.rows[i].label);
         int w, h, c;
         cr_assert_eq(img_probe(ds_path(&a, i), &w, &h, &c, &e), 0, "%s", e.msg);
         int s = w < h ? w : h;
         cr_assert(s >= 300 && s <= 500, "%s is %dx%d", ds_path(&a, i), w, h);
+        img_params p = {.channels = 3};
+        int bh, bw;
+        uint8_t *px = ti_base(ds_path(&a, i), &p, &bh, &bw, &e); /* every file decodes cleanly */
+        cr_assert_not_null(px, "%s", e.msg);
+        free(px);
         char other[4200];
         snprintf(other, sizeof other, "%s%s", out2, ds_path(&a, i) + strlen(out));
         size_t l1, l2;
         char *x = read_whole_file(ds_path(&a, i), &l1, NULL), *y = read_whole_file(other, &l2, NULL);
         cr_assert(x && y && l1 == l2 && memcmp(x, y, l1) == 0, "%s differs between runs", other);
+        for (size_t k = 0; k + 1 < l1; k++)
+            if ((uint8_t)x[k] == 0xFF && (uint8_t)x[k + 1] == 0xC2) {
+                progressive++;
+                break;
+            }
         free(x), free(y);
     }
+    cr_assert(progressive > 0 && progressive < 20, "progressive and baseline files mixed: %d", progressive);
     ds_index_free(&a);
     ds_index_free(&b);
     free(bin), free(src), free(out), free(out2), free(train), free(csv);

@@ -136,8 +136,12 @@ static int load_source(tjhandle tj, source *s)
     return 0;
 }
 
-/* One sample of source s into a JPEG; returns its bytes (tj-allocated). */
-static unsigned char *make_sample(tjhandle enc, rs_plan *rs, const source *s, rng *r, unsigned long *len)
+/* One sample of source s into a JPEG; returns its bytes (tj-allocated).
+ * A fresh TurboJPEG handle per image: libjpeg-turbo 2.1.5 keeps a
+ * progressive scan script on a handle, so a baseline image compressed after
+ * a progressive one on the same handle comes out corrupt ("bad Huffman
+ * code", "extraneous bytes before marker"). */
+static unsigned char *make_sample(rs_plan *rs, const source *s, rng *r, unsigned long *len)
 {
     double ratio = exp(log(0.6) + (log(1.8) - log(0.6)) * rng_uniform_d(r));
     int side = 300 + (int)rng_below(r, 201);
@@ -159,11 +163,14 @@ static unsigned char *make_sample(tjhandle enc, rs_plan *rs, const source *s, rn
     int flags = rng_uniform_d(r) < 0.15 ? TJFLAG_PROGRESSIVE : 0;
     unsigned char *out = NULL;
     *len = 0;
-    if (tjCompress2(enc, px, ow, 0, oh, TJPF_RGB, &out, len, sub, q, flags) != 0) {
+    tjhandle enc = tjInitCompress();
+    if (!enc || tjCompress2(enc, px, ow, 0, oh, TJPF_RGB, &out, len, sub, q, flags) != 0) {
         fprintf(stderr, "photo-set: encoding failed: %s\n", tjGetErrorStr2(enc));
         tjFree(out);
         out = NULL;
     }
+    if (enc)
+        tjDestroy(enc);
     free(px);
     return out;
 }
@@ -186,7 +193,6 @@ static int mkdirs(const char *path)
 static int write_split(const char *out, const char *split, source *src, int nsrc, int per, uint64_t seed,
                        char **csv, size_t *csv_len, size_t *bytes)
 {
-    tjhandle enc = tjInitCompress();
     rs_plan rs = {0};
     int rc = 0;
     size_t cap = 0;
@@ -201,7 +207,7 @@ static int write_split(const char *out, const char *split, source *src, int nsrc
         for (int k = 0; k < per && rc == 0; k++) {
             rng r = rng_keyed(seed, RNG_TOOL, (uint64_t)c * 1000003u + (split[0] == 'v'), (uint64_t)k);
             unsigned long len;
-            unsigned char *jpg = make_sample(enc, &rs, &src[c], &r, &len);
+            unsigned char *jpg = make_sample(&rs, &src[c], &r, &len);
             char rel[512], path[4800];
             snprintf(rel, sizeof rel, "%s/%s/%s_%04d.jpg", split, src[c].name, src[c].name, k);
             snprintf(path, sizeof path, "%s/%s", out, rel);
@@ -222,7 +228,6 @@ static int write_split(const char *out, const char *split, source *src, int nsrc
         }
     }
     rs_plan_free(&rs);
-    tjDestroy(enc);
     return rc;
 }
 
