@@ -234,6 +234,21 @@ static int read_header(img_ctx *c, const char *path, int cold, img_info *info, e
     return 0;
 }
 
+/* A JPEG decoded at n/8 has ceil(h * n / 8) rows, of which h * n / 8 are
+ * the picture (the last row is partly padding): the resampler maps that
+ * extent, not the whole last pixel, onto the output, or the image shifts
+ * by up to half a decoded pixel. */
+static void dct_extent(const img_info *info, int dh, int dw, double *bh, double *bw)
+{
+    *bh = dh, *bw = dw;
+    for (int n = 1; n < 8; n++)
+        if ((info->h * n + 7) / 8 == dh && (info->w * n + 7) / 8 == dw) {
+            *bh = info->h * n / 8.0;
+            *bw = info->w * n / 8.0;
+            return;
+        }
+}
+
 /* Any format but JPEG, at full size into c->dec. */
 static int decode_other(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw, errbuf *e)
 {
@@ -385,16 +400,21 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
                     rh, rw, resized ? " after resize" : "", p->crop_h, p->crop_w);
 
     int dh, dw, rc;
-    if (info.format == IMG_FMT_JPEG)
-        rc = img_jpeg_decode(c, path, &info, C, p->full_decode ? 0 : rh, p->full_decode ? 0 : rw,
-                             &dh, &dw, e);
-    else
+    double box_h, box_w; /* the picture's extent in the decoded pixels */
+    if (info.format == IMG_FMT_JPEG) {
+        int m = p->decode == IMG_DECODE_AUTO ? 2 : 1, exact = p->full_decode || p->decode == IMG_DECODE_EXACT;
+        rc = img_jpeg_decode(c, path, &info, C, exact ? 0 : m * rh, exact ? 0 : m * rw, &dh, &dw, e);
+        dct_extent(&info, dh, dw, &box_h, &box_w);
+    } else {
         rc = decode_other(c, path, &info, C, &dh, &dw, e);
+        box_h = dh, box_w = dw;
+    }
     if (rc != 0)
         return -1;
 
     const int centre = p->crop_h > 0 && !p->random_crop;
-    if (!centre && dh == rh && dw == rw) { /* the decoded image is the base */
+    const int whole = box_h == dh && box_w == dw;
+    if (!centre && whole && dh == rh && dw == rw) { /* the decoded image is the base */
         *base = c->dec;
         *bh = dh;
         *bw = dw;
@@ -414,8 +434,8 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
         memset(out, 0, (size_t)oh * row);
     /* resizes only the rows and columns the crop keeps (copies when the
      * decoded image already has the target size) */
-    rs_resize(&c->rs, out + (size_t)sy.dst * row + (size_t)sx.dst * (size_t)C, row, rh, rw, sy.src,
-              sx.src, sy.len, sx.len, c->dec, dh, dw, C);
+    rs_resize_box_window(&c->rs, out + (size_t)sy.dst * row + (size_t)sx.dst * (size_t)C, row, rh, rw, sy.src,
+                         sx.src, sy.len, sx.len, c->dec, dh, dw, C, box_h, box_w);
     *base = out;
     *bh = oh;
     *bw = ow;

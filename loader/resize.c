@@ -236,6 +236,13 @@ void rs_resize_box(rs_plan *p, uint8_t *dst, int dh, int dw, const uint8_t *src,
     resize_core(p, dst, (size_t)dw * (size_t)c, dh, dw, 0, 0, dh, dw, src, src_stride, sh, sw, c, b);
 }
 
+void rs_resize_box_window(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
+                          int ow, const uint8_t *src, int sh, int sw, int c, double bh, double bw)
+{
+    rs_box b = {0.0, 0.0, bh, bw};
+    resize_core(p, dst, dst_stride, dh, dw, y0, x0, oh, ow, src, (size_t)sw * (size_t)c, sh, sw, c, b);
+}
+
 static void axis_free(rs_axis *a)
 {
     free(a->lo);

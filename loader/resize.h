@@ -60,6 +60,12 @@ void rs_resize(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int 
 void rs_resize_box(rs_plan *p, uint8_t *dst, int dh, int dw, const uint8_t *src, size_t src_stride, int sh,
                    int sw, int c, double by, double bx, double bh, double bw);
 
+/* rs_resize where the source image's content spans only [0, bh) x [0, bw)
+ * of its sh x sw pixels (bh <= sh, bw <= sw, fractional): a JPEG decoded
+ * at n/8 is ceil(h * n / 8) rows, of which h * n / 8 are the picture. */
+void rs_resize_box_window(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
+                          int ow, const uint8_t *src, int sh, int sw, int c, double bh, double bw);
+
 void rs_plan_free(rs_plan *p);
 
 #endif

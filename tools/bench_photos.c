@@ -2,7 +2,7 @@
  * fidelity of the DCT-scaled decodes against the exact path, and speed per
  * core of every variant against the bare libjpeg-turbo decode (the floor).
  *
- *   bench_photos [--n N] [--runs R] [--keys K] [--fidelity-only] SET [BIG]
+ *   bench_photos [--n N] [--runs R] [--keys K] [--fidelity-only|--speed-only] SET [BIG]
  *
  * SET is a folder of class folders or a CSV (tools/photo-set's data/photos
  * /train); N images are taken evenly spaced in its order (image
@@ -87,9 +87,10 @@ static img_params rrc(int decode, int full)
     return p;
 }
 
-static img_params val(int full)
+static img_params val(int full, int decode)
 {
-    return (img_params){.channels = 3, .resize_short = VAL_RESIZE, .crop_h = S, .crop_w = S, .full_decode = full};
+    return (img_params){.channels = 3, .resize_short = VAL_RESIZE, .crop_h = S, .crop_w = S, .full_decode = full,
+                        .decode = decode};
 }
 
 /* ---------------------------------------------------------------- fidelity */
@@ -130,7 +131,7 @@ static void fidelity(const char *name, const set *s, int keys)
 {
     img_ctx *c = img_ctx_create();
     uint8_t *ref = xmalloc(3 * S * S), *got = xmalloc(3 * S * S);
-    diffs d[3];
+    diffs d[4];
     memset(d, 0, sizeof d);
     const int modes[2] = {IMG_DECODE_AUTO, IMG_DECODE_FAST};
     errbuf e;
@@ -151,19 +152,22 @@ static void fidelity(const char *name, const set *s, int keys)
                     diff_add(&d[m], ref, got, 3 * S * S);
             }
         }
-        img_params pv = val(1);
+        img_params pv = val(1, IMG_DECODE_EXACT);
         rng r = rng_keyed(1, RNG_AUGMENT, (uint64_t)i, 0);
         if (img_load(c, s->paths[i], &pv, &r, ref, S, S, &e) != 0)
             continue; /* smaller than the crop */
-        pv.full_decode = 0;
-        if (img_load(c, s->paths[i], &pv, &r, got, S, S, &e) == 0)
-            diff_add(&d[2], ref, got, 3 * S * S);
+        for (int m = 0; m < 2; m++) {
+            pv = val(0, modes[m]);
+            if (img_load(c, s->paths[i], &pv, &r, got, S, S, &e) == 0)
+                diff_add(&d[2 + m], ref, got, 3 * S * S);
+        }
     }
     printf("\nfidelity on %s (%d images, %d crops each), levels against the exact path:\n\n", name, s->n, keys);
     printf("| %-40s | mean | p99 | max | > 2 |\n|---|---:|---:|---:|---:|\n", "variant");
     diff_print("rrc 224, --decode auto (default)", &d[0]);
     diff_print("rrc 224, --decode fast", &d[1]);
-    diff_print("val: Resize 256 + CenterCrop 224 (DCT)", &d[2]);
+    diff_print("val: Resize 256 + CenterCrop 224, auto", &d[2]);
+    diff_print("val: Resize 256 + CenterCrop 224, fast", &d[3]);
     free(ref), free(got);
     img_ctx_free(c);
 }
@@ -174,7 +178,7 @@ static const char *const var_name[NVAR] = {
     "ours: rrc 224 + flip, --decode auto", "ours: rrc 224 + flip, --decode fast",
     "ours: rrc 224 + flip, --decode exact", "unfused: full decode + crop + resample",
     "floor: region decode at the auto scale", "floor: tjDecompress2 full size",
-    "ours: val Resize 256 + CenterCrop 224", "floor: val decode at its DCT scale",
+    "ours: val Resize 256 + CenterCrop 224, auto", "floor: val decode at its DCT scale",
 };
 
 /* Images [a, b) of variant v; returns CPU seconds. */
@@ -185,7 +189,7 @@ static double run_block(int v, const set *s, int a, int b, img_ctx *c, tjhandle 
     for (int i = a; i < b; i++) {
         rng r = rng_keyed(2, RNG_AUGMENT, 0, (uint64_t)i);
         img_params p = v < 3 ? rrc(v == 0 ? IMG_DECODE_AUTO : v == 1 ? IMG_DECODE_FAST : IMG_DECODE_EXACT, 0)
-                             : v == 3 ? rrc(IMG_DECODE_EXACT, 1) : val(0);
+                             : v == 3 ? rrc(IMG_DECODE_EXACT, 1) : val(0, IMG_DECODE_AUTO);
         if (v <= 3 || v == 6) {
             if (img_load(c, s->paths[i], &p, &r, out, S, S, &e) != 0)
                 fprintf(stderr, "bench_photos: %s\n", e.msg);
@@ -216,7 +220,7 @@ static double run_block(int v, const set *s, int a, int b, img_ctx *c, tjhandle 
         if (v == 7) {
             long long rh = w < h ? (long long)VAL_RESIZE * h / w : VAL_RESIZE,
                       rw = w < h ? VAL_RESIZE : (long long)VAL_RESIZE * w / h;
-            img_jpeg_scaled_size(w, h, (int)rh, (int)rw, &sh, &sw);
+            img_jpeg_scaled_size(w, h, 2 * (int)rh, 2 * (int)rw, &sh, &sw); /* --decode auto's scale */
         }
         tjDecompress2(tj, s->bytes[i], (unsigned long)s->len[i], scratch, sw, 0, sh, TJPF_RGB, 0);
     }
@@ -281,7 +285,7 @@ static void speed(const set *s, int runs)
 
 int main(int argc, char **argv)
 {
-    int n = 1000, runs = 3, keys = 4, fid_only = 0;
+    int n = 1000, runs = 3, keys = 4, fid_only = 0, speed_only = 0;
     const char *where[2] = {NULL, NULL};
     int nw = 0;
     for (int i = 1; i < argc; i++) {
@@ -295,6 +299,8 @@ int main(int argc, char **argv)
             keys = (int)v, i++;
         else if (!strcmp(argv[i], "--fidelity-only"))
             fid_only = 1;
+        else if (!strcmp(argv[i], "--speed-only"))
+            speed_only = 1;
         else if (argv[i][0] != '-' && nw < 2)
             where[nw++] = argv[i];
         else {
@@ -309,8 +315,9 @@ int main(int argc, char **argv)
     set s;
     if (set_load(&s, where[0], n) != 0)
         return 1;
-    fidelity(where[0], &s, keys);
-    if (nw == 2) {
+    if (!speed_only)
+        fidelity(where[0], &s, keys);
+    if (nw == 2 && !speed_only) {
         set big;
         if (set_load(&big, where[1], n) != 0)
             return 1;
