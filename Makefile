@@ -135,6 +135,12 @@ build/asan/%.o: %.c build/asan/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_asan) -c $< -o $@
 
+# The resampler's row loops vectorise at -O3 only (gcc 12's -O2 cost model
+# refuses loops of unknown length): 13% less time per 350x400 -> 224x224
+# resize, measured. Same code, so the asan build's -O1 stays.
+build/cpu/loader/resize.o: CFLAGS_cpu += -O3
+build/cuda/loader/resize.o: CFLAGS_cuda += -O3
+
 build/cpu/train: $(call variant_objs,cpu)
 	$(CC) -o $@ $^ $(LDFLAGS_cpu) $(LIBS)
 build/cuda/train: $(call variant_objs,cuda)

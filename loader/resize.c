@@ -143,6 +143,24 @@ static void hpass(uint8_t *restrict out, const uint8_t *restrict in, const rs_ax
     }
 }
 
+/* One output row of the vertical pass: n source rows `stride` apart,
+ * weighted. The pointers are restrict so that gcc vectorises the loops
+ * over the row (u8 rows cannot alias the int32 accumulators). */
+static void vpass_row(uint8_t *restrict out, int32_t *restrict acc, const uint8_t *restrict rows, size_t stride,
+                      const int32_t *restrict k, int n, size_t rowb)
+{
+    for (size_t x = 0; x < rowb; x++)
+        acc[x] = 1 << (RS_PRECISION - 1);
+    for (int j = 0; j < n; j++) {
+        const uint8_t *restrict row = rows + (size_t)j * stride;
+        const int32_t w = k[j];
+        for (size_t x = 0; x < rowb; x++)
+            acc[x] += row[x] * w;
+    }
+    for (size_t x = 0; x < rowb; x++)
+        out[x] = clip8(acc[x]);
+}
+
 /* The source box of both axes: [y, y + h) x [x, x + w), source pixels. */
 typedef struct rs_box {
     double y, x, h, w;
@@ -205,21 +223,9 @@ static void resize_core(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int
         p->acc_cap = rowb;
         p->acc = xrealloc(p->acc, rowb * sizeof *p->acc);
     }
-    int32_t *acc = p->acc;
-    for (int i = 0; i < oh; i++) {
-        const int32_t *k = ay->coef + (size_t)i * (size_t)ay->taps;
-        for (size_t x = 0; x < rowb; x++)
-            acc[x] = 1 << (RS_PRECISION - 1);
-        for (int j = 0; j < ay->n[i]; j++) {
-            const uint8_t *row = rows + (size_t)(ay->lo[i] + j - rlo) * rstride;
-            const int32_t w = k[j];
-            for (size_t x = 0; x < rowb; x++)
-                acc[x] += row[x] * w;
-        }
-        uint8_t *out = dst + (size_t)i * dst_stride;
-        for (size_t x = 0; x < rowb; x++)
-            out[x] = clip8(acc[x]);
-    }
+    for (int i = 0; i < oh; i++)
+        vpass_row(dst + (size_t)i * dst_stride, p->acc, rows + (size_t)(ay->lo[i] - rlo) * rstride, rstride,
+                  ay->coef + (size_t)i * (size_t)ay->taps, ay->n[i], rowb);
 }
 
 void rs_resize(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
