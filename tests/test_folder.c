@@ -252,3 +252,30 @@ Test(folder, photo_set_makes_a_class_folder_set_and_its_csv_deterministically)
     ds_index_free(&b);
     free(bin), free(src), free(out), free(out2), free(train), free(csv);
 }
+
+/* The class list of a folder goes into checkpoints like a CSV's: resuming
+ * on the same folder works, on a folder whose class folders are named
+ * differently it is refused, naming both. */
+Test(folder, checkpoints_keep_the_folders_class_names)
+{
+    for (int k = 0; k < 4; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "a/%s/%d.jpg", k % 2 ? "dog" : "cat", k);
+        jpeg(name, 32, 32, (uint64_t)k + 1);
+        snprintf(name, sizeof name, "b/%s/%d.jpg", k % 2 ? "dog" : "cow", k);
+        jpeg(name, 32, 32, (uint64_t)k + 1);
+    }
+    char *a = path_join(dir, "a"), *b = path_join(dir, "b"), *ck = path_join(dir, "m.ckpt");
+    run_result r;
+    run_train(&r, "--batch", "2", "--epochs", "1", "--lr-schedule", "const", "--save", ck, a, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    run_train(&r, "--batch", "2", "--epochs", "2", "--lr-schedule", "const", "--resume", ck, a, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    run_train(&r, "--batch", "2", "--epochs", "2", "--lr-schedule", "const", "--resume", ck, b, NULL);
+    cr_assert_eq(r.status, 2);
+    cr_assert(strstr(r.err, "'cat' in the checkpoint, 'cow' in this run"), "%s", r.err);
+    run_free(&r);
+    free(a), free(b), free(ck);
+}
