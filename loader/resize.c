@@ -104,8 +104,9 @@ static inline uint8_t clip8(int32_t v)
     return v > 255 ? 255 : (uint8_t)v;
 }
 
-/* One row: ax->count outputs of c channels from a source row. */
-static void hpass(uint8_t *restrict out, const uint8_t *restrict in, const rs_axis *ax, int c)
+/* One row: ax->count outputs of c channels from a source row whose first
+ * pixel is source column `off`. */
+static void hpass(uint8_t *restrict out, const uint8_t *restrict in, const rs_axis *ax, int c, int off)
 {
     const int32_t half = 1 << (RS_PRECISION - 1);
     const int count = ax->count;
@@ -114,7 +115,7 @@ static void hpass(uint8_t *restrict out, const uint8_t *restrict in, const rs_ax
     const int *restrict lo = ax->lo, *restrict nt = ax->n;
     for (int i = 0; i < count; i++) {
         const int32_t *restrict k = coef + (size_t)i * taps;
-        const uint8_t *restrict s = in + (size_t)lo[i] * (size_t)c;
+        const uint8_t *restrict s = in + (size_t)(lo[i] - off) * (size_t)c;
         const int n = nt[i];
         if (c == 3) {
             int32_t s0 = half, s1 = half, s2 = half;
@@ -166,6 +167,54 @@ typedef struct rs_box {
     double y, x, h, w;
 } rs_box;
 
+/* Which pass goes first: the one that leaves the other fewer pixels. The
+ * horizontal pass is scalar (its taps vary per output), the vertical one
+ * vectorises over the row, so shrinking vertically first pays when the
+ * horizontal pass would otherwise filter many more source rows than there
+ * are output rows. Decided from the box and the full output size only, so
+ * a window is computed the way the whole image is (byte for byte). PIL
+ * always goes horizontal first; the order changes results by rounding. */
+static int vertical_first(rs_box b, int dh, int dw)
+{
+    double tx = 2.0 * (b.w > dw ? b.w / dw : 1.0) + 1.0, ty = 2.0 * (b.h > dh ? b.h / dh : 1.0) + 1.0;
+    double hfirst = b.h * dw * tx * 4.0 + (double)dh * dw * ty; /* scalar work counted 4x */
+    double vfirst = (double)dh * b.w * ty + (double)dh * dw * tx * 4.0;
+    return vfirst < hfirst;
+}
+
+static void grow_tmp(rs_plan *p, size_t bytes, size_t accs)
+{
+    if (bytes > p->tmp_cap) {
+        p->tmp_cap = bytes;
+        p->tmp = xrealloc(p->tmp, bytes);
+    }
+    if (accs > p->acc_cap) {
+        p->acc_cap = accs;
+        p->acc = xrealloc(p->acc, accs * sizeof *p->acc);
+    }
+}
+
+/* Both axes built: each output row is the vertical pass over the source
+ * columns the horizontal taps need, then the horizontal pass of that row. */
+static void resize_vfirst(rs_plan *p, uint8_t *dst, size_t dst_stride, int oh, const uint8_t *src,
+                          size_t src_stride, int c)
+{
+    const rs_axis *ax = &p->x, *ay = &p->y;
+    int clo = ax->lo[0], chi = clo;
+    for (int i = 0; i < ax->count; i++) {
+        int end = ax->lo[i] + ax->n[i];
+        clo = ax->lo[i] < clo ? ax->lo[i] : clo;
+        chi = end > chi ? end : chi;
+    }
+    const size_t cwb = (size_t)(chi - clo) * (size_t)c;
+    grow_tmp(p, cwb, cwb);
+    for (int i = 0; i < oh; i++) {
+        vpass_row(p->tmp, p->acc, src + (size_t)ay->lo[i] * src_stride + (size_t)clo * (size_t)c, src_stride,
+                  ay->coef + (size_t)i * (size_t)ay->taps, ay->n[i], cwb);
+        hpass(dst + (size_t)i * dst_stride, p->tmp, ax, c, clo);
+    }
+}
+
 /* Identity along an axis: the box is whole pixels, as many as the output. */
 static int box_identity(double b0, double blen, int out)
 {
@@ -189,7 +238,7 @@ static void resize_core(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int
         for (int i = 0; i < oh; i++) {
             const uint8_t *s = src + (size_t)(y0 + i) * src_stride;
             if (horiz)
-                hpass(dst + (size_t)i * dst_stride, s, &p->x, c);
+                hpass(dst + (size_t)i * dst_stride, s, &p->x, c, 0);
             else
                 memcpy(dst + (size_t)i * dst_stride, s + (size_t)x0 * (size_t)c, rowb);
         }
@@ -197,6 +246,10 @@ static void resize_core(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int
     }
     axis_build_box(&p->y, sh, b.y, b.h, dh, y0, oh);
     const rs_axis *ay = &p->y;
+    if (horiz && vertical_first(b, dh, dw)) {
+        resize_vfirst(p, dst, dst_stride, oh, src, src_stride, c);
+        return;
+    }
     int rlo = ay->lo[0], rhi = rlo;
     for (int i = 0; i < oh; i++) {
         int end = ay->lo[i] + ay->n[i];
@@ -212,7 +265,7 @@ static void resize_core(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int
             p->tmp = xrealloc(p->tmp, need);
         }
         for (int r = rlo; r < rhi; r++)
-            hpass(p->tmp + (size_t)(r - rlo) * rowb, src + (size_t)r * src_stride, &p->x, c);
+            hpass(p->tmp + (size_t)(r - rlo) * rowb, src + (size_t)r * src_stride, &p->x, c, 0);
         rows = p->tmp;
         rstride = rowb;
     } else {
