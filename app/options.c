@@ -38,7 +38,7 @@ typedef struct opt_spec {
 /* a section heading in --help: no name, the title as help */
 #define SECTION(title) {NULL, ARG_NONE, 0, NULL, title, 0}
 static const opt_spec table[] = {
-    SECTION("Data (a CSV with a path column and a label column)"),
+    SECTION("Data (a CSV with a path column and a label column, or a folder of class folders)"),
     {"header", ARG_NONE, O_HEADER, NULL, "first row is a header (default: detect)", 0},
     {"no-header", ARG_NONE, O_NO_HEADER, NULL, "first row is data", 0},
     {"path-col", ARG_REQ, O_PATH_COL, "COL", "path column: name or 0-based number (path / 0)", 0},
@@ -60,7 +60,7 @@ static const opt_spec table[] = {
     {"color-jitter", ARG_REQ, O_JITTER, "B,C,S",
      "training: torchvision's ColorJitter(brightness, contrast, saturation), random order", 0},
     {"decode", ARG_REQ, O_DECODE, "auto|exact|fast",
-     "random-resized crop: JPEG DCT scaling (auto keeps >= 2x for the resampler; default auto)", 0},
+     "JPEG DCT scaling before resampling (auto leaves the resampler >= 2x; default auto)", 0},
     SECTION("Loader"),
     {"workers", ARG_REQ, O_WORKERS, "N[,N..]|auto", "loader processes; 0 loads in the main process (default 2)", 1},
     {"prefetch", ARG_REQ, O_PREFETCH, "K[,K..]", "batches in flight per worker (default 2)", 1},
