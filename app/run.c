@@ -78,8 +78,10 @@ static int map_val_classes(run_ctx *r, errbuf *e)
     for (uint32_t i = 0; i < v->n; i++) {
         int32_t k = map[v->rows[i].label];
         if (k < 0) {
-            errf(e, "%s:%u: class '%s' does not occur in the training set %s", v->csv_path,
-                 v->rows[i].line, v->strs + v->class_names[v->rows[i].label], t->csv_path);
+            char msg[ERR_MAX], where[2 * ERR_MAX];
+            snprintf(msg, sizeof msg, "class '%s' does not occur in the training set %s",
+                     v->strs + v->class_names[v->rows[i].label], t->csv_path);
+            errf(e, "%s", ds_row_message(v, i, msg, where, sizeof where));
             free(map);
             return -1;
         }
@@ -107,10 +109,23 @@ static int probe_first_good(run_ctx *r, uint32_t *first, int *w, int *h, int *ch
         if (!r->o->csv_o.skip_bad)
             break;
     }
+    char where[2 * ERR_MAX];
+    ds_row_message(t, 0, first_err.msg, where, sizeof where);
     if (r->o->csv_o.skip_bad && t->n > 1)
-        return errf(e, "%s: no readable image among %u rows (--skip-bad); the first: line %u: %s", t->csv_path,
-                    t->n, t->rows[0].line, first_err.msg);
-    return errf(e, "%s:%u: %s", t->csv_path, t->rows[0].line, first_err.msg);
+        return errf(e, "%s: no readable image among %u %s (--skip-bad); the first: %s", t->csv_path,
+                    t->n, t->folder ? "images" : "rows", where);
+    return errf(e, "%s", where);
+}
+
+/* A row named in a message about two rows: `line 3 img/a.png` in a CSV,
+ * the image path in a folder. */
+static const char *row_name(const ds_index *t, uint32_t i, char *buf, size_t len)
+{
+    if (t->folder)
+        snprintf(buf, len, "%s", ds_path(t, i));
+    else
+        snprintf(buf, len, "line %u %s", t->rows[i].line, ds_path(t, i));
+    return buf;
 }
 
 /* Probe this many images spread over the set for their sizes. */
@@ -141,12 +156,13 @@ static int check_sizes(run_ctx *r, uint32_t first, errbuf *e)
         img_base_size(p, r->fixed_h, r->fixed_w, &b0h, &b0w);
         if (oh == r->ss.out_h && ow == r->ss.out_w && (!need_base || (bh == b0h && bw == b0w)))
             continue;
-        return errf(e, "%s: images differ in size: line %u %s is %dx%d (width x height), line %u %s is %dx%d; "
+        char a[ERR_MAX], b[ERR_MAX];
+        return errf(e, "%s: images differ in size: %s is %dx%d (width x height), %s is %dx%d; "
                        "a batch needs one size: give --resize HxW (every image to that size), or "
                        "--resize N --crop HxW (shorter side to N, then a crop, as torchvision's "
                        "Resize + CenterCrop)%s",
-                    t->csv_path, t->rows[first].line, ds_path(t, first), r->fixed_w, r->fixed_h,
-                    t->rows[i].line, ds_path(t, i), w, h,
+                    t->csv_path, row_name(t, first, a, sizeof a), r->fixed_w, r->fixed_h,
+                    row_name(t, i, b, sizeof b), w, h,
                     need_base && !base_fixed ? "; --mode preload keeps one base image per sample, so it needs "
                                                "--resize HxW or a centre crop"
                                              : "");
@@ -184,6 +200,21 @@ static int setup_data(run_ctx *r, errbuf *e)
     r->ss.eval = p;
     r->ss.eval.hflip = 0;
     r->ss.eval.random_crop = 0;
+    memset(r->ss.eval.jitter, 0, sizeof r->ss.eval.jitter);
+    if (p.rrc) { /* training cuts from the file; evaluation resizes and centre-crops */
+        r->ss.train.crop_h = o->rrc_h;
+        r->ss.train.crop_w = o->rrc_w;
+        r->ss.train.resize_h = r->ss.train.resize_w = r->ss.train.resize_short = 0;
+        img_params *ev = &r->ss.eval;
+        ev->rrc = 0;
+        if (!ev->crop_h) {
+            ev->crop_h = o->rrc_h;
+            ev->crop_w = o->rrc_w;
+        }
+        if (!ev->resize_short && !ev->resize_h)
+            ev->resize_short = o->rrc_h < o->rrc_w ? o->rrc_h : o->rrc_w;
+        p = r->ss.train;
+    }
     r->ss.channels = channels;
     img_output_size(&p, h, w, &r->ss.out_h, &r->ss.out_w);
     r->ss.src[0] = &r->train;
@@ -417,6 +448,12 @@ static int setup_model(run_ctx *r, errbuf *e)
     float mean[MODEL_MAX_CHANNELS], stdv[MODEL_MAX_CHANNELS];
     for (int c = 0; c < r->ss.channels; c++) {
         mean[c] = o->nmean ? o->mean[o->nmean == 1 ? 0 : c] : 0.5f;
+        if (o->normalize_imagenet) { /* grey: the channels' averages (torchvision has no grey preset) */
+            static const float im_mean[3] = {0.485f, 0.456f, 0.406f}, im_std[3] = {0.229f, 0.224f, 0.225f};
+            mean[c] = r->ss.channels == 3 ? im_mean[c] : 0.449f;
+            stdv[c] = r->ss.channels == 3 ? im_std[c] : 0.226f;
+            continue;
+        }
         stdv[c] = o->nstd ? o->std[o->nstd == 1 ? 0 : c] : 0.5f;
     }
     if (model_set_norm(&r->m, mean, stdv, e) != 0)

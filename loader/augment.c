@@ -3,8 +3,8 @@
  *
  * The rng draws are the contract with preload mode (see img_augment in
  * image.h): a fixed order and count, so lazy and preloaded samples are the
- * same bytes. Deliberately nothing photometric (colour jitter, rotation):
- * the experiments this program reproduces use crop and flip only.
+ * same bytes. The one photometric augmentation is colour jitter (the one
+ * most ImageNet recipes add); deliberately no rotation or hue.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <string.h>
@@ -65,6 +65,58 @@ static void write_chw(uint8_t *out, int oh, int ow, const uint8_t *base, int bw,
     }
 }
 
+static inline uint8_t round_clip(float v)
+{
+    return v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)(v + 0.5f);
+}
+
+/* One adjustment over a CHW image: op 0 brightness, 1 contrast, 2 saturation. */
+static void adjust(uint8_t *img, int C, size_t npix, int op, float f)
+{
+    if (op == 0) {
+        for (size_t i = 0; i < npix * (size_t)C; i++)
+            img[i] = round_clip(img[i] * f);
+        return;
+    }
+    uint8_t *r = img, *g = C == 3 ? img + npix : img, *b = C == 3 ? img + 2 * npix : img;
+    if (op == 1) {
+        uint64_t sum = 0;
+        for (size_t i = 0; i < npix; i++)
+            sum += img_luma(r[i], g[i], b[i]);
+        float mean = (float)(uint32_t)((double)sum / (double)npix + 0.5);
+        for (size_t i = 0; i < npix * (size_t)C; i++)
+            img[i] = round_clip(mean + f * ((float)img[i] - mean));
+        return;
+    }
+    if (C != 3)
+        return;
+    for (size_t i = 0; i < npix; i++) {
+        float y = img_luma(r[i], g[i], b[i]);
+        r[i] = round_clip(y + f * ((float)r[i] - y));
+        g[i] = round_clip(y + f * ((float)g[i] - y));
+        b[i] = round_clip(y + f * ((float)b[i] - y));
+    }
+}
+
+static void color_jitter(uint8_t *img, int C, size_t npix, const float x[3], rng *r)
+{
+    int order[3] = {0, 1, 2};
+    for (int i = 2; i > 0; i--) {
+        int j = (int)rng_below(r, (uint32_t)i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    float f[3] = {1.0f, 1.0f, 1.0f};
+    for (int k = 0; k < 3; k++)
+        if (x[k] > 0.0f) {
+            double lo = x[k] < 1.0f ? 1.0 - x[k] : 0.0;
+            f[k] = (float)(lo + (1.0 + x[k] - lo) * rng_uniform_d(r));
+        }
+    for (int k = 0; k < 3; k++)
+        if (x[order[k]] > 0.0f)
+            adjust(img, C, npix, order[k], f[order[k]]);
+}
+
 int img_augment(uint8_t *out, int out_h, int out_w, const uint8_t *base, int bh, int bw,
                 const img_params *p, rng *r, errbuf *e)
 {
@@ -84,5 +136,7 @@ int img_augment(uint8_t *out, int out_h, int out_w, const uint8_t *base, int bh,
     }
     int flip = p->hflip > 0 && rng_uniform(r) < p->hflip;
     write_chw(out, out_h, out_w, base, bw, p->channels, sy, sx, flip);
+    if (p->jitter[0] > 0.0f || p->jitter[1] > 0.0f || p->jitter[2] > 0.0f)
+        color_jitter(out, p->channels, (size_t)out_h * (size_t)out_w, p->jitter, r);
     return 0;
 }

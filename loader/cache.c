@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #define CACHE_MAGIC "TRAINPC\n"
-#define CACHE_VERSION 2u
+/* 3: base images of DCT-scaled JPEGs are resampled by their true extent
+ * and --decode is part of the key (issue 16) */
+#define CACHE_VERSION 3u
 #define CACHE_HEADER 4096u
 
 typedef struct cache_header {
@@ -66,9 +68,11 @@ static void describe_changed(preload_cache *pc, const file_stamp *old)
     const char *how = !b->ino ? "missing now" : a->ino != b->ino ? "replaced by another file"
                       : a->size != b->size                    ? "size changed"
                                                               : "modified (time stamps changed)";
-    snprintf(pc->note, sizeof pc->note, "cache %s: %u image file%s changed since it was built (first: %s:%u %s, %s): "
-             "rebuilding it", pc->path, changed, changed == 1 ? "" : "s", pc->ix->csv_path, pc->ix->rows[first].line,
-             ds_path(pc->ix, first), how);
+    char what[ERR_MAX], where[2 * ERR_MAX];
+    snprintf(what, sizeof what, "%s, %s", ds_path(pc->ix, first), how);
+    snprintf(pc->note, sizeof pc->note, "cache %s: %u image file%s changed since it was built (first: %s): "
+             "rebuilding it", pc->path, changed, changed == 1 ? "" : "s",
+             ds_row_message(pc->ix, first, what, where, sizeof where));
 }
 
 static uint64_t header_sum(const cache_header *h)
@@ -79,9 +83,9 @@ static uint64_t header_sum(const cache_header *h)
 uint64_t cache_key(const ds_index *ix, const img_params *p, int base_h, int base_w)
 {
     /* the fields that change base images; not the augmentation */
-    int32_t v[11] = {CACHE_VERSION,  p->channels, p->resize_h, p->resize_w, p->resize_short,
+    int32_t v[12] = {CACHE_VERSION,  p->channels, p->resize_h, p->resize_w, p->resize_short,
                      p->random_crop ? 0 : p->crop_h, p->random_crop ? 0 : p->crop_w,
-                     base_h,         base_w,      (int32_t)ix->n, p->full_decode};
+                     base_h,         base_w,      (int32_t)ix->n, p->decode, p->full_decode};
     return hash64(v, sizeof v, ix->content_hash);
 }
 
@@ -135,7 +139,7 @@ static int try_reuse(preload_cache *pc, errbuf *e)
         why = "was built from another CSV (its content or --root changed)";
     else if (h.key != pc->key || h.n != pc->n || h.c != (uint32_t)pc->c || h.h != (uint32_t)pc->h ||
              h.w != (uint32_t)pc->w || h.data_bytes != bytes)
-        why = "was built for other transforms (--resize, --crop, --channels)";
+        why = "was built for other transforms (--resize, --crop, --channels, --decode)";
     else if ((uint64_t)st.st_size != CACHE_HEADER + bytes + stamps_bytes(pc))
         why = "has the wrong size (truncated?)";
     if (why) {

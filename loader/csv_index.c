@@ -502,6 +502,9 @@ int ds_index_load(ds_index *ix, const char *csv_path, const csv_opts *o, errbuf 
     csv_opts defaults = CSV_OPTS_DEFAULT;
     if (!o)
         o = &defaults;
+    struct stat st;
+    if (stat(csv_path, &st) == 0 && S_ISDIR(st.st_mode))
+        return ds_folder_load(ix, csv_path, o, e);
     size_t len;
     errbuf re;
     char *text = read_whole_file(csv_path, &len, &re);
@@ -628,8 +631,10 @@ uint32_t ds_index_check_files(const ds_index *ix, FILE *out)
             why = "empty file";
         if (why) {
             bad++;
+            char msg[ERR_MAX], line[2 * ERR_MAX];
+            snprintf(msg, sizeof msg, "%s: %s", path, why);
             if (out)
-                fprintf(out, "%s:%u: %s: %s\n", ix->csv_path, ix->rows[i].line, path, why);
+                fprintf(out, "%s\n", ds_row_message(ix, i, msg, line, sizeof line));
         }
     }
     return bad;

@@ -12,6 +12,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -67,7 +68,7 @@ void img_printable(char *s)
 
 const char *img_format_name(img_format f)
 {
-    static const char *const names[] = {"image", "JPEG", "PNG", "GIF", "BMP", "TGA", "PSD", "PNM"};
+    static const char *const names[] = {"image", "JPEG", "PNG", "GIF", "BMP", "TGA", "PSD", "PNM", "WebP"};
     return (unsigned)f < sizeof names / sizeof names[0] ? names[f] : "image";
 }
 
@@ -158,7 +159,6 @@ static img_format sniff(const uint8_t *d, size_t n, const char **other)
     } unsupported[] = {
         {0, 4, "II*\0", "TIFF"},
         {0, 4, "MM\0*", "TIFF"},
-        {8, 4, "WEBP", "WebP"},
         {0, 10, "#?RADIANCE", "Radiance HDR"},
         {0, 6, "#?RGBE", "Radiance HDR"},
         {0, 4, "S\x80\xf6\x34", "Softimage PIC"},
@@ -184,6 +184,8 @@ static img_format sniff(const uint8_t *d, size_t n, const char **other)
         return IMG_FMT_BMP;
     if (n >= 4 && memcmp(d, "8BPS", 4) == 0)
         return IMG_FMT_PSD;
+    if (n >= 12 && memcmp(d, "RIFF", 4) == 0 && memcmp(d + 8, "WEBP", 4) == 0)
+        return IMG_FMT_WEBP;
     if (n >= 3 && d[0] == 'P' && d[1] >= '1' && d[1] <= '6' &&
         (d[2] == ' ' || d[2] == '\n' || d[2] == '\r' || d[2] == '\t')) {
         if (d[1] == '5' || d[1] == '6')
@@ -215,11 +217,12 @@ static int read_header(img_ctx *c, const char *path, int cold, img_info *info, e
             return errf(e, "%s: unsupported image format: %s", path, other);
         if (is_text(c->file, c->file_len))
             return errf(e, "%s: not an image (a text file)", path);
-        return errf(e, "%s: unknown image format (not JPEG, PNG, GIF, BMP, TGA, PSD or PNM)",
+        return errf(e, "%s: unknown image format (not JPEG, PNG, WebP, GIF, BMP, TGA, PSD or PNM)",
                     path);
     }
-    int rc = info->format == IMG_FMT_JPEG ? img_jpeg_header(c, path, info, e)
-                                          : img_stb_header(c, path, info, e);
+    int rc = info->format == IMG_FMT_JPEG   ? img_jpeg_header(c, path, info, e)
+             : info->format == IMG_FMT_WEBP ? img_webp_header(c, path, info, e)
+                                            : img_stb_header(c, path, info, e);
     if (rc != 0)
         return -1;
     if (info->w <= 0 || info->h <= 0)
@@ -229,6 +232,29 @@ static int read_header(img_ctx *c, const char *path, int cold, img_info *info, e
         return errf(e, "%s: image too large: %dx%d (the limit is %d per side and %llu pixels)",
                     path, info->h, info->w, c->max_side, (unsigned long long)c->max_pixels);
     return 0;
+}
+
+/* A JPEG decoded at n/8 has ceil(h * n / 8) rows, of which h * n / 8 are
+ * the picture (the last row is partly padding): the resampler maps that
+ * extent, not the whole last pixel, onto the output, or the image shifts
+ * by up to half a decoded pixel. */
+static void dct_extent(const img_info *info, int dh, int dw, double *bh, double *bw)
+{
+    *bh = dh, *bw = dw;
+    for (int n = 1; n < 8; n++)
+        if ((info->h * n + 7) / 8 == dh && (info->w * n + 7) / 8 == dw) {
+            *bh = info->h * n / 8.0;
+            *bw = info->w * n / 8.0;
+            return;
+        }
+}
+
+/* Any format but JPEG, at full size into c->dec. */
+static int decode_other(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw, errbuf *e)
+{
+    if (info->format == IMG_FMT_WEBP)
+        return img_webp_decode(c, path, info, C, dh, dw, e);
+    return img_stb_decode(c, path, info, C, dh, dw, e);
 }
 
 /* ---------------------------------------------------------------- geometry */
@@ -252,6 +278,19 @@ int img_params_check(const img_params *p, errbuf *e)
         return errf(e, "a random crop needs a crop size");
     if (!(p->hflip >= 0.0f && p->hflip <= 1.0f))
         return errf(e, "hflip must be a probability in [0, 1]");
+    for (int k = 0; k < 3; k++)
+        if (!(p->jitter[k] >= 0.0f && p->jitter[k] <= 100.0f))
+            return errf(e, "colour jitter strengths must be in 0..100");
+    if (p->rrc && p->crop_h <= 0)
+        return errf(e, "a random-resized crop needs an output size");
+    if (p->rrc && p->random_crop)
+        return errf(e, "a random-resized crop and a random crop cannot both apply");
+    if (p->rrc_scale[0] != 0.0f || p->rrc_scale[1] != 0.0f)
+        if (!(p->rrc_scale[0] > 0.0f && p->rrc_scale[0] <= p->rrc_scale[1] && p->rrc_scale[1] <= 1.0f))
+            return errf(e, "random-resized-crop scale must be 0 < min <= max <= 1");
+    if (p->rrc_ratio[0] != 0.0f || p->rrc_ratio[1] != 0.0f)
+        if (!(p->rrc_ratio[0] > 0.0f && p->rrc_ratio[0] <= p->rrc_ratio[1] && p->rrc_ratio[1] < 1000.0f))
+            return errf(e, "random-resized-crop ratio must be 0 < min <= max");
     return 0;
 }
 
@@ -287,6 +326,8 @@ static void base_from(const img_params *p, int h, int w, int *bh, int *bw)
 
 int img_base_size(const img_params *p, int fixed_h, int fixed_w, int *base_h, int *base_w)
 {
+    if (p->rrc)
+        return -1; /* every sample is cut from the decoded file */
     if ((p->crop_h > 0 && !p->random_crop) || p->resize_h > 0) {
         base_from(p, 1, 1, base_h, base_w); /* the image's size does not matter */
         return 0;
@@ -343,6 +384,8 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
     errbuf pe;
     if (img_params_check(p, &pe) != 0)
         return errf(e, "%s: %s", path, pe.msg);
+    if (p->rrc)
+        return errf(e, "%s: a random-resized crop has no base image (it is cut from the file)", path);
     img_info info;
     if (read_header(c, path, p->cold, &info, e) != 0)
         return -1;
@@ -357,16 +400,21 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
                     rh, rw, resized ? " after resize" : "", p->crop_h, p->crop_w);
 
     int dh, dw, rc;
-    if (info.format == IMG_FMT_JPEG)
-        rc = img_jpeg_decode(c, path, &info, C, p->full_decode ? 0 : rh, p->full_decode ? 0 : rw,
-                             &dh, &dw, e);
-    else
-        rc = img_stb_decode(c, path, &info, C, &dh, &dw, e);
+    double box_h, box_w; /* the picture's extent in the decoded pixels */
+    if (info.format == IMG_FMT_JPEG) {
+        int m = p->decode == IMG_DECODE_AUTO ? 2 : 1, exact = p->full_decode || p->decode == IMG_DECODE_EXACT;
+        rc = img_jpeg_decode(c, path, &info, C, exact ? 0 : m * rh, exact ? 0 : m * rw, &dh, &dw, e);
+        dct_extent(&info, dh, dw, &box_h, &box_w);
+    } else {
+        rc = decode_other(c, path, &info, C, &dh, &dw, e);
+        box_h = dh, box_w = dw;
+    }
     if (rc != 0)
         return -1;
 
     const int centre = p->crop_h > 0 && !p->random_crop;
-    if (!centre && dh == rh && dw == rw) { /* the decoded image is the base */
+    const int whole = box_h == dh && box_w == dw;
+    if (!centre && whole && dh == rh && dw == rw) { /* the decoded image is the base */
         *base = c->dec;
         *bh = dh;
         *bw = dw;
@@ -386,17 +434,129 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
         memset(out, 0, (size_t)oh * row);
     /* resizes only the rows and columns the crop keeps (copies when the
      * decoded image already has the target size) */
-    rs_resize(&c->rs, out + (size_t)sy.dst * row + (size_t)sx.dst * (size_t)C, row, rh, rw, sy.src,
-              sx.src, sy.len, sx.len, c->dec, dh, dw, C);
+    rs_resize_box_window(&c->rs, out + (size_t)sy.dst * row + (size_t)sx.dst * (size_t)C, row, rh, rw, sy.src,
+                         sx.src, sy.len, sx.len, c->dec, dh, dw, C, box_h, box_w);
     *base = out;
     *bh = oh;
     *bw = ow;
     return 0;
 }
 
+/* ---------------------------------------------------------------- random-resized crop */
+
+static double round_half_even(double v)
+{
+    double f = floor(v), d = v - f;
+    if (d > 0.5 || (d == 0.5 && fmod(f, 2.0) != 0.0))
+        return f + 1.0;
+    return f;
+}
+
+void img_rrc_box(int h, int w, const img_params *p, rng *r, int *by, int *bx, int *bh, int *bw)
+{
+    double smin = p->rrc_scale[1] > 0 ? p->rrc_scale[0] : 0.08, smax = p->rrc_scale[1] > 0 ? p->rrc_scale[1] : 1.0;
+    double rmin = p->rrc_ratio[1] > 0 ? p->rrc_ratio[0] : 3.0 / 4.0;
+    double rmax = p->rrc_ratio[1] > 0 ? p->rrc_ratio[1] : 4.0 / 3.0;
+    double area = (double)h * (double)w, lr0 = log(rmin), lr1 = log(rmax);
+    for (int t = 0; t < 10; t++) {
+        double target = area * (smin + (smax - smin) * rng_uniform_d(r));
+        double ar = exp(lr0 + (lr1 - lr0) * rng_uniform_d(r));
+        double cw = round_half_even(sqrt(target * ar)), ch = round_half_even(sqrt(target / ar));
+        if (cw > 0 && cw <= w && ch > 0 && ch <= h) {
+            *bh = (int)ch;
+            *bw = (int)cw;
+            *by = (int)rng_below(r, (uint32_t)(h - *bh + 1));
+            *bx = (int)rng_below(r, (uint32_t)(w - *bw + 1));
+            return;
+        }
+    }
+    double in_ratio = (double)w / (double)h;
+    if (in_ratio < rmin) {
+        *bw = w;
+        *bh = (int)round_half_even(w / rmin);
+    } else if (in_ratio > rmax) {
+        *bh = h;
+        *bw = (int)round_half_even(h * rmax);
+    } else {
+        *bw = w;
+        *bh = h;
+    }
+    *bh = *bh < 1 ? 1 : *bh > h ? h : *bh;
+    *bw = *bw < 1 ? 1 : *bw > w ? w : *bw;
+    *by = (h - *bh) / 2;
+    *bx = (w - *bw) / 2;
+}
+
+/* The box (by, bx, bh, bw) of the file, resampled to out_h x out_w HWC in
+ * c->out: from a DCT-scaled decode of just that region for a JPEG, from a
+ * full decode otherwise (and with full_decode, the unfused reference). */
+static int rrc_resample(img_ctx *c, const char *path, const img_info *info, const img_params *p, int by,
+                        int bx, int bh, int bw, int out_h, int out_w, errbuf *e)
+{
+    const int C = p->channels;
+    uint8_t *dst = img_grow(&c->out, &c->out_cap, (size_t)out_h * (size_t)out_w * (size_t)C);
+    if (info->format == IMG_FMT_JPEG && !p->full_decode) {
+        int num = 8, m = p->decode == IMG_DECODE_FAST ? 1 : 2;
+        if (p->decode != IMG_DECODE_EXACT)
+            img_jpeg_scale_for(bw, bh, m * out_h, m * out_w, &num);
+        const double f = num / 8.0;
+        img_region want, got;
+        /* 16 columns more each side: a cropped decode's first and last
+         * columns are upsampled (4:2:x chroma) as if they were the image's
+         * edge; kept out of the resampler's reach they change nothing */
+        want.y = (int)floor(by * f);
+        want.x = (int)floor(bx * f) - 16;
+        want.h = (int)ceil((by + bh) * f) - want.y;
+        want.w = (int)ceil((bx + bw) * f) + 16 - want.x;
+        if (img_jpeg_decode_region(c, path, info, C, num, &want, &got, e) != 0)
+            return -1;
+        double y0 = by * f - got.y, x0 = bx * f - got.x, hh = bh * f, ww = bw * f;
+        if (y0 + hh > got.h) /* the last scaled row rounds up; stay inside */
+            hh = got.h - y0;
+        if (x0 + ww > got.w)
+            ww = got.w - x0;
+        rs_resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)got.w * (size_t)C, got.h, got.w, C, y0, x0, hh,
+                      ww);
+        return 0;
+    }
+    int dh, dw, rc = info->format == IMG_FMT_JPEG ? img_jpeg_decode(c, path, info, C, 0, 0, &dh, &dw, e)
+                                                  : decode_other(c, path, info, C, &dh, &dw, e);
+    if (rc != 0)
+        return -1;
+    rs_resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)dw * (size_t)C, dh, dw, C, by, bx, bh, bw);
+    return 0;
+}
+
+static int load_rrc(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t *out, int out_h,
+                    int out_w, errbuf *e)
+{
+    if (out_h != p->crop_h || out_w != p->crop_w)
+        return errf(e, "%s: output is %dx%d but the crop is %dx%d", path, out_h, out_w, p->crop_h, p->crop_w);
+    img_info info;
+    if (read_header(c, path, p->cold, &info, e) != 0)
+        return -1;
+    int by, bx, bh, bw;
+    img_rrc_box(info.h, info.w, p, r, &by, &bx, &bh, &bw);
+    if (rrc_resample(c, path, &info, p, by, bx, bh, bw, out_h, out_w, e) != 0)
+        return -1;
+    img_params flip_only = *p;
+    flip_only.rrc = 0;
+    flip_only.random_crop = 0;
+    errbuf ae;
+    if (img_augment(out, out_h, out_w, c->out, out_h, out_w, &flip_only, r, &ae) != 0)
+        return errf(e, "%s: %s", path, ae.msg);
+    return 0;
+}
+
 int img_load(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t *out, int out_h,
              int out_w, errbuf *e)
 {
+    if (p->rrc) {
+        errbuf pe;
+        if (img_params_check(p, &pe) != 0)
+            return errf(e, "%s: %s", path, pe.msg);
+        return load_rrc(c, path, p, r, out, out_h, out_w, e);
+    }
     const uint8_t *base;
     int bh, bw;
     if (img_load_base(c, path, p, &base, &bh, &bw, e) != 0)

@@ -59,7 +59,37 @@ typedef struct img_params {
     int cold;               /* drop each file from the page cache after reading */
     int full_decode;        /* never DCT-scale JPEGs: decode at full size and
                                resize (benchmarks, comparisons with PIL) */
+    int rrc;                /* random-resized crop to crop_h x crop_w
+                               (torchvision's RandomResizedCrop), fused with
+                               the decode; ignores the resize */
+    float rrc_scale[2];     /* area fraction range; 0 0: 0.08 1 */
+    float rrc_ratio[2];     /* width/height range; 0 0: 3/4 4/3 */
+    int decode;             /* img_decode: how far the fused path DCT-scales */
+    float jitter[3];        /* colour jitter strengths: brightness, contrast,
+                               saturation (torchvision's ColorJitter); 0 off */
 } img_params;
+
+/* How small a JPEG may be decoded before the resampler takes over, for
+ * the random-resized crop (measured in docs/BENCH-PHOTOS.md):
+ *   AUTO   the smallest n/8 that leaves the resampler >= 2x of shrinking
+ *          (or full size): within 0.5 mean / 4 levels at the 99th
+ *          percentile of the exact path on photographs;
+ *   EXACT  full size (the region only): what torchvision on PIL computes;
+ *   FAST   the smallest n/8 still >= the output (fastest, least faithful). */
+typedef enum img_decode {
+    IMG_DECODE_AUTO = 0,
+    IMG_DECODE_EXACT,
+    IMG_DECODE_FAST,
+} img_decode;
+
+/* torchvision's RandomResizedCrop.get_params for an h x w image: up to 10
+ * tries of (area fraction, log aspect ratio) -- draws rng_uniform_d(r) for
+ * the scale then for the log ratio, and for an accepted box
+ * rng_below(h - bh + 1) for the top, then rng_below(w - bw + 1) for the
+ * left -- then the centre fallback (the whole image clamped to the ratio
+ * range). Sides are round-half-even of the square roots, as Python's
+ * round(). */
+void img_rrc_box(int h, int w, const img_params *p, rng *r, int *by, int *bx, int *bh, int *bw);
 
 /* Check a parameter set once, up front (channels 1|3, sizes in 1..
  * IMG_MAX_SIDE given in pairs, not both resize kinds, random_crop only with
@@ -97,11 +127,20 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
 
 /* Augment a base image into out (C x out_h x out_w u8, contiguous).
  * Draws from r in a fixed order, so a sample depends only on its rng key:
+ *   0. rrc (in img_load, before decoding): img_rrc_box's draws;
  *   1. random_crop: rng_below(|bh - crop_h| + 1) for the top offset, then
  *      rng_below(|bw - crop_w| + 1) for the left (when the base is smaller,
  *      with pad, the offset places the image inside the zero canvas);
- *   2. hflip > 0: one rng_uniform(r) < hflip decides the flip.
- * Nothing else draws. out_h x out_w must be the crop (random_crop) or the
+ *   2. hflip > 0: one rng_uniform(r) < hflip decides the flip;
+ *   3. any jitter > 0: the order of the three adjustments (rng_below(3),
+ *      then rng_below(2): a Fisher-Yates shuffle of brightness, contrast,
+ *      saturation), then one rng_uniform_d(r) per non-zero strength, in
+ *      that fixed B, C, S order, for its factor in [max(0, 1 - x), 1 + x].
+ * Nothing else draws. Jitter as torchvision's ColorJitter on PIL images:
+ * brightness scales, contrast blends with the mean of the ITU-R 601 luma
+ * (rounded to an integer, as PIL), saturation blends with each pixel's
+ * luma; results rounded to nearest and clipped (PIL truncates some
+ * intermediate values: within one level). Grey images skip saturation. out_h x out_w must be the crop (random_crop) or the
  * base size. */
 int img_augment(uint8_t *out, int out_h, int out_w, const uint8_t *base, int bh, int bw,
                 const img_params *p, rng *r, errbuf *e);

@@ -33,6 +33,7 @@ typedef enum img_format {
     IMG_FMT_TGA,
     IMG_FMT_PSD,
     IMG_FMT_PNM,
+    IMG_FMT_WEBP,
 } img_format;
 
 /* What a header says. */
@@ -64,6 +65,29 @@ int img_jpeg_header(img_ctx *c, const char *path, img_info *info, errbuf *e);
  * still >= want_h x want_w (0 x 0: full size); *dh, *dw get that size. */
 int img_jpeg_decode(img_ctx *c, const char *path, const img_info *info, int C, int want_h,
                     int want_w, int *dh, int *dw, errbuf *e);
+/* Where a failed or warning decode ends: 0 to accept a benign warning in a
+ * file with an end-of-image marker, else -1 with `path: reason`. */
+int img_jpeg_failure_msg(img_ctx *c, const char *path, const char *msg, int warning, errbuf *e);
+/* c->file has an end-of-image marker after its first scan. */
+int img_jpeg_complete(const img_ctx *c);
+/* CMYK as stored (Adobe-inverted) to C = 1 or 3 channels, as PIL reads it. */
+void img_jpeg_cmyk(uint8_t *dst, const uint8_t *src, size_t npix, int C);
+
+/* img_jpeg_region.c — a rectangle of pixels: y, x, h, w inside an image of
+ * sh x sw (scaled) pixels. */
+typedef struct img_region {
+    int y, x, h, w;
+    int sh, sw;
+} img_region;
+/* The smallest n in 1..8 for which an image of w x h scaled by n/8 still
+ * covers want_h x want_w (8 when want is 0 x 0). */
+void img_jpeg_scale_for(int w, int h, int want_h, int want_w, int *num);
+/* Decode the region `want` (in pixels of the n/8-scaled image) of c->file
+ * into c->dec as C channels; *got is the region decoded (columns widened
+ * to iMCU boundaries), rows got->w * C bytes apart. */
+int img_jpeg_decode_region(img_ctx *c, const char *path, const img_info *info, int C, int num,
+                           const img_region *want, img_region *got, errbuf *e);
+
 /* The DCT-scaled size TurboJPEG gives for the smallest factor n/8 whose
  * output is >= want in both dimensions (exposed for tests and benchmarks). */
 void img_jpeg_scaled_size(int w, int h, int want_h, int want_w, int *sh, int *sw);
@@ -72,6 +96,10 @@ void img_jpeg_scaled_size(int w, int h, int want_h, int want_w, int *sh, int *sw
 int img_stb_header(img_ctx *c, const char *path, img_info *info, errbuf *e);
 int img_stb_decode(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw,
                    errbuf *e);
+
+/* img_webp.c — c->file holds a WebP (RIFF....WEBP). */
+int img_webp_header(img_ctx *c, const char *path, img_info *info, errbuf *e);
+int img_webp_decode(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw, errbuf *e);
 
 /* img_check.c — structural checks stb_image does not make. The headers
  * fill w, h, channels; the prepares run before decoding and may point *d

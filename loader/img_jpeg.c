@@ -101,6 +101,26 @@ void img_jpeg_release(img_ctx *c)
     drop_handle(c);
 }
 
+int img_jpeg_complete(const img_ctx *c)
+{
+    const uint8_t *d = c->file;
+    size_t n = c->file_len;
+    return (n >= 2 && d[n - 2] == 0xFF && d[n - 1] == 0xD9) || has_eoi(d, n);
+}
+
+int img_jpeg_failure_msg(img_ctx *c, const char *path, const char *msg, int warning, errbuf *e)
+{
+    int eoi = img_jpeg_complete(c);
+    if (warning && is_benign(msg)) {
+        if (eoi)
+            return 0;
+        return errf(e, "%s: truncated JPEG (no end-of-image marker)", path);
+    }
+    if (strstr(msg, "Premature end") || strstr(msg, "premature end"))
+        return errf(e, "%s: truncated JPEG (%s)", path, msg);
+    return errf(e, "%s: %s JPEG (%s)", path, eoi ? "corrupt" : "truncated or corrupt", msg);
+}
+
 /* Turn a failed call into `path: reason`, or accept a benign warning (0). */
 static int failure(img_ctx *c, const char *path, int sizes_known, errbuf *e)
 {
@@ -110,15 +130,7 @@ static int failure(img_ctx *c, const char *path, int sizes_known, errbuf *e)
     img_printable(msg);
     int warning = tjGetErrorCode(tj) == TJERR_WARNING;
     drop_handle(c);
-    int eoi = has_eoi(c->file, c->file_len);
-    if (warning && sizes_known && is_benign(msg)) {
-        if (eoi)
-            return 0;
-        return errf(e, "%s: truncated JPEG (no end-of-image marker)", path);
-    }
-    if (strstr(msg, "Premature end") || strstr(msg, "premature end"))
-        return errf(e, "%s: truncated JPEG (%s)", path, msg);
-    return errf(e, "%s: %s JPEG (%s)", path, eoi ? "corrupt" : "truncated or corrupt", msg);
+    return img_jpeg_failure_msg(c, path, msg, warning && sizes_known, e);
 }
 
 int img_jpeg_header(img_ctx *c, const char *path, img_info *info, errbuf *e)
@@ -172,7 +184,7 @@ static inline uint8_t cmyk_to_channel(unsigned stored_ink, unsigned stored_k)
     return (uint8_t)(nk - (((t >> 8) + t) >> 8)); /* nk - ink * nk / 255 */
 }
 
-static void cmyk_convert(uint8_t *dst, const uint8_t *src, size_t npix, int C)
+void img_jpeg_cmyk(uint8_t *dst, const uint8_t *src, size_t npix, int C)
 {
     for (size_t i = 0; i < npix; i++, src += 4) {
         uint8_t r = cmyk_to_channel(src[0], src[3]), g = cmyk_to_channel(src[1], src[3]),
@@ -204,7 +216,7 @@ int img_jpeg_decode(img_ctx *c, const char *path, const img_info *info, int C, i
         failure(c, path, 1, e) != 0)
         return -1;
     if (info->cmyk)
-        cmyk_convert(dec, dst, npix, C);
+        img_jpeg_cmyk(dec, dst, npix, C);
     *dh = sh;
     *dw = sw;
     return 0;

@@ -38,8 +38,8 @@ static void tell_skipped(pool *p, int src, uint32_t idx, const errbuf *e)
     if (atomic_exchange(&p->skip_told[(size_t)src * p->max_n + idx], 1))
         return;
     const ds_index *ix = p->cfg.src[src];
-    char line[3 * ERR_MAX];
-    int n = snprintf(line, sizeof line, "train: skipped %s:%u: %s\n", ix->csv_path, ix->rows[idx].line, e->msg);
+    char line[3 * ERR_MAX], where[2 * ERR_MAX];
+    int n = snprintf(line, sizeof line, "train: skipped %s\n", ds_row_message(ix, idx, e->msg, where, sizeof where));
     if (n > (int)sizeof line - 1)
         n = (int)sizeof line - 1, line[n - 1] = '\n';
     if (write(2, line, (size_t)n) < 0) {
@@ -90,7 +90,8 @@ void pool_fill(pool *p, uint64_t seq, void *wctx)
             }
         }
         if (rc != 0) {
-            snprintf(h->msg, sizeof h->msg, "%s:%u: %s", ix->csv_path, ix->rows[idx].line, e.msg);
+            char where[2 * ERR_MAX];
+            snprintf(h->msg, sizeof h->msg, "%s", ds_row_message(ix, idx, e.msg, where, sizeof where));
             h->status = POOL_BAD_SAMPLE;
             count = i;
             break;

@@ -24,6 +24,7 @@
 typedef struct rs_axis {
     int in, out;       /* source size, full output size */
     int first, count;  /* computed window of output indices */
+    double b0, blen;   /* source box mapped onto the output */
     int taps;          /* stride of coef */
     int *lo;           /* (count) first source index of each output */
     int *n;            /* (count) number of taps of each output */
@@ -48,6 +49,22 @@ typedef struct rs_plan {
  * window must lie inside dh x dw. A plan starts zeroed. */
 void rs_resize(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
                int ow, const uint8_t *src, int sh, int sw, int c);
+
+/* Resample the box [by, by + bh) x [bx, bx + bw) of src (sh x sw x c, rows
+ * src_stride bytes apart; the box may be fractional and lies inside the
+ * image) to a whole dh x dw image at dst (rows contiguous). Taps stay
+ * inside the box rounded out to whole pixels, so a whole-pixel box gives
+ * what cropping it and resizing the crop would (torchvision's
+ * resized_crop); a fractional one is how a DCT-scaled decode of the crop
+ * region is resampled. */
+void rs_resize_box(rs_plan *p, uint8_t *dst, int dh, int dw, const uint8_t *src, size_t src_stride, int sh,
+                   int sw, int c, double by, double bx, double bh, double bw);
+
+/* rs_resize where the source image's content spans only [0, bh) x [0, bw)
+ * of its sh x sw pixels (bh <= sh, bw <= sw, fractional): a JPEG decoded
+ * at n/8 is ceil(h * n / 8) rows, of which h * n / 8 are the picture. */
+void rs_resize_box_window(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
+                          int ow, const uint8_t *src, int sh, int sw, int c, double bh, double bw);
 
 void rs_plan_free(rs_plan *p);
 

@@ -48,7 +48,7 @@ FAKE_TEST_SRC := $(filter tests/fakecuda/test_%.c,$(FAKE_ALL)) tests/fakecuda/fo
 # what the GPU tests link besides cuda/*: the CPU backend and the models
 # (the twin), the loader's pool and app/stage.c (the staging tests), helpers
 GPU_HOST_SRC := $(sort $(wildcard nn/*.c)) common/util.c tests/helpers.c app/stage.c \
-                loader/pool.c loader/pool_worker.c loader/sampler.c loader/csv_index.c
+                loader/pool.c loader/pool_worker.c loader/sampler.c loader/csv_index.c loader/folder_index.c
 GPU_TEST_SRC := $(sort $(wildcard tests/gpu/*.c))
 GPU_LIBS     := $(LIBS) -lz -lcriterion -lstdc++
 # the train binary must not link Criterion: its library constructor takes a

@@ -8,17 +8,18 @@
 #                      crashers in fuzz/corpus-work/image/crashes — fix them
 #                      and copy them to tests/fuzz-corpus/image/
 
-IMG_SRC := loader/image.c loader/img_jpeg.c loader/img_stb.c loader/img_check.c loader/resize.c \
-           loader/augment.c \
+IMG_SRC := loader/image.c loader/img_jpeg.c loader/img_jpeg_region.c loader/img_webp.c loader/img_stb.c \
+           loader/img_check.c loader/resize.c loader/augment.c \
            common/util.c
 IMG_HDR := loader/image.h loader/img_internal.h loader/resize.h common/util.h common/rng.h
 IMG_TOOL_CFLAGS := -std=c11 $(WARN) -I. -O2
 
 # Tools that link the image pipeline (the generic tools rule links util.c
 # only). fuzz_image built with gcc is the plain replay driver.
-build/tools/bench_image: tools/bench_image.c $(IMG_SRC) $(IMG_HDR) loader/csv_index.c loader/csv_index.h
+build/tools/bench_image: tools/bench_image.c $(IMG_SRC) $(IMG_HDR) loader/csv_index.c loader/folder_index.c \
+                         loader/csv_index.h
 	@mkdir -p build/tools
-	$(CC) $(IMG_TOOL_CFLAGS) -o $@ tools/bench_image.c $(IMG_SRC) loader/csv_index.c $(LIBS)
+	$(CC) $(IMG_TOOL_CFLAGS) -o $@ tools/bench_image.c $(IMG_SRC) loader/csv_index.c loader/folder_index.c $(LIBS)
 build/tools/fuzz_image: tools/fuzz_image.c tools/fuzz_image.h $(IMG_SRC) $(IMG_HDR)
 	@mkdir -p build/tools
 	$(CC) $(IMG_TOOL_CFLAGS) -o $@ tools/fuzz_image.c $(IMG_SRC) $(LIBS)
@@ -47,7 +48,7 @@ build/fuzz/stb_image.o: /usr/include/stb/stb_image.h
 	  -c $< -o $@
 build/fuzz/fuzz_image: tools/fuzz_image.c tools/fuzz_image.h $(IMG_SRC) $(IMG_HDR) build/fuzz/stb_image.o
 	$(FUZZ_CC) -std=c11 -O1 -g -I. $(FUZZ_SAN) -fsanitize=fuzzer -DFUZZ_LIBFUZZER -o $@ \
-	  tools/fuzz_image.c $(IMG_SRC) build/fuzz/stb_image.o -lturbojpeg -lm
+	  tools/fuzz_image.c $(IMG_SRC) build/fuzz/stb_image.o -lturbojpeg -ljpeg -lwebp -lm
 
 fuzz-image: build/fuzz/fuzz_image build/tools/fuzz_image
 	@mkdir -p $(FUZZ_IMAGE_WORK)/corpus $(FUZZ_IMAGE_WORK)/crashes

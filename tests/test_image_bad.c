@@ -116,11 +116,11 @@ Test(image_bad, not_images_and_unsupported_formats)
     junk[0] = 0x13; /* no magic, and not a plausible TGA header */
     junk[1] = 0x07;
     char *bin = put("junk.png", junk, 300);
-    expect_error(bin, "unknown image format (not JPEG, PNG, GIF, BMP, TGA, PSD or PNM)");
+    expect_error(bin, "unknown image format (not JPEG, PNG, WebP, GIF, BMP, TGA, PSD or PNM)");
     char *tiff = put("a.tif", "II*\0\x08\0\0\0\0\0\0\0", 12);
     expect_error(tiff, "unsupported image format: TIFF");
     char *webp = put("a.webp", "RIFF\x10\0\0\0WEBPVP8 \0\0\0\0", 20);
-    expect_error(webp, "unsupported image format: WebP");
+    expect_error(webp, "truncated WebP (the data ends before the header)");
     char *ascii = put("a.pgm", "P2\n2 1\n255\n0 255\n", 17);
     expect_error(ascii, "unsupported image format: ASCII or 1-bit PNM (only binary P5/P6 are read)");
     free(junk), free(text), free(bin), free(tiff), free(webp), free(ascii);

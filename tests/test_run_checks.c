@@ -163,7 +163,7 @@ Test(runchecks, the_preload_cache_is_rebuilt_when_an_image_file_changes)
     cr_assert_eq(utimensat(AT_FDCWD, victim, ts, 0), 0);
     CACHED_RUN();
     cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_assert(strstr(r.out, "1 image file changed") && strstr(r.out, "d.csv:5 ") &&
+    cr_assert(strstr(r.out, "1 image file changed") && strstr(r.out, "d.csv:5: ") &&
                   strstr(r.out, "img/c3.jpg, modified"), "%s", r.out);
     cr_assert(strstr(r.out, "preload: decoded 6 samples"), "rebuilt: %s", r.out);
     run_free(&r);

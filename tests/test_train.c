@@ -360,8 +360,8 @@ Test(train, preload_cache_reused_invalidated_and_checked)
     /* other transforms: rebuilt */
     train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_assert(strstr(r.out, "was built for other transforms (--resize, --crop, --channels): rebuilding"), "%s",
-              r.out);
+    cr_assert(strstr(r.out, "was built for other transforms (--resize, --crop, --channels, --decode): rebuilding"),
+              "%s", r.out);
     run_free(&r);
     /* truncated */
     struct stat st;
@@ -398,6 +398,13 @@ Test(train, preload_cache_reused_invalidated_and_checked)
     cr_assert(strstr(r.out, "was built from another CSV (its content or --root changed): rebuilding"), "%s",
               r.out);
     cr_assert(strstr(r.out, "preload: decoded 319 samples"), "%s", r.out);
+    run_free(&r);
+    /* another --decode makes other base pixels (issue 16): rebuilt */
+    train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", "--decode", "exact", fewer,
+          NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "was built for other transforms (--resize, --crop, --channels, --decode): rebuilding"),
+              "%s", r.out);
     run_free(&r);
     free(fewer);
     /* no temporary file left behind */
