@@ -85,7 +85,7 @@ Test(cache, a_run_reading_the_cache_survives_another_run_rebuilding_it)
     train(&r, "--mode", "preload", "--cache", cache, "--resize", "32", "--crop", "24", "--batch",
           "16", "--max-batches", "1", "--no-progress", csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_assert(strstr(r.out, "was built for other transforms (--resize, --crop, --channels): rebuilding"), "%s",
+    cr_assert(strstr(r.out, "was built for other transforms (--resize, --crop, --channels, --decode): rebuilding"), "%s",
               r.out);
     run_free(&r);
     cr_assert(process_alive(a), "run A finished before run B rebuilt the cache: nothing tested");
@@ -218,7 +218,7 @@ Test(cache, every_transform_and_the_csv_rows_are_in_the_key)
     /* each step changes one input but keeps the cached sample's size (so
      * the header's sizes cannot tell), then one that changes the size */
     char *cache = path_join(dir, "key.cache");
-    const char *rebuilt = "was built for other transforms (--resize, --crop, --channels): rebuilding";
+    const char *rebuilt = "was built for other transforms (--resize, --crop, --channels, --decode): rebuilding";
     const char *other_csv = "was built from another CSV (its content or --root changed): rebuilding";
     cached_run(cache, csv, "does not exist: building it",
                (char *[]){"--resize", "32x32", "--crop", "28", NULL});
