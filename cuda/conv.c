@@ -199,8 +199,14 @@ void gpu_workspace_reserve(gpu_ctx *g, size_t bytes)
 {
     if (bytes <= g->workspace_bytes)
         return;
-    if (g->workspace)
-        CUDA_CHECK(cudaFree(g->workspace)); /* waits for every op that used it */
+    if (g->workspace) {
+        /* cudaFree only MAY wait for the device: finish every op that uses
+         * the workspace first (all of them run on the compute stream). A
+         * plan is made once per layer and batch size, so this sync happens
+         * in the first steps only. */
+        CUDA_CHECK(cudaStreamSynchronize(g->compute));
+        CUDA_CHECK(cudaFree(g->workspace));
+    }
     g->workspace = NULL;
     CUDA_CHECK(cudaMalloc(&g->workspace, bytes));
     g->workspace_bytes = bytes;

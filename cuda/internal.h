@@ -51,7 +51,8 @@ void gpu_conv_forward(backend *be, void *plan, float *out, const float *in, cons
                       const float *bias, const conv_shape *s);
 void gpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *dbias,
                        const float *dout, const float *in, const float *w, const conv_shape *s);
-/* grow the shared workspace to at least `bytes` (synchronises the device) */
+/* grow the shared workspace to at least `bytes` (synchronises the compute
+ * stream before freeing the old one) */
 void gpu_workspace_reserve(gpu_ctx *g, size_t bytes);
 
 /* layers.c */
