@@ -235,6 +235,10 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
     int bad = 0;
     step_stats st = {0};
     if (!o->loader_only) {
+        /* before busy_begin: waiting for the copy is not busy */
+        const int32_t *dlabels = stager_begin(r->st, b);
+        if (dlabels)
+            model_stage_labels(&r->m, dlabels);
         if (r->be->ops->busy_begin)
             r->be->ops->busy_begin(r->be);
         if (ji->kind != POOL_JOB_EVAL) {

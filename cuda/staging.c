@@ -9,7 +9,10 @@
  *   released[b] recorded on the compute stream when compute is done reading
  *               b (stage_release); the next copy into b waits for it, so a
  *               copy never overwrites a batch that compute still reads.
- * Both are created with cudaEventDisableTiming (ordering only, cheaper).
+ * Both are created with cudaEventDisableTiming (ordering only, cheaper) and
+ * cudaEventBlockingSync: a host wait sleeps instead of spinning a core that
+ * the loader's workers need ("If the cudaEventBlockingSync flag has not
+ * been set, then the CPU thread will busy-wait").
  *
  * Busy time: a ring of (begin, end) timing events on the compute stream.
  * The sum of end - begin over completed pairs is the time the device spent
@@ -67,7 +70,7 @@ void gpu_host_unpin(backend *be, void *p)
 static cudaEvent_t stage_event(cudaEvent_t *ev)
 {
     if (!*ev)
-        CUDA_CHECK(cudaEventCreateWithFlags(ev, cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(ev, cudaEventDisableTiming | cudaEventBlockingSync));
     return *ev;
 }
 
@@ -137,8 +140,8 @@ void gpu_busy_begin(backend *be)
         harvest_oldest(g);
     cudaEvent_t *pair = g->busy_ev[g->busy_head];
     if (!pair[0]) {
-        CUDA_CHECK(cudaEventCreateWithFlags(&pair[0], cudaEventDefault));
-        CUDA_CHECK(cudaEventCreateWithFlags(&pair[1], cudaEventDefault));
+        CUDA_CHECK(cudaEventCreateWithFlags(&pair[0], cudaEventBlockingSync));
+        CUDA_CHECK(cudaEventCreateWithFlags(&pair[1], cudaEventBlockingSync));
     }
     CUDA_CHECK(cudaEventRecord(pair[0], g->compute));
     g->busy_open = 1;

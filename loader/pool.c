@@ -461,6 +461,13 @@ void *pool_ring(pool *p, size_t *bytes)
     return p->ring;
 }
 
+int32_t *pool_labels_area(pool *p, size_t *bytes)
+{
+    if (bytes)
+        *bytes = sizeof(int32_t) * (size_t)p->nslots * p->cfg.batch;
+    return p->labels;
+}
+
 size_t pool_ring_slots(const pool *p) { return (size_t)p->nslots; }
 
 int pool_pids(const pool *p, int *pids, int max)

@@ -127,6 +127,10 @@ void pool_interrupt(pool *p);
 /* Stop and reap every process, unmap. Safe on a half-created pool. */
 void pool_destroy(pool *p);
 
+/* The slots' labels (every slot's, contiguous in the shared mapping) and
+ * their size, for page-locking them beside the ring. */
+int32_t *pool_labels_area(pool *p, size_t *bytes);
+
 /* The ring, for page-locking: base and length (page aligned). */
 void *pool_ring(pool *p, size_t *bytes);
 size_t pool_ring_slots(const pool *p);

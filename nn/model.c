@@ -364,7 +364,14 @@ static int forward_loss(model *m, const uint8_t *x, const int32_t *labels, int B
 {
     backend *be = m->be;
     const backend_ops *o = be->ops;
-    o->upload(be, m->labels, labels, (size_t)B * sizeof(int32_t));
+    /* labels the stager copied with the batch are on the device already;
+     * an upload here would wait for the copy engine and then the host */
+    const int32_t *dlabels = m->staged_labels;
+    m->staged_labels = NULL;
+    if (!dlabels) {
+        o->upload(be, m->labels, labels, (size_t)B * sizeof(int32_t));
+        dlabels = m->labels;
+    }
     o->normalize_u8(be, m->x, x, B, m->C, m->H * m->W, m->mean, m->std);
     const float *in = m->x;
     for (int i = 0; i < m->nlayers; i++) {
@@ -401,7 +408,7 @@ static int forward_loss(model *m, const uint8_t *x, const int32_t *labels, int B
         if (backend_cancelled(be))
             return -1;
     }
-    o->softmax_xent(be, m->dlogits, m->loss, m->pred, in, m->labels, B, m->nclasses, 1.0f / (float)B);
+    o->softmax_xent(be, m->dlogits, m->loss, m->pred, in, dlabels, B, m->nclasses, 1.0f / (float)B);
     return backend_cancelled(be) ? -1 : 0;
 }
 
@@ -484,6 +491,8 @@ void model_sgd_step(model *m, float lr, float momentum, float wd)
 {
     m->be->ops->sgd_update(m->be, m->params, m->momentum, m->grads, m->nparams, lr, momentum, wd);
 }
+
+void model_stage_labels(model *m, const int32_t *dev_labels) { m->staged_labels = dev_labels; }
 
 int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, float lr, float momentum,
                      float wd, step_stats *st)

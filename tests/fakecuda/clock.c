@@ -110,6 +110,8 @@ void fk_host_issue(void)
 void fk_host_wait_until(double t_ms)
 {
     K.syncs++;
+    if (getenv("FAKECUDA_DEBUG_CLOCK"))
+        fprintf(stderr, "clock: host waits from %.3f to %.3f\n", K.host_ms, t_ms);
     if (t_ms > K.host_ms)
         K.host_ms = t_ms;
 }
