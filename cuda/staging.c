@@ -121,11 +121,14 @@ void gpu_stage_release(backend *be, int b)
 
 /* ---------------------------------------------------------------- busy timing */
 
-static void harvest_oldest(gpu_ctx *g)
+/* wait = 0: the pair is known to have completed (a later event on the
+ * same stream was waited for) */
+static void harvest_oldest(gpu_ctx *g, int wait)
 {
     int i = (g->busy_head - g->busy_count + BUSY_RING) % BUSY_RING;
     float ms = 0.0f;
-    CUDA_CHECK(cudaEventSynchronize(g->busy_ev[i][1]));
+    if (wait)
+        CUDA_CHECK(cudaEventSynchronize(g->busy_ev[i][1]));
     CUDA_CHECK(cudaEventElapsedTime(&ms, g->busy_ev[i][0], g->busy_ev[i][1]));
     g->busy_acc += ms / 1000.0;
     g->busy_count--;
@@ -137,7 +140,7 @@ void gpu_busy_begin(backend *be)
     if (g->busy_open)
         gpu_fatal(__func__, "busy_begin twice without busy_end");
     if (g->busy_count == BUSY_RING)
-        harvest_oldest(g);
+        harvest_oldest(g, 1);
     cudaEvent_t *pair = g->busy_ev[g->busy_head];
     if (!pair[0]) {
         CUDA_CHECK(cudaEventCreateWithFlags(&pair[0], cudaEventBlockingSync));
@@ -161,8 +164,12 @@ void gpu_busy_end(backend *be)
 double gpu_busy_take(backend *be)
 {
     gpu_ctx *g = gpu_of(be);
+    /* one host wait for the newest pair: the compute stream ran the older
+     * ones before it */
+    if (g->busy_count > 0)
+        CUDA_CHECK(cudaEventSynchronize(g->busy_ev[(g->busy_head + BUSY_RING - 1) % BUSY_RING][1]));
     while (g->busy_count > 0)
-        harvest_oldest(g);
+        harvest_oldest(g, 0);
     double s = g->busy_acc;
     g->busy_acc = 0.0;
     return s;

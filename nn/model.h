@@ -110,8 +110,9 @@ typedef struct model {
     int32_t *pred;      /* device, max_batch */
     int32_t *labels;    /* device, max_batch */
     const int32_t *staged_labels; /* device: the next step's labels, already there (or NULL) */
-    float *loss_host;   /* host copies, max_batch */
-    int32_t *pred_host;
+    float *loss_host;   /* host copies, max_batch: losses, then */
+    int32_t *pred_host; /* predictions, in one (page-locked on a GPU) buffer */
+    int results_pinned;
     unsigned long tick; /* plan-cache clock */
 } model;
 

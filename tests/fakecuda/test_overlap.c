@@ -7,11 +7,10 @@
  *   - blocking copies: the sum;
  *   - pageable + non-blocking: the sum too, because CUDA blocks the host in
  *     a copy from pageable memory (and the run says so);
- *   - the host does not synchronise with the device per step in steady
- *     state (counted by the fake: stream/event/device synchronize, blocking
- *     copies, pageable copies), and event waits sleep (cudaEventBlockingSync);
- *   - busy% is the compute engine's simulated busy time over the
- *     simulated time (FAKECUDA_CLOCK makes the program's clock the fake's).
+ *   - the host waits for the device at most once per step in steady state
+ *     (for that step's results; counted by the fake: stream/event/device
+ *     synchronize, blocking copies, pageable copies), and event waits
+ *     sleep (cudaEventBlockingSync).
  *
  * The cost model is set so that one batch's copy costs about as much as one
  * step's compute (FAKECUDA_COST), which is where overlap matters most.
@@ -138,4 +137,18 @@ Test(overlap, pageable_non_blocking_blocks_the_host_as_cuda_does)
     cr_expect(strstr(c.out, "pageable") || strstr(c.err, "pageable"),
               "the run says that non-blocking copies from pageable memory block:\n%s\n%s", c.out,
               c.err);
+}
+Test(overlap, at_most_one_host_wait_per_step_in_steady_state)
+{
+    clock_run one, two;
+    run_clocked(&one, 1, "--pin", "--non-blocking");
+    run_clocked(&two, 2, "--pin", "--non-blocking");
+    int per_epoch = two.host_syncs - one.host_syncs;
+    /* the bound: one wait per step, for that step's loss and predictions
+     * (one page-locked read-back), and one at the epoch's end for its busy
+     * time; no label upload, no pageable copy, no per-pair event waits */
+    cr_expect(per_epoch <= STEPS + 1, "%d host synchronisations in a %d-step epoch", per_epoch,
+              STEPS);
+    cr_expect_eq(two.spin_waits, 0, "%d event waits spun a core (no cudaEventBlockingSync)",
+                 two.spin_waits);
 }
