@@ -301,7 +301,9 @@ static long pool_argmax(const pool_job *j, int n, int c, int oy, int ox, int *iy
             if (y < 0 || y >= j->x.h || x < 0 || x >= j->x.w)
                 continue;
             long k = (long)at4(&j->x, n, c, y, x);
-            if (best < 0 || j->X[k] > j->X[best]) {
+            /* ties go to the LAST maximum, unlike the CPU backend's first:
+             * cuDNN documents no order, so nothing may depend on one */
+            if (best < 0 || j->X[k] >= j->X[best]) {
                 best = k;
                 *iy = y;
                 *ix = x;
