@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../nn/checkpoint.h"
 #include "run_ctx.h"
+#include "trace.h"
 
 /* ---------------------------------------------------------------- jobs */
 
@@ -163,6 +165,7 @@ static int fetch(run_ctx *r, pool_batch *b, const uint8_t **dev, errbuf *e)
     stager_make_room(r->st);
     double t0 = now_sec();
     int rc = pool_next(r->pl, b, e);
+    double t1 = now_sec();
     if (rc == POOL_END)
         return 0;
     if (rc != POOL_OK)
@@ -179,10 +182,14 @@ static int fetch(run_ctx *r, pool_batch *b, const uint8_t **dev, errbuf *e)
     a->skipped += b->skipped;
     if (b->fill_t0 + b->fill_s > a->made1)
         a->made1 = b->fill_t0 + b->fill_s;
+    trace_name_process(r->trace, b->filler, b->filler == (int)getpid() ? "train" : "loader worker");
+    trace_span(r->trace, b->filler, "loader", "fill", b->fill_t0, b->fill_s, (long)b->index);
+    trace_span(r->trace, (int)getpid(), "main", "wait", t0, t1 - t0, (long)b->index);
     *dev = NULL;
     if (r->jobs[b->job].kind != POOL_JOB_BUILD) {
         *dev = stager_push(r->st, b);
         a->copy += stager_take_copy_s(r->st);
+        trace_span(r->trace, (int)getpid(), "main", "stage", t1, now_sec() - t1, (long)b->index);
     }
     return 1;
 }
@@ -268,6 +275,8 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
     }
     stager_done(r->st, b);
     a->compute += now_sec() - t0;
+    trace_span(r->trace, (int)getpid(), "main", ji->kind == POOL_JOB_EVAL ? "eval step" : "step", t0,
+               now_sec() - t0, (long)b->index);
     a->images += b->count;
     if (ji->kind != POOL_JOB_EVAL) {
         char what[32];

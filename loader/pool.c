@@ -400,6 +400,7 @@ int pool_next(pool *p, pool_batch *b, errbuf *e)
     b->wait_s = now_sec() - t0;
     b->fill_t0 = h->fill_t0;
     b->fill_s = h->fill_s;
+    b->filler = h->filler;
     b->slot = s;
     p->consumed++;
     return POOL_OK;

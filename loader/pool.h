@@ -91,6 +91,7 @@ typedef struct pool_batch {
     double wait_s;        /* how long pool_next waited for it */
     double fill_t0;       /* when its filling began (now_sec()'s clock) */
     double fill_s;        /* time the filling process spent on it */
+    int filler;           /* pid of the process that filled it */
     int slot;
 } pool_batch;
 
