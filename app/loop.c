@@ -211,6 +211,22 @@ static int pass_time_up(const run_ctx *r, const job_info *ji, const job_acc *a)
            now_sec() - a->t0 >= r->o->max_seconds;
 }
 
+/* --trace: the device's spans so far (copy and compute tracks of a
+ * "device" process; none on the CPU) */
+enum { TRACE_DEVICE_PID = 0 };
+
+static void trace_device(run_ctx *r)
+{
+    backend_span sp[64];
+    size_t n;
+    if (!r->trace)
+        return;
+    while ((n = backend_timeline_take(r->be, sp, 64)) > 0)
+        for (size_t i = 0; i < n; i++)
+            trace_span(r->trace, TRACE_DEVICE_PID, sp[i].track, sp[i].name, sp[i].t0, sp[i].dur,
+                       -1);
+}
+
 /* Returns RUN_OK, RUN_TIME_UP or a failure status. */
 static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *e)
 {
@@ -289,6 +305,7 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
     a->t1 = now_sec();
     if (r->be->ops->busy_take) /* taken per pass: validation's busy time stays its own */
         a->busy = r->be->ops->busy_take(r->be);
+    trace_device(r);
     if (time_up) { /* reported as it is, without its validation pass */
         emit_epoch(r, b->job);
         return RUN_TIME_UP;
@@ -312,6 +329,10 @@ int run_train_loop(run_ctx *r, errbuf *e)
 {
     pool_batch cur, nxt;
     const uint8_t *cur_dev, *nxt_dev = NULL;
+    if (r->trace && r->be->ops->timeline_start) {
+        trace_name_process(r->trace, TRACE_DEVICE_PID, "device");
+        backend_timeline_start(r->be);
+    }
     int have = fetch(r, &nxt, &nxt_dev, e);
     int look = stager_lookahead(r->st);
     while (have > 0) {

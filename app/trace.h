@@ -10,8 +10,12 @@
  * nothing is merged at the end). Processes and tracks are named with
  * metadata events ("ph": "M").
  *
- * Deliberately left out: the device's copy and compute streams (CUDA
- * events), and read/decode/transform split inside a batch.
+ * On a GPU the backend's timeline (backend_timeline_take: CUDA timing
+ * events around each staging copy and each step's compute, mapped to the
+ * same clock) adds a "device" process with "copy" and "compute" tracks; on
+ * the fake runtime those are its simulated times.
+ *
+ * Deliberately left out: read/decode/transform split inside a batch.
  */
 #ifndef TRAIN_APP_TRACE_H
 #define TRAIN_APP_TRACE_H

@@ -80,7 +80,9 @@ void gpu_stage_copy(backend *be, int b, void *dst, const void *src, size_t bytes
     check_b(b, __func__);
     if (g->release_recorded[b])
         CUDA_CHECK(cudaStreamWaitEvent(g->copy, g->released[b], 0));
+    gpu_timeline_copy_begin(g);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g->copy));
+    gpu_timeline_copy_end(g);
     CUDA_CHECK(cudaEventRecord(stage_event(&g->copied[b]), g->copy));
     g->copy_recorded[b] = 1;
 }
@@ -130,6 +132,7 @@ static void harvest_oldest(gpu_ctx *g, int wait)
     if (wait)
         CUDA_CHECK(cudaEventSynchronize(g->busy_ev[i][1]));
     CUDA_CHECK(cudaEventElapsedTime(&ms, g->busy_ev[i][0], g->busy_ev[i][1]));
+    gpu_timeline_compute(g, g->busy_ev[i][0], ms);
     g->busy_acc += ms / 1000.0;
     g->busy_count--;
 }
@@ -177,6 +180,7 @@ double gpu_busy_take(backend *be)
 
 void gpu_staging_free(gpu_ctx *g)
 {
+    gpu_timeline_free(g);
     for (int i = 0; i < PIN_MAX; i++)
         if (g->pinned[i]) {
             CUDA_CHECK(cudaHostUnregister(g->pinned[i]));

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../helpers.h"
 
@@ -151,4 +152,42 @@ Test(overlap, at_most_one_host_wait_per_step_in_steady_state)
               STEPS);
     cr_expect_eq(two.spin_waits, 0, "%d event waits spun a core (no cudaEventBlockingSync)",
                  two.spin_waits);
+}
+
+/* --trace on the fake shows the simulated device: a "device" process with
+ * copy and compute tracks, and batch i+1's copy overlapping step i */
+Test(overlap, the_trace_shows_copies_under_compute)
+{
+    if (access("/usr/bin/python3", X_OK) != 0)
+        cr_skip_test("no /usr/bin/python3 to parse the trace");
+    char *tr = path_join(dir, "trace.json");
+    char *env[] = {"FAKECUDA_COST=kernel_us=80,h2d_gbps=0.0375,launch_us=2",
+                   "TRAIN_NVML_LIB=/nonexistent/libnvidia-ml.so.1", NULL};
+    char *argv[] = {bin, "--model", "probe", "--epochs", "1", "--batch", "16", "--workers", "2",
+                    "--pin", "--non-blocking", "--trace", tr, csv, NULL};
+    run_result r;
+    run_argv(argv, env, 240, &r);
+    cr_assert_eq(r.status, 0, "status %d\n%s\n%s", r.status, r.out, r.err);
+    run_free(&r);
+    static const char *py =
+        "import json, sys\n"
+        "ev = json.load(open(sys.argv[1]))['traceEvents']\n"
+        "procs = {e['pid']: e['args']['name'] for e in ev if e['ph'] == 'M' and e['name'] == 'process_name'}\n"
+        "tracks = {(e['pid'], e['tid']): e['args']['name'] for e in ev if e['ph'] == 'M' and e['name'] == 'thread_name'}\n"
+        "dev = [e for e in ev if e['ph'] == 'X' and procs[e['pid']] == 'device']\n"
+        "copy = [e for e in dev if tracks[(e['pid'], e['tid'])] == 'copy']\n"
+        "comp = [e for e in dev if tracks[(e['pid'], e['tid'])] == 'compute']\n"
+        "assert len(comp) == 12, 'compute spans: %d' % len(comp)\n"
+        "assert len(copy) == 24, 'copy spans: %d (labels and pixels per batch)' % len(copy)\n"
+        "big = [c for c in copy if c['dur'] > 100]\n"
+        "under = [c for c in big if any(s['ts'] < c['ts'] + c['dur'] and c['ts'] < s['ts'] + s['dur'] for s in comp)]\n"
+        "assert len(under) >= 10, 'only %d of %d batch copies overlap a step' % (len(under), len(big))\n"
+        "print('ok', len(under))\n";
+    char *pyf = write_text(dir, "check.py", py);
+    char *pargv[] = {"/usr/bin/python3", pyf, tr, NULL};
+    run_argv(pargv, NULL, 60, &r);
+    cr_expect_eq(r.status, 0, "the trace does not show the overlap:\n%s%s", r.out, r.err);
+    run_free(&r);
+    free(pyf);
+    free(tr);
 }
