@@ -16,7 +16,9 @@
  * is deterministic and uses plain FMA math (no TF32: fp32 results must match
  * the CPU to 1e-4), skipping FFT and non-fused Winograd for precision; then
  * such a candidate reported with default math, forced to FMA if cuDNN can
- * size it that way; only if none qualifies, the first that succeeded at all.
+ * size it that way; only if none qualifies, the first that succeeded at all,
+ * still forced to FMA math unless TRAIN_CUDNN_TF32=1 asks for its own
+ * (TF32 on Ampere and newer).
  *
  * Deliberately left out: grouped or dilated convolution, NHWC, fusion.
  */
@@ -93,11 +95,18 @@ static cudnnStatus_t probe_algo(gpu_ctx *g, conv_plan *p, int dir, int algo, cud
     }
 }
 
+/* TRAIN_CUDNN_TF32=1: the last-resort algorithm may keep TF32 math */
+static int tf32_requested(void)
+{
+    const char *v = getenv("TRAIN_CUDNN_TF32");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 /* The algorithm for direction dir among the library's candidates (in its
  * order), in tiers: deterministic, precise and reported as FMA math; then
  * deterministic and precise with default math, forced to FMA (accepted if
- * cuDNN can size it that way); last, anything that succeeded, with its own
- * math. The descriptor is left with the chosen math type; -1 if none. */
+ * cuDNN can size it that way); last, anything that succeeded, forced to FMA
+ * too unless TF32 was requested (then with its own math). The descriptor is left with the chosen math type; -1 if none. */
 static int choose(gpu_ctx *g, conv_plan *p, int dir, const algo_perf *a, int n)
 {
     for (int tier = 0; tier < 3; tier++)
@@ -110,8 +119,10 @@ static int choose(gpu_ctx *g, conv_plan *p, int dir, const algo_perf *a, int n)
             if (tier == 1 && !(good && a[i].math == CUDNN_DEFAULT_MATH))
                 continue;
             size_t ws = 0;
-            if (probe_algo(g, p, dir, a[i].algo, tier < 2 ? CUDNN_FMA_MATH : a[i].math, &ws) !=
-                CUDNN_STATUS_SUCCESS)
+            /* the last resort keeps its own math (TF32 on Ampere and newer)
+             * only when asked to: fp32 results must match the CPU's */
+            cudnnMathType_t math = tier < 2 || !tf32_requested() ? CUDNN_FMA_MATH : a[i].math;
+            if (probe_algo(g, p, dir, a[i].algo, math, &ws) != CUDNN_STATUS_SUCCESS)
                 continue;
             if (ws > p->ws_bytes)
                 p->ws_bytes = ws;

@@ -94,6 +94,9 @@ int fake_last_math(int dir);
 /* on: every candidate reports CUDNN_DEFAULT_MATH, as a library might that
  * does not distinguish FMA kernels in its perf results. */
 void fake_cudnn_default_math_only(int on);
+/* on: every candidate reports non-deterministic tensor-op (TF32) math, so
+ * the plan's last resort is all there is */
+void fake_cudnn_tensor_op_nondeterministic_only(int on);
 /* Workspace the fake's algorithm tables demand for the last plan's
  * directions, for checks of the sizing logic. */
 size_t fake_workspace_need(int dir, int algo, const int *xdims, const int *wdims, const int *ydims);

@@ -18,6 +18,7 @@ static void setup(void)
 {
     fake_reset();
     unsetenv("TRAIN_CUDNN_FIND");
+    unsetenv("TRAIN_CUDNN_TF32");
 }
 
 TestSuite(conv_plan, .init = setup);
@@ -112,4 +113,27 @@ Test(conv_plan, fake_tables_make_the_filter_pass_the_largest)
     size_t k = fake_workspace_need(2, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, x, w, y);
     cr_expect_gt(k, f);
     cr_expect_gt(k, d);
+}
+
+/* only non-deterministic tensor-op candidates: the last resort is taken,
+ * with FMA math unless TF32 was asked for (TRAIN_CUDNN_TF32=1) */
+Test(conv_plan, the_last_resort_keeps_tf32_only_on_request)
+{
+    fake_cudnn_tensor_op_nondeterministic_only(1);
+    backend *be = gt_backend();
+    conv_shape s;
+    conv_shape_init(&s, 2, 3, 6, 6, 2, 3, 3, 1, 1);
+    run_once(be, &s);
+    for (int dir = 0; dir < 3; dir++)
+        cr_expect_eq(fake_last_math(dir), CUDNN_FMA_MATH, "direction %d: no TF32 unasked", dir);
+    gt_done(be);
+    fake_reset();
+    fake_cudnn_tensor_op_nondeterministic_only(1);
+    setenv("TRAIN_CUDNN_TF32", "1", 1);
+    be = gt_backend();
+    run_once(be, &s);
+    for (int dir = 0; dir < 3; dir++)
+        cr_expect_eq(fake_last_math(dir), CUDNN_TENSOR_OP_MATH, "direction %d: TF32 asked for",
+                     dir);
+    gt_done(be);
 }
