@@ -23,6 +23,7 @@
  * Deliberately left out: grouped or dilated convolution, NHWC, fusion.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -263,7 +264,42 @@ void *gpu_conv_plan(backend *be, const conv_shape *s)
     p->bwd_filter =
         (cudnnConvolutionBwdFilterAlgo_t)choose_dir(g, p, DIR_FILTER, "backward-filter");
     gpu_workspace_reserve(g, p->ws_bytes);
+    char desc[256];
+    gpu_conv_plan_describe(p, desc, sizeof desc);
+    fprintf(stderr, "train: cuDNN %s\n", desc); /* once per layer and batch size */
     return p;
+}
+
+static const char *algo_name(int dir, int algo)
+{
+    static const char *const fwd[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
+                                      "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+    static const char *const data[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD",
+                                       "WINOGRAD_NONFUSED"};
+    static const char *const filt[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD",
+                                       "WINOGRAD_NONFUSED", "FFT_TILING"};
+    const char *const *t = dir == DIR_FWD ? fwd : dir == DIR_DATA ? data : filt;
+    int n = dir == DIR_FWD ? 8 : dir == DIR_DATA ? 6 : 7;
+    return algo >= 0 && algo < n ? t[algo] : "?";
+}
+
+static const char *math_name(cudnnConvolutionDescriptor_t c)
+{
+    cudnnMathType_t m = CUDNN_DEFAULT_MATH;
+    CUDNN_CHECK(cudnnGetConvolutionMathType(c, &m));
+    return m == CUDNN_FMA_MATH ? "FMA" : m == CUDNN_DEFAULT_MATH ? "default math" : "TF32";
+}
+
+void gpu_conv_plan_describe(const void *plan, char *buf, size_t len)
+{
+    const conv_plan *p = plan;
+    const conv_shape *s = &p->s;
+    snprintf(buf, len,
+             "conv %dx%dx%d -> %d %dx%d (batch %d): forward %s (%s), backward data %s (%s), "
+             "backward filter %s (%s)",
+             s->C, s->H, s->W, s->K, s->R, s->S, s->B, algo_name(DIR_FWD, p->fwd),
+             math_name(p->cf), algo_name(DIR_DATA, p->bwd_data), math_name(p->cd),
+             algo_name(DIR_FILTER, p->bwd_filter), math_name(p->cw));
 }
 
 void gpu_conv_plan_free(backend *be, void *plan)

@@ -66,6 +66,10 @@ void gpu_timeline_free(gpu_ctx *g);
 /* conv.c */
 void *gpu_conv_plan(backend *be, const conv_shape *s);
 void gpu_conv_plan_free(backend *be, void *plan);
+/* "conv 3x8x8 -> 4 3x3 (batch 2): forward IMPLICIT_PRECOMP_GEMM (FMA), ..."
+ * — the algorithms and math the plan chose; gpu_conv_plan prints it on
+ * stderr when it makes the plan */
+void gpu_conv_plan_describe(const void *plan, char *buf, size_t len);
 void gpu_conv_forward(backend *be, void *plan, float *out, const float *in, const float *w,
                       const float *bias, const conv_shape *s);
 void gpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *dbias,

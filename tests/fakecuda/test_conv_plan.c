@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "../../cuda/gpu.h"
+#include "../../cuda/internal.h"
 #include "../gpu/gpu_test.h"
 #include "fake.h"
 
@@ -135,5 +136,21 @@ Test(conv_plan, the_last_resort_keeps_tf32_only_on_request)
     for (int dir = 0; dir < 3; dir++)
         cr_expect_eq(fake_last_math(dir), CUDNN_TENSOR_OP_MATH, "direction %d: TF32 asked for",
                      dir);
+    gt_done(be);
+}
+
+/* the chosen algorithms and their math are named (train prints this line
+ * for every plan it makes) */
+Test(conv_plan, the_plan_names_its_algorithms_and_math)
+{
+    backend *be = gt_backend();
+    conv_shape s;
+    conv_shape_init(&s, 2, 3, 8, 8, 4, 3, 3, 1, 1);
+    void *plan = be->ops->conv_plan(be, &s);
+    char d[256];
+    gpu_conv_plan_describe(plan, d, sizeof d);
+    cr_expect_str_eq(d, "conv 3x8x8 -> 4 3x3 (batch 2): forward IMPLICIT_PRECOMP_GEMM (FMA), "
+                        "backward data ALGO_1 (FMA), backward filter ALGO_1 (FMA)");
+    be->ops->conv_plan_free(be, plan);
     gt_done(be);
 }
