@@ -28,6 +28,12 @@
  * A host synchronisation (stream, event or device synchronize, a blocking
  * cudaMemcpy, a pageable copy) moves the host clock to the end of what it
  * waits for and is counted.
+ *
+ * Not modelled: the host's own work between calls (the loader, the CPU
+ * side of a step) takes no virtual time, so a run's simulated time is the
+ * device pipeline's; several kernels at once on the compute engine; PCIe
+ * contention between the two copy directions. FAKECUDA_DEBUG_CLOCK=1
+ * prints every operation's place on the clock and every host wait.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
