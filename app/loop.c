@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../nn/checkpoint.h"
 #include "run_ctx.h"
+#include "trace.h"
 
 /* ---------------------------------------------------------------- jobs */
 
@@ -163,6 +165,7 @@ static int fetch(run_ctx *r, pool_batch *b, const uint8_t **dev, errbuf *e)
     stager_make_room(r->st);
     double t0 = now_sec();
     int rc = pool_next(r->pl, b, e);
+    double t1 = now_sec();
     if (rc == POOL_END)
         return 0;
     if (rc != POOL_OK)
@@ -179,10 +182,14 @@ static int fetch(run_ctx *r, pool_batch *b, const uint8_t **dev, errbuf *e)
     a->skipped += b->skipped;
     if (b->fill_t0 + b->fill_s > a->made1)
         a->made1 = b->fill_t0 + b->fill_s;
+    trace_name_process(r->trace, b->filler, b->filler == (int)getpid() ? "train" : "loader worker");
+    trace_span(r->trace, b->filler, "loader", "fill", b->fill_t0, b->fill_s, (long)b->index);
+    trace_span(r->trace, (int)getpid(), "main", "wait", t0, t1 - t0, (long)b->index);
     *dev = NULL;
     if (r->jobs[b->job].kind != POOL_JOB_BUILD) {
         *dev = stager_push(r->st, b);
         a->copy += stager_take_copy_s(r->st);
+        trace_span(r->trace, (int)getpid(), "main", "stage", t1, now_sec() - t1, (long)b->index);
     }
     return 1;
 }
@@ -202,6 +209,22 @@ static int pass_time_up(const run_ctx *r, const job_info *ji, const job_acc *a)
 {
     return r->o->max_seconds > 0 && ji->kind != POOL_JOB_EVAL &&
            now_sec() - a->t0 >= r->o->max_seconds;
+}
+
+/* --trace: the device's spans so far (copy and compute tracks of a
+ * "device" process; none on the CPU) */
+enum { TRACE_DEVICE_PID = 0 };
+
+static void trace_device(run_ctx *r)
+{
+    backend_span sp[64];
+    size_t n;
+    if (!r->trace)
+        return;
+    while ((n = backend_timeline_take(r->be, sp, 64)) > 0)
+        for (size_t i = 0; i < n; i++)
+            trace_span(r->trace, TRACE_DEVICE_PID, sp[i].track, sp[i].name, sp[i].t0, sp[i].dur,
+                       -1);
 }
 
 /* Returns RUN_OK, RUN_TIME_UP or a failure status. */
@@ -235,6 +258,10 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
     int bad = 0;
     step_stats st = {0};
     if (!o->loader_only) {
+        /* before busy_begin: waiting for the copy is not busy */
+        const int32_t *dlabels = stager_begin(r->st, b);
+        if (dlabels)
+            model_stage_labels(&r->m, dlabels);
         if (r->be->ops->busy_begin)
             r->be->ops->busy_begin(r->be);
         if (ji->kind != POOL_JOB_EVAL) {
@@ -264,6 +291,8 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
     }
     stager_done(r->st, b);
     a->compute += now_sec() - t0;
+    trace_span(r->trace, (int)getpid(), "main", ji->kind == POOL_JOB_EVAL ? "eval step" : "step", t0,
+               now_sec() - t0, (long)b->index);
     a->images += b->count;
     if (ji->kind != POOL_JOB_EVAL) {
         char what[32];
@@ -276,6 +305,7 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
     a->t1 = now_sec();
     if (r->be->ops->busy_take) /* taken per pass: validation's busy time stays its own */
         a->busy = r->be->ops->busy_take(r->be);
+    trace_device(r);
     if (time_up) { /* reported as it is, without its validation pass */
         emit_epoch(r, b->job);
         return RUN_TIME_UP;
@@ -299,6 +329,10 @@ int run_train_loop(run_ctx *r, errbuf *e)
 {
     pool_batch cur, nxt;
     const uint8_t *cur_dev, *nxt_dev = NULL;
+    if (r->trace && r->be->ops->timeline_start) {
+        trace_name_process(r->trace, TRACE_DEVICE_PID, "device");
+        backend_timeline_start(r->be);
+    }
     int have = fetch(r, &nxt, &nxt_dev, e);
     int look = stager_lookahead(r->st);
     while (have > 0) {

@@ -15,7 +15,7 @@ enum opt_id {
     O_MODEL, O_DEVICE, O_THREADS, O_LR, O_MOMENTUM, O_WD, O_LR_SCHEDULE, O_EPOCHS, O_SAVE,
     O_RESUME, O_MEAN, O_STD, O_NORMALIZE,
     O_PIN, O_NO_PIN, O_NON_BLOCKING, O_NO_NON_BLOCKING, O_PIN_FORCE, O_SELFTEST,
-    O_JSON, O_WARMUP, O_DIAGNOSE, O_PROGRESS, O_NO_PROGRESS, O_HELP,
+    O_JSON, O_TRACE, O_WARMUP, O_DIAGNOSE, O_PROGRESS, O_NO_PROGRESS, O_HELP,
     O_SWEEP_CHILD, O_SUMMARY_OUT, O_TEST_SLOW_LOAD, O_TEST_SLOW_STEP, O_MAX_BATCHES, O_DIAG_PHASE,
     O_DIAG_BATCHES, O_DIAG_SECONDS, O_MAX_SECONDS,
 };
@@ -99,6 +99,7 @@ static const opt_spec table[] = {
     {"selftest", ARG_NONE, O_SELFTEST, NULL, "compare the GPU with the CPU on a tiny net, then exit", 0},
     SECTION("Report"),
     {"json", ARG_REQ, O_JSON, "FILE", "write one JSON record per epoch and a summary per configuration", 0},
+    {"trace", ARG_REQ, O_TRACE, "FILE", "write a timeline (Chrome trace JSON: Perfetto, chrome://tracing)", 0},
     {"warmup-epochs", ARG_REQ, O_WARMUP, "N", "epochs run first and left out of summaries (default 0)", 0},
     {"diagnose", ARG_NONE, O_DIAGNOSE, NULL, "find the bottleneck: loader, storage, decode or compute", 0},
     {"diagnose-batches", ARG_REQ, O_DIAG_BATCHES, "N", "--diagnose: at most N batches per phase (default 200)", 0},
@@ -410,6 +411,7 @@ static int set(options *o, const opt_spec *s, const char *v)
     case O_PIN_FORCE: o->pin_force = 1; break;
     case O_SELFTEST: o->selftest = 1; break;
     case O_JSON: o->json = v; break;
+    case O_TRACE: o->trace = v; break;
     case O_WARMUP: return parse_int(n, v, 0, 1000000, &o->warmup_epochs);
     case O_DIAGNOSE: o->diagnose = 1; break;
     case O_PROGRESS: o->progress = 1; break;

@@ -80,6 +80,7 @@ typedef struct options {
 
     /* report */
     const char *json;
+    const char *trace; /* --trace FILE */
     int warmup_epochs;
     int diagnose;
     int progress;          /* -1 auto (a terminal), 0, 1 */

@@ -21,6 +21,7 @@
 
 #include "../nn/checkpoint.h"
 #include "run_ctx.h"
+#include "trace.h"
 
 /* ---------------------------------------------------------------- signals */
 
@@ -243,6 +244,9 @@ static int check_drop_last(run_ctx *r, errbuf *e)
 static int open_outputs(run_ctx *r, errbuf *e)
 {
     const options *o = r->o;
+    if (o->trace && !(r->trace = trace_open(o->trace, e)))
+        return RUN_BAD_INPUT;
+    trace_name_process(r->trace, (int)getpid(), "train");
     if (o->json) {
         r->json = fopen(o->json, o->sweep_child ? "a" : "w");
         if (!r->json)
@@ -534,6 +538,10 @@ static void cleanup(run_ctx *r)
     ds_index_free(&r->val);
     if (r->json)
         fclose(r->json);
+    errbuf te;
+    if (r->trace && trace_close(r->trace, &te) != 0)
+        fprintf(stderr, "train: warning: %s\n", te.msg);
+    r->trace = NULL;
 }
 
 int run_one(const options *o, const run_choice *c)

@@ -64,6 +64,7 @@ typedef struct run_ctx {
     double build_s;
     /* report */
     FILE *json;
+    struct trace *trace; /* --trace, or NULL */
     machine_info mi;
     epoch_rec *recs;
     int nrecs;

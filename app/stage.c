@@ -3,11 +3,19 @@
  * A ring slot holds a batch's pixels, labels and sample indices (pool.h),
  * so it goes back to the loader only when both its copy to the device has
  * completed (the pixels were read) and stager_done said the step that reads
- * its labels has been enqueued (model_train_step uploads them before it
+ * its labels has been enqueued (on a GPU the labels travel in the batch's
+ * own copy, to a device buffer beside its pixels; the CPU reads them
+ * from the slot; model_train_step is done with them before it
  * returns). Slots go back in the order they were taken. A device input
  * buffer is rewritten only after the compute that reads it: stager_done
  * records that point on the compute stream (stage_release), and the next
  * copy into the buffer waits for it on the device.
+ *
+ * The compute stream waits for batch b's copy in stager_begin, right
+ * before b's step is enqueued — never in stager_push: the loop pushes b+1
+ * before computing on b, and a wait enqueued then would hold b's step
+ * until b+1's copy ended (CUDA: "all future work submitted to the stream
+ * waits"), so copies and compute would take turns instead of overlapping.
  *
  * Looking ahead (fetching batch b+1 before computing on b, so its copy
  * overlaps b's compute) needs a second ring slot: with one (0 workers) the
@@ -36,9 +44,10 @@ struct stager {
     pool *pl;
     size_t sample_bytes;
     int gpu, non_blocking, lookahead;
-    void *pinned;
+    void *pinned, *pinned_labels;
     size_t pinned_bytes;
     uint8_t *dev[NBUF];
+    int32_t *dev_labels[NBUF]; /* the batch's labels travel with it */
     int next_buf;
     held q[QMAX]; /* batches whose slots are still held, oldest first */
     int nq;
@@ -66,8 +75,10 @@ stager *stager_create(backend *be, pool *pl, size_t sample_bytes, int max_batch,
         return s;
     }
     int nbuf = s->non_blocking ? NBUF : 1;
-    for (int i = 0; i < nbuf; i++)
+    for (int i = 0; i < nbuf; i++) {
         s->dev[i] = be->ops->alloc(be, sample_bytes * (size_t)max_batch);
+        s->dev_labels[i] = be->ops->alloc(be, sizeof(int32_t) * (size_t)max_batch);
+    }
     if (pin) {
         size_t bytes;
         void *ring = pool_ring(pl, &bytes);
@@ -89,8 +100,19 @@ stager *stager_create(backend *be, pool *pl, size_t sample_bytes, int max_batch,
         } else {
             s->pinned = ring;
             s->pinned_bytes = bytes;
+            /* the labels travel in the batch's copy: pinned too, or that
+             * copy would hold the host */
+            size_t lb;
+            int32_t *labels = pool_labels_area(pl, &lb);
+            if (be->ops->host_pin(be, labels, lb, &pe) == 0)
+                s->pinned_labels = labels;
         }
     }
+    if (s->non_blocking && !s->pinned && !note[0])
+        snprintf(note, note_len,
+                 "note: --non-blocking without --pin: CUDA holds the host in every copy from "
+                 "pageable memory until it ends, so copies overlap no compute (as with "
+                 "PyTorch's non_blocking=True without pin_memory); add --pin");
     return s;
 }
 
@@ -101,9 +123,14 @@ void stager_free(stager *s)
     stager_drain(s);
     if (s->pinned)
         s->be->ops->host_unpin(s->be, s->pinned);
-    for (int i = 0; i < NBUF; i++)
+    if (s->pinned_labels)
+        s->be->ops->host_unpin(s->be, s->pinned_labels);
+    for (int i = 0; i < NBUF; i++) {
         if (s->dev[i])
             s->be->ops->free(s->be, s->dev[i]);
+        if (s->dev_labels[i])
+            s->be->ops->free(s->be, s->dev_labels[i]);
+    }
     free(s);
 }
 
@@ -167,13 +194,28 @@ const uint8_t *stager_push(stager *s, const pool_batch *b)
     s->next_buf = (s->next_buf + 1) % (s->non_blocking ? NBUF : 1);
     h->buf = k;
     double t0 = now_sec();
+    /* labels first, pixels second: b's copy event, recorded after each,
+     * covers both */
+    s->be->ops->stage_copy(s->be, k, s->dev_labels[k], b->labels,
+                           (size_t)b->count * sizeof(int32_t));
     s->be->ops->stage_copy(s->be, k, s->dev[k], b->data, (size_t)b->count * s->sample_bytes);
-    if (!s->non_blocking) { /* the baseline: the host waits for the copy */
+    if (!s->non_blocking) /* the baseline: the host waits for the copy */
         s->be->ops->stage_done(s->be, k, 1);
-        s->copy_s += now_sec() - t0;
-    }
-    s->be->ops->stage_wait(s->be, k);
+    /* copy% is host time spent copying: the wait above, or the time a
+     * "non-blocking" copy from pageable memory held the host inside the
+     * call (about nothing when pinned) */
+    s->copy_s += now_sec() - t0;
     return s->dev[k];
+}
+
+const int32_t *stager_begin(stager *s, const pool_batch *b)
+{
+    for (int i = 0; i < s->nq; i++)
+        if (s->q[i].b.seq == b->seq && s->q[i].buf >= 0) {
+            s->be->ops->stage_wait(s->be, s->q[i].buf);
+            return s->dev_labels[s->q[i].buf];
+        }
+    return NULL;
 }
 
 void stager_done(stager *s, const pool_batch *b)

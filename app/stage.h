@@ -54,6 +54,11 @@ const uint8_t *stager_push(stager *s, const pool_batch *b);
 /* The step that reads b has been enqueued (CPU: has run) and no longer
  * needs b's labels. */
 void stager_done(stager *s, const pool_batch *b);
+/* Right before b's step is enqueued: the compute stream waits (on the
+ * device) for b's copy. Not earlier, or the wait would also hold the steps
+ * enqueued before it. Returns b's labels on the device (copied with the
+ * pixels, for model_stage_labels), or NULL on the CPU. */
+const int32_t *stager_begin(stager *s, const pool_batch *b);
 
 /* Release every slot still held (end of the run). */
 void stager_drain(stager *s);

@@ -46,11 +46,17 @@ static void *gpu_alloc(backend *be, size_t bytes)
     return p;
 }
 
+/* cudaFree only MAY wait for the device ("may synchronize"), so both of our
+ * streams are finished first: no op can still use p. Frees happen at
+ * set-up and tear-down, never per step. */
 static void gpu_free(backend *be, void *p)
 {
-    (void)be;
-    if (p)
-        CUDA_CHECK(cudaFree(p)); /* waits for the device: no op can still use p */
+    if (!p)
+        return;
+    gpu_ctx *g = gpu_of(be);
+    CUDA_CHECK(cudaStreamSynchronize(g->compute));
+    CUDA_CHECK(cudaStreamSynchronize(g->copy));
+    CUDA_CHECK(cudaFree(p));
 }
 
 /* Copies go on the compute stream, so they are ordered after every op
@@ -169,6 +175,8 @@ static const backend_ops gpu_ops = {
     .stage_copy = gpu_stage_copy,
     .stage_done = gpu_stage_done,
     .stage_wait = gpu_stage_wait,
+    .timeline_start = gpu_timeline_start,
+    .timeline_take = gpu_timeline_take,
     .stage_release = gpu_stage_release,
     .busy_begin = gpu_busy_begin,
     .busy_end = gpu_busy_end,

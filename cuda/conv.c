@@ -16,11 +16,14 @@
  * is deterministic and uses plain FMA math (no TF32: fp32 results must match
  * the CPU to 1e-4), skipping FFT and non-fused Winograd for precision; then
  * such a candidate reported with default math, forced to FMA if cuDNN can
- * size it that way; only if none qualifies, the first that succeeded at all.
+ * size it that way; only if none qualifies, the first that succeeded at all,
+ * still forced to FMA math unless TRAIN_CUDNN_TF32=1 asks for its own
+ * (TF32 on Ampere and newer).
  *
  * Deliberately left out: grouped or dilated convolution, NHWC, fusion.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,11 +96,18 @@ static cudnnStatus_t probe_algo(gpu_ctx *g, conv_plan *p, int dir, int algo, cud
     }
 }
 
+/* TRAIN_CUDNN_TF32=1: the last-resort algorithm may keep TF32 math */
+static int tf32_requested(void)
+{
+    const char *v = getenv("TRAIN_CUDNN_TF32");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 /* The algorithm for direction dir among the library's candidates (in its
  * order), in tiers: deterministic, precise and reported as FMA math; then
  * deterministic and precise with default math, forced to FMA (accepted if
- * cuDNN can size it that way); last, anything that succeeded, with its own
- * math. The descriptor is left with the chosen math type; -1 if none. */
+ * cuDNN can size it that way); last, anything that succeeded, forced to FMA
+ * too unless TF32 was requested (then with its own math). The descriptor is left with the chosen math type; -1 if none. */
 static int choose(gpu_ctx *g, conv_plan *p, int dir, const algo_perf *a, int n)
 {
     for (int tier = 0; tier < 3; tier++)
@@ -110,8 +120,10 @@ static int choose(gpu_ctx *g, conv_plan *p, int dir, const algo_perf *a, int n)
             if (tier == 1 && !(good && a[i].math == CUDNN_DEFAULT_MATH))
                 continue;
             size_t ws = 0;
-            if (probe_algo(g, p, dir, a[i].algo, tier < 2 ? CUDNN_FMA_MATH : a[i].math, &ws) !=
-                CUDNN_STATUS_SUCCESS)
+            /* the last resort keeps its own math (TF32 on Ampere and newer)
+             * only when asked to: fp32 results must match the CPU's */
+            cudnnMathType_t math = tier < 2 || !tf32_requested() ? CUDNN_FMA_MATH : a[i].math;
+            if (probe_algo(g, p, dir, a[i].algo, math, &ws) != CUDNN_STATUS_SUCCESS)
                 continue;
             if (ws > p->ws_bytes)
                 p->ws_bytes = ws;
@@ -199,8 +211,14 @@ void gpu_workspace_reserve(gpu_ctx *g, size_t bytes)
 {
     if (bytes <= g->workspace_bytes)
         return;
-    if (g->workspace)
-        CUDA_CHECK(cudaFree(g->workspace)); /* waits for every op that used it */
+    if (g->workspace) {
+        /* cudaFree only MAY wait for the device: finish every op that uses
+         * the workspace first (all of them run on the compute stream). A
+         * plan is made once per layer and batch size, so this sync happens
+         * in the first steps only. */
+        CUDA_CHECK(cudaStreamSynchronize(g->compute));
+        CUDA_CHECK(cudaFree(g->workspace));
+    }
     g->workspace = NULL;
     CUDA_CHECK(cudaMalloc(&g->workspace, bytes));
     g->workspace_bytes = bytes;
@@ -246,7 +264,42 @@ void *gpu_conv_plan(backend *be, const conv_shape *s)
     p->bwd_filter =
         (cudnnConvolutionBwdFilterAlgo_t)choose_dir(g, p, DIR_FILTER, "backward-filter");
     gpu_workspace_reserve(g, p->ws_bytes);
+    char desc[256];
+    gpu_conv_plan_describe(p, desc, sizeof desc);
+    fprintf(stderr, "train: cuDNN %s\n", desc); /* once per layer and batch size */
     return p;
+}
+
+static const char *algo_name(int dir, int algo)
+{
+    static const char *const fwd[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
+                                      "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+    static const char *const data[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD",
+                                       "WINOGRAD_NONFUSED"};
+    static const char *const filt[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD",
+                                       "WINOGRAD_NONFUSED", "FFT_TILING"};
+    const char *const *t = dir == DIR_FWD ? fwd : dir == DIR_DATA ? data : filt;
+    int n = dir == DIR_FWD ? 8 : dir == DIR_DATA ? 6 : 7;
+    return algo >= 0 && algo < n ? t[algo] : "?";
+}
+
+static const char *math_name(cudnnConvolutionDescriptor_t c)
+{
+    cudnnMathType_t m = CUDNN_DEFAULT_MATH;
+    CUDNN_CHECK(cudnnGetConvolutionMathType(c, &m));
+    return m == CUDNN_FMA_MATH ? "FMA" : m == CUDNN_DEFAULT_MATH ? "default math" : "TF32";
+}
+
+void gpu_conv_plan_describe(const void *plan, char *buf, size_t len)
+{
+    const conv_plan *p = plan;
+    const conv_shape *s = &p->s;
+    snprintf(buf, len,
+             "conv %dx%dx%d -> %d %dx%d (batch %d): forward %s (%s), backward data %s (%s), "
+             "backward filter %s (%s)",
+             s->C, s->H, s->W, s->K, s->R, s->S, s->B, algo_name(DIR_FWD, p->fwd),
+             math_name(p->cf), algo_name(DIR_DATA, p->bwd_data), math_name(p->cd),
+             algo_name(DIR_FILTER, p->bwd_filter), math_name(p->cw));
 }
 
 void gpu_conv_plan_free(backend *be, void *plan)

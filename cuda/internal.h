@@ -40,18 +40,42 @@ typedef struct gpu_ctx {
     double busy_acc; /* seconds harvested since the last busy_take */
 
     void *pinned[PIN_MAX]; /* host_pin'ed ranges, unregistered at destroy */
+
+    /* --trace: the device's spans (timeline.c) */
+    int tl_on;
+    cudaEvent_t tl_ref;   /* recorded and waited for at timeline_start ... */
+    double tl_ref_host;   /* ... when now_sec() read this */
+    cudaEvent_t tl_copy[BUSY_RING][2];
+    int tl_head, tl_count;
+    backend_span *tl_spans; /* harvested, not yet taken */
+    size_t tl_n, tl_cap;
 } gpu_ctx;
 
 static inline gpu_ctx *gpu_of(backend *be) { return (gpu_ctx *)be->ctx; }
 
+/* timeline.c */
+void gpu_timeline_start(backend *be);
+size_t gpu_timeline_take(backend *be, backend_span *out, size_t max);
+/* around a staging copy on the copy stream, when the timeline is on */
+void gpu_timeline_copy_begin(gpu_ctx *g);
+void gpu_timeline_copy_end(gpu_ctx *g);
+/* a busy bracket (begin, end) was harvested: add it as a compute span */
+void gpu_timeline_compute(gpu_ctx *g, cudaEvent_t begin, float ms);
+void gpu_timeline_free(gpu_ctx *g);
+
 /* conv.c */
 void *gpu_conv_plan(backend *be, const conv_shape *s);
 void gpu_conv_plan_free(backend *be, void *plan);
+/* "conv 3x8x8 -> 4 3x3 (batch 2): forward IMPLICIT_PRECOMP_GEMM (FMA), ..."
+ * — the algorithms and math the plan chose; gpu_conv_plan prints it on
+ * stderr when it makes the plan */
+void gpu_conv_plan_describe(const void *plan, char *buf, size_t len);
 void gpu_conv_forward(backend *be, void *plan, float *out, const float *in, const float *w,
                       const float *bias, const conv_shape *s);
 void gpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *dbias,
                        const float *dout, const float *in, const float *w, const conv_shape *s);
-/* grow the shared workspace to at least `bytes` (synchronises the device) */
+/* grow the shared workspace to at least `bytes` (synchronises the compute
+ * stream before freeing the old one) */
 void gpu_workspace_reserve(gpu_ctx *g, size_t bytes);
 
 /* layers.c */

@@ -9,7 +9,10 @@
  *   released[b] recorded on the compute stream when compute is done reading
  *               b (stage_release); the next copy into b waits for it, so a
  *               copy never overwrites a batch that compute still reads.
- * Both are created with cudaEventDisableTiming (ordering only, cheaper).
+ * Both are created with cudaEventDisableTiming (ordering only, cheaper) and
+ * cudaEventBlockingSync: a host wait sleeps instead of spinning a core that
+ * the loader's workers need ("If the cudaEventBlockingSync flag has not
+ * been set, then the CPU thread will busy-wait").
  *
  * Busy time: a ring of (begin, end) timing events on the compute stream.
  * The sum of end - begin over completed pairs is the time the device spent
@@ -67,7 +70,7 @@ void gpu_host_unpin(backend *be, void *p)
 static cudaEvent_t stage_event(cudaEvent_t *ev)
 {
     if (!*ev)
-        CUDA_CHECK(cudaEventCreateWithFlags(ev, cudaEventDisableTiming));
+        CUDA_CHECK(cudaEventCreateWithFlags(ev, cudaEventDisableTiming | cudaEventBlockingSync));
     return *ev;
 }
 
@@ -77,7 +80,9 @@ void gpu_stage_copy(backend *be, int b, void *dst, const void *src, size_t bytes
     check_b(b, __func__);
     if (g->release_recorded[b])
         CUDA_CHECK(cudaStreamWaitEvent(g->copy, g->released[b], 0));
+    gpu_timeline_copy_begin(g);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g->copy));
+    gpu_timeline_copy_end(g);
     CUDA_CHECK(cudaEventRecord(stage_event(&g->copied[b]), g->copy));
     g->copy_recorded[b] = 1;
 }
@@ -118,12 +123,16 @@ void gpu_stage_release(backend *be, int b)
 
 /* ---------------------------------------------------------------- busy timing */
 
-static void harvest_oldest(gpu_ctx *g)
+/* wait = 0: the pair is known to have completed (a later event on the
+ * same stream was waited for) */
+static void harvest_oldest(gpu_ctx *g, int wait)
 {
     int i = (g->busy_head - g->busy_count + BUSY_RING) % BUSY_RING;
     float ms = 0.0f;
-    CUDA_CHECK(cudaEventSynchronize(g->busy_ev[i][1]));
+    if (wait)
+        CUDA_CHECK(cudaEventSynchronize(g->busy_ev[i][1]));
     CUDA_CHECK(cudaEventElapsedTime(&ms, g->busy_ev[i][0], g->busy_ev[i][1]));
+    gpu_timeline_compute(g, g->busy_ev[i][0], ms);
     g->busy_acc += ms / 1000.0;
     g->busy_count--;
 }
@@ -134,11 +143,11 @@ void gpu_busy_begin(backend *be)
     if (g->busy_open)
         gpu_fatal(__func__, "busy_begin twice without busy_end");
     if (g->busy_count == BUSY_RING)
-        harvest_oldest(g);
+        harvest_oldest(g, 1);
     cudaEvent_t *pair = g->busy_ev[g->busy_head];
     if (!pair[0]) {
-        CUDA_CHECK(cudaEventCreateWithFlags(&pair[0], cudaEventDefault));
-        CUDA_CHECK(cudaEventCreateWithFlags(&pair[1], cudaEventDefault));
+        CUDA_CHECK(cudaEventCreateWithFlags(&pair[0], cudaEventBlockingSync));
+        CUDA_CHECK(cudaEventCreateWithFlags(&pair[1], cudaEventBlockingSync));
     }
     CUDA_CHECK(cudaEventRecord(pair[0], g->compute));
     g->busy_open = 1;
@@ -158,8 +167,12 @@ void gpu_busy_end(backend *be)
 double gpu_busy_take(backend *be)
 {
     gpu_ctx *g = gpu_of(be);
+    /* one host wait for the newest pair: the compute stream ran the older
+     * ones before it */
+    if (g->busy_count > 0)
+        CUDA_CHECK(cudaEventSynchronize(g->busy_ev[(g->busy_head + BUSY_RING - 1) % BUSY_RING][1]));
     while (g->busy_count > 0)
-        harvest_oldest(g);
+        harvest_oldest(g, 0);
     double s = g->busy_acc;
     g->busy_acc = 0.0;
     return s;
@@ -167,6 +180,7 @@ double gpu_busy_take(backend *be)
 
 void gpu_staging_free(gpu_ctx *g)
 {
+    gpu_timeline_free(g);
     for (int i = 0; i < PIN_MAX; i++)
         if (g->pinned[i]) {
             CUDA_CHECK(cudaHostUnregister(g->pinned[i]));

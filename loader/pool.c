@@ -400,6 +400,7 @@ int pool_next(pool *p, pool_batch *b, errbuf *e)
     b->wait_s = now_sec() - t0;
     b->fill_t0 = h->fill_t0;
     b->fill_s = h->fill_s;
+    b->filler = h->filler;
     b->slot = s;
     p->consumed++;
     return POOL_OK;
@@ -459,6 +460,13 @@ void *pool_ring(pool *p, size_t *bytes)
     if (bytes)
         *bytes = p->ring_len;
     return p->ring;
+}
+
+int32_t *pool_labels_area(pool *p, size_t *bytes)
+{
+    if (bytes)
+        *bytes = sizeof(int32_t) * (size_t)p->nslots * p->cfg.batch;
+    return p->labels;
 }
 
 size_t pool_ring_slots(const pool *p) { return (size_t)p->nslots; }

@@ -91,6 +91,7 @@ typedef struct pool_batch {
     double wait_s;        /* how long pool_next waited for it */
     double fill_t0;       /* when its filling began (now_sec()'s clock) */
     double fill_s;        /* time the filling process spent on it */
+    int filler;           /* pid of the process that filled it */
     int slot;
 } pool_batch;
 
@@ -126,6 +127,10 @@ void pool_interrupt(pool *p);
 
 /* Stop and reap every process, unmap. Safe on a half-created pool. */
 void pool_destroy(pool *p);
+
+/* The slots' labels (every slot's, contiguous in the shared mapping) and
+ * their size, for page-locking them beside the ring. */
+int32_t *pool_labels_area(pool *p, size_t *bytes);
 
 /* The ring, for page-locking: base and length (page aligned). */
 void *pool_ring(pool *p, size_t *bytes);

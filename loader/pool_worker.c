@@ -63,6 +63,7 @@ void pool_fill(pool *p, uint64_t seq, void *wctx)
     int build = je->job.kind == POOL_JOB_BUILD;
 
     h->fill_t0 = t0;
+    h->filler = (int32_t)getpid();
     h->status = 0;
     h->skipped = 0;
     h->msg[0] = '\0';

@@ -45,6 +45,12 @@ typedef struct pool_shape {
 int conv_shape_init(conv_shape *s, int B, int C, int H, int W, int K, int R, int S, int stride, int pad);
 int pool_shape_init(pool_shape *s, int B, int C, int H, int W);
 
+/* One span of the device's timeline (backend_ops.timeline_take). */
+typedef struct backend_span {
+    const char *track, *name; /* string literals */
+    double t0, dur;           /* seconds, now_sec()'s clock */
+} backend_span;
+
 typedef struct backend_ops {
     const char *name; /* "cpu", "cuda" */
     void (*destroy)(backend *be);
@@ -141,6 +147,14 @@ typedef struct backend_ops {
     void (*busy_begin)(backend *be);
     void (*busy_end)(backend *be);
     double (*busy_take)(backend *be);
+    /* The device's own timeline, for --trace (optional; see the wrappers
+     * below): timeline_start begins recording a span per staging copy
+     * (track "copy") and per busy bracket (track "compute"), timed by the
+     * device; timeline_take waits for those recorded so far and moves up to
+     * max of them into out, times in seconds of now_sec()'s clock; returns
+     * how many. */
+    void (*timeline_start)(backend *be);
+    size_t (*timeline_take)(backend *be, backend_span *out, size_t max);
 } backend_ops;
 
 #define BACKEND_STAGE_MAX 16
@@ -162,6 +176,19 @@ struct backend {
 static inline int backend_cancelled(const backend *be)
 {
     return be->cancel && *be->cancel;
+}
+
+/* The optional timeline entries, for callers that do not care whether the
+ * backend has them (the CPU backend does not: it has no device). */
+static inline void backend_timeline_start(backend *be)
+{
+    if (be->ops->timeline_start)
+        be->ops->timeline_start(be);
+}
+
+static inline size_t backend_timeline_take(backend *be, backend_span *out, size_t max)
+{
+    return be->ops->timeline_take ? be->ops->timeline_take(be, out, max) : 0;
 }
 
 /* The CPU backend (im2col + OpenBLAS). threads: OpenBLAS threads, 0 = leave

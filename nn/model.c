@@ -230,11 +230,18 @@ int model_create(model *m, const char *name, int C, int H, int W, int nclasses, 
     m->gbuf[0] = o->alloc(be, B * biggest * fl);
     m->gbuf[1] = o->alloc(be, B * biggest * fl);
     m->dlogits = o->alloc(be, B * nclasses * fl);
-    m->loss = o->alloc(be, B * fl);
-    m->pred = o->alloc(be, B * sizeof(int32_t));
+    /* losses then predictions in one allocation, read back in one copy */
+    m->loss = o->alloc(be, B * fl + B * sizeof(int32_t));
+    m->pred = (int32_t *)(m->loss + B);
     m->labels = o->alloc(be, B * sizeof(int32_t));
-    m->loss_host = xcalloc(B, sizeof(float));
-    m->pred_host = xcalloc(B, sizeof(int32_t));
+    m->loss_host = xcalloc(2 * B, sizeof(float));
+    m->pred_host = (int32_t *)(m->loss_host + B);
+    /* page-locked, so the read-back is one DMA the host waits for once,
+     * not a copy from pageable memory that holds the host besides */
+    errbuf pe;
+    if (!be->host_visible && o->host_pin &&
+        o->host_pin(be, m->loss_host, 2 * B * sizeof(float), &pe) == 0)
+        m->results_pinned = 1;
     return 0;
 }
 
@@ -260,12 +267,12 @@ void model_free(model *m)
         o->free(be, m->gbuf[0]);
         o->free(be, m->gbuf[1]);
         o->free(be, m->dlogits);
-        o->free(be, m->loss);
-        o->free(be, m->pred);
+        o->free(be, m->loss); /* m->pred lies in it */
+        if (m->results_pinned)
+            o->host_unpin(be, m->loss_host);
         o->free(be, m->labels);
     }
-    free(m->loss_host);
-    free(m->pred_host);
+    free(m->loss_host); /* m->pred_host lies in it */
     free(m->layers);
     memset(m, 0, sizeof *m);
 }
@@ -364,7 +371,14 @@ static int forward_loss(model *m, const uint8_t *x, const int32_t *labels, int B
 {
     backend *be = m->be;
     const backend_ops *o = be->ops;
-    o->upload(be, m->labels, labels, (size_t)B * sizeof(int32_t));
+    /* labels the stager copied with the batch are on the device already;
+     * an upload here would wait for the copy engine and then the host */
+    const int32_t *dlabels = m->staged_labels;
+    m->staged_labels = NULL;
+    if (!dlabels) {
+        o->upload(be, m->labels, labels, (size_t)B * sizeof(int32_t));
+        dlabels = m->labels;
+    }
     o->normalize_u8(be, m->x, x, B, m->C, m->H * m->W, m->mean, m->std);
     const float *in = m->x;
     for (int i = 0; i < m->nlayers; i++) {
@@ -401,7 +415,7 @@ static int forward_loss(model *m, const uint8_t *x, const int32_t *labels, int B
         if (backend_cancelled(be))
             return -1;
     }
-    o->softmax_xent(be, m->dlogits, m->loss, m->pred, in, m->labels, B, m->nclasses, 1.0f / (float)B);
+    o->softmax_xent(be, m->dlogits, m->loss, m->pred, in, dlabels, B, m->nclasses, 1.0f / (float)B);
     return backend_cancelled(be) ? -1 : 0;
 }
 
@@ -458,8 +472,9 @@ static int backward(model *m, int B)
 static int collect(model *m, const int32_t *labels, int B, step_stats *st)
 {
     backend *be = m->be;
-    be->ops->download(be, m->loss_host, m->loss, (size_t)B * sizeof(float));
-    be->ops->download(be, m->pred_host, m->pred, (size_t)B * sizeof(int32_t));
+    /* one copy: every loss slot, then the first B predictions */
+    be->ops->download(be, m->loss_host, m->loss,
+                      (size_t)m->max_batch * sizeof(float) + (size_t)B * sizeof(int32_t));
     step_stats s = {0, 0, B, 0};
     for (int b = 0; b < B; b++) {
         float l = m->loss_host[b];
@@ -484,6 +499,8 @@ void model_sgd_step(model *m, float lr, float momentum, float wd)
 {
     m->be->ops->sgd_update(m->be, m->params, m->momentum, m->grads, m->nparams, lr, momentum, wd);
 }
+
+void model_stage_labels(model *m, const int32_t *dev_labels) { m->staged_labels = dev_labels; }
 
 int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, float lr, float momentum,
                      float wd, step_stats *st)

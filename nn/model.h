@@ -109,8 +109,10 @@ typedef struct model {
     float *loss;        /* device, max_batch */
     int32_t *pred;      /* device, max_batch */
     int32_t *labels;    /* device, max_batch */
-    float *loss_host;   /* host copies, max_batch */
-    int32_t *pred_host;
+    const int32_t *staged_labels; /* device: the next step's labels, already there (or NULL) */
+    float *loss_host;   /* host copies, max_batch: losses, then */
+    int32_t *pred_host; /* predictions, in one (page-locked on a GPU) buffer */
+    int results_pinned;
     unsigned long tick; /* plan-cache clock */
 } model;
 
@@ -174,6 +176,10 @@ void model_sgd_step(model *m, float lr, float momentum, float wd);
  * MODEL_STEP_CANCELLED (no update) when cancelled before the update. */
 int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, float lr, float momentum,
                      float wd, step_stats *st);
+/* The next step's labels are on the device already at dev_labels (the
+ * stager copied them with the batch), equal to the host labels it is
+ * given; the step then uploads nothing. One step only. */
+void model_stage_labels(model *m, const int32_t *dev_labels);
 /* Forward and loss only, no gradients, no update. Same return. */
 int model_eval_step(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st);
 

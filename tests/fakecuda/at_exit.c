@@ -7,14 +7,38 @@
  * with "fakecuda: at exit:"; the end-to-end tests fail on any "fakecuda:"
  * line. A process that never touched CUDA (a loader worker) reports
  * nothing, since its fake state is empty.
+ *
+ * FAKECUDA_CLOCK=FILE: the process that used the device also writes its
+ * virtual clock there (fake.h's fake_clock_stats, one "key value" a line),
+ * for the tests that time whole runs on the fake.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "fake.h"
 
+static void write_clock(void)
+{
+    const char *path = getenv("FAKECUDA_CLOCK");
+    fake_clock_stats c;
+    fake_clock(&c);
+    if (!path || !c.launches)
+        return;
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "fakecuda: at exit: cannot write %s\n", path);
+        return;
+    }
+    fprintf(f, "host_ms %.6f\ncompute_ms %.6f\nh2d_ms %.6f\nd2h_ms %.6f\nhost_syncs %d\n"
+               "launches %d\nspin_waits %d\n",
+            c.host_ms, c.compute_ms, c.h2d_ms, c.d2h_ms, c.host_syncs, c.launches, c.spin_waits);
+    fclose(f);
+}
+
 __attribute__((destructor)) static void fake_report_at_exit(void)
 {
+    write_clock();
     int v = fake_violations(), a = fake_live_allocations(), o = fake_live_objects();
     if (v)
         fprintf(stderr, "fakecuda: at exit: %d misuse%s of the CUDA API (see above)\n", v,

@@ -224,6 +224,7 @@ cublasStatus_t cublasSgemm_v2(cublasHandle_t h, cublasOperation_t transa, cublas
     gemm_job *j = calloc(1, sizeof *j);
     *j =
         (gemm_job){ta, tb, m, n, k, lda, ldb, ldc, *alpha, *beta, A, B, C, fk_take_corruption(api)};
+    fk_cost_next(2.0 * m * n * k, 4.0 * ((double)m * k + (double)k * n + 2.0 * m * n));
     if (fk_enqueue(h->stream, api, gemm_run, free, j, NULL, 0) != cudaSuccess)
         return CUBLAS_STATUS_EXECUTION_FAILED;
     return CUBLAS_STATUS_SUCCESS;

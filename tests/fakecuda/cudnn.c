@@ -30,6 +30,7 @@ static char last_message[512];
 static int last_algo[3] = {-1, -1, -1};
 static cudnnMathType_t last_math[3];
 static int default_math_only;
+static int tensor_op_nondet_only;
 
 int fk_cudnn_live(void)
 {
@@ -48,6 +49,7 @@ void fk_cudnn_reset(void)
     last_message[0] = '\0';
     last_algo[0] = last_algo[1] = last_algo[2] = -1;
     default_math_only = 0;
+    tensor_op_nondet_only = 0;
 }
 
 int fake_last_algo(int dir) { return dir >= 0 && dir < 3 ? last_algo[dir] : -1; }
@@ -63,6 +65,10 @@ void fkd_set_last_algo(int dir, int algo, cudnnMathType_t math)
 void fake_cudnn_default_math_only(int on) { default_math_only = on; }
 
 int fkd_default_math_only(void) { return default_math_only; }
+
+void fake_cudnn_tensor_op_nondeterministic_only(int on) { tensor_op_nondet_only = on; }
+
+int fkd_tensor_op_nondet_only(void) { return tensor_op_nondet_only; }
 
 int fkd_handle_ok(cudnnHandle_t h)
 {

@@ -140,8 +140,11 @@ size_t fkd_need(int dir, int algo, const tens *x, const filt *w, const tens *y, 
             (res)[i_].status = r_[i_].status;                                                      \
             (res)[i_].time = 0.1f * (float)(i_ + 1);                                               \
             (res)[i_].memory = need_for(dir, r_[i_].algo, x, w, y);                                \
-            (res)[i_].determinism = r_[i_].det;                                                    \
-            (res)[i_].mathType = fkd_default_math_only() ? CUDNN_DEFAULT_MATH : r_[i_].math;       \
+            (res)[i_].determinism = fkd_tensor_op_nondet_only() ? CUDNN_NON_DETERMINISTIC          \
+                                                                : r_[i_].det;                      \
+            (res)[i_].mathType = fkd_tensor_op_nondet_only() ? CUDNN_TENSOR_OP_MATH                \
+                                 : fkd_default_math_only()   ? CUDNN_DEFAULT_MATH                  \
+                                                             : r_[i_].math;                        \
         }                                                                                          \
         *(returned) = n_;                                                                          \
     } while (0)

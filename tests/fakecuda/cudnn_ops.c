@@ -152,6 +152,7 @@ static cudnnStatus_t conv_call(const char *api, int dir, cudnnHandle_t h, const 
     j.corrupt = fk_take_corruption(api);
     conv_job *q = malloc(sizeof *q);
     *q = j;
+    fk_cost_next(0.0, (double)(xb + yb + wb)); /* the clock: a memory-bound conv */
     if (fk_enqueue(h->stream, api, conv_run, free, q, NULL, 0) != cudaSuccess)
         return CUDNN_STATUS_EXECUTION_FAILED;
     return CUDNN_STATUS_SUCCESS;
@@ -300,7 +301,9 @@ static long pool_argmax(const pool_job *j, int n, int c, int oy, int ox, int *iy
             if (y < 0 || y >= j->x.h || x < 0 || x >= j->x.w)
                 continue;
             long k = (long)at4(&j->x, n, c, y, x);
-            if (best < 0 || j->X[k] > j->X[best]) {
+            /* ties go to the LAST maximum, unlike the CPU backend's first:
+             * cuDNN documents no order, so nothing may depend on one */
+            if (best < 0 || j->X[k] >= j->X[best]) {
                 best = k;
                 *iy = y;
                 *ix = x;

@@ -15,6 +15,12 @@
  * return an error status, which the backend's CHECK macros then report
  * with file:line.
  *
+ * Besides the data, a virtual clock (clock.c) times every operation: one
+ * compute engine and a copy engine per direction, a documented cost model,
+ * host waits moving the host clock (fake_clock, fake_set_cost,
+ * FAKECUDA_COST). cudaFree of memory that enqueued work still uses at that
+ * point of the clock is misuse: cudaFree only MAY synchronise.
+ *
  * Streams are queues run lazily: nothing executes until a synchronisation
  * point demands it (stream/event/device synchronize, an event query, a
  * cross-stream wait being reached, cudaFree, a legacy-stream call). So work
@@ -88,9 +94,28 @@ int fake_last_math(int dir);
 /* on: every candidate reports CUDNN_DEFAULT_MATH, as a library might that
  * does not distinguish FMA kernels in its perf results. */
 void fake_cudnn_default_math_only(int on);
+/* on: every candidate reports non-deterministic tensor-op (TF32) math, so
+ * the plan's last resort is all there is */
+void fake_cudnn_tensor_op_nondeterministic_only(int on);
 /* Workspace the fake's algorithm tables demand for the last plan's
  * directions, for checks of the sizing logic. */
 size_t fake_workspace_need(int dir, int algo, const int *xdims, const int *wdims, const int *ydims);
+
+/* The virtual clock (clock.c has the cost model): simulated host time,
+ * busy time of the compute engine and of each copy engine, host
+ * synchronisations (stream/event/device synchronize, blocking cudaMemcpy,
+ * copies to or from pageable memory) and enqueues since the reset. */
+typedef struct fake_clock_stats {
+    double host_ms, compute_ms, h2d_ms, d2h_ms;
+    int host_syncs, launches;
+    int spin_waits; /* event waits that had to wait, on events without cudaEventBlockingSync */
+} fake_clock_stats;
+void fake_clock(fake_clock_stats *st);
+/* Set one cost ("launch_us", "h2d_gbps", "d2h_gbps", "kernel_us",
+ * "tflops", "dev_gbps"); -1 for an unknown key or a value <= 0. The
+ * environment variable FAKECUDA_COST="kernel_us=30,h2d_gbps=0.5" does the
+ * same at start-up. fake_reset goes back to the defaults. */
+int fake_set_cost(const char *key, double value);
 
 /* The emulated launch's pointer check (cuda/emu.h), callable from C tests. */
 int emu_check_arg(const char *kernel, int index, const void *p);

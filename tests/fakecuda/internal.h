@@ -11,6 +11,9 @@
 
 #include "fake.h"
 
+/* the engines of the virtual clock (clock.c) */
+typedef enum { FK_ENGINE_COMPUTE, FK_ENGINE_H2D, FK_ENGINE_D2H, FK_ENGINES } fk_engine;
+
 /* ---- runtime.c */
 /* Every runtime call starts with this: counts the call, then fails it (as
  * its return value) for an absent device, a reported sticky fault or a
@@ -53,6 +56,12 @@ const char *fk_describe(const void *p, char *buf, size_t len);
 /* a host scalar (alpha/beta) pointer: non-NULL, not device memory, finite */
 int fk_host_scalar(const char *api, const char *what, const void *p);
 int fk_pinned_count(void);
+/* Every allocation a pointer check of the current call found (fk_dev_range,
+ * fk_is_device) is in use by the operation being enqueued until t_ms on the
+ * clock: cudaFree before then is a violation (cudaFree may return before
+ * the device is done with it). The list is cleared at each call's entry. */
+void fk_touched_busy_until(double t_ms);
+void fk_touched_clear(void);
 void fk_memory_reset(void);
 
 /* ---- streams.c */
@@ -62,6 +71,13 @@ void fk_memory_reset(void);
  * enqueue and run, and against cudaHostUnregister). */
 cudaError_t fk_enqueue(cudaStream_t s, const char *name, void (*run)(void *), void (*drop)(void *),
                        void *arg, const void *host, size_t host_bytes);
+/* ... with its place on the clock: the engine it runs on, its cost, and
+ * whether the host blocks until it ends (a pageable copy) */
+cudaError_t fk_enqueue_timed(cudaStream_t s, const char *name, void (*run)(void *),
+                             void (*drop)(void *), void *arg, const void *host, size_t host_bytes,
+                             fk_engine eng, double cost_ms, int host_blocks);
+/* when everything enqueued so far on s ends */
+double fk_stream_end_ms(cudaStream_t s);
 /* 1 when s is a live stream or NULL */
 int fk_stream_ok(cudaStream_t s);
 /* Run every queue to the end. */
@@ -72,6 +88,23 @@ void fk_legacy_barrier(void);
 const char *fk_queued_reader(const void *base, size_t size);
 int fk_streams_live(void);
 void fk_streams_reset(void);
+
+/* ---- clock.c: the virtual time line */
+double fk_host_ms(void);
+/* the host issues one operation: the launch cost */
+void fk_host_issue(void);
+/* a host synchronisation that returns at t_ms (counted) */
+void fk_host_wait_until(double t_ms);
+/* the next compute operation's flops and bytes (cuDNN/cuBLAS calls) */
+void fk_cost_next(double flops, double bytes);
+/* what an operation on eng moving bytes costs, in ms */
+double fk_cost_ms(fk_engine eng, size_t bytes, int pageable);
+/* schedule it: ready_ms is when its stream lets it start; returns its end */
+double fk_schedule(fk_engine eng, double ready_ms, double cost_ms);
+/* a host wait on an event without cudaEventBlockingSync had to wait: the
+ * thread spins a core meanwhile (counted) */
+void fk_spin_wait(void);
+void fk_clock_reset(void);
 
 /* ---- cudnn.c, cublas.c */
 void fk_cudnn_reset(void);

@@ -16,6 +16,7 @@ typedef struct alloc {
     size_t size;
     int live;
     int id;
+    double busy_until_ms; /* virtual clock: the last enqueued operation using it ends */
 } alloc;
 
 typedef struct range {
@@ -30,6 +31,8 @@ static struct {
     size_t used;
     range pinned[64];
     int npinned;
+    int touched[32]; /* allocations the current call's pointer checks found */
+    int ntouched;
 } M;
 
 /* ---------------------------------------------------------------- registry */
@@ -45,7 +48,35 @@ static alloc *find_alloc(const void *p, int live)
     return NULL;
 }
 
-int fk_is_device(const void *p) { return p && find_alloc(p, 1) != NULL; }
+static void touch(const alloc *a)
+{
+    int i = (int)(a - M.allocs);
+    for (int k = 0; k < M.ntouched; k++)
+        if (M.touched[k] == i)
+            return;
+    if (M.ntouched < (int)(sizeof M.touched / sizeof *M.touched))
+        M.touched[M.ntouched++] = i;
+}
+
+void fk_touched_busy_until(double t_ms)
+{
+    for (int k = 0; k < M.ntouched; k++) {
+        alloc *a = &M.allocs[M.touched[k]];
+        if (t_ms > a->busy_until_ms)
+            a->busy_until_ms = t_ms;
+    }
+    M.ntouched = 0;
+}
+
+void fk_touched_clear(void) { M.ntouched = 0; }
+
+int fk_is_device(const void *p)
+{
+    alloc *a = p ? find_alloc(p, 1) : NULL;
+    if (a)
+        touch(a);
+    return a != NULL;
+}
 
 const char *fk_describe(const void *p, char *buf, size_t len)
 {
@@ -70,6 +101,7 @@ int fk_dev_range(const char *api, const char *what, const void *p, size_t bytes)
         fk_violation(api, "%s: %s", what, fk_describe(p, d, sizeof d));
         return 0;
     }
+    touch(a);
     size_t off = (size_t)((const char *)p - a->base);
     if (bytes > a->size - off) {
         fk_violation(api,
@@ -151,7 +183,11 @@ cudaError_t cudaFree(void *p)
     FK_ENTER("cudaFree");
     if (!p)
         return cudaSuccess;
-    fk_drain_all(); /* cudaFree waits for the device */
+    /* The data runs first, so that later reads see no freed memory; but
+     * cudaFree only MAY wait for the device ("may synchronize"): freeing
+     * what enqueued work still uses at this point of the virtual clock is
+     * misuse, whatever the driver happens to do. */
+    fk_drain_all();
     alloc *a = find_alloc(p, 1);
     if (!a || a->base != p) {
         char d[160];
@@ -159,6 +195,12 @@ cudaError_t cudaFree(void *p)
                      fk_describe(p, d, sizeof d));
         return fk_ret(cudaErrorInvalidValue);
     }
+    if (a->busy_until_ms > fk_host_ms() + 1e-9)
+        fk_violation("cudaFree",
+                     "device allocation #%d is used by work that ends at %.3f ms on the "
+                     "virtual clock, and the host is at %.3f ms: cudaFree may return before "
+                     "the device is done; synchronise the stream that uses it first",
+                     a->id, a->busy_until_ms, fk_host_ms());
     free(a->base);
     a->live = 0;
     M.used -= a->size;
@@ -243,6 +285,27 @@ static int copy_ok(const char *api, void *dst, const void *src, size_t n, enum c
     return 1;
 }
 
+static int is_pinned(const void *p, size_t n)
+{
+    const char *c = p;
+    for (int i = 0; i < M.npinned; i++)
+        if (c >= M.pinned[i].base && c + n <= M.pinned[i].base + M.pinned[i].size)
+            return 1;
+    return 0;
+}
+
+/* The engine a copy runs on (clock.c), and whether its host side is
+ * pageable (half bandwidth, and the host blocks until it ends). */
+static fk_engine copy_engine(const void *dst, const void *src, size_t n, int *pageable)
+{
+    int dd = fk_is_device(dst), sd = fk_is_device(src);
+    *pageable = 0;
+    if (dd && sd)
+        return FK_ENGINE_COMPUTE;
+    *pageable = !is_pinned(dd ? src : dst, n);
+    return dd ? FK_ENGINE_H2D : FK_ENGINE_D2H;
+}
+
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind,
                             cudaStream_t s)
 {
@@ -256,7 +319,10 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
     /* a host source is read when the copy runs; a modification before that
      * is a violation (see run_one) */
     const void *host = fk_is_device(src) ? NULL : src;
-    return fk_enqueue(s, "cudaMemcpyAsync", copy_run, free, j, host, host ? n : 0);
+    int pageable;
+    fk_engine eng = copy_engine(dst, src, n, &pageable);
+    return fk_enqueue_timed(s, "cudaMemcpyAsync", copy_run, free, j, host, host ? n : 0, eng,
+                            fk_cost_ms(eng, n, pageable), pageable);
 }
 
 cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind kind)
@@ -266,6 +332,10 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind
         return fk_ret(cudaErrorInvalidValue);
     fk_legacy_barrier(); /* waits for blocking streams only, like CUDA */
     memcpy(dst, src, n);
+    int pageable;
+    fk_engine eng = copy_engine(dst, src, n, &pageable);
+    double end = fk_schedule(eng, fk_stream_end_ms(NULL), fk_cost_ms(eng, n, pageable));
+    fk_host_wait_until(end);
     return fk_sync_result();
 }
 
@@ -276,7 +346,8 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s)
         return fk_ret(cudaErrorInvalidValue);
     copy_job *j = calloc(1, sizeof *j);
     *j = (copy_job){.dst = p, .n = n, .value = value};
-    return fk_enqueue(s, "cudaMemsetAsync", copy_run, free, j, NULL, 0);
+    return fk_enqueue_timed(s, "cudaMemsetAsync", copy_run, free, j, NULL, 0, FK_ENGINE_COMPUTE,
+                            fk_cost_ms(FK_ENGINE_COMPUTE, n, 0), 0);
 }
 
 cudaError_t cudaMemset(void *p, int value, size_t n) { return cudaMemsetAsync(p, value, n, NULL); }

@@ -189,6 +189,7 @@ cudaError_t fk_enter(const char *api)
 {
     init_once();
     fk_count(api);
+    fk_touched_clear();
     if (F.dev_err != cudaSuccess)
         return fk_ret(F.dev_err);
     if (F.fault_seen)
@@ -381,6 +382,7 @@ int fake_live_objects(void)
 void fake_reset(void)
 {
     fk_streams_reset();
+    fk_clock_reset();
     fk_memory_reset();
     fk_cudnn_reset();
     fk_cublas_reset();

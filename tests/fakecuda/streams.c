@@ -23,6 +23,7 @@ struct CUstream_st {
     int live;
     struct fk_op *head, *tail;
     int pending;
+    double end_ms; /* virtual clock: when the last operation enqueued ends */
 };
 
 struct CUevent_st {
@@ -30,7 +31,7 @@ struct CUevent_st {
     int live;
     unsigned recorded, completed; /* sequence numbers of records issued / run */
     cudaStream_t stream;          /* where the last record was issued */
-    double time_ms;               /* fake clock when the last record ran */
+    double sim_ms;                /* virtual clock: when the last record issued fires */
 };
 
 typedef struct fk_op {
@@ -58,7 +59,6 @@ static struct {
     cudaStream_t streams[STREAM_MAX];
     cudaEvent_t events[EVENT_MAX];
     struct CUstream_st legacy; /* the legacy default stream (NULL) */
-    double clock_ms;
     int eager; /* fake_set_eager_copies */
 } S;
 
@@ -108,12 +108,8 @@ static void run_one(struct CUstream_st *s)
         op->run(op->arg);
     if (op->fault)
         fk_raise_fault();
-    S.clock_ms += 0.001;
-    if (op->rec) {
-        if (op->seq > op->rec->completed)
-            op->rec->completed = op->seq;
-        op->rec->time_ms = S.clock_ms;
-    }
+    if (op->rec && op->seq > op->rec->completed)
+        op->rec->completed = op->seq;
     if (op->drop)
         op->drop(op->arg);
     free(op);
@@ -184,6 +180,37 @@ static void progress(void)
 
 void fake_set_eager_copies(int on) { S.eager = on; }
 
+/* ---------------------------------------------------------------- the clock */
+
+/* When work enqueued now on s may start: after the stream's last operation;
+ * on the legacy stream after every blocking stream's too, and on a blocking
+ * stream after the legacy stream's (the legacy stream's implicit barrier). */
+static double ready_ms(cudaStream_t s)
+{
+    struct CUstream_st *st = stream_of(s);
+    double t = st->end_ms;
+    if (!s) {
+        for (size_t i = 0; i < STREAM_MAX; i++)
+            if (S.streams[i] && !(S.streams[i]->flags & cudaStreamNonBlocking) &&
+                S.streams[i]->end_ms > t)
+                t = S.streams[i]->end_ms;
+    } else if (!(st->flags & cudaStreamNonBlocking) && S.legacy.end_ms > t) {
+        t = S.legacy.end_ms;
+    }
+    return t;
+}
+
+double fk_stream_end_ms(cudaStream_t s) { return ready_ms(s); }
+
+static double device_end_ms(void)
+{
+    double t = S.legacy.end_ms;
+    for (size_t i = 0; i < STREAM_MAX; i++)
+        if (S.streams[i] && S.streams[i]->end_ms > t)
+            t = S.streams[i]->end_ms;
+    return t;
+}
+
 static cudaError_t push(cudaStream_t s, fk_op *op)
 {
     struct CUstream_st *st = stream_of(s);
@@ -206,6 +233,14 @@ static cudaError_t push(cudaStream_t s, fk_op *op)
 cudaError_t fk_enqueue(cudaStream_t s, const char *name, void (*run)(void *), void (*drop)(void *),
                        void *arg, const void *host, size_t host_bytes)
 {
+    return fk_enqueue_timed(s, name, run, drop, arg, host, host_bytes, FK_ENGINE_COMPUTE,
+                            fk_cost_ms(FK_ENGINE_COMPUTE, 0, 0), 0);
+}
+
+cudaError_t fk_enqueue_timed(cudaStream_t s, const char *name, void (*run)(void *),
+                             void (*drop)(void *), void *arg, const void *host, size_t host_bytes,
+                             fk_engine eng, double cost_ms, int host_blocks)
+{
     if (!fk_stream_ok(s)) {
         fk_violation(name, "stream %p is not a live stream", (void *)s);
         if (drop)
@@ -224,6 +259,15 @@ cudaError_t fk_enqueue(cudaStream_t s, const char *name, void (*run)(void *), vo
         op->host_bytes = host_bytes;
         op->host_hash = hash64(host, host_bytes, 0);
     }
+    fk_host_issue();
+    double end = fk_schedule(eng, ready_ms(s), cost_ms);
+    if (getenv("FAKECUDA_DEBUG_CLOCK"))
+        fprintf(stderr, "clock: %-28s stream %p engine %d host %.3f end %.3f cost %.3f\n", name,
+                (void *)s, (int)eng, fk_host_ms(), end, cost_ms);
+    stream_of(s)->end_ms = end;
+    fk_touched_busy_until(end);
+    if (host_blocks)
+        fk_host_wait_until(end);
     return push(s, op);
 }
 
@@ -273,6 +317,7 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
     if (!s)
         fk_legacy_barrier();
     run_all(stream_of(s));
+    fk_host_wait_until(ready_ms(s));
     return fk_sync_result();
 }
 
@@ -280,6 +325,7 @@ cudaError_t cudaDeviceSynchronize(void)
 {
     FK_ENTER("cudaDeviceSynchronize");
     fk_drain_all();
+    fk_host_wait_until(device_end_ms());
     return fk_sync_result();
 }
 
@@ -334,6 +380,9 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
     op->rec = e;
     op->seq = ++e->recorded;
     e->stream = s;
+    fk_host_issue();
+    double t = ready_ms(s), h = fk_host_ms();
+    e->sim_ms = t > h ? t : h;
     return push(s, op);
 }
 
@@ -352,6 +401,9 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flag
     op->wait = e;
     op->wait_stream = e->stream;
     op->seq = e->recorded;
+    fk_host_issue();
+    if (e->sim_ms > stream_of(s)->end_ms)
+        stream_of(s)->end_ms = e->sim_ms;
     return push(s, op);
 }
 
@@ -377,6 +429,11 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
         return fk_ret(cudaErrorInvalidResourceHandle);
     }
     run_until(stream_of(e->stream), e->recorded, e);
+    if (e->recorded) {
+        if (!(e->flags & cudaEventBlockingSync) && e->sim_ms > fk_host_ms())
+            fk_spin_wait();
+        fk_host_wait_until(e->sim_ms);
+    }
     return fk_sync_result();
 }
 
@@ -395,7 +452,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
         return fk_ret(cudaErrorInvalidResourceHandle);
     if (start->completed < start->recorded || end->completed < end->recorded)
         return fk_ret(cudaErrorNotReady);
-    *ms = (float)(end->time_ms - start->time_ms);
+    *ms = (float)(end->sim_ms - start->sim_ms);
     return cudaSuccess;
 }
 

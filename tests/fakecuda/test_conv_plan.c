@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "../../cuda/gpu.h"
+#include "../../cuda/internal.h"
 #include "../gpu/gpu_test.h"
 #include "fake.h"
 
@@ -18,6 +19,7 @@ static void setup(void)
 {
     fake_reset();
     unsetenv("TRAIN_CUDNN_FIND");
+    unsetenv("TRAIN_CUDNN_TF32");
 }
 
 TestSuite(conv_plan, .init = setup);
@@ -112,4 +114,43 @@ Test(conv_plan, fake_tables_make_the_filter_pass_the_largest)
     size_t k = fake_workspace_need(2, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, x, w, y);
     cr_expect_gt(k, f);
     cr_expect_gt(k, d);
+}
+
+/* only non-deterministic tensor-op candidates: the last resort is taken,
+ * with FMA math unless TF32 was asked for (TRAIN_CUDNN_TF32=1) */
+Test(conv_plan, the_last_resort_keeps_tf32_only_on_request)
+{
+    fake_cudnn_tensor_op_nondeterministic_only(1);
+    backend *be = gt_backend();
+    conv_shape s;
+    conv_shape_init(&s, 2, 3, 6, 6, 2, 3, 3, 1, 1);
+    run_once(be, &s);
+    for (int dir = 0; dir < 3; dir++)
+        cr_expect_eq(fake_last_math(dir), CUDNN_FMA_MATH, "direction %d: no TF32 unasked", dir);
+    gt_done(be);
+    fake_reset();
+    fake_cudnn_tensor_op_nondeterministic_only(1);
+    setenv("TRAIN_CUDNN_TF32", "1", 1);
+    be = gt_backend();
+    run_once(be, &s);
+    for (int dir = 0; dir < 3; dir++)
+        cr_expect_eq(fake_last_math(dir), CUDNN_TENSOR_OP_MATH, "direction %d: TF32 asked for",
+                     dir);
+    gt_done(be);
+}
+
+/* the chosen algorithms and their math are named (train prints this line
+ * for every plan it makes) */
+Test(conv_plan, the_plan_names_its_algorithms_and_math)
+{
+    backend *be = gt_backend();
+    conv_shape s;
+    conv_shape_init(&s, 2, 3, 8, 8, 4, 3, 3, 1, 1);
+    void *plan = be->ops->conv_plan(be, &s);
+    char d[256];
+    gpu_conv_plan_describe(plan, d, sizeof d);
+    cr_expect_str_eq(d, "conv 3x8x8 -> 4 3x3 (batch 2): forward IMPLICIT_PRECOMP_GEMM (FMA), "
+                        "backward data ALGO_1 (FMA), backward filter ALGO_1 (FMA)");
+    be->ops->conv_plan_free(be, plan);
+    gt_done(be);
 }

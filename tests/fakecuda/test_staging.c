@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <math.h>
 #include <string.h>
 
 #include "../../cuda/gpu.h"
@@ -228,4 +229,39 @@ Test(staging, misuse_of_the_staging_calls_is_fatal_and_named)
     cr_expect_eq(r.status, 1);
     cr_expect(strstr(r.err, "nothing was copied into staging buffer 2"), "%s", r.err);
     free(r.err);
+}
+
+/* busy time is device work only: the compute stream's wait for a slow copy
+ * comes before busy_begin (as the loop orders it), so the copy's time is
+ * not busy, and the busy time equals the compute engine's on the clock */
+Test(staging, busy_time_is_the_compute_engines_time_not_the_copy_wait)
+{
+    cr_assert_eq(fake_set_cost("kernel_us", 1000.0), 0); /* 1 ms a kernel */
+    cr_assert_eq(fake_set_cost("h2d_gbps", 0.0001), 0);  /* 300 bytes: 3 ms */
+    backend *be = gt_backend();
+    const backend_ops *o = be->ops;
+    uint8_t *host = malloc(N);
+    fill(host, 2);
+    errbuf e;
+    cr_assert_eq(o->host_pin(be, host, N, &e), 0, "%s", e.msg);
+    uint8_t *d_in = o->alloc(be, N);
+    float *d_out = o->alloc(be, N * sizeof(float));
+    fake_clock_stats c0, c1;
+    fake_clock(&c0);
+    o->stage_copy(be, 0, d_in, host, N);
+    o->stage_wait(be, 0);
+    o->busy_begin(be);
+    o->normalize_u8(be, d_out, d_in, B, C, HW, mean, sd);
+    o->busy_end(be);
+    o->stage_release(be, 0);
+    double busy = o->busy_take(be);
+    fake_clock(&c1);
+    double compute_s = (c1.compute_ms - c0.compute_ms) / 1000.0;
+    cr_expect(fabs(busy - 0.001) < 1e-4, "busy %.4f s: one 1 ms kernel, not the 3 ms copy", busy);
+    cr_expect(fabs(busy - compute_s) < 1e-4, "busy %.4f s, compute engine %.4f s", busy, compute_s);
+    expect_normalized(be, d_out, host, "normalised batch");
+    o->host_unpin(be, host);
+    o->free(be, d_in), o->free(be, d_out);
+    free(host);
+    gt_done(be);
 }
