@@ -77,7 +77,7 @@ static const opt_spec table[] = {
     {"mem-limit", ARG_REQ, O_MEM_LIMIT, "BYTES", "preload budget (default 80% of MemAvailable)", 0},
     {"loader-only", ARG_NONE, O_LOADER_ONLY, NULL, "run the loader without a model", 0},
     SECTION("Model and training"),
-    {"model", ARG_REQ, O_MODEL, "NAME|list", "probe, lenet, convnet (default: by input size)", 0},
+    {"model", ARG_REQ, O_MODEL, "NAME|list", "probe, lenet, convnet, resnet8/20/18 (default: by input size)", 0},
     {"device", ARG_REQ, O_DEVICE, "auto|cpu|cuda", "compute device (default auto)", 0},
     {"threads", ARG_REQ, O_THREADS, "T", "CPU compute threads (default: every core)", 0},
     {"epochs", ARG_REQ, O_EPOCHS, "N", "passes over the training set (default 1)", 0},

@@ -337,7 +337,8 @@ void gpu_conv_forward(backend *be, void *plan, float *out, const float *in, cons
     conv_plan *p = plan_for(plan, s, __func__);
     CUDNN_CHECK(cudnnConvolutionForward(g->dnn, &one, p->x, in, p->w, w, p->cf, p->fwd,
                                         g->workspace, g->workspace_bytes, &zero, p->y, out));
-    CUDNN_CHECK(cudnnAddTensor(g->dnn, &one, p->bias, bias, &one, p->y, out));
+    if (bias) /* NULL: a convolution without bias (before a batch norm) */
+        CUDNN_CHECK(cudnnAddTensor(g->dnn, &one, p->bias, bias, &one, p->y, out));
 }
 
 void gpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *dbias,
@@ -345,7 +346,8 @@ void gpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *db
 {
     gpu_ctx *g = gpu_of(be);
     conv_plan *p = plan_for(plan, s, __func__);
-    CUDNN_CHECK(cudnnConvolutionBackwardBias(g->dnn, &one, p->y, dout, &zero, p->bias, dbias));
+    if (dbias)
+        CUDNN_CHECK(cudnnConvolutionBackwardBias(g->dnn, &one, p->y, dout, &zero, p->bias, dbias));
     CUDNN_CHECK(cudnnConvolutionBackwardFilter(g->dnn, &one, p->x, in, p->y, dout, p->cw,
                                                p->bwd_filter, g->workspace, g->workspace_bytes,
                                                &zero, p->w, dw));

@@ -35,15 +35,19 @@ typedef struct conv_shape {
     int OH, OW;     /* output size: (H + 2 pad - R) / stride + 1, same for W */
 } conv_shape;
 
-/* 2x2 max pooling with stride 2; OH = H / 2, OW = W / 2 (floor). */
+/* k x k max pooling with stride and padding (padding never wins: it is
+ * -inf); OH = (H + 2 pad - k) / stride + 1 (floor), same for W. The 2x2/2
+ * pool of lenet and convnet is k 2, stride 2, pad 0 (OH = H / 2). */
 typedef struct pool_shape {
     int B, C, H, W;
     int OH, OW;
+    int k, stride, pad;
 } pool_shape;
 
 /* Fill OH/OW; returns -1 when the output would be empty. */
 int conv_shape_init(conv_shape *s, int B, int C, int H, int W, int K, int R, int S, int stride, int pad);
-int pool_shape_init(pool_shape *s, int B, int C, int H, int W);
+int pool_shape_init(pool_shape *s, int B, int C, int H, int W); /* 2x2, stride 2 */
+int pool_shape_init_k(pool_shape *s, int B, int C, int H, int W, int k, int stride, int pad);
 
 /* One span of the device's timeline (backend_ops.timeline_take). */
 typedef struct backend_span {
@@ -72,11 +76,12 @@ typedef struct backend_ops {
      * shape (algorithms, workspace, scratch); conv_plan may return NULL. */
     void *(*conv_plan)(backend *be, const conv_shape *s);
     void (*conv_plan_free)(backend *be, void *plan);
-    /* out: B x K x OH x OW; in: B x C x H x W; w: K x C x R x S; bias: K */
+    /* out: B x K x OH x OW; in: B x C x H x W; w: K x C x R x S; bias: K, or
+     * NULL for none (a convolution followed by batch norm) */
     void (*conv_forward)(backend *be, void *plan, float *out, const float *in, const float *w,
                          const float *bias, const conv_shape *s);
-    /* din (may be NULL: nothing below needs it), dw and dbias are
-     * overwritten, not accumulated */
+    /* din (may be NULL: nothing below needs it), dw and dbias (NULL when
+     * there is no bias) are overwritten, not accumulated */
     void (*conv_backward)(backend *be, void *plan, float *din, float *dw, float *dbias,
                           const float *dout, const float *in, const float *w, const conv_shape *s);
 
@@ -84,8 +89,9 @@ typedef struct backend_ops {
     void (*relu_forward)(backend *be, float *out, const float *in, size_t n);
     void (*relu_backward)(backend *be, float *din, const float *dout, const float *out, size_t n);
 
-    /* ---- 2x2/2 max pooling; backward routes each gradient to the window's
-     * maximum (the first one in row-major order on ties) */
+    /* ---- max pooling (pool_shape); backward routes each gradient to the
+     * window's maximum (the first one in row-major order on ties), adding
+     * where windows overlap */
     void (*maxpool_forward)(backend *be, float *out, const float *in, const pool_shape *s);
     void (*maxpool_backward)(backend *be, float *din, const float *dout, const float *out,
                              const float *in, const pool_shape *s);
@@ -100,6 +106,29 @@ typedef struct backend_ops {
     /* ---- global average pooling: out (B x C) = mean over HW of in (B x C x HW) */
     void (*gap_forward)(backend *be, float *out, const float *in, int B, int C, int HW);
     void (*gap_backward)(backend *be, float *din, const float *dout, int B, int C, int HW);
+
+    /* ---- batch normalisation, per channel c over the B x HW values of it;
+     * x, y, dx, dy: B x C x HW; scale, shift, save_*, run_*, dscale, dshift: C.
+     * Training: mean and biased variance of the batch,
+     *   y = (x - mean) * invstd * scale[c] + shift[c], invstd = 1 / sqrt(var + eps),
+     * save_mean and save_invstd kept for the backward pass, and
+     *   run_mean = (1 - momentum) run_mean + momentum mean,
+     *   run_var  = (1 - momentum) run_var + momentum var * N / (N - 1)
+     * (N = B x HW; PyTorch's and cuDNN's conventions). Inference uses
+     * run_mean and run_var instead of the batch's. Backward (training mode)
+     * overwrites dscale, dshift and dx (dx may be NULL). */
+    void (*bn_forward_train)(backend *be, float *y, float *save_mean, float *save_invstd, float *run_mean,
+                             float *run_var, const float *x, const float *scale, const float *shift, int B,
+                             int C, int HW, float momentum, float eps);
+    void (*bn_forward_infer)(backend *be, float *y, const float *x, const float *scale, const float *shift,
+                             const float *run_mean, const float *run_var, int B, int C, int HW, float eps);
+    void (*bn_backward)(backend *be, float *dx, float *dscale, float *dshift, const float *dy, const float *x,
+                        const float *scale, const float *save_mean, const float *save_invstd, int B, int C,
+                        int HW);
+
+    /* ---- element-wise: out = a + b (out may be a or b); dst = src */
+    void (*add)(backend *be, float *out, const float *a, const float *b, size_t n);
+    void (*copy)(backend *be, float *dst, const float *src, size_t n);
 
     /* ---- softmax cross-entropy over K classes, per sample:
      * loss[b] = -log softmax(logits[b])[labels[b]], pred[b] = argmax,

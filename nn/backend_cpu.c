@@ -1,8 +1,8 @@
 /* backend_cpu.c — the CPU backend: the ops table, memory, and every
  * operation that is not a GEMM (normalisation, relu, max pooling, global
  * average pooling, softmax cross-entropy, SGD). Convolution lives in
- * cpu_conv.c, fully connected layers in cpu_fc.c, the thread pool in
- * cpu_pool.c.
+ * cpu_conv.c, fully connected layers in cpu_fc.c, batch norm, add and copy
+ * in cpu_bn.c, the thread pool in cpu_pool.c.
  *
  * Threads and determinism. OpenBLAS is told to use one thread and is called
  * from the backend's own pool; each operation is split into tasks at
@@ -244,17 +244,64 @@ static void maxpool_bwd_task(void *arg, int b, int thread)
     }
 }
 
+/* Any k, stride and pad (resnet18's 3x3/2 pad 1): the window clipped to
+ * the image, so padding never wins. Backward zeroes the sample's din and
+ * adds each gradient at its window's first maximum (windows overlap). */
+static void window(const pool_shape *s, int o, int size, int *lo, int *hi)
+{
+    int a = o * s->stride - s->pad, b = a + s->k;
+    *lo = a < 0 ? 0 : a;
+    *hi = b > size ? size : b;
+}
+
+static void maxpool_any_task(void *arg, int b, int thread)
+{
+    (void)thread;
+    pool_job *j = arg;
+    const pool_shape *s = j->s;
+    size_t plane = (size_t)s->H * s->W, oplane = (size_t)s->OH * s->OW;
+    for (int c = 0; c < s->C; c++) {
+        const float *x = j->in + ((size_t)b * s->C + c) * plane;
+        size_t o = ((size_t)b * s->C + c) * oplane;
+        float *dx = j->dout ? j->out + ((size_t)b * s->C + c) * plane : NULL;
+        if (dx)
+            memset(dx, 0, plane * sizeof(float));
+        for (int oh = 0; oh < s->OH; oh++) {
+            int h0, h1;
+            window(s, oh, s->H, &h0, &h1);
+            for (int ow = 0; ow < s->OW; ow++) {
+                int w0, w1;
+                window(s, ow, s->W, &w0, &w1);
+                size_t arg = (size_t)h0 * s->W + w0;
+                for (int h = h0; h < h1; h++)
+                    for (int w = w0; w < w1; w++)
+                        if (x[(size_t)h * s->W + w] > x[arg])
+                            arg = (size_t)h * s->W + w;
+                if (dx)
+                    dx[arg] += j->dout[o + (size_t)oh * s->OW + ow];
+                else
+                    j->out[o + (size_t)oh * s->OW + ow] = x[arg];
+            }
+        }
+    }
+}
+
+static int pool_is_2x2(const pool_shape *s)
+{
+    return s->k == 2 && s->stride == 2 && s->pad == 0;
+}
+
 static void cpu_maxpool_forward(backend *be, float *out, const float *in, const pool_shape *s)
 {
     pool_job j = {out, in, NULL, NULL, s};
-    cpu_run(be, s->B, maxpool_fwd_task, &j);
+    cpu_run(be, s->B, pool_is_2x2(s) ? maxpool_fwd_task : maxpool_any_task, &j);
 }
 
 static void cpu_maxpool_backward(backend *be, float *din, const float *dout, const float *out,
                                  const float *in, const pool_shape *s)
 {
     pool_job j = {din, in, dout, out, s};
-    cpu_run(be, s->B, maxpool_bwd_task, &j);
+    cpu_run(be, s->B, pool_is_2x2(s) ? maxpool_bwd_task : maxpool_any_task, &j);
 }
 
 /* ---------------------------------------------------------------- global average pool */
@@ -360,6 +407,11 @@ static const backend_ops cpu_ops = {
     .fc_backward = cpu_fc_backward,
     .gap_forward = cpu_gap_forward,
     .gap_backward = cpu_gap_backward,
+    .bn_forward_train = cpu_bn_forward_train,
+    .bn_forward_infer = cpu_bn_forward_infer,
+    .bn_backward = cpu_bn_backward,
+    .add = cpu_add,
+    .copy = cpu_copy_floats,
     .softmax_xent = cpu_softmax_xent,
     .sgd_update = cpu_sgd_update,
 };

@@ -26,6 +26,7 @@
  * added in chunk order — the same numbers for any thread count.
  *
  * A 1x1, stride 1, unpadded convolution skips im2col (col_b is in_b).
+ * A NULL bias (and dbias) is a convolution without one (before batch norm).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
@@ -324,7 +325,7 @@ static void conv_fwd_task(void *arg, int b, int thread)
     float *y = j->out + (size_t)b * s->K * p->P;
     const float *col = sample_col(p, x, thread);
     for (int k = 0; k < s->K; k++)
-        cpu_vfill(y + (size_t)k * p->P, j->bias[k], (size_t)p->P);
+        cpu_vfill(y + (size_t)k * p->P, j->bias ? j->bias[k] : 0.0f, (size_t)p->P);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->K, p->P, p->CRS, 1.0f, j->w, p->CRS, col,
                 p->P, 1.0f, y, p->P);
 }
@@ -352,7 +353,8 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
         const float *col = sample_col(p, x, thread);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->K, p->CRS, p->P, 1.0f, dy, p->P, col, p->P,
                     b == b0 ? 0.0f : 1.0f, pw, p->CRS);
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1, 1.0f, pb, 1);
+        if (j->dbias)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1, 1.0f, pb, 1);
         if (j->din) {
             float *dcol = p->dcol + (size_t)thread * p->CRS * p->P;
             float *dx = j->din + (size_t)b * s->C * s->H * s->W;
@@ -375,7 +377,7 @@ static void conv_reduce_task(void *arg, int t, int thread)
     cpu_vcopy(j->dw + a, p->part_w + a, n);
     for (int c = 1; c < j->nchunks; c++)
         cpu_vadd(j->dw + a, p->part_w + (size_t)c * nw + a, n);
-    if (t == 0) {
+    if (t == 0 && j->dbias) {
         cpu_vcopy(j->dbias, p->part_b, (size_t)j->s->K);
         for (int c = 1; c < j->nchunks; c++)
             cpu_vadd(j->dbias, p->part_b + (size_t)c * j->s->K, (size_t)j->s->K);

@@ -63,6 +63,17 @@ void cpu_fc_forward(backend *be, float *out, const float *in, const float *w, co
 void cpu_fc_backward(backend *be, float *din, float *dw, float *dbias, const float *dout,
                      const float *in, const float *w, int B, int M, int N);
 
+/* ---- batch norm, add, copy (cpu_bn.c); see backend.h */
+void cpu_bn_forward_train(backend *be, float *y, float *save_mean, float *save_invstd, float *run_mean,
+                          float *run_var, const float *x, const float *scale, const float *shift, int B, int C,
+                          int HW, float momentum, float eps);
+void cpu_bn_forward_infer(backend *be, float *y, const float *x, const float *scale, const float *shift,
+                          const float *run_mean, const float *run_var, int B, int C, int HW, float eps);
+void cpu_bn_backward(backend *be, float *dx, float *dscale, float *dshift, const float *dy, const float *x,
+                     const float *scale, const float *save_mean, const float *save_invstd, int B, int C, int HW);
+void cpu_add(backend *be, float *out, const float *a, const float *b, size_t n);
+void cpu_copy_floats(backend *be, float *dst, const float *src, size_t n);
+
 /* Small loops in a shape gcc vectorises at -O2 (its "very cheap" cost
  * model takes fixed-count inner loops over restrict pointers, not loops
  * that need a runtime epilogue or alias check). */

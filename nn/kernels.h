@@ -45,6 +45,33 @@ KERNEL_FN void k_sgd(float *w, float *v, float g, float lr, float momentum, floa
     *w = *w - lr * vn;
 }
 
+/* ---- batch normalisation (backend.h's bn_*), per element of channel c */
+KERNEL_FN float k_bn_apply(float x, float mean, float invstd, float scale, float shift)
+{
+    return (x - mean) * invstd * scale + shift;
+}
+
+/* 1 / sqrt(var + eps) */
+KERNEL_FN float k_bn_invstd(float var, float eps)
+{
+    return 1.0f / sqrtf(var + eps);
+}
+
+/* a running statistic after one batch: (1 - momentum) r + momentum stat */
+KERNEL_FN float k_bn_running(float r, float stat, float momentum)
+{
+    return (1.0f - momentum) * r + momentum * stat;
+}
+
+/* dx of one element in training mode, given the channel's sums over its N
+ * elements: sum_dy = sum(dy), sum_dyxh = sum(dy * xhat), and
+ * xhat = (x - mean) * invstd:
+ *   dx = scale * invstd * (dy - sum_dy / N - xhat * sum_dyxh / N) */
+KERNEL_FN float k_bn_grad(float dy, float xhat, float scale_invstd, float mean_dy, float mean_dyxh)
+{
+    return scale_invstd * (dy - mean_dy - xhat * mean_dyxh);
+}
+
 /* Softmax cross-entropy of one sample with K logits. Writes the row of
  * dlogits ((p - onehot) * scale), the argmax to *pred, returns the loss. */
 KERNEL_FN float k_softmax_xent_row(float *dlogits, int32_t *pred, const float *logits, int32_t label,

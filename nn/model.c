@@ -35,22 +35,168 @@ static size_t layer_in_size(const model_layer *L)
     return (size_t)L->in_c * L->in_h * L->in_w;
 }
 
-static int add_tensor(model *m, const char *name, int ndim, const int *shape, errbuf *e)
+static int add_tensor(model *m, const char *name, int ndim, const int *shape, tensor_role role, errbuf *e)
 {
     if (m->ntensors == MODEL_MAX_TENSORS)
         return errf(e, "model %s: more than %d parameter tensors", m->name, MODEL_MAX_TENSORS);
     model_tensor *t = &m->tensors[m->ntensors];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->ndim = ndim;
+    t->role = role;
     t->n = 1;
     for (int i = 0; i < 4; i++) {
         t->shape[i] = i < ndim ? shape[i] : 1;
         t->n *= (size_t)t->shape[i];
     }
-    t->offset = m->nparams;
-    m->nparams += (t->n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
-    m->nparams_used += t->n;
+    if (role != TENSOR_STAT)
+        m->nparams_used += t->n;
     return m->ntensors++;
+}
+
+/* SGD groups: with decay_weights_only the weights come first, then biases
+ * and bn parameters, then running statistics, so SGD is two calls;
+ * otherwise tensors lie in layer order (the layout of checkpoints written
+ * before batch norm existed). */
+static int tensor_group(const model *m, const model_tensor *t)
+{
+    if (!m->decay_weights_only)
+        return 0;
+    return t->role == TENSOR_WEIGHT ? 0 : t->role == TENSOR_STAT ? 2 : 1;
+}
+
+static void place_tensors(model *m)
+{
+    m->nparams = 0;
+    for (int g = 0; g < 3; g++)
+        for (int i = 0; i < m->ntensors; i++) {
+            model_tensor *t = &m->tensors[i];
+            if (tensor_group(m, t) != g)
+                continue;
+            t->offset = m->nparams;
+            m->nparams += (t->n + ALIGN_FLOATS - 1) / ALIGN_FLOATS * ALIGN_FLOATS;
+        }
+}
+
+/* One layer's shape from its spec; c, h, w: its input, updated to its
+ * output. nconv/nfc/nbn number the tensors. */
+static int layer_shape(model *m, const model_def *d, int i, int *c, int *h, int *w, int counts[3], errbuf *e)
+{
+    const layer_spec *sp = &d->layers[i];
+    model_layer *L = &m->layers[i];
+    char name[MODEL_NAME_MAX];
+    switch (sp->kind) {
+    case LAYER_CONV: {
+        conv_shape cs;
+        int k = sp->k ? sp->k : *c;
+        int nconv = ++counts[0];
+        if (conv_shape_init(&cs, 1, *c, *h, *w, k, sp->r, sp->r, sp->stride, sp->pad) != 0)
+            return errf(e, "model %s: input %dx%dx%d is too small (conv%d would get %dx%d)", d->name, m->C, m->H,
+                        m->W, nconv, *h, *w);
+        L->k = k;
+        L->r = sp->r;
+        L->stride = sp->stride;
+        L->pad = sp->pad;
+        int ws[4] = {k, *c, sp->r, sp->r};
+        snprintf(name, sizeof name, "conv%d.weight", nconv);
+        if ((L->w_tensor = add_tensor(m, name, 4, ws, TENSOR_WEIGHT, e)) < 0)
+            return -1;
+        if (!(i + 1 < d->nlayers && d->layers[i + 1].kind == LAYER_BN && d->layers[i + 1].in == 0)) {
+            snprintf(name, sizeof name, "conv%d.bias", nconv);
+            if ((L->b_tensor = add_tensor(m, name, 1, &k, TENSOR_BIAS, e)) < 0)
+                return -1;
+        }
+        m->flops += 2.0 * k * *c * sp->r * sp->r * (double)cs.OH * cs.OW;
+        *c = k;
+        *h = cs.OH;
+        *w = cs.OW;
+        return 0;
+    }
+    case LAYER_MAXPOOL: {
+        pool_shape ps;
+        L->r = sp->r ? sp->r : 2;
+        L->stride = sp->r ? sp->stride : 2;
+        L->pad = sp->r ? sp->pad : 0;
+        if (pool_shape_init_k(&ps, 1, *c, *h, *w, L->r, L->stride, L->pad) != 0)
+            return errf(e, "model %s: input %dx%dx%d is too small (a %dx%d pool would get %dx%d)", d->name, m->C,
+                        m->H, m->W, L->r, L->r, *h, *w);
+        *h = ps.OH;
+        *w = ps.OW;
+        return 0;
+    }
+    case LAYER_FLATTEN:
+        *c = *c * *h * *w;
+        *h = *w = 1;
+        return 0;
+    case LAYER_GAP:
+        *h = *w = 1;
+        return 0;
+    case LAYER_FC: {
+        int n = sp->k ? sp->k : m->nclasses;
+        if (*h != 1 || *w != 1)
+            return errf(e, "model %s: layer %d: fc needs a flatten or global pool before it", d->name, i);
+        int nfc = ++counts[1];
+        int ws[2] = {n, *c};
+        snprintf(name, sizeof name, "fc%d.weight", nfc);
+        if ((L->w_tensor = add_tensor(m, name, 2, ws, TENSOR_WEIGHT, e)) < 0)
+            return -1;
+        snprintf(name, sizeof name, "fc%d.bias", nfc);
+        if ((L->b_tensor = add_tensor(m, name, 1, &n, TENSOR_BIAS, e)) < 0)
+            return -1;
+        m->flops += 2.0 * *c * n;
+        *c = n;
+        return 0;
+    }
+    case LAYER_BN: {
+        static const char *const what[4] = {"weight", "bias", "running_mean", "running_var"};
+        static const tensor_role role[4] = {TENSOR_SCALE, TENSOR_BIAS, TENSOR_STAT, TENSOR_STAT};
+        int *slot[4] = {&L->w_tensor, &L->b_tensor, &L->rm_tensor, &L->rv_tensor};
+        int nbn = ++counts[2];
+        for (int t = 0; t < 4; t++) {
+            snprintf(name, sizeof name, "bn%d.%s", nbn, what[t]);
+            if ((*slot[t] = add_tensor(m, name, 1, c, role[t], e)) < 0)
+                return -1;
+        }
+        return 0;
+    }
+    case LAYER_ADD: {
+        int s2 = sp->in2 - 1;
+        if (s2 < 0 || s2 >= i)
+            return errf(e, "model %s: layer %d: add names layer %d as its second operand", d->name, i, s2);
+        const model_layer *o = &m->layers[s2];
+        if (o->out_c != *c || o->out_h != *h || o->out_w != *w)
+            return errf(e, "model %s: layer %d: add of %dx%dx%d and %dx%dx%d", d->name, i, *c, *h, *w, o->out_c,
+                        o->out_h, o->out_w);
+        L->src2 = s2;
+        return 0;
+    }
+    case LAYER_RELU:
+        return 0;
+    }
+    return errf(e, "model %s: layer %d: unknown kind", d->name, i);
+}
+
+/* need_grad, need_din and branch of every layer, from its inputs */
+static void layer_flow(model *m)
+{
+    int *readers = xcalloc((size_t)m->nlayers + 1, sizeof(int));
+    for (int i = 0; i < m->nlayers; i++) {
+        model_layer *L = &m->layers[i];
+        int srcs[2] = {L->src, L->src2};
+        L->need_din = L->src >= 0 && m->layers[L->src].need_grad;
+        L->need_grad = L->w_tensor >= 0 || L->need_din || (L->src2 >= 0 && m->layers[L->src2].need_grad);
+        for (int k = 0; k < 2; k++) {
+            if (srcs[k] < 0)
+                continue;
+            readers[srcs[k]]++;
+            if (srcs[k] != i - 1 || k == 1)
+                m->layers[srcs[k]].branch = 1;
+        }
+    }
+    for (int i = 0; i < m->nlayers; i++) {
+        model_layer *L = &m->layers[i];
+        L->branch = L->need_grad && L->kind != LAYER_FLATTEN && (L->branch || readers[i] > 1);
+    }
+    free(readers);
 }
 
 /* Shapes, tensors and FLOPs of definition d; no memory on the backend. */
@@ -62,6 +208,7 @@ static int model_layout(model *m, const model_def *d, int C, int H, int W, int n
     m->H = H;
     m->W = W;
     m->nclasses = nclasses;
+    m->decay_weights_only = d->decay_weights_only;
     if (C < 1 || C > MODEL_MAX_CHANNELS || H < 1 || W < 1)
         return errf(e, "model %s: input %dx%dx%d: need 1 to %d channels and a positive size", d->name, C, H,
                     W, MODEL_MAX_CHANNELS);
@@ -69,84 +216,34 @@ static int model_layout(model *m, const model_def *d, int C, int H, int W, int n
         return errf(e, "model %s: %d classes: need at least 2", d->name, nclasses);
     m->nlayers = d->nlayers;
     m->layers = xcalloc((size_t)d->nlayers, sizeof *m->layers);
-    int c = C, h = H, w = W, nconv = 0, nfc = 0, have_params = 0;
+    int c = C, h = H, w = W, counts[3] = {0, 0, 0};
     for (int i = 0; i < d->nlayers; i++) {
         const layer_spec *sp = &d->layers[i];
         model_layer *L = &m->layers[i];
+        int src = sp->in ? sp->in - 1 : i - 1;
+        if (src >= i)
+            return errf(e, "model %s: layer %d reads layer %d", d->name, i, src);
         L->kind = sp->kind;
+        L->src = src;
+        L->src2 = -1;
+        c = src < 0 ? C : m->layers[src].out_c;
+        h = src < 0 ? H : m->layers[src].out_h;
+        w = src < 0 ? W : m->layers[src].out_w;
         L->in_c = c;
         L->in_h = h;
         L->in_w = w;
-        L->w_tensor = L->b_tensor = -1;
-        L->need_din = have_params;
-        char name[MODEL_NAME_MAX];
-        switch (sp->kind) {
-        case LAYER_CONV: {
-            conv_shape cs;
-            int k = sp->k ? sp->k : c;
-            nconv++;
-            if (conv_shape_init(&cs, 1, c, h, w, k, sp->r, sp->r, sp->stride, sp->pad) != 0)
-                return errf(e, "model %s: input %dx%dx%d is too small (conv%d would get %dx%d)", d->name, C, H,
-                            W, nconv, h, w);
-            L->k = k;
-            L->r = sp->r;
-            L->stride = sp->stride;
-            L->pad = sp->pad;
-            c = k;
-            h = cs.OH;
-            w = cs.OW;
-            int ws[4] = {k, L->in_c, sp->r, sp->r};
-            snprintf(name, sizeof name, "conv%d.weight", nconv);
-            if ((L->w_tensor = add_tensor(m, name, 4, ws, e)) < 0)
-                return -1;
-            snprintf(name, sizeof name, "conv%d.bias", nconv);
-            if ((L->b_tensor = add_tensor(m, name, 1, &k, e)) < 0)
-                return -1;
-            m->flops += 2.0 * k * L->in_c * sp->r * sp->r * (double)h * w;
-            break;
-        }
-        case LAYER_MAXPOOL:
-            if (h < 2 || w < 2)
-                return errf(e, "model %s: input %dx%dx%d is too small (a 2x2 pool would get %dx%d)", d->name, C,
-                            H, W, h, w);
-            h /= 2;
-            w /= 2;
-            break;
-        case LAYER_FLATTEN:
-            c = c * h * w;
-            h = w = 1;
-            break;
-        case LAYER_GAP:
-            h = w = 1;
-            break;
-        case LAYER_FC: {
-            int n = sp->k ? sp->k : nclasses;
-            if (h != 1 || w != 1)
-                return errf(e, "model %s: layer %d: fc needs a flatten or global pool before it", d->name, i);
-            nfc++;
-            int ws[2] = {n, c};
-            snprintf(name, sizeof name, "fc%d.weight", nfc);
-            if ((L->w_tensor = add_tensor(m, name, 2, ws, e)) < 0)
-                return -1;
-            snprintf(name, sizeof name, "fc%d.bias", nfc);
-            if ((L->b_tensor = add_tensor(m, name, 1, &n, e)) < 0)
-                return -1;
-            m->flops += 2.0 * c * n;
-            c = n;
-            break;
-        }
-        case LAYER_RELU:
-            break;
-        }
+        L->w_tensor = L->b_tensor = L->rm_tensor = L->rv_tensor = -1;
+        if (layer_shape(m, d, i, &c, &h, &w, counts, e) != 0)
+            return -1;
         L->out_c = c;
         L->out_h = h;
         L->out_w = w;
-        if (L->w_tensor >= 0)
-            have_params = 1;
     }
     if (c != nclasses || h != 1 || w != 1)
         return errf(e, "model %s: the last layer gives %dx%dx%d, not %d class scores", d->name, c, h, w,
                     nclasses);
+    place_tensors(m);
+    layer_flow(m);
     return 0;
 }
 
@@ -179,10 +276,12 @@ uint64_t model_memory_bytes(const char *name, int C, int H, int W, int nclasses,
     /* what model_create allocates: parameters, gradients and momentum; the
      * input, each layer's output and two gradient buffers per sample ... */
     double B = max_batch, fl = sizeof(float);
-    double floats = 3.0 * (double)m.nparams + 3.0 * B * (double)largest_activation(&m);
+    double floats = 3.0 * (double)m.nparams + 4.0 * B * (double)largest_activation(&m);
     for (int i = 0; i < m.nlayers; i++) {
         const model_layer *L = &m.layers[i];
         if (L->kind != LAYER_FLATTEN)
+            floats += B * (double)layer_out_size(L);
+        if (L->branch) /* its gradient buffer */
             floats += B * (double)layer_out_size(L);
         /* ... and each convolution's plan: im2col and its gradient, per
          * compute thread (nn/cpu_conv.c) */
@@ -208,27 +307,42 @@ int model_create(model *m, const char *name, int C, int H, int W, int nclasses, 
         memset(m, 0, sizeof *m);
         return -1;
     }
+    const backend_ops *o = be->ops;
+    for (int i = 0; i < m->nlayers; i++) {
+        layer_kind k = m->layers[i].kind;
+        if ((k == LAYER_BN && !(o->bn_forward_train && o->bn_forward_infer && o->bn_backward)) ||
+            ((k == LAYER_ADD || m->layers[i].branch) && !(o->add && o->copy))) {
+            free(m->layers);
+            memset(m, 0, sizeof *m);
+            return errf(e, "model %s: the %s backend has no %s yet", name, o->name,
+                        k == LAYER_BN ? "batch norm" : "residual add");
+        }
+    }
     m->be = be;
     m->max_batch = max_batch;
     for (int c = 0; c < C; c++)
         m->mean[c] = m->std[c] = 0.5f;
-    const backend_ops *o = be->ops;
     size_t B = (size_t)max_batch, fl = sizeof(float), biggest = largest_activation(m);
     m->params = o->alloc(be, m->nparams * fl);
     m->grads = o->alloc(be, m->nparams * fl);
     m->momentum = o->alloc(be, m->nparams * fl);
     m->x = o->alloc(be, B * biggest * fl);
-    const float *prev = m->x;
     for (int i = 0; i < m->nlayers; i++) {
         model_layer *L = &m->layers[i];
         if (L->kind == LAYER_FLATTEN)
-            L->out = (float *)prev;
+            L->out = L->src < 0 ? m->x : m->layers[L->src].out;
         else
             L->out = o->alloc(be, B * layer_out_size(L) * fl);
-        prev = L->out;
+        if (L->branch)
+            L->gacc = o->alloc(be, B * layer_out_size(L) * fl);
+        if (L->kind == LAYER_BN) {
+            L->save_mean = o->alloc(be, (size_t)L->out_c * fl);
+            L->save_invstd = o->alloc(be, (size_t)L->out_c * fl);
+        }
     }
     m->gbuf[0] = o->alloc(be, B * biggest * fl);
     m->gbuf[1] = o->alloc(be, B * biggest * fl);
+    m->gtmp = o->alloc(be, B * biggest * fl);
     m->dlogits = o->alloc(be, B * nclasses * fl);
     /* losses then predictions in one allocation, read back in one copy */
     m->loss = o->alloc(be, B * fl + B * sizeof(int32_t));
@@ -259,6 +373,12 @@ void model_free(model *m)
                     o->conv_plan_free(be, L->plans[s].plan);
             if (L->kind != LAYER_FLATTEN)
                 o->free(be, L->out);
+            if (L->gacc)
+                o->free(be, L->gacc);
+            if (L->save_mean) {
+                o->free(be, L->save_mean);
+                o->free(be, L->save_invstd);
+            }
         }
         o->free(be, m->params);
         o->free(be, m->grads);
@@ -266,6 +386,7 @@ void model_free(model *m)
         o->free(be, m->x);
         o->free(be, m->gbuf[0]);
         o->free(be, m->gbuf[1]);
+        o->free(be, m->gtmp);
         o->free(be, m->dlogits);
         o->free(be, m->loss); /* m->pred lies in it */
         if (m->results_pinned)
@@ -282,8 +403,12 @@ void model_init_params(model *m, uint64_t seed)
     float *h = xcalloc(m->nparams ? m->nparams : 1, sizeof(float));
     for (int i = 0; i < m->ntensors; i++) {
         const model_tensor *t = &m->tensors[i];
-        if (t->ndim < 2)
-            continue; /* biases start at zero */
+        int one = t->role == TENSOR_SCALE || (t->role == TENSOR_STAT && strstr(t->name, "running_var"));
+        if (one)
+            for (size_t j = 0; j < t->n; j++)
+                h[t->offset + j] = 1.0f;
+        if (t->role != TENSOR_WEIGHT)
+            continue; /* biases, shifts and running means start at zero */
         size_t fan_in = t->n / (size_t)t->shape[0];
         double sd = sqrt(2.0 / (double)fan_in);
         rng r = rng_keyed(seed, RNG_INIT, (uint64_t)i, 0);
@@ -365,9 +490,71 @@ static void check_batch(const model *m, const int32_t *labels, int B, const char
         }
 }
 
-/* normalise, every layer forward, softmax cross-entropy; -1 when the
+/* the output layer i reads (-1: the normalised input) */
+static float *out_of(model *m, int i)
+{
+    return i < 0 ? m->x : m->layers[i].out;
+}
+
+static void layer_pool_shape(const model_layer *L, int B, pool_shape *ps)
+{
+    pool_shape_init_k(ps, B, L->in_c, L->in_h, L->in_w, L->r, L->stride, L->pad);
+}
+
+static void layer_forward(model *m, model_layer *L, int B, int train)
+{
+    backend *be = m->be;
+    const backend_ops *o = be->ops;
+    const float *in = out_of(m, L->src);
+    float *out = L->out, *p = m->params;
+    size_t n = (size_t)B * layer_out_size(L);
+    switch (L->kind) {
+    case LAYER_CONV: {
+        conv_shape cs;
+        layer_conv_shape(L, B, &cs);
+        o->conv_forward(be, layer_plan(m, L, &cs), out, in, tensor_ptr(p, m, L->w_tensor),
+                        L->b_tensor < 0 ? NULL : tensor_ptr(p, m, L->b_tensor), &cs);
+        break;
+    }
+    case LAYER_RELU:
+        o->relu_forward(be, out, in, n);
+        break;
+    case LAYER_MAXPOOL: {
+        pool_shape ps;
+        layer_pool_shape(L, B, &ps);
+        o->maxpool_forward(be, out, in, &ps);
+        break;
+    }
+    case LAYER_FLATTEN:
+        break;
+    case LAYER_GAP:
+        o->gap_forward(be, out, in, B, L->in_c, L->in_h * L->in_w);
+        break;
+    case LAYER_FC:
+        o->fc_forward(be, out, in, tensor_ptr(p, m, L->w_tensor), tensor_ptr(p, m, L->b_tensor), B, L->in_c,
+                      L->out_c);
+        break;
+    case LAYER_BN: {
+        int HW = L->in_h * L->in_w;
+        float *sc = tensor_ptr(p, m, L->w_tensor), *sh = tensor_ptr(p, m, L->b_tensor);
+        float *rm = tensor_ptr(p, m, L->rm_tensor), *rv = tensor_ptr(p, m, L->rv_tensor);
+        if (train)
+            o->bn_forward_train(be, out, L->save_mean, L->save_invstd, rm, rv, in, sc, sh, B, L->in_c, HW,
+                                MODEL_BN_MOMENTUM, MODEL_BN_EPS);
+        else
+            o->bn_forward_infer(be, out, in, sc, sh, rm, rv, B, L->in_c, HW, MODEL_BN_EPS);
+        break;
+    }
+    case LAYER_ADD:
+        o->add(be, out, in, out_of(m, L->src2), n);
+        break;
+    }
+}
+
+/* normalise, every layer forward (batch norm with the batch's statistics
+ * when train, else the running ones), softmax cross-entropy; -1 when the
  * backend was cancelled on the way (the outputs are then undefined) */
-static int forward_loss(model *m, const uint8_t *x, const int32_t *labels, int B)
+static int forward_loss(model *m, const uint8_t *x, const int32_t *labels, int B, int train)
 {
     backend *be = m->be;
     const backend_ops *o = be->ops;
@@ -380,43 +567,113 @@ static int forward_loss(model *m, const uint8_t *x, const int32_t *labels, int B
         dlabels = m->labels;
     }
     o->normalize_u8(be, m->x, x, B, m->C, m->H * m->W, m->mean, m->std);
-    const float *in = m->x;
     for (int i = 0; i < m->nlayers; i++) {
-        model_layer *L = &m->layers[i];
-        float *out = L->out;
-        switch (L->kind) {
-        case LAYER_CONV: {
-            conv_shape cs;
-            layer_conv_shape(L, B, &cs);
-            o->conv_forward(be, layer_plan(m, L, &cs), out, in, tensor_ptr(m->params, m, L->w_tensor),
-                            tensor_ptr(m->params, m, L->b_tensor), &cs);
-            break;
-        }
-        case LAYER_RELU:
-            o->relu_forward(be, out, in, (size_t)B * layer_out_size(L));
-            break;
-        case LAYER_MAXPOOL: {
-            pool_shape ps;
-            pool_shape_init(&ps, B, L->in_c, L->in_h, L->in_w);
-            o->maxpool_forward(be, out, in, &ps);
-            break;
-        }
-        case LAYER_FLATTEN:
-            break;
-        case LAYER_GAP:
-            o->gap_forward(be, out, in, B, L->in_c, L->in_h * L->in_w);
-            break;
-        case LAYER_FC:
-            o->fc_forward(be, out, in, tensor_ptr(m->params, m, L->w_tensor),
-                          tensor_ptr(m->params, m, L->b_tensor), B, L->in_c, L->out_c);
-            break;
-        }
-        in = out;
+        layer_forward(m, &m->layers[i], B, train);
         if (backend_cancelled(be))
             return -1;
     }
-    o->softmax_xent(be, m->dlogits, m->loss, m->pred, in, dlabels, B, m->nclasses, 1.0f / (float)B);
+    o->softmax_xent(be, m->dlogits, m->loss, m->pred, m->layers[m->nlayers - 1].out, dlabels, B, m->nclasses,
+                    1.0f / (float)B);
     return backend_cancelled(be) ? -1 : 0;
+}
+
+/* Where a layer writes the gradient of its input s: NULL when s needs none;
+ * s's gacc for the first part it gets, gtmp for a later one (added by
+ * grad_done); else the ping-pong buffer that is not g. */
+static float *grad_dst(model *m, int s, const float *g)
+{
+    if (s < 0 || !m->layers[s].need_grad)
+        return NULL;
+    const model_layer *S = &m->layers[s];
+    if (S->gacc)
+        return S->gacc_set ? m->gtmp : S->gacc;
+    return g == m->gbuf[0] ? m->gbuf[1] : m->gbuf[0];
+}
+
+/* after writing dst = grad_dst(m, s, ..): sums a later part into s's gacc */
+static void grad_done(model *m, int s, const float *dst, int B)
+{
+    if (!dst)
+        return;
+    model_layer *S = &m->layers[s];
+    if (!S->gacc)
+        return;
+    if (S->gacc_set)
+        m->be->ops->add(m->be, S->gacc, S->gacc, dst, (size_t)B * layer_out_size(S));
+    S->gacc_set = 1;
+}
+
+/* g is also the gradient of input s (add, flatten): into s's gacc, or
+ * returned as the next layer's gradient without a copy */
+static const float *grad_pass(model *m, int s, const float *g, int B)
+{
+    if (s < 0 || !m->layers[s].need_grad)
+        return NULL;
+    model_layer *S = &m->layers[s];
+    if (!S->gacc)
+        return g;
+    size_t n = (size_t)B * layer_out_size(S);
+    if (S->gacc_set)
+        m->be->ops->add(m->be, S->gacc, S->gacc, g, n);
+    else
+        m->be->ops->copy(m->be, S->gacc, g, n);
+    S->gacc_set = 1;
+    return NULL;
+}
+
+/* layer L's backward pass given g, the gradient of its output; returns the
+ * gradient of its input when that is the next one down the chain (NULL when
+ * it went into a gacc or is not needed) */
+static const float *layer_backward(model *m, model_layer *L, const float *g, int B)
+{
+    backend *be = m->be;
+    const backend_ops *o = be->ops;
+    const float *in = out_of(m, L->src);
+    float *din = grad_dst(m, L->src, g), *p = m->params, *gr = m->grads;
+    size_t n = (size_t)B * layer_out_size(L);
+    switch (L->kind) {
+    case LAYER_CONV: {
+        conv_shape cs;
+        layer_conv_shape(L, B, &cs);
+        o->conv_backward(be, layer_plan(m, L, &cs), din, tensor_ptr(gr, m, L->w_tensor),
+                         L->b_tensor < 0 ? NULL : tensor_ptr(gr, m, L->b_tensor), g, in,
+                         tensor_ptr(p, m, L->w_tensor), &cs);
+        break;
+    }
+    case LAYER_RELU:
+        if (din)
+            o->relu_backward(be, din, g, L->out, n);
+        break;
+    case LAYER_MAXPOOL:
+        if (din) {
+            pool_shape ps;
+            layer_pool_shape(L, B, &ps);
+            o->maxpool_backward(be, din, g, L->out, in, &ps);
+        }
+        break;
+    case LAYER_FLATTEN:
+        return grad_pass(m, L->src, g, B);
+    case LAYER_GAP:
+        if (din)
+            o->gap_backward(be, din, g, B, L->in_c, L->in_h * L->in_w);
+        break;
+    case LAYER_FC:
+        o->fc_backward(be, din, tensor_ptr(gr, m, L->w_tensor), tensor_ptr(gr, m, L->b_tensor), g, in,
+                       tensor_ptr(p, m, L->w_tensor), B, L->in_c, L->out_c);
+        break;
+    case LAYER_BN:
+        o->bn_backward(be, din, tensor_ptr(gr, m, L->w_tensor), tensor_ptr(gr, m, L->b_tensor), g, in,
+                       tensor_ptr(p, m, L->w_tensor), L->save_mean, L->save_invstd, B, L->in_c,
+                       L->in_h * L->in_w);
+        break;
+    case LAYER_ADD: {
+        /* the second operand first: the first may pass g on uncopied */
+        grad_pass(m, L->src2, g, B);
+        return grad_pass(m, L->src, g, B);
+    }
+    }
+    grad_done(m, L->src, din, B);
+    return din && !m->layers[L->src].gacc ? din : NULL;
 }
 
 /* every layer backward, from dlogits down to the lowest parameters; -1
@@ -424,44 +681,18 @@ static int forward_loss(model *m, const uint8_t *x, const int32_t *labels, int B
 static int backward(model *m, int B)
 {
     backend *be = m->be;
-    const backend_ops *o = be->ops;
-    float *g = m->dlogits;
+    const float *g = m->dlogits;
+    for (int i = 0; i < m->nlayers; i++)
+        m->layers[i].gacc_set = 0;
     for (int i = m->nlayers - 1; i >= 0; i--) {
         model_layer *L = &m->layers[i];
-        if (!L->need_din && L->w_tensor < 0)
-            break; /* nothing below needs a gradient */
-        const float *in = i ? m->layers[i - 1].out : m->x;
-        float *din = L->need_din ? (g == m->gbuf[0] ? m->gbuf[1] : m->gbuf[0]) : NULL;
-        switch (L->kind) {
-        case LAYER_CONV: {
-            conv_shape cs;
-            layer_conv_shape(L, B, &cs);
-            o->conv_backward(be, layer_plan(m, L, &cs), din, tensor_ptr(m->grads, m, L->w_tensor),
-                             tensor_ptr(m->grads, m, L->b_tensor), g, in,
-                             tensor_ptr(m->params, m, L->w_tensor), &cs);
-            break;
+        if (!L->need_grad) {
+            g = NULL;
+            continue; /* nothing below needs a gradient through here */
         }
-        case LAYER_RELU:
-            o->relu_backward(be, din, g, L->out, (size_t)B * layer_out_size(L));
-            break;
-        case LAYER_MAXPOOL: {
-            pool_shape ps;
-            pool_shape_init(&ps, B, L->in_c, L->in_h, L->in_w);
-            o->maxpool_backward(be, din, g, L->out, in, &ps);
-            break;
-        }
-        case LAYER_FLATTEN:
-            din = g; /* same memory, new shape */
-            break;
-        case LAYER_GAP:
-            o->gap_backward(be, din, g, B, L->in_c, L->in_h * L->in_w);
-            break;
-        case LAYER_FC:
-            o->fc_backward(be, din, tensor_ptr(m->grads, m, L->w_tensor), tensor_ptr(m->grads, m, L->b_tensor),
-                           g, in, tensor_ptr(m->params, m, L->w_tensor), B, L->in_c, L->out_c);
-            break;
-        }
-        g = din;
+        if (L->gacc)
+            g = L->gacc;
+        g = layer_backward(m, L, g, B);
         if (backend_cancelled(be))
             return -1;
     }
@@ -490,14 +721,32 @@ static int collect(model *m, const int32_t *labels, int B, step_stats *st)
 int model_forward_backward(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st)
 {
     check_batch(m, labels, B, "model_forward_backward");
-    if (forward_loss(m, x, labels, B) != 0 || backward(m, B) != 0)
+    if (forward_loss(m, x, labels, B, 1) != 0 || backward(m, B) != 0)
         return MODEL_STEP_CANCELLED;
     return collect(m, labels, B, st);
 }
 
 void model_sgd_step(model *m, float lr, float momentum, float wd)
 {
-    m->be->ops->sgd_update(m->be, m->params, m->momentum, m->grads, m->nparams, lr, momentum, wd);
+    backend *be = m->be;
+    if (!m->decay_weights_only) {
+        be->ops->sgd_update(be, m->params, m->momentum, m->grads, m->nparams, lr, momentum, wd);
+        return;
+    }
+    /* place_tensors: [weights | biases and bn parameters | running statistics] */
+    size_t start[3] = {m->nparams, m->nparams, m->nparams};
+    for (int i = m->ntensors - 1; i >= 0; i--) {
+        const model_tensor *t = &m->tensors[i];
+        int g = tensor_group(m, t);
+        if (t->offset < start[g])
+            start[g] = t->offset;
+    }
+    size_t end0 = start[1] < start[2] ? start[1] : start[2];
+    if (end0 > start[0] && start[0] < m->nparams)
+        be->ops->sgd_update(be, m->params, m->momentum, m->grads, end0, lr, momentum, wd);
+    if (start[1] < start[2])
+        be->ops->sgd_update(be, m->params + start[1], m->momentum + start[1], m->grads + start[1],
+                            start[2] - start[1], lr, momentum, 0.0f);
 }
 
 void model_stage_labels(model *m, const int32_t *dev_labels) { m->staged_labels = dev_labels; }
@@ -508,7 +757,7 @@ int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, f
     check_batch(m, labels, B, "model_train_step");
     /* the flag never goes back to 0, so an operation cut short anywhere
      * before here is seen here, before the update */
-    if (forward_loss(m, x, labels, B) != 0 || backward(m, B) != 0)
+    if (forward_loss(m, x, labels, B, 1) != 0 || backward(m, B) != 0)
         return MODEL_STEP_CANCELLED;
     model_sgd_step(m, lr, momentum, wd);
     return collect(m, labels, B, st);
@@ -517,7 +766,7 @@ int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, f
 int model_eval_step(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st)
 {
     check_batch(m, labels, B, "model_eval_step");
-    if (forward_loss(m, x, labels, B) != 0)
+    if (forward_loss(m, x, labels, B, 0) != 0)
         return MODEL_STEP_CANCELLED;
     return collect(m, labels, B, st);
 }

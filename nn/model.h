@@ -1,8 +1,14 @@
 /* model.h — the conv nets: definitions, parameters, one training step.
  *
- * A model is a list of layers (conv2d, relu, 2x2 max pool, flatten, global
- * average pool, fully connected) ending in softmax cross-entropy, with every
- * shape computed from the input (C, H, W) and the class count. Its
+ * A model is a list of layers (conv2d, relu, max pool, flatten, global
+ * average pool, fully connected, batch norm, residual add) ending in softmax
+ * cross-entropy, with every shape computed from the input (C, H, W) and the
+ * class count. Each layer reads the output of the layer before it, or of an
+ * earlier layer it names (model_layer.src); an add layer sums two earlier
+ * outputs (src and src2). That is all a residual net needs: no graph. In the
+ * backward pass an output read by more than the next layer (a block's
+ * input, read by its first conv and its shortcut) has its own gradient
+ * buffer into which every reader adds its part. Its
  * parameters, gradients and momentum are each ONE device allocation carved
  * into named tensors (llm.c's layout): a checkpoint is one write, SGD is one
  * call, a gradient check walks one array. All tensors come from
@@ -15,8 +21,13 @@
  * device as (x/255 - mean[c]) / std[c]; mean and std default to 0.5 for
  * every channel (model_set_norm changes them).
  *
- * Left out: other optimisers, dropout, batch norm, mixed precision, data
- * parallelism.
+ * Batch norm keeps its running mean and variance in the parameter array
+ * too (tensors of role TENSOR_STAT: no gradient, never updated by SGD), so
+ * a checkpoint carries them and an exact resume stays exact. Training steps
+ * normalise with the batch's statistics and update the running ones;
+ * model_eval_step uses the running ones.
+ *
+ * Left out: other optimisers, dropout, mixed precision, data parallelism.
  */
 #ifndef TRAIN_MODEL_H
 #define TRAIN_MODEL_H
@@ -29,7 +40,7 @@
 #include "backend.h"
 
 #define MODEL_MAX_CHANNELS 16
-#define MODEL_MAX_TENSORS 32
+#define MODEL_MAX_TENSORS 160
 #define MODEL_NAME_MAX 32
 #define MODEL_PLAN_SLOTS 3 /* conv plans kept per layer, one per batch size */
 
@@ -56,17 +67,31 @@ const char *lr_schedule_name(lr_schedule s);
 typedef enum layer_kind {
     LAYER_CONV,
     LAYER_RELU,
-    LAYER_MAXPOOL, /* 2x2, stride 2 */
+    LAYER_MAXPOOL, /* r x r, stride, pad (2x2/2 by default) */
     LAYER_FLATTEN,
     LAYER_GAP,     /* global average pool */
     LAYER_FC,
+    LAYER_BN,      /* batch norm over each channel */
+    LAYER_ADD,     /* out = src's output + src2's output (a residual shortcut) */
 } layer_kind;
+
+#define MODEL_BN_MOMENTUM 0.1f /* PyTorch's defaults */
+#define MODEL_BN_EPS 1e-5f
+
+/* What a tensor of the parameter array is, for init and SGD. */
+typedef enum tensor_role {
+    TENSOR_WEIGHT = 0, /* conv / fc weight: Kaiming normal, weight decay */
+    TENSOR_BIAS,       /* bias, bn shift: zero; decayed unless the model says not (decay_weights_only) */
+    TENSOR_SCALE,      /* bn scale: one; decayed like a bias */
+    TENSOR_STAT,       /* bn running mean (zero) / variance (one): no gradient, not touched by SGD */
+} tensor_role;
 
 /* A named slice of the parameter array. */
 typedef struct model_tensor {
     char name[MODEL_NAME_MAX]; /* "conv1.weight", "fc2.bias" */
     int ndim;
     int shape[4];
+    tensor_role role;
     size_t offset; /* in floats, from the start of params (64-byte aligned) */
     size_t n;      /* elements */
 } model_tensor;
@@ -75,10 +100,18 @@ typedef struct model_layer {
     layer_kind kind;
     int in_c, in_h, in_w;    /* per-sample input */
     int out_c, out_h, out_w; /* per-sample output (fc/gap: out_c features, 1 x 1) */
-    int k, r, stride, pad;   /* conv: filters, kernel size, stride, padding */
-    int w_tensor, b_tensor;  /* tensor indices, -1 when the layer has none */
-    int need_din;            /* a layer below has parameters */
+    int k, r, stride, pad;   /* conv: filters, kernel size, stride, padding; maxpool: r x r window */
+    int src, src2;           /* layers whose outputs are the input (-1: the net's input) and, for add,
+                                the second operand (-1 otherwise) */
+    int w_tensor, b_tensor;  /* tensor indices, -1 when the layer has none (bn: scale, shift) */
+    int rm_tensor, rv_tensor; /* bn: running mean and variance (TENSOR_STAT), else -1 */
+    int need_din;            /* the input (src) needs a gradient: a layer below has parameters */
+    int need_grad;           /* this output needs a gradient */
+    int branch;              /* this output is read by more than the next layer: it has gacc */
     float *out;              /* device, max_batch x out size (flatten: its input) */
+    float *gacc;             /* device, max_batch x out size, when branch: its gradient, summed */
+    int gacc_set;            /* backward: gacc holds a first contribution */
+    float *save_mean, *save_invstd; /* bn: device, out_c each, the last training forward's */
     struct {
         int B;
         void *plan;
@@ -95,7 +128,8 @@ typedef struct model {
     int ntensors;
     model_tensor tensors[MODEL_MAX_TENSORS];
     size_t nparams;      /* floats in params, grads, momentum (with alignment gaps) */
-    size_t nparams_used; /* real parameters */
+    size_t nparams_used; /* real parameters (bn running statistics not counted) */
+    int decay_weights_only; /* weight decay on TENSOR_WEIGHT only (the resnets); else on everything */
     double flops;        /* forward FLOPs per sample (2 x multiply-adds of conv and fc) */
     float *params;       /* device (nparams) */
     float *grads;        /* device (nparams), written by the last backward pass */
@@ -105,6 +139,7 @@ typedef struct model {
     /* private: activations and scratch */
     float *x;           /* device, max_batch x C x H x W normalised input */
     float *gbuf[2];     /* device, gradient ping-pong, max_batch x largest activation */
+    float *gtmp;        /* device, max_batch x largest activation: a part added into a gacc */
     float *dlogits;     /* device, max_batch x nclasses */
     float *loss;        /* device, max_batch */
     int32_t *pred;      /* device, max_batch */
@@ -143,7 +178,8 @@ void model_free(model *m);
 uint64_t model_memory_bytes(const char *name, int C, int H, int W, int nclasses, int max_batch, int threads);
 
 /* He (Kaiming) normal init of every weight (std sqrt(2/fan_in)), zero
- * biases, zero momentum; tensor i draws from rng_keyed(seed, RNG_INIT, i, 0),
+ * biases and bn shifts, bn scales one, running means zero and variances
+ * one, zero momentum; tensor i draws from rng_keyed(seed, RNG_INIT, i, 0),
  * so a tensor's values do not depend on the others. Done on the host, then
  * one upload. */
 void model_init_params(model *m, uint64_t seed);
@@ -167,7 +203,9 @@ enum model_step_status {
  * label is a programming error (message, exit 1): validate labels up front.
  * The cancellation flag is looked at after every layer. */
 int model_forward_backward(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st);
-/* One SGD step with momentum and weight decay on every parameter. */
+/* One SGD step with momentum and weight decay (on every parameter, or on
+ * the conv and fc weights only when m->decay_weights_only); running
+ * statistics are left alone. */
 void model_sgd_step(model *m, float lr, float momentum, float wd);
 /* model_forward_backward + model_sgd_step: one training step. The results
  * are downloaded before it returns, so timing around it measures the whole

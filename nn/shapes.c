@@ -22,13 +22,26 @@ int conv_shape_init(conv_shape *s, int B, int C, int H, int W, int K, int R, int
     return s->OH > 0 && s->OW > 0 ? 0 : -1;
 }
 
-int pool_shape_init(pool_shape *s, int B, int C, int H, int W)
+int pool_shape_init_k(pool_shape *s, int B, int C, int H, int W, int k, int stride, int pad)
 {
     s->B = B;
     s->C = C;
     s->H = H;
     s->W = W;
-    s->OH = H / 2;
-    s->OW = W / 2;
-    return B > 0 && C > 0 && s->OH > 0 && s->OW > 0 ? 0 : -1;
+    s->k = k;
+    s->stride = stride;
+    s->pad = pad;
+    s->OH = s->OW = 0;
+    /* pad <= k / 2 (PyTorch's rule) keeps a real element in every window */
+    if (B < 1 || C < 1 || k < 1 || stride < 1 || pad < 0 || 2 * pad > k)
+        return -1;
+    int eh = H + 2 * pad - k, ew = W + 2 * pad - k;
+    s->OH = eh < 0 ? 0 : eh / stride + 1;
+    s->OW = ew < 0 ? 0 : ew / stride + 1;
+    return s->OH > 0 && s->OW > 0 ? 0 : -1;
+}
+
+int pool_shape_init(pool_shape *s, int B, int C, int H, int W)
+{
+    return pool_shape_init_k(s, B, C, H, W, 2, 2, 0);
 }

@@ -144,6 +144,7 @@ Test(gradcheck, conv)
     conv_check(3, 2, 9, 9, 4, 5, 1, 0);
     conv_check(4, 3, 8, 7, 5, 3, 1, 1);
     conv_check(2, 2, 9, 9, 3, 3, 2, 1);
+    conv_check(2, 3, 9, 8, 4, 1, 2, 0); /* a resnet's 1x1/2 projection shortcut */
 }
 
 /* ---------------------------------------------------------------- fc */
@@ -181,7 +182,7 @@ Test(gradcheck, fc)
 /* ---------------------------------------------------------------- relu, pool, gap */
 typedef struct unary_ctx {
     backend *be;
-    int kind; /* 0 relu, 1 maxpool, 2 gap */
+    int kind; /* 0 relu, 1 maxpool 2x2/2, 2 gap, 3 maxpool 3x3/2 pad 1 */
     pool_shape ps;
     int B, C, HW;
     float *in, *out, *G;
@@ -193,7 +194,7 @@ static double unary_loss(void *p)
     unary_ctx *c = p;
     if (c->kind == 0)
         c->be->ops->relu_forward(c->be, c->out, c->in, c->nin);
-    else if (c->kind == 1)
+    else if (c->kind == 1 || c->kind == 3)
         c->be->ops->maxpool_forward(c->be, c->out, c->in, &c->ps);
     else
         c->be->ops->gap_forward(c->be, c->out, c->in, c->B, c->C, c->HW);
@@ -219,11 +220,14 @@ Test(gradcheck, relu_maxpool_gap)
         c.in[i] = c.in[k];
         c.in[k] = t;
     }
-    for (c.kind = 0; c.kind < 3; c.kind++) {
+    for (c.kind = 0; c.kind < 4; c.kind++) {
         if (c.kind == 0)
             c.nout = c.nin;
-        else if (c.kind == 1) {
-            pool_shape_init(&c.ps, c.B, c.C, H, W);
+        else if (c.kind == 1 || c.kind == 3) {
+            if (c.kind == 1)
+                pool_shape_init(&c.ps, c.B, c.C, H, W);
+            else
+                pool_shape_init_k(&c.ps, c.B, c.C, H, W, 3, 2, 1);
             c.nout = (size_t)c.B * c.C * c.ps.OH * c.ps.OW;
         } else
             c.nout = (size_t)c.B * c.C;
@@ -232,16 +236,56 @@ Test(gradcheck, relu_maxpool_gap)
         unary_loss(&c);
         if (c.kind == 0)
             c.be->ops->relu_backward(c.be, din, c.G, c.out, c.nin);
-        else if (c.kind == 1)
+        else if (c.kind == 1 || c.kind == 3)
             c.be->ops->maxpool_backward(c.be, din, c.G, c.out, c.in, &c.ps);
         else
             c.be->ops->gap_backward(c.be, din, c.G, c.B, c.C, c.HW);
-        const char *names[3] = {"relu din", "maxpool din", "gap din"};
+        const char *names[4] = {"relu din", "maxpool din", "gap din", "maxpool 3x3/2 pad 1 din"};
         gradcheck(names[c.kind], c.in, din, c.nin, eps, unary_loss, &c, 1e-4, 1e-3);
         free(c.out);
         free(c.G);
     }
     free(c.in), free(din);
+    c.be->ops->destroy(c.be);
+}
+
+/* ---------------------------------------------------------------- batch norm */
+typedef struct bn_ctx {
+    backend *be;
+    int B, C, HW;
+    float *in, *scale, *shift, *out, *G, *mean, *invstd, *rm, *rv;
+} bn_ctx;
+
+static double bn_loss(void *p)
+{
+    bn_ctx *c = p;
+    c->be->ops->bn_forward_train(c->be, c->out, c->mean, c->invstd, c->rm, c->rv, c->in, c->scale, c->shift, c->B,
+                                 c->C, c->HW, 0.1f, 1e-5f);
+    return dot(c->out, c->G, (size_t)c->B * c->C * c->HW);
+}
+
+/* Training mode: the batch's mean and variance depend on every input, so
+ * din carries the two terms a per-element derivative would miss. */
+Test(gradcheck, batchnorm_train_mode)
+{
+    bn_ctx c = {.be = cpu_backend(2), .B = 4, .C = 3, .HW = 10};
+    size_t n = (size_t)c.B * c.C * c.HW;
+    c.in = rand_floats(n, -2, 3, 50);
+    c.scale = rand_floats(c.C, 0.5f, 1.5f, 51);
+    c.shift = rand_floats(c.C, -1, 1, 52);
+    c.G = rand_floats(n, -1, 1, 53);
+    c.out = xmalloc(n * 4);
+    c.mean = xmalloc(c.C * 4), c.invstd = xmalloc(c.C * 4), c.rm = xmalloc(c.C * 4), c.rv = xmalloc(c.C * 4);
+    for (int i = 0; i < c.C; i++)
+        c.rm[i] = 0.0f, c.rv[i] = 1.0f;
+    float *din = xmalloc(n * 4), *ds = xmalloc(c.C * 4), *dh = xmalloc(c.C * 4);
+    bn_loss(&c);
+    c.be->ops->bn_backward(c.be, din, ds, dh, c.G, c.in, c.scale, c.mean, c.invstd, c.B, c.C, c.HW);
+    gradcheck("bn din", c.in, din, n, 1e-2f, bn_loss, &c, 1e-3, 1e-3);
+    gradcheck("bn dscale", c.scale, ds, c.C, 1e-2f, bn_loss, &c, 1e-3, 1e-3);
+    gradcheck("bn dshift", c.shift, dh, c.C, 1e-2f, bn_loss, &c, 1e-3, 1e-3);
+    free(c.in), free(c.scale), free(c.shift), free(c.G), free(c.out), free(c.mean), free(c.invstd);
+    free(c.rm), free(c.rv), free(din), free(ds), free(dh);
     c.be->ops->destroy(c.be);
 }
 
@@ -287,6 +331,7 @@ typedef struct model_ctx {
     const nn_set *s;
     int B;
     float *host; /* host copy of the parameters, perturbed and uploaded */
+    int train;   /* batch norm: the loss of a training step (batch statistics) */
 } model_ctx;
 
 static double model_loss(void *p)
@@ -295,7 +340,10 @@ static double model_loss(void *p)
     backend *be = c->m->be;
     be->ops->upload(be, c->m->params, c->host, c->m->nparams * sizeof(float));
     step_stats st;
-    cr_assert_eq(model_eval_step(c->m, c->s->x, c->s->y, c->B, &st), 0);
+    if (c->train)
+        cr_assert_eq(model_forward_backward(c->m, c->s->x, c->s->y, c->B, &st), 0);
+    else
+        cr_assert_eq(model_eval_step(c->m, c->s->x, c->s->y, c->B, &st), 0);
     return st.loss_sum / c->B;
 }
 
@@ -310,9 +358,14 @@ static void model_check(const char *name, int C, int H, int W, int nclasses, int
     synth_set(&s, B, C, H, W, nclasses, 40);
     cr_assert_eq(model_forward_backward(&m, s.x, s.y, B, NULL), 0);
     float *g = download_floats(be, m.grads, m.nparams);
-    model_ctx c = {&m, &s, B, download_floats(be, m.params, m.nparams)};
+    int has_bn = 0;
+    for (int t = 0; t < m.ntensors; t++)
+        has_bn |= m.tensors[t].role == TENSOR_STAT;
+    model_ctx c = {&m, &s, B, download_floats(be, m.params, m.nparams), has_bn};
     for (int t = 0; t < m.ntensors; t++) {
         const model_tensor *tt = &m.tensors[t];
+        if (tt->role == TENSOR_STAT)
+            continue; /* running statistics: no gradient */
         char what[64];
         snprintf(what, sizeof what, "%s %s", name, tt->name);
         gradcheck_k(what, c.host + tt->offset, g + tt->offset, tt->n, 1e-3f, model_loss, &c, 3e-4, 2e-2, 1);
@@ -328,4 +381,13 @@ Test(gradcheck, models)
     model_check("lenet", 1, 16, 16, 3, 4);
     model_check("probe", 3, 8, 8, 4, 5);
     model_check("convnet", 3, 16, 16, 5, 3);
+}
+
+/* Residual blocks end to end: resnet8 has an identity block and two with
+ * a projection shortcut, so the gradient must reach each block's input by
+ * both paths (a missing one is off by far more than the 5% allowed). In
+ * training mode, with batch statistics. */
+Test(gradcheck, resnet8_residual_blocks)
+{
+    model_check("resnet8", 2, 8, 8, 3, 4);
 }

@@ -168,6 +168,34 @@ static void w_sgd(backend *be, float *w, float *v, const float *g, size_t n, flo
     (void)be;
     TIMED("sgd", real_ops->sgd_update(real_be, w, v, g, n, lr, m, wd));
 }
+static void w_bn_t(backend *be, float *y, float *sm, float *si, float *rm, float *rv, const float *x,
+                   const float *sc, const float *sh, int B, int C, int HW, float mom, float eps)
+{
+    (void)be;
+    TIMED("bn fwd", real_ops->bn_forward_train(real_be, y, sm, si, rm, rv, x, sc, sh, B, C, HW, mom, eps));
+}
+static void w_bn_i(backend *be, float *y, const float *x, const float *sc, const float *sh, const float *rm,
+                   const float *rv, int B, int C, int HW, float eps)
+{
+    (void)be;
+    TIMED("bn fwd (eval)", real_ops->bn_forward_infer(real_be, y, x, sc, sh, rm, rv, B, C, HW, eps));
+}
+static void w_bn_b(backend *be, float *dx, float *ds, float *dh, const float *dy, const float *x, const float *sc,
+                   const float *sm, const float *si, int B, int C, int HW)
+{
+    (void)be;
+    TIMED("bn bwd", real_ops->bn_backward(real_be, dx, ds, dh, dy, x, sc, sm, si, B, C, HW));
+}
+static void w_add(backend *be, float *o, const float *a, const float *b, size_t n)
+{
+    (void)be;
+    TIMED("add", real_ops->add(real_be, o, a, b, n));
+}
+static void w_copyf(backend *be, float *d, const float *s, size_t n)
+{
+    (void)be;
+    TIMED("copy", real_ops->copy(real_be, d, s, n));
+}
 static void w_destroy(backend *be)
 {
     real_ops->destroy(real_be);
@@ -195,6 +223,11 @@ static const backend_ops timed_ops = {
     .fc_backward = w_fc_b,
     .gap_forward = w_gap_f,
     .gap_backward = w_gap_b,
+    .bn_forward_train = w_bn_t,
+    .bn_forward_infer = w_bn_i,
+    .bn_backward = w_bn_b,
+    .add = w_add,
+    .copy = w_copyf,
     .softmax_xent = w_xent,
     .sgd_update = w_sgd,
 };
