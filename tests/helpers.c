@@ -5,6 +5,7 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
@@ -374,4 +375,27 @@ int json_record_values(const char *path, const char *record, const char *key, ch
     free(line);
     fclose(f);
     return n;
+}
+
+int run_train(run_result *r, const char *first, ...)
+{
+    char *argv[64];
+    int n = 0;
+    argv[n++] = (char *)train_bin();
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && n < 63; a = va_arg(ap, const char *))
+        argv[n++] = (char *)a;
+    va_end(ap);
+    argv[n] = NULL;
+    return run_argv(argv, NULL, 200, r);
+}
+
+void assert_same_losses(const char *a, const char *b, int epochs)
+{
+    char va[8][JSON_VALUE_MAX], vb[8][JSON_VALUE_MAX];
+    cr_assert_eq(json_epoch_values(a, "loss", va, 8), epochs);
+    cr_assert_eq(json_epoch_values(b, "loss", vb, 8), epochs);
+    for (int i = 0; i < epochs; i++)
+        cr_assert_str_eq(va[i], vb[i], "epoch %d: loss %s vs %s", i + 1, va[i], vb[i]);
 }

@@ -30,6 +30,10 @@ typedef struct run_result {
 int run_argv(char *const argv[], char *const env_extra[], double timeout_s, run_result *r);
 void run_free(run_result *r);
 
+/* Run the train binary with the given arguments (NULL-terminated), at most
+ * 200 seconds. */
+int run_train(run_result *r, const char *first, ...);
+
 /* Start argv in the background, stdout and stderr to the files out and err,
  * in a process group of its own that dies with the test: the process gets
  * SIGKILL when the test process ends (a Criterion timeout included), and
@@ -61,6 +65,10 @@ char *make_fashion_subset(const char *dir, int n);
  * by --json, as text; returns how many. */
 #define JSON_VALUE_MAX 48
 int json_epoch_values(const char *path, const char *key, char vals[][JSON_VALUE_MAX], int max);
+/* Both --json files have `epochs` epoch records with the same loss text
+ * (every bit: losses are printed exactly). */
+void assert_same_losses(const char *a, const char *b, int epochs);
+
 /* The same for the records of another kind ("run", "summary"). */
 int json_record_values(const char *path, const char *record, const char *key, char vals[][JSON_VALUE_MAX],
                        int max);

@@ -37,19 +37,6 @@ static const char *rel(const ds_index *ix, uint32_t i)
     return p + n + 1;
 }
 
-static int run_train(run_result *r, const char *first, ...)
-{
-    char *argv[32];
-    int n = 0;
-    argv[n++] = (char *)train_bin();
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a; a = va_arg(ap, const char *))
-        argv[n++] = (char *)a;
-    va_end(ap);
-    argv[n] = NULL;
-    return run_argv(argv, NULL, 200, r);
-}
 
 Test(folder, classes_are_sorted_folder_names_and_images_are_found_at_any_depth)
 {

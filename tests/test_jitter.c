@@ -136,19 +136,6 @@ Test(jitter, saturation_zero_gives_the_luma_and_grey_is_left_alone)
     free(rgb), free(grey);
 }
 
-static int run_train(run_result *r, const char *first, ...)
-{
-    char *argv[40];
-    int n = 0;
-    argv[n++] = (char *)train_bin();
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a; a = va_arg(ap, const char *))
-        argv[n++] = (char *)a;
-    va_end(ap);
-    argv[n] = NULL;
-    return run_argv(argv, NULL, 200, r);
-}
 
 /* --normalize imagenet is exactly ImageNet's numbers given by hand; the
  * jitter changes training and works in preload mode too. */

@@ -164,19 +164,6 @@ Test(rrc, a_truncated_jpeg_fails_whatever_the_crop)
     free(px), free(jpg), free(path);
 }
 
-static int run_train(run_result *r, const char *first, ...)
-{
-    char *argv[32];
-    int n = 0;
-    argv[n++] = (char *)train_bin();
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a; a = va_arg(ap, const char *))
-        argv[n++] = (char *)a;
-    va_end(ap);
-    argv[n] = NULL;
-    return run_argv(argv, NULL, 200, r);
-}
 
 /* The ImageNet recipe on a folder of mixed-size JPEGs: random-resized
  * crop for training, Resize + CenterCrop for validation; losses do not

@@ -25,19 +25,6 @@ static void teardown(void) { tmpdir_remove(dir); }
 
 TestSuite(runchecks, .init = setup, .fini = teardown);
 
-static int train(run_result *r, const char *first, ...)
-{
-    char *argv[64];
-    int n = 0;
-    argv[n++] = (char *)train_bin();
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a; a = va_arg(ap, const char *))
-        argv[n++] = (char *)a;
-    va_end(ap);
-    argv[n] = NULL;
-    return run_argv(argv, NULL, 200, r);
-}
 
 /* dir/name: an h x w RGB JPEG of a textured picture. */
 static void jpeg(const char *name, int h, int w, uint64_t seed)
@@ -77,7 +64,7 @@ Test(runchecks, mixed_sizes_are_refused_up_front_naming_two_files_and_the_fix)
     snprintf(text, sizeof text, "path,label\nimg/wide.jpg,0\nimg/a.jpg,1\nimg/square.jpg,2\n");
     char *csv = write_text(dir, "mixed.csv", text);
     run_result r;
-    train(&r, "--epochs", "1", "--batch", "2", csv, NULL);
+    run_train(&r, "--epochs", "1", "--batch", "2", csv, NULL);
     cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
     cr_assert(strstr(r.err, "images differ in size"), "%s", r.err);
     cr_assert(strstr(r.err, "line 2 ") && strstr(r.err, "img/wide.jpg is 64x48") && strstr(r.err, "line 4 ") &&
@@ -87,7 +74,7 @@ Test(runchecks, mixed_sizes_are_refused_up_front_naming_two_files_and_the_fix)
     cr_assert(!strstr(r.out, "dev "), "no epoch started: %s", r.out);
     run_free(&r);
     /* the fix works */
-    train(&r, "--epochs", "1", "--batch", "2", "--resize", "32x32", csv, NULL);
+    run_train(&r, "--epochs", "1", "--batch", "2", "--resize", "32x32", csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
     free(csv);
@@ -99,7 +86,7 @@ Test(runchecks, a_model_too_big_for_memory_is_refused_with_the_number_and_the_fi
      * would need hundreds of GB on the CPU backend */
     char *csv = jpeg_set("big.csv", "big", 2, 3000, 4000);
     run_result r;
-    train(&r, "--device", "cpu", "--epochs", "1", csv, NULL);
+    run_train(&r, "--device", "cpu", "--epochs", "1", csv, NULL);
     cr_assert_eq(r.status, 2, "exit %d (137 = killed by the OOM killer): %s", r.status, r.err);
     cr_assert(strstr(r.err, "3x3000x4000") && strstr(r.err, "GB of memory") && strstr(r.err, "available"),
               "%s", r.err);
@@ -109,25 +96,17 @@ Test(runchecks, a_model_too_big_for_memory_is_refused_with_the_number_and_the_fi
     free(csv);
 }
 
-static void assert_same_losses(const char *a, const char *b, int epochs)
-{
-    char va[8][JSON_VALUE_MAX], vb[8][JSON_VALUE_MAX];
-    cr_assert_eq(json_epoch_values(a, "loss", va, 8), epochs);
-    cr_assert_eq(json_epoch_values(b, "loss", vb, 8), epochs);
-    for (int i = 0; i < epochs; i++)
-        cr_assert_str_eq(va[i], vb[i], "epoch %d: loss %s vs %s", i + 1, va[i], vb[i]);
-}
 
 Test(runchecks, preload_with_random_crop_trains_like_lazy)
 {
     char *csv = jpeg_set("d.csv", "p", 6, 72, 80);
     char *ja = path_join(dir, "lazy.json"), *jb = path_join(dir, "pre.json");
     run_result r;
-    train(&r, "--mode", "lazy", "--resize", "64x64", "--crop", "56", "--random-crop", "--batch", "2", "--epochs",
+    run_train(&r, "--mode", "lazy", "--resize", "64x64", "--crop", "56", "--random-crop", "--batch", "2", "--epochs",
           "2", "--json", ja, csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
-    train(&r, "--mode", "preload", "--resize", "64x64", "--crop", "56", "--random-crop", "--batch", "2",
+    run_train(&r, "--mode", "preload", "--resize", "64x64", "--crop", "56", "--random-crop", "--batch", "2",
           "--epochs", "2", "--json", jb, csv, NULL);
     cr_assert_eq(r.status, 0, "the standard recipe with preload: %s", r.err);
     run_free(&r);
@@ -148,7 +127,7 @@ Test(runchecks, the_preload_cache_is_rebuilt_when_an_image_file_changes)
     char *cache = path_join(dir, "x.cache"), *j = path_join(dir, "j.json");
     run_result r;
 #define CACHED_RUN()                                                                                    \
-    train(&r, "--mode", "preload", "--resize", "32x32", "--batch", "3", "--epochs", "1", "--cache", cache, \
+    run_train(&r, "--mode", "preload", "--resize", "32x32", "--batch", "3", "--epochs", "1", "--cache", cache, \
           "--json", j, csv, NULL)
     CACHED_RUN();
     cr_assert_eq(r.status, 0, "%s", r.err);
@@ -199,7 +178,7 @@ Test(runchecks, the_preload_cache_is_rebuilt_when_an_image_file_changes)
     cr_assert(strstr(r.out, "changed since it was built"), "edited in place: %s", r.out);
     run_free(&r);
     cached = epoch_loss(j);
-    train(&r, "--mode", "preload", "--resize", "32x32", "--batch", "3", "--epochs", "1", "--json", j, csv, NULL);
+    run_train(&r, "--mode", "preload", "--resize", "32x32", "--batch", "3", "--epochs", "1", "--json", j, csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
     char *fresh = epoch_loss(j);
@@ -216,7 +195,7 @@ Test(runchecks, skip_bad_skips_a_bad_first_row_and_names_each_skipped_file_once)
                            "path,label\nimg/bad.jpg,0\nimg/missing.jpg,1\nimg/g0.jpg,0\nimg/g1.jpg,1\n"
                            "img/g2.jpg,2\nimg/g3.jpg,0\nimg/g4.jpg,1\n");
     run_result r;
-    train(&r, "--skip-bad", "--workers", "2", "--batch", "3", "--epochs", "2", csv, NULL);
+    run_train(&r, "--skip-bad", "--workers", "2", "--batch", "3", "--epochs", "2", csv, NULL);
     cr_assert_eq(r.status, 0, "a bad first row is skipped like any other: %s", r.err);
     const char *a = strstr(r.err, "skipped "), *bad = strstr(r.err, "d.csv:2: "),
                *missing = strstr(r.err, "d.csv:3: ");
@@ -234,7 +213,7 @@ Test(runchecks, drop_last_with_a_batch_larger_than_the_set_is_refused)
     char *csv = jpeg_set("d.csv", "d", 4, 32, 32);
     char *j = path_join(dir, "j.json");
     run_result r;
-    train(&r, "--drop-last", "--batch", "10", "--json", j, csv, NULL);
+    run_train(&r, "--drop-last", "--batch", "10", "--json", j, csv, NULL);
     cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
     cr_assert(strstr(r.err, "--batch 10") && strstr(r.err, "has 4"), "the numbers: %s", r.err);
     run_free(&r);
@@ -248,12 +227,12 @@ Test(runchecks, an_unwritable_save_path_is_refused_before_training)
     char *csv = jpeg_set("d.csv", "s", 4, 32, 32);
     char *bad = path_join(dir, "no/such/folder/m.ckpt");
     run_result r;
-    train(&r, "--save", bad, "--epochs", "1", csv, NULL);
+    run_train(&r, "--save", bad, "--epochs", "1", csv, NULL);
     cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
     cr_assert(strstr(r.err, "--save") && strstr(r.err, "no/such/folder"), "%s", r.err);
     cr_assert(!strstr(r.out, "dev "), "no epoch ran: %s", r.out);
     run_free(&r);
-    train(&r, "--save", dir, "--epochs", "1", csv, NULL);
+    run_train(&r, "--save", dir, "--epochs", "1", csv, NULL);
     cr_assert_eq(r.status, 2, "a directory: exit %d: %s", r.status, r.err);
     cr_assert(strstr(r.err, "is a directory"), "%s", r.err);
     run_free(&r);
@@ -268,7 +247,7 @@ Test(runchecks, loader_only_preload_rates_never_exceed_what_the_loader_made)
     char *csv = jpeg_set("d.csv", "r", 6, 32, 32);
     char *j = path_join(dir, "j.json");
     run_result r;
-    train(&r, "--loader-only", "--mode", "preload", "--resize", "32x32", "--workers", "2", "--batch", "2",
+    run_train(&r, "--loader-only", "--mode", "preload", "--resize", "32x32", "--workers", "2", "--batch", "2",
           "--epochs", "3", "--test-slow-load", "0.05", "--json", j, csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
@@ -283,7 +262,7 @@ Test(runchecks, mean_with_more_values_than_channels_names_both_counts)
 {
     char *csv = jpeg_set("d.csv", "m", 4, 32, 32);
     run_result r;
-    train(&r, "--mean", "0.485,0.456,0.406", "--channels", "1", csv, NULL);
+    run_train(&r, "--mean", "0.485,0.456,0.406", "--channels", "1", csv, NULL);
     cr_assert_eq(r.status, 2, "%s", r.err);
     cr_assert(strstr(r.err, "--mean has 3 values") && strstr(r.err, "1 channel"), "%s", r.err);
     run_free(&r);
@@ -295,7 +274,7 @@ Test(runchecks, pin_on_the_cpu_is_reported_as_off)
     char *csv = jpeg_set("d.csv", "n", 4, 32, 32);
     char *j = path_join(dir, "j.json");
     run_result r;
-    train(&r, "--device", "cpu", "--pin", "--epochs", "1", "--json", j, csv, NULL);
+    run_train(&r, "--device", "cpu", "--pin", "--epochs", "1", "--json", j, csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.err, "continuing unpinned"), "%s", r.err);
     cr_assert(strstr(r.out, " off off "), "the table says what ran: %s", r.out);
@@ -312,7 +291,7 @@ Test(runchecks, the_json_file_says_why_a_run_failed_or_was_interrupted)
     char *badcsv = write_text(dir, "bad.csv", "path,label\nimg/f0.jpg,0\nimg/f1.jpg,1\nimg/nope.jpg,2\n");
     char *j = path_join(dir, "j.json");
     run_result r;
-    train(&r, "--batch", "2", "--json", j, badcsv, NULL);
+    run_train(&r, "--batch", "2", "--json", j, badcsv, NULL);
     cr_assert_eq(r.status, 2, "%s", r.err);
     run_free(&r);
     char *t = json_text(j);

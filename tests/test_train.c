@@ -43,39 +43,17 @@ static void teardown(void)
 
 TestSuite(train, .init = setup, .fini = teardown, .timeout = 240);
 
-/* Run ./train with the given arguments (NULL-terminated). */
-static int train(run_result *r, const char *first, ...)
-{
-    char *argv[64];
-    int n = 0;
-    argv[n++] = (char *)train_bin();
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a; a = va_arg(ap, const char *))
-        argv[n++] = (char *)a;
-    va_end(ap);
-    argv[n] = NULL;
-    return run_argv(argv, NULL, 200, r);
-}
 
-static void assert_same_losses(const char *a, const char *b, int epochs)
-{
-    char va[8][JSON_VALUE_MAX], vb[8][JSON_VALUE_MAX];
-    cr_assert_eq(json_epoch_values(a, "loss", va, 8), epochs);
-    cr_assert_eq(json_epoch_values(b, "loss", vb, 8), epochs);
-    for (int i = 0; i < epochs; i++)
-        cr_assert_str_eq(va[i], vb[i], "epoch %d: loss %s vs %s", i + 1, va[i], vb[i]);
-}
 
 Test(train, workers_0_and_3_give_bit_identical_losses)
 {
     run_result r;
     char *ja = path_join(dir, "a.json"), *jb = path_join(dir, "b.json");
-    train(&r, "--workers", "0", "--epochs", "2", "--batch", "32", "--json", ja, fm_train, NULL);
+    run_train(&r, "--workers", "0", "--epochs", "2", "--batch", "32", "--json", ja, fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "device: cpu"), "first line names the device: %s", r.out);
     run_free(&r);
-    train(&r, "--workers", "3", "--prefetch", "3", "--epochs", "2", "--batch", "32", "--json", jb,
+    run_train(&r, "--workers", "3", "--prefetch", "3", "--epochs", "2", "--batch", "32", "--json", jb,
           fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
@@ -88,10 +66,10 @@ Test(train, preload_and_lazy_give_identical_losses)
 {
     run_result r;
     char *ja = path_join(dir, "lazy.json"), *jb = path_join(dir, "pre.json");
-    train(&r, "--mode", "lazy", "--workers", "2", "--batch", "32", "--json", ja, fm_train, NULL);
+    run_train(&r, "--mode", "lazy", "--workers", "2", "--batch", "32", "--json", ja, fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
-    train(&r, "--mode", "preload", "--workers", "2", "--batch", "32", "--json", jb, fm_train, NULL);
+    run_train(&r, "--mode", "preload", "--workers", "2", "--batch", "32", "--json", jb, fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "preload: decoded 320 samples"), "%s", r.out);
     run_free(&r);
@@ -104,7 +82,7 @@ Test(train, json_records_carry_every_field)
 {
     run_result r;
     char *j = path_join(dir, "r.json");
-    train(&r, "--workers", "2", "--batch", "32", "--epochs", "2", "--warmup-epochs", "1", "--val",
+    run_train(&r, "--workers", "2", "--batch", "32", "--epochs", "2", "--warmup-epochs", "1", "--val",
           fm_test, "--json", j, fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
@@ -153,7 +131,7 @@ Test(train, bad_image_names_csv_line_and_exits_2)
     for (int w = 0; w <= 2; w += 2) {
         char ws[16];
         snprintf(ws, sizeof ws, "%d", w);
-        train(&r, "--workers", ws, "--batch", "2", csv, NULL);
+        run_train(&r, "--workers", ws, "--batch", "2", csv, NULL);
         cr_assert_eq(r.status, 2, "workers %d: %s", w, r.err);
         char *want;
         cr_assert(asprintf(&want, "%s:3: %s/img/fake.png: ", csv, dir) > 0);
@@ -162,7 +140,7 @@ Test(train, bad_image_names_csv_line_and_exits_2)
         run_free(&r);
     }
     /* --skip-bad replaces it and counts it */
-    train(&r, "--workers", "1", "--batch", "2", "--skip-bad", csv, NULL);
+    run_train(&r, "--workers", "1", "--batch", "2", "--skip-bad", csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "    1 warm"), "one skipped sample in the epoch line: %s", r.out);
     run_free(&r);
@@ -278,7 +256,7 @@ Test(train, killed_worker_is_named_exit_3_and_respawn_recovers)
         free(e);
     }
     run_result r;
-    train(&r, "--workers", "0", "--batch", "16", "--epochs", "2", "--json", ja, fm_train, NULL);
+    run_train(&r, "--workers", "0", "--batch", "16", "--epochs", "2", "--json", ja, fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
     assert_same_losses(ja, jb, 2);
@@ -295,15 +273,15 @@ Test(train, resume_is_bit_exact)
     char *ja = path_join(dir, "a.json"), *jb = path_join(dir, "b.json");
     /* a constant lr: cosine and step schedules depend on --epochs, which a
      * shorter first leg changes */
-    train(&r, "--epochs", "2", "--batch", "32", "--lr-schedule", "const", "--save", c1, "--json", ja,
+    run_train(&r, "--epochs", "2", "--batch", "32", "--lr-schedule", "const", "--save", c1, "--json", ja,
           fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
-    train(&r, "--epochs", "1", "--batch", "32", "--lr-schedule", "const", "--save", c2, fm_train,
+    run_train(&r, "--epochs", "1", "--batch", "32", "--lr-schedule", "const", "--save", c2, fm_train,
           NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
-    train(&r, "--epochs", "2", "--batch", "32", "--lr-schedule", "const", "--resume", c2, "--save",
+    run_train(&r, "--epochs", "2", "--batch", "32", "--lr-schedule", "const", "--resume", c2, "--save",
           c2, "--json", jb, fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
@@ -322,7 +300,7 @@ Test(train, resume_is_bit_exact)
     fseek(f, (long)lb / 2, SEEK_SET);
     fputc(0x5a, f);
     fclose(f);
-    train(&r, "--epochs", "3", "--resume", c2, fm_train, NULL);
+    run_train(&r, "--epochs", "3", "--resume", c2, fm_train, NULL);
     cr_assert_eq(r.status, 2, "%s", r.err);
     cr_assert(strstr(r.err, c2), "names the file: %s", r.err);
     run_free(&r);
@@ -335,7 +313,7 @@ Test(train, resume_is_bit_exact)
 Test(train, nan_loss_stops_with_status_4)
 {
     run_result r;
-    train(&r, "--lr", "1e9", "--batch", "32", fm_train, NULL);
+    run_train(&r, "--lr", "1e9", "--batch", "32", fm_train, NULL);
     cr_assert_eq(r.status, 4, "%s", r.err);
     cr_assert(strstr(r.err, "epoch 1 batch ") && strstr(r.err, ": loss is ") && strstr(r.err, " (lr "), "%s", r.err);
     run_free(&r);
@@ -345,20 +323,20 @@ Test(train, preload_cache_reused_invalidated_and_checked)
 {
     run_result r;
     char *cache = path_join(dir, "fm.cache");
-    train(&r, "--mode", "preload", "--cache", cache, "--workers", "2", "--batch", "32", fm_train,
+    run_train(&r, "--mode", "preload", "--cache", cache, "--workers", "2", "--batch", "32", fm_train,
           NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "does not exist: building it"), "%s", r.out);
     cr_assert(strstr(r.out, "preload: decoded 320 samples"), "%s", r.out);
     run_free(&r);
-    train(&r, "--mode", "preload", "--cache", cache, "--workers", "2", "--batch", "32", fm_train,
+    run_train(&r, "--mode", "preload", "--cache", cache, "--workers", "2", "--batch", "32", fm_train,
           NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "matches: reusing it, nothing to decode"), "%s", r.out);
     cr_assert(!strstr(r.out, "preload: decoded"), "%s", r.out);
     run_free(&r);
     /* other transforms: rebuilt */
-    train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fm_train, NULL);
+    run_train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "was built for other transforms (--resize, --crop, --channels, --decode): rebuilding"),
               "%s", r.out);
@@ -367,7 +345,7 @@ Test(train, preload_cache_reused_invalidated_and_checked)
     struct stat st;
     stat(cache, &st);
     cr_assert_eq(truncate(cache, st.st_size - 100), 0);
-    train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fm_train, NULL);
+    run_train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fm_train, NULL);
     cr_assert(strstr(r.out, "has the wrong size (truncated?): rebuilding"), "%s", r.out);
     run_free(&r);
     /* one flipped byte in the pixels (just past the 4096-byte header), then
@@ -379,7 +357,7 @@ Test(train, preload_cache_reused_invalidated_and_checked)
         fseek(f, where ? -10 : 4096 + 10, where ? SEEK_END : SEEK_SET);
         fputc(ch ^ 0xff, f);
         fclose(f);
-        train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fm_train, NULL);
+        run_train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fm_train, NULL);
         cr_assert(strstr(r.out, "corrupt (checksum mismatch): rebuilding"), "%s: %s", where ? "stamps" : "pixels",
                   r.out);
         if (!where)
@@ -393,14 +371,14 @@ Test(train, preload_cache_reused_invalidated_and_checked)
     *(strrchr(text, '\n') + 1) = '\0';
     char *fewer = write_text(dir, "fm/fewer.csv", text);
     free(text);
-    train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fewer, NULL);
+    run_train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fewer, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "was built from another CSV (its content or --root changed): rebuilding"), "%s",
               r.out);
     cr_assert(strstr(r.out, "preload: decoded 319 samples"), "%s", r.out);
     run_free(&r);
     /* another --decode makes other base pixels (issue 16): rebuilt */
-    train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", "--decode", "exact", fewer,
+    run_train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", "--decode", "exact", fewer,
           NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "was built for other transforms (--resize, --crop, --channels, --decode): rebuilding"),
@@ -428,7 +406,7 @@ Test(train, two_runs_building_one_cache_at_once)
     cr_assert(WIFEXITED(sa) && WEXITSTATUS(sa) == 0 && WIFEXITED(sb) && WEXITSTATUS(sb) == 0);
     /* whichever rename came last, the file is complete and valid */
     run_result r;
-    train(&r, "--mode", "preload", "--cache", cache, "--batch", "32", fm_train, NULL);
+    run_train(&r, "--mode", "preload", "--cache", cache, "--batch", "32", fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "matches: reusing it, nothing to decode"), "%s", r.out);
     run_free(&r);
@@ -442,7 +420,7 @@ Test(train, two_runs_building_one_cache_at_once)
 Test(train, memory_guard_refuses_preload)
 {
     run_result r;
-    train(&r, "--mode", "preload", "--mem-limit", "100K", fm_train, NULL);
+    run_train(&r, "--mode", "preload", "--mem-limit", "100K", fm_train, NULL);
     cr_assert_eq(r.status, 2, "%s", r.err);
     cr_assert(strstr(r.err, "preload needs 735.0 KB (320 samples of 3x28x28) but the limit is 100.0 "
                             "KB (--mem-limit"),
@@ -455,7 +433,7 @@ Test(train, sweep_runs_each_configuration_and_summarises)
 {
     run_result r;
     char *j = path_join(dir, "s.json");
-    train(&r, "--workers", "0,1", "--batch", "32", "--json", j, fm_train, NULL);
+    run_train(&r, "--workers", "0,1", "--batch", "32", "--json", j, fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "== configuration 1/2: mode lazy, workers 0"), "%s", r.out);
     cr_assert(strstr(r.out, "== configuration 2/2: mode lazy, workers 1"), "%s", r.out);
@@ -494,11 +472,11 @@ Test(train, sweep_runs_each_configuration_and_summarises)
 Test(train, cpu_only_device_and_pin_messages)
 {
     run_result r;
-    train(&r, "--device", "cuda", "--batch", "32", fm_train, NULL);
+    run_train(&r, "--device", "cuda", "--batch", "32", fm_train, NULL);
     cr_assert_eq(r.status, 2, "%s", r.err);
     cr_assert(strstr(r.err, "cuda"), "%s", r.err);
     run_free(&r);
-    train(&r, "--workers", "4", "--pin", "--prefetch", "2", "--batch", "32", fm_train, NULL);
+    run_train(&r, "--workers", "4", "--pin", "--prefetch", "2", "--batch", "32", fm_train, NULL);
     cr_assert_eq(r.status, 0, "the user's own command line works: %s", r.err);
     cr_assert(strstr(r.err, "--pin has no effect without a GPU"), "%s", r.err);
     run_free(&r);
@@ -507,23 +485,23 @@ Test(train, cpu_only_device_and_pin_messages)
 Test(train, arguments_are_checked)
 {
     run_result r;
-    train(&r, "--workers", "x", fm_train, NULL);
+    run_train(&r, "--workers", "x", fm_train, NULL);
     cr_assert_eq(r.status, 2);
     cr_assert(strstr(r.err, "--workers: 'x' is not an integer in 0..64"), "%s", r.err);
     run_free(&r);
-    train(&r, "--pin=maybe", fm_train, NULL);
+    run_train(&r, "--pin=maybe", fm_train, NULL);
     cr_assert_eq(r.status, 2);
     cr_assert(strstr(r.err, "--pin: 'maybe' is not on or off"), "%s", r.err);
     run_free(&r);
-    train(&r, "--frobnicate", fm_train, NULL);
+    run_train(&r, "--frobnicate", fm_train, NULL);
     cr_assert_eq(r.status, 2);
     cr_assert(strstr(r.err, "unknown option '--frobnicate'"), "%s", r.err);
     run_free(&r);
-    train(&r, "--help", NULL);
+    run_train(&r, "--help", NULL);
     cr_assert_eq(r.status, 0);
     cr_assert(strstr(r.out, "--workers") && strstr(r.out, "--non-blocking"), "%s", r.out);
     run_free(&r);
-    train(&r, "--model", "list", NULL);
+    run_train(&r, "--model", "list", NULL);
     cr_assert_eq(r.status, 0);
     cr_assert(strstr(r.out, "lenet") && strstr(r.out, "probe") && strstr(r.out, "convnet"), "%s",
               r.out);
