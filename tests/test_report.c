@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../app/report.h"
 #include "../common/util.h"
 #include "helpers.h"
 
@@ -485,4 +486,31 @@ Test(report, resume_continues_a_step_schedule)
 Test(report, resume_continues_a_cosine_schedule)
 {
     resume_continues("cosine");
+}
+
+/* The summary's median from epoch records the test makes itself, times far
+ * apart so no tolerance hides the middle pair: an even count takes the
+ * mean of the middle two, an odd count the middle one, warm-up epochs
+ * none. */
+Test(report, summary_median_of_even_and_odd_counts)
+{
+    epoch_rec recs[5];
+    memset(recs, 0, sizeof recs);
+    const double t[5] = {10.0, 1.0, 3.0, 2.0, 100.0};
+    for (int i = 0; i < 5; i++) {
+        recs[i].epoch = i + 1;
+        recs[i].epoch_s = t[i];
+        recs[i].images = 10;
+        recs[i].pss_mb = 1;
+    }
+    summary_rec s;
+    report_summarise(recs, 4, NAN, &s);
+    cr_assert_float_eq(s.epoch_s_median, 2.5, 1e-12, "1 2 3 10: %g", s.epoch_s_median);
+    cr_assert_eq(s.epochs, 4);
+    report_summarise(recs, 5, NAN, &s);
+    cr_assert_float_eq(s.epoch_s_median, 3.0, 1e-12, "1 2 3 10 100: %g", s.epoch_s_median);
+    recs[0].warmup = 1; /* 1 2 3 100 counted */
+    report_summarise(recs, 5, NAN, &s);
+    cr_assert_float_eq(s.epoch_s_median, 2.5, 1e-12, "warm-up left out: %g", s.epoch_s_median);
+    cr_assert_eq(s.epochs, 4);
 }
