@@ -177,6 +177,9 @@ Test(twin, one_wrong_element_fails_the_twin)
     fake_corrupt_next("cublasSgemm");
     twin_fc(&t, 6, 50, 10, 1);
     cr_expect_eq(f.n, 2, "a corrupted GEMM shows in the fully connected layer");
+    fake_corrupt_next("cudnnBatchNormalizationBackward");
+    twin_bn(&t, 2, 3, 10);
+    cr_expect_eq(f.n, 3, "a corrupted batch norm gradient shows");
     gt_twin_done(&t);
     gt_done(be);
 }
