@@ -101,6 +101,20 @@ static void gpu_gap_backward(backend *be, float *din, const float *dout, int B, 
     gpu_launch_gap_backward(gpu_of(be)->compute, din, dout, B, C, HW);
 }
 
+static void gpu_add(backend *be, float *out, const float *a, const float *b, size_t n)
+{
+    if (n)
+        gpu_launch_add(gpu_of(be)->compute, out, a, b, n);
+}
+
+/* device to device on the compute stream: ordered like every other op */
+static void gpu_copy(backend *be, float *dst, const float *src, size_t n)
+{
+    if (n)
+        CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                   gpu_of(be)->compute));
+}
+
 static void gpu_softmax_xent(backend *be, float *dlogits, float *loss, int32_t *pred,
                              const float *logits, const int32_t *labels, int B, int K, float scale)
 {
@@ -168,6 +182,11 @@ static const backend_ops gpu_ops = {
     .fc_backward = gpu_fc_backward,
     .gap_forward = gpu_gap_forward,
     .gap_backward = gpu_gap_backward,
+    .bn_forward_train = gpu_bn_forward_train,
+    .bn_forward_infer = gpu_bn_forward_infer,
+    .bn_backward = gpu_bn_backward,
+    .add = gpu_add,
+    .copy = gpu_copy,
     .softmax_xent = gpu_softmax_xent,
     .sgd_update = gpu_sgd_update,
     .host_pin = gpu_host_pin,
@@ -212,10 +231,6 @@ backend *backend_cuda_create(int device, errbuf *e)
         gpu_destroy(be);
         return NULL;
     }
-    /* 2x2 windows, stride 2, no padding. MAX_DETERMINISTIC: the same
-     * gradient routing on every run. */
-    CUDNN_CHECK(cudnnSetPooling2dDescriptor(g->pool, CUDNN_POOLING_MAX_DETERMINISTIC,
-                                            CUDNN_NOT_PROPAGATE_NAN, 2, 2, 0, 0, 2, 2));
     CUDNN_CHECK(
         cudnnSetActivationDescriptor(g->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
     return be;

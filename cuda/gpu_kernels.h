@@ -27,6 +27,8 @@ void gpu_launch_sgd(cudaStream_t st, float *w, float *v, const float *g, size_t 
 /* out (B x C) = mean over HW; backward spreads dout / HW */
 void gpu_launch_gap_forward(cudaStream_t st, float *out, const float *in, int B, int C, int HW);
 void gpu_launch_gap_backward(cudaStream_t st, float *din, const float *dout, int B, int C, int HW);
+/* out = k_add(a, b) over n elements; out may be a or b */
+void gpu_launch_add(cudaStream_t st, float *out, const float *a, const float *b, size_t n);
 
 #ifdef __cplusplus
 }

@@ -88,6 +88,15 @@ void gpu_fc_forward(backend *be, float *out, const float *in, const float *w, co
                     int B, int M, int N);
 void gpu_fc_backward(backend *be, float *din, float *dw, float *dbias, const float *dout,
                      const float *in, const float *w, int B, int M, int N);
+void gpu_bn_forward_train(backend *be, float *y, float *save_mean, float *save_invstd,
+                          float *run_mean, float *run_var, const float *x, const float *scale,
+                          const float *shift, int B, int C, int HW, float momentum, float eps);
+void gpu_bn_forward_infer(backend *be, float *y, const float *x, const float *scale,
+                          const float *shift, const float *run_mean, const float *run_var, int B,
+                          int C, int HW, float eps);
+void gpu_bn_backward(backend *be, float *dx, float *dscale, float *dshift, const float *dy,
+                     const float *x, const float *scale, const float *save_mean,
+                     const float *save_invstd, int B, int C, int HW);
 
 /* staging.c */
 int gpu_host_pin(backend *be, void *p, size_t bytes, errbuf *e);

@@ -1,6 +1,6 @@
 /* kernels.cu — the small kernels the GPU backend needs besides cuDNN and
  * cuBLAS: u8 -> float normalisation, softmax cross-entropy with its
- * gradient, the SGD-momentum update and global average pooling.
+ * gradient, the SGD-momentum update, global average pooling and the residual add.
  *
  * The arithmetic is nn/kernels.h's (shared with the CPU backend, tested
  * with gcc); these files only map threads to elements. One thread per
@@ -62,6 +62,19 @@ static __global__ void gap_backward_kernel(float *din, const float *dout, size_t
     KERNEL_LOOP(i, n) {
         din[i] = dout[i / (size_t)HW] / (float)HW;
     }
+}
+
+static __global__ void add_kernel(float *out, const float *a, const float *b, size_t n)
+{
+    KERNEL_LOOP(i, n) {
+        out[i] = k_add(a[i], b[i]);
+    }
+}
+
+extern "C" void gpu_launch_add(cudaStream_t st, float *out, const float *a, const float *b,
+                               size_t n)
+{
+    LAUNCH(add_kernel, kernel_blocks(n), KERNEL_THREADS, st, out, a, b, n);
 }
 
 extern "C" void gpu_launch_normalize_u8(cudaStream_t st, float *out, const uint8_t *in, int B,

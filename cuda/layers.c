@@ -18,10 +18,21 @@
  * only asks "was the input positive", and out > 0 exactly when in > 0, so
  * the forward output serves as both (the contract keeps only the output).
  *
- * Max pooling is 2x2 stride 2 with CUDNN_POOLING_MAX_DETERMINISTIC; cuDNN
+ * Max pooling takes its window, stride and padding from the pool_shape (the
+ * descriptor is re-set per call) with CUDNN_POOLING_MAX_DETERMINISTIC; cuDNN
  * documents no tie order, so on exact ties inside a window its gradient
  * may go to another maximum than the CPU's first-in-row-major one (after a
  * relu a tied window is nearly always all zeros, whose gradient is zero).
+ *
+ * Batch norm is cuDNN's spatial mode (CUDNN_BATCHNORM_SPATIAL): the scale,
+ * shift, mean and variance descriptor is cudnnDeriveBNTensorDescriptor's
+ * 1 x C x 1 x 1, x is B x C x HW x 1. cuDNN's running variance uses the
+ * unbiased batch variance (N / (N - 1)), as backend.h and the CPU op do, and
+ * its exponentialAverageFactor is our momentum. Its saved "inverse
+ * variance" is 1 / sqrt(var + eps), our save_invstd. Backward uses the
+ * saved mean and invstd; backend.h's bn_backward has no eps, so cuDNN gets
+ * BN_BWD_EPS, which it only needs when nothing is saved (not our case).
+ * cuDNN also refuses eps below CUDNN_BN_MIN_EPSILON; ours is 1e-5.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
@@ -60,6 +71,9 @@ void gpu_relu_backward(backend *be, float *din, const float *dout, const float *
 
 static void pool_descs(gpu_ctx *g, const pool_shape *s, const char *func)
 {
+    CUDNN_CHECK(cudnnSetPooling2dDescriptor(g->pool, CUDNN_POOLING_MAX_DETERMINISTIC,
+                                            CUDNN_NOT_PROPAGATE_NAN, s->k, s->k, s->pad, s->pad,
+                                            s->stride, s->stride));
     set4(g->ta, s->B, s->C, s->H, s->W);
     int n, c, h, w;
     CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(g->pool, g->ta, &n, &c, &h, &w));
@@ -112,4 +126,59 @@ void gpu_fc_backward(backend *be, float *din, float *dw, float *dbias, const flo
     set4(g->ta, B, N, 1, 1);
     set4(g->tb, 1, N, 1, 1);
     CUDNN_CHECK(cudnnConvolutionBackwardBias(g->dnn, &one, g->ta, dout, &zero, g->tb, dbias));
+}
+
+/* ---------------------------------------------------------------- batch norm */
+
+#define BN_BWD_EPS 1e-5
+
+/* ta: x as B x C x HW x 1; tb: the derived 1 x C x 1 x 1 */
+static void bn_descs(gpu_ctx *g, int B, int C, int HW, const char *func)
+{
+    if (B < 1 || C < 1 || HW < 1)
+        gpu_fatal(func, "bad size B=%d C=%d HW=%d", B, C, HW);
+    set4(g->ta, B, C, HW, 1);
+    CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(g->tb, g->ta, CUDNN_BATCHNORM_SPATIAL));
+}
+
+void gpu_bn_forward_train(backend *be, float *y, float *save_mean, float *save_invstd,
+                          float *run_mean, float *run_var, const float *x, const float *scale,
+                          const float *shift, int B, int C, int HW, float momentum, float eps)
+{
+    gpu_ctx *g = gpu_of(be);
+    bn_descs(g, B, C, HW, __func__);
+    CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
+        g->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, g->ta, x, g->ta, y, g->tb, scale, shift,
+        (double)momentum, run_mean, run_var, (double)eps, save_mean, save_invstd));
+}
+
+void gpu_bn_forward_infer(backend *be, float *y, const float *x, const float *scale,
+                          const float *shift, const float *run_mean, const float *run_var, int B,
+                          int C, int HW, float eps)
+{
+    gpu_ctx *g = gpu_of(be);
+    bn_descs(g, B, C, HW, __func__);
+    CUDNN_CHECK(cudnnBatchNormalizationForwardInference(g->dnn, CUDNN_BATCHNORM_SPATIAL, &one,
+                                                        &zero, g->ta, x, g->ta, y, g->tb, scale,
+                                                        shift, run_mean, run_var, (double)eps));
+}
+
+void gpu_bn_backward(backend *be, float *dx, float *dscale, float *dshift, const float *dy,
+                     const float *x, const float *scale, const float *save_mean,
+                     const float *save_invstd, int B, int C, int HW)
+{
+    gpu_ctx *g = gpu_of(be);
+    bn_descs(g, B, C, HW, __func__);
+    /* cuDNN always writes dx: without a caller's dx it goes to scratch
+     * (the workspace, grown once) */
+    float *out = dx;
+    if (!out) {
+        size_t bytes = (size_t)B * C * HW * sizeof(float);
+        gpu_workspace_reserve(g, bytes);
+        out = g->workspace;
+    }
+    CUDNN_CHECK(cudnnBatchNormalizationBackward(g->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
+                                                &one, &zero, g->ta, x, g->ta, dy, g->ta, out,
+                                                g->tb, scale, dscale, dshift, BN_BWD_EPS,
+                                                save_mean, save_invstd));
 }

@@ -122,6 +122,9 @@ int gpu_selftest_run(backend *be, FILE *out)
     twin_fc(&t, 6, 50, 10, 1);
     twin_fc(&t, 4, 800, 33, 0);
     twin_gap(&t, 5, 3, 7);
+    twin_maxpool_k(&t, 2, 3, 9, 9, 3, 2, 1);
+    twin_bn(&t, 4, 3, 25);
+    twin_add(&t, 1000);
     twin_softmax_xent(&t, 5, 10, 80.0f);
     twin_sgd(&t, 1000, 2, 0.1f, 0.9f, 5e-4f);
     check_staging(&t, &s);

@@ -332,6 +332,96 @@ void twin_fc(twin *t, int B, int M, int N, int with_din)
     free(h_in), free(h_w), free(h_b), free(h_dout);
 }
 
+void twin_maxpool_k(twin *t, int B, int C, int H, int W, int k, int stride, int pad)
+{
+    pool_shape s;
+    if (pool_shape_init_k(&s, B, C, H, W, k, stride, pad) != 0)
+        return;
+    size_t nin = (size_t)B * C * H * W, nout = (size_t)B * C * s.OH * s.OW, f = sizeof(float);
+    float *h_in = rand_floats(t, nin, -1, 1), *h_dout = rand_floats(t, nout, -1, 1);
+    pair in = pair_put(t, h_in, nin * f), dout = pair_put(t, h_dout, nout * f);
+    pair out = pair_nan(t, nout * f), din = pair_nan(t, nin * f);
+    t->dev->ops->maxpool_forward(t->dev, out.dev, in.dev, &s);
+    t->ref->ops->maxpool_forward(t->ref, out.ref, in.ref, &s);
+    t->dev->ops->maxpool_backward(t->dev, din.dev, dout.dev, out.dev, in.dev, &s);
+    t->ref->ops->maxpool_backward(t->ref, din.ref, dout.ref, out.ref, in.ref, &s);
+    char name[64], what[80];
+    snprintf(name, sizeof name, "maxpool %dx%dx%dx%d %dx%d/%d p%d", B, C, H, W, k, k, stride, pad);
+    snprintf(what, sizeof what, "%s fwd", name);
+    pair_report(t, what, &out, nout, TWIN_RTOL_OP);
+    snprintf(what, sizeof what, "%s bwd", name);
+    pair_report(t, what, &din, nin, TWIN_RTOL_OP);
+    pair_free(t, &in), pair_free(t, &dout), pair_free(t, &out), pair_free(t, &din);
+    free(h_in), free(h_dout);
+}
+
+void twin_bn(twin *t, int B, int C, int HW)
+{
+    size_t n = (size_t)B * C * HW, f = sizeof(float);
+    /* a large mean per channel: a one-pass variance would lose digits */
+    float *h_x = rand_floats(t, n, -1, 1), *h_dy = rand_floats(t, n, -1, 1);
+    for (size_t i = 0; i < n; i++)
+        h_x[i] = h_x[i] * 2.0f + (float)((i / (size_t)HW) % (size_t)C);
+    float *h_sc = rand_floats(t, (size_t)C, 0.5f, 1.5f), *h_sh = rand_floats(t, (size_t)C, -1, 1);
+    float *h_rm = rand_floats(t, (size_t)C, -1, 1), *h_rv = rand_floats(t, (size_t)C, 0.5f, 2);
+    pair x = pair_put(t, h_x, n * f), dy = pair_put(t, h_dy, n * f);
+    pair sc = pair_put(t, h_sc, C * f), sh = pair_put(t, h_sh, C * f);
+    pair rm = pair_put(t, h_rm, C * f), rv = pair_put(t, h_rv, C * f);
+    pair y = pair_nan(t, n * f), yi = pair_nan(t, n * f), dx = pair_nan(t, n * f);
+    pair sm = pair_nan(t, C * f), si = pair_nan(t, C * f), dsc = pair_nan(t, C * f),
+         dsh = pair_nan(t, C * f);
+    backend *bs[2] = {t->dev, t->ref};
+    for (int k = 0; k < 2; k++) {
+        backend *b = bs[k];
+#define P(p) (k ? (p).ref : (p).dev)
+        b->ops->bn_forward_train(b, P(y), P(sm), P(si), P(rm), P(rv), P(x), P(sc), P(sh), B, C, HW,
+                                 0.1f, 1e-5f);
+        b->ops->bn_forward_infer(b, P(yi), P(x), P(sc), P(sh), P(rm), P(rv), B, C, HW, 1e-5f);
+        b->ops->bn_backward(b, P(dx), P(dsc), P(dsh), P(dy), P(x), P(sc), P(sm), P(si), B, C, HW);
+#undef P
+    }
+    char name[48], what[80];
+    snprintf(name, sizeof name, "batch norm %dx%dx%d", B, C, HW);
+    struct {
+        const char *o;
+        pair *p;
+        size_t n;
+    } outs[] = {{"train y", &y, n},       {"save_mean", &sm, (size_t)C}, {"save_invstd", &si, (size_t)C},
+                {"run_mean", &rm, (size_t)C}, {"run_var", &rv, (size_t)C}, {"infer y", &yi, n},
+                {"dx", &dx, n},           {"dscale", &dsc, (size_t)C},  {"dshift", &dsh, (size_t)C}};
+    for (size_t i = 0; i < sizeof outs / sizeof *outs; i++) {
+        snprintf(what, sizeof what, "%s %s", name, outs[i].o);
+        pair_report(t, what, outs[i].p, outs[i].n, TWIN_RTOL_OP);
+    }
+    pair *all[] = {&x, &dy, &sc, &sh, &rm, &rv, &y, &yi, &dx, &sm, &si, &dsc, &dsh};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        pair_free(t, all[i]);
+    free(h_x), free(h_dy), free(h_sc), free(h_sh), free(h_rm), free(h_rv);
+}
+
+void twin_add(twin *t, size_t n)
+{
+    size_t f = sizeof(float);
+    float *h_a = rand_floats(t, n, -1, 1), *h_b = rand_floats(t, n, -1, 1);
+    pair a = pair_put(t, h_a, n * f), b = pair_put(t, h_b, n * f), out = pair_nan(t, n * f),
+         cp = pair_nan(t, n * f);
+    t->dev->ops->add(t->dev, out.dev, a.dev, b.dev, n);
+    t->ref->ops->add(t->ref, out.ref, a.ref, b.ref, n);
+    char what[64];
+    snprintf(what, sizeof what, "add %zu", n);
+    pair_report(t, what, &out, n, TWIN_RTOL_OP);
+    t->dev->ops->add(t->dev, a.dev, a.dev, b.dev, n);
+    t->ref->ops->add(t->ref, a.ref, a.ref, b.ref, n);
+    snprintf(what, sizeof what, "add %zu in place", n);
+    pair_report(t, what, &a, n, TWIN_RTOL_OP);
+    t->dev->ops->copy(t->dev, cp.dev, b.dev, n);
+    t->ref->ops->copy(t->ref, cp.ref, b.ref, n);
+    snprintf(what, sizeof what, "copy %zu", n);
+    pair_report(t, what, &cp, n, TWIN_RTOL_OP);
+    pair_free(t, &a), pair_free(t, &b), pair_free(t, &out), pair_free(t, &cp);
+    free(h_a), free(h_b);
+}
+
 void twin_gap(twin *t, int B, int C, int HW)
 {
     size_t n = (size_t)B * C * HW, no = (size_t)B * C, f = sizeof(float);

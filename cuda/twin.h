@@ -85,7 +85,15 @@ void twin_relu(twin *t, size_t n);
 /* ties: inputs on a coarse grid, so windows hold equal maxima and both
  * backends must route the gradient to the same (first) one */
 void twin_maxpool(twin *t, int B, int C, int H, int W, int ties);
+/* k x k window, stride, pad (resnet18's 3x3/2 pad 1): continuous random
+ * inputs (no ties), forward and din compared element-wise */
+void twin_maxpool_k(twin *t, int B, int C, int H, int W, int k, int stride, int pad);
 void twin_fc(twin *t, int B, int M, int N, int with_din);
+/* batch norm: training forward (y, save_mean, save_invstd, run_mean,
+ * run_var), inference forward (y), backward (dx, dscale, dshift): 9 checks */
+void twin_bn(twin *t, int B, int C, int HW);
+/* add out of place and in place (out = a), then copy: 3 checks */
+void twin_add(twin *t, size_t n);
 void twin_gap(twin *t, int B, int C, int HW);
 /* some rows shifted by +-shift, where exp would overflow without care */
 void twin_softmax_xent(twin *t, int B, int K, float shift);

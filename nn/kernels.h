@@ -45,6 +45,12 @@ KERNEL_FN void k_sgd(float *w, float *v, float g, float lr, float momentum, floa
     *w = *w - lr * vn;
 }
 
+/* ---- element-wise add (backend.h's add; out may alias a or b) */
+KERNEL_FN float k_add(float a, float b)
+{
+    return a + b;
+}
+
 /* ---- batch normalisation (backend.h's bn_*), per element of channel c */
 KERNEL_FN float k_bn_apply(float x, float mean, float invstd, float scale, float shift)
 {

@@ -9,6 +9,7 @@
  * and relu (backward checks y is relu(x)).
  */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -541,4 +542,215 @@ cudnnStatus_t cudnnActivationBackward(cudnnHandle_t h, cudnnActivationDescriptor
     if (fk_enqueue(h->stream, api, act_run, free, q, NULL, 0) != cudaSuccess)
         return CUDNN_STATUS_EXECUTION_FAILED;
     return CUDNN_STATUS_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- batch norm
+ * Spatial mode only, written from cudnn_ops.h's formulas (not from the
+ * backend): the statistics of channel c over its N = n h w values in
+ * double, y = scale (x - mean) / sqrt(var + eps) + bias; training updates
+ * running = factor stat + (1 - factor) running with the unbiased variance
+ * and saves the mean and 1 / sqrt(var + eps). Backward recomputes xhat from
+ * the saved mean and inverse std. The parameter descriptor must be what
+ * cudnnDeriveBNTensorDescriptor gives for spatial mode: 1 x C x 1 x 1. */
+
+enum { BN_TRAIN, BN_INFER, BN_BWD };
+
+typedef struct bn_job {
+    int kind;
+    tens x, p;
+    float alpha, beta, alpha2, beta2; /* backward: data then parameter blends */
+    double factor, eps;
+    const float *X, *dY, *scale, *bias, *emean, *evar, *smean, *sinv;
+    float *out, *rmean, *rvar, *osmean, *osinv, *dscale, *dbias;
+    int corrupt;
+} bn_job;
+
+static void bn_run(void *p)
+{
+    bn_job *j = p;
+    const tens *t = &j->x;
+    double N = (double)t->n * t->h * t->w;
+    for (int c = 0; c < t->c; c++) {
+        size_t pc = (size_t)c * j->p.cs;
+        double mean, inv;
+        if (j->kind == BN_INFER) {
+            mean = j->emean[pc];
+            inv = 1.0 / sqrt((double)j->evar[pc] + j->eps);
+        } else if (j->kind == BN_BWD) {
+            mean = j->smean[pc];
+            inv = j->sinv[pc];
+        } else {
+            double s = 0.0, v = 0.0;
+            for (int n = 0; n < t->n; n++)
+                for (int y = 0; y < t->h; y++)
+                    for (int x = 0; x < t->w; x++)
+                        s += j->X[at4(t, n, c, y, x)];
+            mean = s / N;
+            for (int n = 0; n < t->n; n++)
+                for (int y = 0; y < t->h; y++)
+                    for (int x = 0; x < t->w; x++) {
+                        double d = j->X[at4(t, n, c, y, x)] - mean;
+                        v += d * d;
+                    }
+            v /= N;
+            inv = 1.0 / sqrt(v + j->eps);
+            double unb = N > 1.0 ? v * N / (N - 1.0) : v;
+            j->rmean[pc] = (float)(j->factor * mean + (1.0 - j->factor) * j->rmean[pc]);
+            j->rvar[pc] = (float)(j->factor * unb + (1.0 - j->factor) * j->rvar[pc]);
+            if (j->osmean)
+                j->osmean[pc] = (float)mean;
+            if (j->osinv)
+                j->osinv[pc] = (float)inv;
+        }
+        if (j->kind != BN_BWD) {
+            for (int n = 0; n < t->n; n++)
+                for (int y = 0; y < t->h; y++)
+                    for (int x = 0; x < t->w; x++) {
+                        size_t i = at4(t, n, c, y, x);
+                        blend(&j->out[i], j->scale[pc] * (j->X[i] - mean) * inv + j->bias[pc],
+                              j->alpha, j->beta);
+                    }
+            continue;
+        }
+        double sdy = 0.0, sdyx = 0.0;
+        for (int n = 0; n < t->n; n++)
+            for (int y = 0; y < t->h; y++)
+                for (int x = 0; x < t->w; x++) {
+                    size_t i = at4(t, n, c, y, x);
+                    sdy += j->dY[i];
+                    sdyx += j->dY[i] * (j->X[i] - mean) * inv;
+                }
+        blend(&j->dscale[pc], sdyx, j->alpha2, j->beta2);
+        blend(&j->dbias[pc], sdy, j->alpha2, j->beta2);
+        for (int n = 0; n < t->n; n++)
+            for (int y = 0; y < t->h; y++)
+                for (int x = 0; x < t->w; x++) {
+                    size_t i = at4(t, n, c, y, x);
+                    double xh = (j->X[i] - mean) * inv;
+                    blend(&j->out[i], j->scale[pc] * inv * (j->dY[i] - sdy / N - xh * sdyx / N),
+                          j->alpha, j->beta);
+                }
+    }
+    if (j->corrupt)
+        j->out[0] += 1.0f;
+}
+
+/* mode, x/y (and dy/dx) alike, the parameter descriptor 1 x C x 1 x 1, eps */
+static int read_bn(const char *api, cudnnBatchNormMode_t mode, cudnnTensorDescriptor_t xd,
+                   cudnnTensorDescriptor_t yd, cudnnTensorDescriptor_t pd, double eps, bn_job *j)
+{
+    tens y;
+    if (mode != CUDNN_BATCHNORM_SPATIAL) {
+        BAD(api, "batch norm mode %d (the fake does CUDNN_BATCHNORM_SPATIAL only)", (int)mode);
+        return 0;
+    }
+    if (!fkd_read_tensor(api, "x", xd, &j->x) || !fkd_read_tensor(api, "y", yd, &y) ||
+        !same_shape(api, &j->x, &y, "x and y") ||
+        !fkd_read_tensor(api, "bnScaleBiasMeanVar", pd, &j->p))
+        return 0;
+    if (j->p.n != 1 || j->p.c != j->x.c || j->p.h != 1 || j->p.w != 1) {
+        BAD(api, "bnScaleBiasMeanVarDesc is %dx%dx%dx%d; spatial mode wants 1x%dx1x1", j->p.n,
+            j->p.c, j->p.h, j->p.w, j->x.c);
+        return 0;
+    }
+    if (!(eps >= CUDNN_BN_MIN_EPSILON) || !isfinite(eps)) {
+        BAD(api, "epsilon %g below CUDNN_BN_MIN_EPSILON", eps);
+        return 0;
+    }
+    j->eps = eps;
+    return 1;
+}
+
+static cudnnStatus_t bn_enqueue(const char *api, cudnnHandle_t h, bn_job *j)
+{
+    j->corrupt = fk_take_corruption(api);
+    bn_job *q = malloc(sizeof *q);
+    *q = *j;
+    if (fk_enqueue(h->stream, api, bn_run, free, q, NULL, 0) != cudaSuccess)
+        return CUDNN_STATUS_EXECUTION_FAILED;
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t cudnnBatchNormalizationForwardTraining(
+    cudnnHandle_t h, cudnnBatchNormMode_t mode, const void *alpha, const void *beta,
+    const cudnnTensorDescriptor_t xd, const void *x, const cudnnTensorDescriptor_t yd, void *y,
+    const cudnnTensorDescriptor_t pd, const void *scale, const void *bias, double factor,
+    void *rmean, void *rvar, double eps, void *smean, void *sinv)
+{
+    const char *api = "cudnnBatchNormalizationForwardTraining";
+    ENTER(api);
+    NEED_HANDLE(api, h);
+    bn_job j = {.kind = BN_TRAIN, .X = x, .out = y, .scale = scale, .bias = bias, .rmean = rmean,
+                .rvar = rvar, .osmean = smean, .osinv = sinv, .factor = factor};
+    if (!read_bn(api, mode, xd, yd, pd, eps, &j) || !fkd_scalars(api, alpha, beta, &j.alpha, &j.beta))
+        return CUDNN_STATUS_BAD_PARAM;
+    if (!(factor >= 0.0 && factor <= 1.0)) {
+        BAD(api, "exponentialAverageFactor %g outside [0, 1]", factor);
+        return CUDNN_STATUS_BAD_PARAM;
+    }
+    if ((smean == NULL) != (sinv == NULL)) {
+        BAD(api, "resultSaveMean and resultSaveInvVariance must both be given or both NULL");
+        return CUDNN_STATUS_BAD_PARAM;
+    }
+    size_t pb = j.p.bytes;
+    if (!fkd_dev(api, "x", x, j.x.bytes) || !fkd_dev(api, "y", y, j.x.bytes) ||
+        !fkd_dev(api, "bnScale", scale, pb) || !fkd_dev(api, "bnBias", bias, pb) ||
+        !fkd_dev(api, "resultRunningMean", rmean, pb) ||
+        !fkd_dev(api, "resultRunningVariance", rvar, pb) ||
+        (smean && (!fkd_dev(api, "resultSaveMean", smean, pb) ||
+                   !fkd_dev(api, "resultSaveInvVariance", sinv, pb))))
+        return CUDNN_STATUS_BAD_PARAM;
+    return bn_enqueue(api, h, &j);
+}
+
+cudnnStatus_t cudnnBatchNormalizationForwardInference(
+    cudnnHandle_t h, cudnnBatchNormMode_t mode, const void *alpha, const void *beta,
+    const cudnnTensorDescriptor_t xd, const void *x, const cudnnTensorDescriptor_t yd, void *y,
+    const cudnnTensorDescriptor_t pd, const void *scale, const void *bias, const void *emean,
+    const void *evar, double eps)
+{
+    const char *api = "cudnnBatchNormalizationForwardInference";
+    ENTER(api);
+    NEED_HANDLE(api, h);
+    bn_job j = {.kind = BN_INFER, .X = x, .out = y, .scale = scale, .bias = bias, .emean = emean,
+                .evar = evar};
+    if (!read_bn(api, mode, xd, yd, pd, eps, &j) || !fkd_scalars(api, alpha, beta, &j.alpha, &j.beta))
+        return CUDNN_STATUS_BAD_PARAM;
+    size_t pb = j.p.bytes;
+    if (!fkd_dev(api, "x", x, j.x.bytes) || !fkd_dev(api, "y", y, j.x.bytes) ||
+        !fkd_dev(api, "bnScale", scale, pb) || !fkd_dev(api, "bnBias", bias, pb) ||
+        !fkd_dev(api, "estimatedMean", emean, pb) || !fkd_dev(api, "estimatedVariance", evar, pb))
+        return CUDNN_STATUS_BAD_PARAM;
+    return bn_enqueue(api, h, &j);
+}
+
+cudnnStatus_t cudnnBatchNormalizationBackward(
+    cudnnHandle_t h, cudnnBatchNormMode_t mode, const void *alphaData, const void *betaData,
+    const void *alphaParam, const void *betaParam, const cudnnTensorDescriptor_t xd, const void *x,
+    const cudnnTensorDescriptor_t dyd, const void *dy, const cudnnTensorDescriptor_t dxd, void *dx,
+    const cudnnTensorDescriptor_t pd, const void *scale, void *dscale, void *dbias, double eps,
+    const void *smean, const void *sinv)
+{
+    const char *api = "cudnnBatchNormalizationBackward";
+    ENTER(api);
+    NEED_HANDLE(api, h);
+    bn_job j = {.kind = BN_BWD, .X = x, .dY = dy, .out = dx, .scale = scale, .dscale = dscale,
+                .dbias = dbias, .smean = smean, .sinv = sinv};
+    tens dxt;
+    if (!read_bn(api, mode, xd, dyd, pd, eps, &j) || !fkd_read_tensor(api, "dx", dxd, &dxt) ||
+        !same_shape(api, &j.x, &dxt, "x and dx") ||
+        !fkd_scalars(api, alphaData, betaData, &j.alpha, &j.beta) ||
+        !fkd_scalars(api, alphaParam, betaParam, &j.alpha2, &j.beta2))
+        return CUDNN_STATUS_BAD_PARAM;
+    if (!smean || !sinv) {
+        BAD(api, "the fake needs savedMean and savedInvVariance from the forward pass");
+        return CUDNN_STATUS_NOT_SUPPORTED;
+    }
+    size_t pb = j.p.bytes;
+    if (!fkd_dev(api, "x", x, j.x.bytes) || !fkd_dev(api, "dy", dy, j.x.bytes) ||
+        !fkd_dev(api, "dx", dx, j.x.bytes) || !fkd_dev(api, "bnScale", scale, pb) ||
+        !fkd_dev(api, "dBnScaleResult", dscale, pb) || !fkd_dev(api, "dBnBiasResult", dbias, pb) ||
+        !fkd_dev(api, "savedMean", smean, pb) || !fkd_dev(api, "savedInvVariance", sinv, pb))
+        return CUDNN_STATUS_BAD_PARAM;
+    return bn_enqueue(api, h, &j);
 }

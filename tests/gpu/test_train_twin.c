@@ -78,9 +78,9 @@ static int load_images(int n, int C, int H, int W, uint8_t **x, int32_t **y, int
     return 0;
 }
 
-static void train_case(const char *model, int C, int H, int W, int B, int real, int ntensors)
+static void train_case_steps(const char *model, int C, int H, int W, int B, int real, int ntensors,
+                             int steps)
 {
-    enum { STEPS = 20 };
     backend *be = gt_backend();
     int checks;
     twin t = gt_twin(be, 1, &checks);
@@ -89,16 +89,16 @@ static void train_case(const char *model, int C, int H, int W, int B, int real, 
     t.arg = &w;
     uint8_t *x;
     int32_t *y;
-    int n = B * STEPS;
+    int n = B * steps;
     int got_real = load_images(n, C, H, W, &x, &y, real);
     twin_data d = {.n = n, .C = C, .H = H, .W = W, .nclasses = 10, .x = x, .labels = y};
     errbuf e = {{0}};
-    cr_assert_eq(twin_train(&t, model, &d, B, STEPS, 7, &e), 0, "%s", e.msg);
-    cr_expect_eq(w.checks, STEPS + 2 * ntensors,
-                 "a loss per step, then each tensor and its momentum");
+    cr_assert_eq(twin_train(&t, model, &d, B, steps, 7, &e), 0, "%s", e.msg);
+    cr_expect_eq(w.checks, steps + 2 * ntensors,
+                 "%d checks: a loss per step, then each tensor and its momentum", w.checks);
     cr_log_info("%s %dx%dx%d batch %d, %d steps on %s data: worst step loss %.3g, worst "
                 "tensor (L2) %.3g of the tolerance %.0e",
-                model, C, H, W, B, STEPS, got_real ? "Fashion-MNIST" : "synthetic", w.loss, w.state,
+                model, C, H, W, B, steps, got_real ? "Fashion-MNIST" : "synthetic", w.loss, w.state,
                 TWIN_RTOL_TRAIN);
     free(x);
     free(y);
@@ -106,11 +106,21 @@ static void train_case(const char *model, int C, int H, int W, int B, int real, 
     gt_done(be);
 }
 
+static void train_case(const char *model, int C, int H, int W, int B, int real, int ntensors)
+{
+    train_case_steps(model, C, H, W, B, real, ntensors, 20);
+}
+
 Test(train_twin, lenet_20_steps_on_fashion_mnist) { train_case("lenet", 1, 28, 28, 16, 1, 8); }
 
 Test(train_twin, convnet_20_steps) { train_case("convnet", 3, 16, 16, 8, 0, 8); }
 
 Test(train_twin, probe_20_steps) { train_case("probe", 3, 12, 12, 16, 0, 4); }
+
+/* batch norm (training statistics, running averages through the steps),
+ * residual adds and global average pooling; 8 steps keep the fake's naive
+ * double convolutions quick */
+Test(train_twin, resnet8_8_steps) { train_case_steps("resnet8", 3, 16, 16, 8, 0, 47, 8); }
 
 #ifdef TRAIN_FAKECUDA
 /* Not a rubber stamp: one gradient element off by 1.0 in one step (the

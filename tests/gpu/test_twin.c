@@ -78,6 +78,21 @@ TWIN_TEST(softmax_xent, 14, 9, {
     twin_softmax_xent(t, 4, 2, 30.0f);
 })
 
+TWIN_TEST(maxpool_3x3_stride2_pad1, 18, 4, {
+    twin_maxpool_k(t, 2, 3, 9, 9, 3, 2, 1);
+    twin_maxpool_k(t, 1, 4, 8, 11, 3, 2, 1);
+})
+
+TWIN_TEST(batch_norm, 19, 18, {
+    twin_bn(t, 4, 3, 25);
+    twin_bn(t, 2, 16, 64);
+})
+
+TWIN_TEST(add_and_copy, 20, 6, {
+    twin_add(t, 1237);
+    twin_add(t, 70001);
+})
+
 TWIN_TEST(sgd, 15, 4, {
     twin_sgd(t, 3001, 3, 0.05f, 0.9f, 1e-3f);
     twin_sgd(t, 70001, 1, 0.1f, 0.0f, 0.0f);
@@ -162,6 +177,9 @@ Test(twin, one_wrong_element_fails_the_twin)
     fake_corrupt_next("cublasSgemm");
     twin_fc(&t, 6, 50, 10, 1);
     cr_expect_eq(f.n, 2, "a corrupted GEMM shows in the fully connected layer");
+    fake_corrupt_next("cudnnBatchNormalizationBackward");
+    twin_bn(&t, 2, 3, 10);
+    cr_expect_eq(f.n, 3, "a corrupted batch norm gradient shows");
     gt_twin_done(&t);
     gt_done(be);
 }
