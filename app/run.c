@@ -146,15 +146,16 @@ static int check_sizes(run_ctx *r, uint32_t first, errbuf *e)
     if ((p->crop_h > 0 || by_resize) && (!need_base || base_fixed))
         return 0;
     const ds_index *t = &r->train;
+    int b0h, b0w; /* the first image's base */
+    img_base_size(p, r->fixed_h, r->fixed_w, &b0h, &b0w);
     uint32_t step = t->n > SIZE_PROBES ? t->n / SIZE_PROBES : 1;
     for (uint32_t i = first + 1; i < t->n; i += step) {
-        int w, h, ch, oh, ow, bh, bw, b0h, b0w;
+        int w, h, ch, oh, ow, bh, bw;
         errbuf pe;
         if (img_probe(ds_path(t, i), &w, &h, &ch, &pe) != 0)
             continue; /* a bad file is the loader's to report */
         img_output_size(p, h, w, &oh, &ow);
         img_base_size(p, h, w, &bh, &bw);
-        img_base_size(p, r->fixed_h, r->fixed_w, &b0h, &b0w);
         if (oh == r->ss.out_h && ow == r->ss.out_w && (!need_base || (bh == b0h && bw == b0w)))
             continue;
         char a[ERR_MAX], b[ERR_MAX];
