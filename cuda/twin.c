@@ -274,30 +274,44 @@ static void maxpool_bwd_report(twin *t, const char *what, const pool_shape *s, c
     free(got);
 }
 
+/* Max pool forward and backward on both backends over random inputs
+ * (rounded to four values with ties, so most windows tie). per_window:
+ * judge the gradient window by window, whichever tied element it lands on
+ * (non-overlapping windows); else element by element (no ties). */
+static void maxpool_pair(twin *t, const pool_shape *s, int ties, int per_window, const char *name)
+{
+    size_t nin = (size_t)s->B * s->C * s->H * s->W, nout = (size_t)s->B * s->C * s->OH * s->OW,
+           f = sizeof(float);
+    float *h_in = rand_floats(t, nin, -1, 1), *h_dout = rand_floats(t, nout, -1, 1);
+    if (ties)
+        for (size_t i = 0; i < nin; i++)
+            h_in[i] = floorf(h_in[i] * 2.0f) / 2.0f;
+    pair in = pair_put(t, h_in, nin * f), dout = pair_put(t, h_dout, nout * f);
+    pair out = pair_nan(t, nout * f), din = pair_nan(t, nin * f);
+    t->dev->ops->maxpool_forward(t->dev, out.dev, in.dev, s);
+    t->ref->ops->maxpool_forward(t->ref, out.ref, in.ref, s);
+    t->dev->ops->maxpool_backward(t->dev, din.dev, dout.dev, out.dev, in.dev, s);
+    t->ref->ops->maxpool_backward(t->ref, din.ref, dout.ref, out.ref, in.ref, s);
+    char what[112];
+    snprintf(what, sizeof what, "%s fwd", name);
+    pair_report(t, what, &out, nout, TWIN_RTOL_OP);
+    snprintf(what, sizeof what, "%s bwd%s", name, per_window ? ", per window" : "");
+    if (per_window)
+        maxpool_bwd_report(t, what, s, h_in, h_dout, &din);
+    else
+        pair_report(t, what, &din, nin, TWIN_RTOL_OP);
+    pair_free(t, &in), pair_free(t, &dout), pair_free(t, &out), pair_free(t, &din);
+    free(h_in), free(h_dout);
+}
+
 void twin_maxpool(twin *t, int B, int C, int H, int W, int ties)
 {
     pool_shape s;
     if (pool_shape_init(&s, B, C, H, W) != 0)
         return;
-    size_t nin = (size_t)B * C * H * W, nout = (size_t)B * C * s.OH * s.OW, f = sizeof(float);
-    float *h_in = rand_floats(t, nin, -1, 1), *h_dout = rand_floats(t, nout, -1, 1);
-    if (ties)
-        for (size_t i = 0; i < nin; i++)
-            h_in[i] = floorf(h_in[i] * 2.0f) / 2.0f; /* four values: most windows tie */
-    pair in = pair_put(t, h_in, nin * f), dout = pair_put(t, h_dout, nout * f);
-    pair out = pair_nan(t, nout * f), din = pair_nan(t, nin * f);
-    t->dev->ops->maxpool_forward(t->dev, out.dev, in.dev, &s);
-    t->ref->ops->maxpool_forward(t->ref, out.ref, in.ref, &s);
-    t->dev->ops->maxpool_backward(t->dev, din.dev, dout.dev, out.dev, in.dev, &s);
-    t->ref->ops->maxpool_backward(t->ref, din.ref, dout.ref, out.ref, in.ref, &s);
-    char name[48], what[64];
+    char name[48];
     snprintf(name, sizeof name, "maxpool %dx%dx%dx%d%s", B, C, H, W, ties ? " ties" : "");
-    snprintf(what, sizeof what, "%s fwd", name);
-    pair_report(t, what, &out, nout, TWIN_RTOL_OP);
-    snprintf(what, sizeof what, "%s bwd, per window", name);
-    maxpool_bwd_report(t, what, &s, h_in, h_dout, &din);
-    pair_free(t, &in), pair_free(t, &dout), pair_free(t, &out), pair_free(t, &din);
-    free(h_in), free(h_dout);
+    maxpool_pair(t, &s, ties, 1, name);
 }
 
 void twin_fc(twin *t, int B, int M, int N, int with_din)
@@ -337,22 +351,9 @@ void twin_maxpool_k(twin *t, int B, int C, int H, int W, int k, int stride, int 
     pool_shape s;
     if (pool_shape_init_k(&s, B, C, H, W, k, stride, pad) != 0)
         return;
-    size_t nin = (size_t)B * C * H * W, nout = (size_t)B * C * s.OH * s.OW, f = sizeof(float);
-    float *h_in = rand_floats(t, nin, -1, 1), *h_dout = rand_floats(t, nout, -1, 1);
-    pair in = pair_put(t, h_in, nin * f), dout = pair_put(t, h_dout, nout * f);
-    pair out = pair_nan(t, nout * f), din = pair_nan(t, nin * f);
-    t->dev->ops->maxpool_forward(t->dev, out.dev, in.dev, &s);
-    t->ref->ops->maxpool_forward(t->ref, out.ref, in.ref, &s);
-    t->dev->ops->maxpool_backward(t->dev, din.dev, dout.dev, out.dev, in.dev, &s);
-    t->ref->ops->maxpool_backward(t->ref, din.ref, dout.ref, out.ref, in.ref, &s);
-    char name[64], what[80];
+    char name[64];
     snprintf(name, sizeof name, "maxpool %dx%dx%dx%d %dx%d/%d p%d", B, C, H, W, k, k, stride, pad);
-    snprintf(what, sizeof what, "%s fwd", name);
-    pair_report(t, what, &out, nout, TWIN_RTOL_OP);
-    snprintf(what, sizeof what, "%s bwd", name);
-    pair_report(t, what, &din, nin, TWIN_RTOL_OP);
-    pair_free(t, &in), pair_free(t, &dout), pair_free(t, &out), pair_free(t, &din);
-    free(h_in), free(h_dout);
+    maxpool_pair(t, &s, 0, 0, name);
 }
 
 void twin_bn(twin *t, int B, int C, int HW)
