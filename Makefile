@@ -85,18 +85,34 @@ CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 $(CUDNN_LDFLAGS)
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 
 # ---------------------------------------------------------------- sources
-LIB_SRC   := $(sort $(wildcard common/*.c loader/*.c nn/*.c app/*.c))
-CUDA_CSRC := $(sort $(wildcard cuda/*.c))
-CUDA_CU   := $(sort $(wildcard cuda/*.cu))
-TEST_SRC  := $(sort $(wildcard tests/*.c))
-TOOL_SRC  := $(sort $(wildcard tools/*.c))
+# One folder per part, one static library per folder and variant, linked
+# top to bottom: a call from a lower folder into a higher one (image/ into
+# loader/, nn/ into cpu/ ...) finds no definition and fails the link.
+#   app     command line, runs, loop, staging glue, report, sweeps, device choice
+#   cuda    the GPU backend (cuda variants only)
+#   cpu     the CPU backend
+#   nn      models, the backend interface, checkpoints, schedules
+#   loader  data set index, sampler, worker processes and ring, preload cache
+#   image   decode, resize, crop, flip, colour
+#   common  errors, allocation, clocks, hashing, keyed RNG
+LAYERS     := app cuda cpu nn loader image common
+layer_src   = $(sort $(wildcard $(1)/*.c))
+CUDA_CSRC  := $(call layer_src,cuda)
+CUDA_CU    := $(sort $(wildcard cuda/*.cu))
+LIB_SRC    := $(foreach l,$(filter-out cuda,$(LAYERS)),$(call layer_src,$(l)))
+TEST_SRC   := $(sort $(wildcard tests/*.c))
+# test support shared by the suites (tests/support/gpu_test.c needs CUDA and
+# is linked by the GPU suites only, in mk/cuda.mk)
+TEST_SUPPORT_SRC := $(filter-out tests/support/gpu_test.c,$(sort $(wildcard tests/support/*.c)))
+TOOL_SRC   := $(sort $(wildcard tools/*.c))
 
 VARIANT := $(if $(filter 1,$(CUDA)),cuda,cpu)
 
-define variant_objs
-$(patsubst %.c,build/$(1)/%.o,$(LIB_SRC) main.c) \
-$(if $(filter cuda,$(1)),$(patsubst %.c,build/$(1)/%.o,$(CUDA_CSRC)) $(patsubst %.cu,build/$(1)/%.o,$(CUDA_CU)))
-endef
+# the libraries of variant $(1) in link order (cuda/ in the CUDA variants only)
+variant_libs = $(foreach l,$(if $(filter cuda fakecuda,$(1)),$(LAYERS),$(filter-out cuda,$(LAYERS))),\
+                 build/$(1)/lib$(l).a)
+# the libraries $(2) (names, top to bottom) of variant $(1)
+libs_of = $(foreach l,$(2),build/$(1)/lib$(l).a)
 
 CFLAGS_cpu  := $(BASE_CFLAGS) -O2 -g
 CFLAGS_cuda := $(BASE_CFLAGS) -O2 -g -DTRAIN_CUDA=1 -isystem $(CUDA_HOME)/include $(CUDNN_CFLAGS)
@@ -139,14 +155,24 @@ build/asan/%.o: %.c build/asan/.flags
 # The resampler's row loops vectorise at -O3 only (gcc 12's -O2 cost model
 # refuses loops of unknown length): 13% less time per 350x400 -> 224x224
 # resize, measured. Same code, so the asan build's -O1 stays.
-build/cpu/loader/resize.o: CFLAGS_cpu += -O3
-build/cuda/loader/resize.o: CFLAGS_cuda += -O3
+build/cpu/image/resize.o: CFLAGS_cpu += -O3
+build/cuda/image/resize.o: CFLAGS_cuda += -O3
 
-build/cpu/train: $(call variant_objs,cpu)
+# build/<variant>/lib<layer>.a from the layer's objects (the CUDA layer's
+# kernels come from nvcc in the cuda variant, from mk/cuda.mk's emulation in
+# the fakecuda variant)
+define lib_rule
+build/$(1)/lib$(2).a: $(patsubst %.c,build/$(1)/%.o,$(call layer_src,$(2))) $(3)
+	@rm -f $$@; ar rcs $$@ $$^
+endef
+$(foreach v,cpu cuda asan,$(foreach l,$(filter-out cuda,$(LAYERS)),$(eval $(call lib_rule,$(v),$(l)))))
+$(eval $(call lib_rule,cuda,cuda,$(patsubst %.cu,build/cuda/%.o,$(CUDA_CU))))
+
+build/cpu/train: build/cpu/main.o $(call variant_libs,cpu)
 	$(CC) -o $@ $^ $(LDFLAGS_cpu) $(LIBS)
-build/cuda/train: $(call variant_objs,cuda)
+build/cuda/train: build/cuda/main.o $(call variant_libs,cuda)
 	$(CC) -o $@ $^ $(LDFLAGS_cuda) $(LIBS) -lstdc++
-build/asan/train: $(call variant_objs,asan)
+build/asan/train: build/asan/main.o $(call variant_libs,asan)
 	$(CC) -o $@ $^ $(LDFLAGS_asan) $(LIBS)
 
 # ---------------------------------------------------------------- version
@@ -176,16 +202,18 @@ fuzz:
 	@$(MAKE) --no-print-directory $(FUZZ_TARGETS)
 
 # ---------------------------------------------------------------- tests
-TEST_OBJS := $(patsubst %.c,build/asan/%.o,$(TEST_SRC) $(LIB_SRC))
-build/asan/tests/run: $(TEST_OBJS)
+TEST_OBJS := $(patsubst %.c,build/asan/%.o,$(TEST_SRC) $(TEST_SUPPORT_SRC))
+build/asan/tests/run: $(TEST_OBJS) $(call variant_libs,asan)
 	$(CC) -o $@ $^ $(LDFLAGS_asan) $(LIBS) -lcriterion -lz
 
 # tools: dataset generators and benchmark helpers (optimised, no sanitizers)
 TOOLS := $(patsubst tools/%.c,build/tools/%,$(TOOL_SRC))
 tools: $(TOOLS)
-build/tools/%: tools/%.c tools/idx.h common/util.c common/util.h common/rng.h
+# (those that need more than common/ have their own rule in mk/<area>.mk)
+TOOL_CFLAGS := $(BASE_CFLAGS) -O2
+build/tools/%: tools/%.c build/cpu/libcommon.a
 	@mkdir -p build/tools
-	$(CC) $(BASE_CFLAGS) -O2 -o $@ $< common/util.c $(LIBS) -lz
+	$(CC) $(TOOL_CFLAGS) -o $@ $(filter %.c %.a,$^) $(LIBS) -lz
 
 test-build: build/cpu/train $(if $(CUDA_FOUND),build/cuda/train) build/asan/train \
             build/asan/tests/run $(TOOLS) $(TEST_EXTRA)

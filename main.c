@@ -11,8 +11,8 @@
 #include "app/options.h"
 #include "app/run.h"
 #include "app/sweep.h"
-#include "loader/csv_index.h"
-#include "nn/device.h"
+#include "loader/dataset.h"
+#include "app/device.h"
 #include "nn/model.h"
 
 static int model_list(const options *o)

@@ -1,14 +1,14 @@
 /* diagnose.c — see diagnose.h. */
 #define _GNU_SOURCE
-#include "diagnose.h"
+#include "app/diagnose.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "child.h"
-#include "report.h"
+#include "app/reexec.h"
+#include "app/report.h"
 
 #define DIAG_BATCHES 200   /* per phase, unless --diagnose-batches */
 #define DIAG_SECONDS 15.0  /* per phase, unless --diagnose-seconds */

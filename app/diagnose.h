@@ -17,7 +17,7 @@
 #ifndef TRAIN_DIAGNOSE_H
 #define TRAIN_DIAGNOSE_H
 
-#include "options.h"
+#include "app/options.h"
 
 typedef enum diag_verdict {
     VERDICT_COMPUTE_BOUND,

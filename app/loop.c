@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../nn/checkpoint.h"
-#include "run_ctx.h"
-#include "trace.h"
+#include "nn/checkpoint.h"
+#include "app/run_ctx.h"
+#include "app/trace.h"
 
 /* ---------------------------------------------------------------- jobs */
 

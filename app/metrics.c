@@ -1,13 +1,13 @@
 /* metrics.c — see metrics.h. */
 #define _POSIX_C_SOURCE 200809L
-#include "metrics.h"
+#include "app/metrics.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "../common/util.h"
+#include "common/util.h"
 
 /* Rss and Pss (kB) of one process; -1 when it cannot be read. */
 static int read_rollup(int pid, double *rss_kb, double *pss_kb)

@@ -1,6 +1,6 @@
 /* options.c — see options.h. One table drives parsing and --help. */
 #define _GNU_SOURCE
-#include "options.h"
+#include "app/options.h"
 
 #include <math.h>
 #include <stdlib.h>

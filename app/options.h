@@ -12,8 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../loader/csv_index.h"
-#include "../loader/image.h"
+#include "loader/dataset.h"
+#include "image/image.h"
 
 #define LIST_MAX 16
 

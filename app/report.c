@@ -1,6 +1,6 @@
 /* report.c — see report.h. */
 #define _POSIX_C_SOURCE 200809L
-#include "report.h"
+#include "app/report.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/util.h"
+#include "common/util.h"
 
 static const char *onoff(int v) { return v ? "on" : "off"; }
 

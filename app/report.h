@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../loader/image.h"
-#include "metrics.h"
+#include "image/image.h"
+#include "app/metrics.h"
 
 typedef struct run_config {
     const char *device; /* cpu, cuda */

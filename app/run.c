@@ -8,7 +8,7 @@
  * or computing.
  */
 #define _GNU_SOURCE
-#include "run.h"
+#include "app/run.h"
 
 #include <errno.h>
 #include <math.h>
@@ -19,9 +19,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../nn/checkpoint.h"
-#include "run_ctx.h"
-#include "trace.h"
+#include "cpu/cpu.h"
+#include "nn/checkpoint.h"
+#include "app/run_ctx.h"
+#include "app/trace.h"
 
 /* ---------------------------------------------------------------- signals */
 

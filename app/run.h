@@ -4,8 +4,8 @@
 #ifndef TRAIN_RUN_H
 #define TRAIN_RUN_H
 
-#include "options.h"
-#include "report.h"
+#include "app/options.h"
+#include "app/report.h"
 
 /* The single values a run uses of the options a sweep varies. */
 typedef struct run_choice {

@@ -5,15 +5,15 @@
 
 #include <stdio.h>
 
-#include "../loader/cache.h"
-#include "../loader/pool.h"
-#include "../nn/device.h"
-#include "../nn/model.h"
-#include "metrics.h"
-#include "report.h"
-#include "run.h"
-#include "sample.h"
-#include "stage.h"
+#include "loader/cache.h"
+#include "loader/loader.h"
+#include "app/device.h"
+#include "nn/model.h"
+#include "app/metrics.h"
+#include "app/report.h"
+#include "app/run.h"
+#include "app/load.h"
+#include "app/stage.h"
 
 typedef struct job_acc {
     double t0, t1, wait, copy, compute, busy;

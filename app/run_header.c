@@ -4,7 +4,7 @@
  * git checkout). */
 #define _POSIX_C_SOURCE 200809L
 #include "build/version.h"
-#include "run_ctx.h"
+#include "app/run_ctx.h"
 
 void run_write_header(run_ctx *r)
 {

@@ -1,6 +1,6 @@
 /* stage.c — see stage.h.
  *
- * A ring slot holds a batch's pixels, labels and sample indices (pool.h),
+ * A ring slot holds a batch's pixels, labels and sample indices (loader/loader.h),
  * so it goes back to the loader only when both its copy to the device has
  * completed (the pixels were read) and stager_done said the step that reads
  * its labels has been enqueued (on a GPU the labels travel in the batch's
@@ -22,13 +22,13 @@
  * next batch could only be loaded into the slot b still holds.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "stage.h"
+#include "app/stage.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../nn/device.h"
+#include "app/device.h"
 
 #define NBUF 3  /* device input buffers for non-blocking copies */
 #define QMAX 64 /* slots held at once */

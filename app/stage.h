@@ -25,8 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../loader/pool.h"
-#include "../nn/backend.h"
+#include "loader/loader.h"
+#include "nn/backend.h"
 
 typedef struct stager stager;
 

@@ -8,7 +8,7 @@
  * record in FILE for the closing table.
  */
 #define _GNU_SOURCE
-#include "sweep.h"
+#include "app/sweep.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -18,9 +18,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "child.h"
-#include "report.h"
-#include "run.h"
+#include "app/reexec.h"
+#include "app/report.h"
+#include "app/run.h"
 
 static char *int_arg(const char *name, int v)
 {

@@ -4,7 +4,7 @@
 #ifndef TRAIN_SWEEP_H
 #define TRAIN_SWEEP_H
 
-#include "options.h"
+#include "app/options.h"
 
 /* Returns the exit status of the sweep: 0 when every configuration ran,
  * else the first failure's status (130/143 when interrupted). */

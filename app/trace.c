@@ -1,7 +1,7 @@
 /* trace.c — see trace.h. Events are kept in memory (a few per batch) and
  * written at the end, timestamps in microseconds from the first event. */
 #define _POSIX_C_SOURCE 200809L
-#include "trace.h"
+#include "app/trace.h"
 
 #include <errno.h>
 #include <stdio.h>

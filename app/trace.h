@@ -20,7 +20,7 @@
 #ifndef TRAIN_APP_TRACE_H
 #define TRAIN_APP_TRACE_H
 
-#include "../common/util.h"
+#include "common/util.h"
 
 typedef struct trace trace;
 

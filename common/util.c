@@ -1,6 +1,6 @@
 /* util.c — see util.h. */
 #define _POSIX_C_SOURCE 200809L
-#include "util.h"
+#include "common/util.h"
 
 #include <ctype.h>
 #include <errno.h>

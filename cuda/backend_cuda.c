@@ -14,9 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "gpu.h"
-#include "gpu_kernels.h"
-#include "internal.h"
+#include "cuda/gpu.h"
+#include "cuda/gpu_kernels.h"
+#include "cuda/internal.h"
 
 void gpu_fatal(const char *func, const char *fmt, ...)
 {

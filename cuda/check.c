@@ -5,7 +5,7 @@
  * any retry or device reset.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "check.h"
+#include "cuda/check.h"
 
 #include <stdio.h>
 #include <stdlib.h>

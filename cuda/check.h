@@ -21,7 +21,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
-#include "../common/util.h"
+#include "common/util.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "cuda/internal.h"
 
 typedef struct conv_plan {
     conv_shape s;

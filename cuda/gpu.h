@@ -1,8 +1,8 @@
 /* gpu.h — what the rest of train uses from cuda/: probing for a device,
  * creating the GPU backend, the self-test and the utilisation monitor.
  *
- * Plain C types only, so nn/device.c can include it without CUDA headers.
- * Everything here exists only in the CUDA build (make CUDA=1); nn/device.c
+ * Plain C types only, so app/device.c can include it without CUDA headers.
+ * Everything here exists only in the CUDA build (make CUDA=1); app/device.c
  * is the one place that decides whether to call it.
  */
 #ifndef TRAIN_GPU_H
@@ -11,9 +11,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../common/util.h"
-#include "../nn/backend.h"
-#include "../nn/device.h"
+#include "common/util.h"
+#include "nn/backend.h"
+#include "app/device.h"
 
 /* ---- probing. Initialises the driver but creates no context. Processes
  * forked afterwards must not call CUDA themselves (the loader's workers do
@@ -62,7 +62,7 @@ int gpu_selftest_run(backend *be, FILE *out);
 
 /* ---- utilisation monitor: NVML, loaded with dlopen at run time, sampled
  * every period_ms by a thread between start and stop (the figures are
- * device_util, nn/device.h). Missing NVML, a device NVML does not know, or
+ * device_util, app/device.h). Missing NVML, a device NVML does not know, or
  * NVML_ERROR_NOT_SUPPORTED all give available = 0 with the reason, never an
  * error. The rest of train reaches it through device_monitor_* (device.h). */
 /* pci_bus_id from gpu_info; libname NULL = $TRAIN_NVML_LIB if set, else

@@ -6,8 +6,8 @@
 #ifndef TRAIN_CUDA_INTERNAL_H
 #define TRAIN_CUDA_INTERNAL_H
 
-#include "../nn/backend.h"
-#include "check.h"
+#include "nn/backend.h"
+#include "cuda/check.h"
 
 #define BUSY_RING 64 /* begin/end event pairs in flight before harvesting */
 #define PIN_MAX 16   /* host ranges registered at once */

@@ -10,9 +10,9 @@
  */
 #include <stdint.h>
 
-#include "../nn/kernels.h"
-#include "gpu_kernels.h"
-#include "launch.h"
+#include "nn/kernels.h"
+#include "cuda/gpu_kernels.h"
+#include "cuda/launch.h"
 
 struct norm_params {
     float mean[GPU_NORM_MAX_C];

@@ -10,10 +10,10 @@
 #ifndef TRAIN_CUDA_LAUNCH_H
 #define TRAIN_CUDA_LAUNCH_H
 
-#include "check.h"
+#include "cuda/check.h"
 
 #ifdef KERNEL_EMULATION
-#include "emu.h"
+#include "cuda/emu.h"
 #define LAUNCH_EXPR(k, grid, block, stream, ...)                                                   \
     emu_launch((stream), (grid), (block), #k, k, __VA_ARGS__)
 #else

@@ -37,7 +37,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <limits.h>
 
-#include "internal.h"
+#include "cuda/internal.h"
 
 static const float one = 1.0f, zero = 0.0f;
 

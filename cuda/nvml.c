@@ -21,7 +21,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gpu.h"
+#include "cuda/gpu.h"
 
 /* NVML's ABI, as documented in nvml.h */
 typedef int nvml_ret;

@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "check.h"
-#include "gpu.h"
+#include "cuda/check.h"
+#include "cuda/gpu.h"
 
 /* the oldest real architecture in the Makefile's GENCODE (sm_80) */
 #define OLDEST_CC_MAJOR 8

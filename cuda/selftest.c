@@ -13,9 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/rng.h"
-#include "gpu.h"
-#include "twin.h"
+#include "common/rng.h"
+#include "cpu/cpu.h"
+#include "cuda/gpu.h"
+#include "cuda/twin.h"
 
 typedef struct st {
     FILE *out;

@@ -23,7 +23,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
 
-#include "internal.h"
+#include "cuda/internal.h"
 
 static void check_b(int b, const char *func)
 {

@@ -16,7 +16,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 
-#include "internal.h"
+#include "cuda/internal.h"
 
 static void add_span(gpu_ctx *g, const char *track, const char *name, double t0, double dur)
 {

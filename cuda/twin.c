@@ -3,14 +3,14 @@
  * calls but the rng.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "twin.h"
+#include "cuda/twin.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../nn/model.h"
+#include "nn/model.h"
 
 double twin_compare(const float *dev, const float *ref, size_t n, double rtol, size_t *worst)
 {

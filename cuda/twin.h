@@ -23,9 +23,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/rng.h"
-#include "../common/util.h"
-#include "../nn/backend.h"
+#include "common/rng.h"
+#include "common/util.h"
+#include "nn/backend.h"
 
 /* Tolerances. One op: every element within 1e-4 relative (twin_compare):
  * fp32 results that differ only in summation order. Training: per-step

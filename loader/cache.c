@@ -1,6 +1,6 @@
 /* cache.c — see cache.h. */
 #define _GNU_SOURCE
-#include "cache.h"
+#include "loader/cache.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -24,9 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/util.h"
-#include "csv_index.h"
-#include "image.h"
+#include "common/util.h"
+#include "loader/dataset.h"
+#include "image/image.h"
 
 typedef struct preload_cache {
     uint8_t *data;       /* n * sample_bytes */

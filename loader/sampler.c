@@ -1,7 +1,7 @@
 /* sampler.c — see sampler.h. */
-#include "sampler.h"
+#include "loader/sampler.h"
 
-#include "../common/rng.h"
+#include "common/rng.h"
 
 void sampler_permutation(uint32_t *perm, uint32_t n, uint64_t seed, uint32_t epoch, uint32_t stream,
                          int shuffle)

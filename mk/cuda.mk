@@ -45,22 +45,22 @@ FAKE_LIB_SRC  := $(filter-out tests/fakecuda/test_%.c tests/fakecuda/fake_nvml.c
                    tests/fakecuda/forked.c tests/fakecuda/at_exit.c,$(FAKE_ALL))
 FAKE_TEST_SRC := $(filter tests/fakecuda/test_%.c,$(FAKE_ALL)) tests/fakecuda/forked.c
 
-# what the GPU tests link besides cuda/*: the CPU backend and the models
-# (the twin), the loader's pool and app/stage.c (the staging tests), helpers
-GPU_HOST_SRC := $(sort $(wildcard nn/*.c)) common/util.c tests/helpers.c app/stage.c \
-                loader/pool.c loader/pool_worker.c loader/sampler.c loader/csv_index.c loader/folder_index.c
-GPU_TEST_SRC := $(sort $(wildcard tests/gpu/*.c))
+# the GPU tests: their own files, the shared test support, the fake's tests
+GPU_TEST_SRC := $(sort $(wildcard tests/gpu/*.c)) $(TEST_SUPPORT_SRC) tests/support/gpu_test.c
 GPU_LIBS     := $(LIBS) -lz -lcriterion -lstdc++
 # the train binary must not link Criterion: its library constructor takes a
 # process started from a Criterion test (BXFI_MAP set) for one of its workers
 FAKE_TRAIN_LIBS := $(LIBS) -lstdc++
 
-FAKE_SUITE_SRC  := $(CUDA_CSRC) $(GPU_HOST_SRC) $(FAKE_LIB_SRC) $(FAKE_TEST_SRC) $(GPU_TEST_SRC)
-FAKE_SUITE_OBJS := $(patsubst %.c,$(FAKE_DIR)/%.o,$(FAKE_SUITE_SRC)) \
-                   $(patsubst %.cu,$(FAKE_DIR)/%.emu.o,$(CUDA_CU))
-FAKE_TRAIN_OBJS := $(patsubst %.c,$(FAKE_DIR)/%.o,$(LIB_SRC) main.c $(CUDA_CSRC) $(FAKE_LIB_SRC) \
-                     tests/fakecuda/at_exit.c) \
-                   $(patsubst %.cu,$(FAKE_DIR)/%.emu.o,$(CUDA_CU))
+# the fakecuda variant's libraries: every layer compiled against the fake,
+# cuda/'s kernels through the serial emulation
+$(foreach l,$(filter-out cuda,$(LAYERS)),$(eval $(call lib_rule,fakecuda,$(l))))
+$(eval $(call lib_rule,fakecuda,cuda,$(patsubst %.cu,$(FAKE_DIR)/%.emu.o,$(CUDA_CU))))
+
+FAKE_SUITE_OBJS := $(patsubst %.c,$(FAKE_DIR)/%.o,$(FAKE_LIB_SRC) $(FAKE_TEST_SRC) $(GPU_TEST_SRC)) \
+                   $(call variant_libs,fakecuda)
+FAKE_TRAIN_OBJS := $(patsubst %.c,$(FAKE_DIR)/%.o,main.c $(FAKE_LIB_SRC) tests/fakecuda/at_exit.c) \
+                   $(call variant_libs,fakecuda)
 
 $(FAKE_DIR)/%.o: %.c $(FAKE_DIR)/.flags
 	@mkdir -p $(dir $@)
@@ -98,8 +98,7 @@ build/asan/tests/run-fakecuda: $(FAKE_SUITE_OBJS) tests/fakecuda/real-symbols.tx
 $(FAKE_DIR)/train: $(FAKE_TRAIN_OBJS) tests/fakecuda/real-symbols.txt
 	$(call fake_link,$(FAKE_TRAIN_OBJS),$(FAKE_TRAIN_LIBS))
 
-GPU_SUITE_OBJS := $(patsubst %.c,build/cuda/%.o,$(CUDA_CSRC) $(GPU_HOST_SRC) $(GPU_TEST_SRC)) \
-                  $(patsubst %.cu,build/cuda/%.o,$(CUDA_CU))
+GPU_SUITE_OBJS := $(patsubst %.c,build/cuda/%.o,$(GPU_TEST_SRC)) $(call variant_libs,cuda)
 
 build/cuda/tests/run-gpu: $(GPU_SUITE_OBJS)
 	@mkdir -p $(dir $@)

@@ -1,4 +1,4 @@
-# mk/image.mk — the image pipeline's benchmark and fuzz target (issue 3).
+# mk/image.mk — the image pipeline's benchmark and fuzz target.
 #
 #   make bench-image   ours vs bare TurboJPEG vs PIL + torchvision on the E1
 #                      JPEG set and Fashion-MNIST PNGs (docs/BENCH-IMAGE.md);
@@ -8,21 +8,14 @@
 #                      crashers in fuzz/corpus-work/image/crashes — fix them
 #                      and copy them to tests/fuzz-corpus/image/
 
-IMG_SRC := loader/image.c loader/img_jpeg.c loader/img_jpeg_region.c loader/img_webp.c loader/img_stb.c \
-           loader/img_check.c loader/resize.c loader/augment.c \
-           common/util.c
-IMG_HDR := loader/image.h loader/img_internal.h loader/resize.h common/util.h common/rng.h
-IMG_TOOL_CFLAGS := -std=c11 $(WARN) -I. -O2
-
-# Tools that link the image pipeline (the generic tools rule links util.c
-# only). fuzz_image built with gcc is the plain replay driver.
-build/tools/bench_image: tools/bench_image.c $(IMG_SRC) $(IMG_HDR) loader/csv_index.c loader/folder_index.c \
-                         loader/csv_index.h
+# Tools link the cpu variant's libraries (-O2, no sanitizers); the
+# fuzz_image built with gcc is the plain replay driver.
+build/tools/bench_image: tools/bench_image.c $(call libs_of,cpu,loader image common)
 	@mkdir -p build/tools
-	$(CC) $(IMG_TOOL_CFLAGS) -o $@ tools/bench_image.c $(IMG_SRC) loader/csv_index.c loader/folder_index.c $(LIBS)
-build/tools/fuzz_image: tools/fuzz_image.c tools/fuzz_image.h $(IMG_SRC) $(IMG_HDR)
+	$(CC) $(TOOL_CFLAGS) -o $@ $(filter %.c %.a,$^) $(LIBS)
+build/tools/fuzz_image: tools/fuzz_image.c $(call libs_of,cpu,image common)
 	@mkdir -p build/tools
-	$(CC) $(IMG_TOOL_CFLAGS) -o $@ tools/fuzz_image.c $(IMG_SRC) $(LIBS)
+	$(CC) $(TOOL_CFLAGS) -o $@ $(filter %.c %.a,$^) $(LIBS)
 
 # ---------------------------------------------------------------- bench
 BENCH_IMAGE_N    ?= 1000
@@ -46,9 +39,16 @@ build/fuzz/stb_image.o: /usr/include/stb/stb_image.h
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) -x c -O1 -g $(FUZZ_SAN) -fsanitize=fuzzer-no-link -DSTB_IMAGE_IMPLEMENTATION \
 	  -c $< -o $@
-build/fuzz/fuzz_image: tools/fuzz_image.c tools/fuzz_image.h $(IMG_SRC) $(IMG_HDR) build/fuzz/stb_image.o
+# the image and common layers again, instrumented for libFuzzer (a "fuzz"
+# variant of their libraries)
+FUZZ_CFLAGS := -std=c11 -O1 -g -MMD -MP -I. $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+build/fuzz/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+$(foreach l,image common,$(eval $(call lib_rule,fuzz,$(l))))
+build/fuzz/fuzz_image: tools/fuzz_image.c $(call libs_of,fuzz,image common) build/fuzz/stb_image.o
 	$(FUZZ_CC) -std=c11 -O1 -g -I. $(FUZZ_SAN) -fsanitize=fuzzer -DFUZZ_LIBFUZZER -o $@ \
-	  tools/fuzz_image.c $(IMG_SRC) build/fuzz/stb_image.o -lturbojpeg -ljpeg -lwebp -lm
+	  $^ -lturbojpeg -ljpeg -lwebp -lm
 
 fuzz-image: build/fuzz/fuzz_image build/tools/fuzz_image
 	@mkdir -p $(FUZZ_IMAGE_WORK)/corpus $(FUZZ_IMAGE_WORK)/crashes

@@ -1,4 +1,4 @@
-# mk/loader.mk — the loader benchmark (issues 4 and 5): parallel efficiency,
+# mk/loader.mk — the loader benchmark: parallel efficiency,
 # memory per worker, lazy vs preload. Results: build/bench/loader.md.
 BENCH_TARGETS += bench-loader
 BENCH_LOADER_N ?= 2000

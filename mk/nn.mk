@@ -6,19 +6,18 @@
 #                     to end over the PNG CSV when tools/fashion-mnist has
 #                     made it
 #
-# build/tools/bench_nn links the nn/ sources, so it gets its own rule (the
-# generic build/tools/% rule compiles one tool file with common/util.c).
+# build/tools/bench_nn links the cpu/ and nn/ libraries, so it gets its own
+# rule (the generic build/tools/% rule links common/ only).
 
 BENCH_TARGETS += bench-nn
 .PHONY: bench-nn
 
-NN_BENCH_SRC := tools/bench_nn.c $(sort $(wildcard nn/*.c)) common/util.c
 BENCH_NN_RUNS ?= 5
 BENCH_NN_CSV ?= data/fashion-mnist/train.csv
 
-build/tools/bench_nn: $(NN_BENCH_SRC) $(wildcard nn/*.h) tools/idx.h common/util.h common/rng.h
+build/tools/bench_nn: tools/bench_nn.c $(call libs_of,cpu,cpu nn common)
 	@mkdir -p build/tools
-	$(CC) $(BASE_CFLAGS) -O2 -o $@ $(NN_BENCH_SRC) $(LIBS) -lz
+	$(CC) $(TOOL_CFLAGS) -o $@ $(filter %.c %.a,$^) $(LIBS) -lz
 
 bench-nn: build/tools/bench_nn
 	/usr/bin/python3 tools/peer_train.py duel --threads 1,2 --runs $(BENCH_NN_RUNS)

@@ -1,4 +1,4 @@
-# mk/photos.mk — real photographs (issue 16).
+# mk/photos.mk — real photographs.
 #
 #   make photos   installs Debian's mate-backgrounds (46 MB: 14 JPEG
 #                 photographs, 1280x1024 to 5640x3172) and cuts from them
@@ -9,9 +9,9 @@
 PHOTO_PKGS  := mate-backgrounds
 PHOTOS_ARGS ?=
 
-build/tools/photo_set: tools/photo_set.c loader/resize.c loader/resize.h common/util.c common/util.h common/rng.h
+build/tools/photo_set: tools/photo_set.c $(call libs_of,cpu,image common)
 	@mkdir -p build/tools
-	$(CC) $(BASE_CFLAGS) -O2 -o $@ tools/photo_set.c loader/resize.c common/util.c $(LIBS)
+	$(CC) $(TOOL_CFLAGS) -o $@ $(filter %.c %.a,$^) $(LIBS)
 
 photos: deps build/tools/photo_set
 	$(call apt_install,$(PHOTO_PKGS))
@@ -21,10 +21,9 @@ photos: deps build/tools/photo_set
 
 # bench_photos: fidelity and speed per core on the photo set, against the
 # bare libjpeg-turbo decode (docs/BENCH-PHOTOS.md)
-build/tools/bench_photos: tools/bench_photos.c $(IMG_SRC) $(IMG_HDR) loader/csv_index.c loader/folder_index.c \
-                          loader/csv_index.h
+build/tools/bench_photos: tools/bench_photos.c $(call libs_of,cpu,loader image common)
 	@mkdir -p build/tools
-	$(CC) $(IMG_TOOL_CFLAGS) -o $@ tools/bench_photos.c $(IMG_SRC) loader/csv_index.c loader/folder_index.c $(LIBS)
+	$(CC) $(TOOL_CFLAGS) -o $@ $(filter %.c %.a,$^) $(LIBS)
 
 # ---------------------------------------------------------------- peers
 # The loaders ImageNet users pick, from PyPI into the python3 first on PATH

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../common/util.h"
+#include "common/util.h"
 
 typedef struct backend backend;
 
@@ -219,9 +219,5 @@ static inline size_t backend_timeline_take(backend *be, backend_span *out, size_
 {
     return be->ops->timeline_take ? be->ops->timeline_take(be, out, max) : 0;
 }
-
-/* The CPU backend (im2col + OpenBLAS). threads: OpenBLAS threads, 0 = leave
- * OpenBLAS's own choice. */
-backend *backend_cpu_create(int threads, errbuf *e);
 
 #endif

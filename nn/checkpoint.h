@@ -17,8 +17,8 @@
 
 #include <stdint.h>
 
-#include "../common/util.h"
-#include "model.h"
+#include "common/util.h"
+#include "nn/model.h"
 
 #define CKPT_VERSION 1
 

@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/rng.h"
-#include "model_defs.h"
+#include "common/rng.h"
+#include "nn/model_defs.h"
 
 #define ALIGN_FLOATS 16
 
@@ -284,7 +284,7 @@ uint64_t model_memory_bytes(const char *name, int C, int H, int W, int nclasses,
         if (L->branch) /* its gradient buffer */
             floats += B * (double)layer_out_size(L);
         /* ... and each convolution's plan: im2col and its gradient, per
-         * compute thread (nn/cpu_conv.c) */
+         * compute thread (cpu/conv.c) */
         if (L->kind == LAYER_CONV)
             floats += 2.0 * (threads > 0 ? threads : 1) * (double)L->in_c * L->r * L->r * L->out_h * L->out_w;
     }

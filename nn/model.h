@@ -36,8 +36,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../common/util.h"
-#include "backend.h"
+#include "common/util.h"
+#include "nn/backend.h"
 
 #define MODEL_MAX_CHANNELS 16
 #define MODEL_MAX_TENSORS 160

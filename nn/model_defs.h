@@ -3,7 +3,7 @@
 #ifndef TRAIN_MODEL_DEFS_H
 #define TRAIN_MODEL_DEFS_H
 
-#include "model.h"
+#include "nn/model.h"
 
 /* One layer of a definition. conv: k filters of r x r (k = 0: as many as
  * input channels), stride, pad; a conv right before a bn has no bias.

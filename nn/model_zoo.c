@@ -34,7 +34,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "model_defs.h"
+#include "nn/model_defs.h"
 
 #define CONV(k, r, stride, pad) {LAYER_CONV, k, r, stride, pad, 0, 0}
 #define RELU {LAYER_RELU, 0, 0, 0, 0, 0, 0}

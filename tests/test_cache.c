@@ -17,8 +17,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../common/util.h"
-#include "helpers.h"
+#include "common/util.h"
+#include "tests/support/helpers.h"
 
 static char *dir, *fm, *csv;
 

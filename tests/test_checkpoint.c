@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "../nn/checkpoint.h"
-#include "helpers.h"
-#include "test_nn_util.h"
+#include "nn/checkpoint.h"
+#include "tests/support/helpers.h"
+#include "tests/support/nn_fixtures.h"
 
 static char *dir;
 static void setup(void)

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../loader/csv_index.h"
-#include "helpers.h"
-#include "test_image_util.h"
+#include "loader/dataset.h"
+#include "tests/support/helpers.h"
+#include "tests/support/images.h"
 
 static char *dir;
 

@@ -14,8 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../nn/device.h"
-#include "helpers.h"
+#include "app/device.h"
+#include "tests/support/helpers.h"
 
 Test(device, parse)
 {

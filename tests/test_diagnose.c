@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../app/diagnose.h"
-#include "../common/util.h"
-#include "helpers.h"
+#include "app/diagnose.h"
+#include "common/util.h"
+#include "tests/support/helpers.h"
 
 Test(verdict, compute_bound_when_the_pipeline_runs_at_model_speed)
 {

@@ -13,7 +13,7 @@
  * whose central differences at two steps disagree are skipped.
  */
 #define _GNU_SOURCE
-#include "test_nn_util.h"
+#include "tests/support/nn_fixtures.h"
 
 TestSuite(gradcheck);
 

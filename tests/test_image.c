@@ -11,10 +11,10 @@
 
 #include <stb/stb_image_write.h>
 
-#include "../loader/image.h"
-#include "../loader/img_internal.h"
-#include "helpers.h"
-#include "test_image_util.h"
+#include "image/image.h"
+#include "image/internal.h"
+#include "tests/support/helpers.h"
+#include "tests/support/images.h"
 
 static char *dir;
 static void setup(void) { dir = tmpdir_make(); }

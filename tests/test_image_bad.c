@@ -11,9 +11,9 @@
 #include <stb/stb_image_write.h>
 #include <unistd.h>
 
-#include "../loader/image.h"
-#include "helpers.h"
-#include "test_image_util.h"
+#include "image/image.h"
+#include "tests/support/helpers.h"
+#include "tests/support/images.h"
 
 static char *dir, *good;
 static uint8_t *jpeg, *png;

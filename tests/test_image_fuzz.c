@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../tools/fuzz_image.h"
-#include "helpers.h"
+#include "image/fuzz_harness.h"
+#include "tests/support/helpers.h"
 
 Test(image_fuzz, corpus_replays_cleanly, .timeout = 60)
 {

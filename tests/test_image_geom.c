@@ -8,11 +8,11 @@
 #include <string.h>
 #include <turbojpeg.h>
 
-#include "../loader/image.h"
-#include "../loader/img_internal.h"
-#include "../loader/resize.h"
-#include "helpers.h"
-#include "test_image_util.h"
+#include "image/image.h"
+#include "image/internal.h"
+#include "image/resize.h"
+#include "tests/support/helpers.h"
+#include "tests/support/images.h"
 
 static char *dir;
 static void setup(void) { dir = tmpdir_make(); }

@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../common/util.h"
-#include "helpers.h"
+#include "common/util.h"
+#include "tests/support/helpers.h"
 
 static char *dir, *csv;
 

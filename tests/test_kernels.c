@@ -10,8 +10,8 @@
 #include <float.h>
 #include <math.h>
 
-#include "../common/rng.h"
-#include "../nn/kernels.h"
+#include "common/rng.h"
+#include "nn/kernels.h"
 
 static void expect_close(double got, double want, double rtol, const char *what, int i)
 {

@@ -7,7 +7,7 @@
  * docs/BENCH-NN.md with its command; it takes too long under the
  * sanitizers for `make test` (about 8 s here for this one). */
 #define _GNU_SOURCE
-#include "test_nn_util.h"
+#include "tests/support/nn_fixtures.h"
 
 TestSuite(nn_fashion);
 

@@ -5,7 +5,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 
-#include "test_nn_util.h"
+#include "tests/support/nn_fixtures.h"
 
 TestSuite(nn_model);
 

@@ -4,7 +4,7 @@
  * batches that split into uneven chunks, fc layers big enough to be cut
  * into blocks. Also: the results do not depend on the thread count. */
 #define _GNU_SOURCE
-#include "test_nn_util.h"
+#include "tests/support/nn_fixtures.h"
 
 
 TestSuite(nn_ops);

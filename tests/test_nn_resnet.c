@@ -9,7 +9,7 @@
  * statistics; no weight decay on bn parameters; and a resnet8 that learns
  * the synthetic task. */
 #define _GNU_SOURCE
-#include "test_nn_util.h"
+#include "tests/support/nn_fixtures.h"
 
 TestSuite(nn_resnet);
 

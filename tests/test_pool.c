@@ -18,10 +18,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../loader/csv_index.h"
-#include "../loader/pool.h"
-#include "../loader/sampler.h"
-#include "helpers.h"
+#include "loader/dataset.h"
+#include "loader/loader.h"
+#include "loader/sampler.h"
+#include "tests/support/helpers.h"
 
 #define SAMPLE 24
 #define NSAMPLES 57

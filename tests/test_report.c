@@ -19,9 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../app/report.h"
-#include "../common/util.h"
-#include "helpers.h"
+#include "app/report.h"
+#include "common/util.h"
+#include "tests/support/helpers.h"
 
 #define NIMG 64
 

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <turbojpeg.h>
 
-#include "../loader/img_internal.h"
-#include "helpers.h"
-#include "test_image_util.h"
+#include "image/internal.h"
+#include "tests/support/helpers.h"
+#include "tests/support/images.h"
 
 static char *dir;
 

@@ -14,9 +14,9 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
-#include "../common/util.h"
-#include "helpers.h"
-#include "test_image_util.h"
+#include "common/util.h"
+#include "tests/support/helpers.h"
+#include "tests/support/images.h"
 
 static char *dir;
 

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../common/util.h"
-#include "helpers.h"
+#include "common/util.h"
+#include "tests/support/helpers.h"
 
 static char *dir, *csv;
 

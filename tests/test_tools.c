@@ -8,9 +8,9 @@
 
 #include <stb/stb_image.h>
 
-#include "../common/util.h"
-#include "../loader/csv_index.h"
-#include "helpers.h"
+#include "common/util.h"
+#include "loader/dataset.h"
+#include "tests/support/helpers.h"
 
 static char *dir;
 static void setup(void) { dir = tmpdir_make(); }

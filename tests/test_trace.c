@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "helpers.h"
+#include "tests/support/helpers.h"
 
 static char *dir, *csv;
 

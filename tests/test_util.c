@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../common/rng.h"
-#include "../common/util.h"
+#include "common/rng.h"
+#include "common/util.h"
 
 Test(util, fmt_bytes_switches_unit_at_1024)
 {

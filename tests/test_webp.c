@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../loader/image.h"
-#include "helpers.h"
-#include "test_image_util.h"
+#include "image/image.h"
+#include "tests/support/helpers.h"
+#include "tests/support/images.h"
 
 static char *dir;
 

@@ -30,10 +30,10 @@
 #include <stb/stb_image.h>
 #include <stb/stb_image_resize.h>
 
-#include "../common/util.h"
-#include "../loader/csv_index.h"
-#include "../loader/image.h"
-#include "../loader/resize.h"
+#include "common/util.h"
+#include "loader/dataset.h"
+#include "image/image.h"
+#include "image/resize.h"
 
 enum { E1_H = 96, E1_W = 128, E1_CROP = 64, MAX_RUNS = 64 };
 

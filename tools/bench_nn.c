@@ -23,10 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../common/rng.h"
-#include "../common/util.h"
-#include "../nn/model.h"
-#include "idx.h"
+#include "common/rng.h"
+#include "common/util.h"
+#include "nn/model.h"
+#include "cpu/cpu.h"
+#include "common/idx.h"
 
 /* ---------------------------------------------------------------- --ops */
 /* A backend whose ops call the CPU backend's and add up their time per

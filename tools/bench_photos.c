@@ -33,9 +33,9 @@
 #include <time.h>
 #include <turbojpeg.h>
 
-#include "../common/util.h"
-#include "../loader/csv_index.h"
-#include "../loader/img_internal.h"
+#include "common/util.h"
+#include "loader/dataset.h"
+#include "image/internal.h"
 
 enum { S = 224, VAL_RESIZE = 256, BLOCK = 50, MAX_RUNS = 64, NVAR = 8 };
 

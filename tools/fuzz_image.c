@@ -1,4 +1,4 @@
-/* fuzz_image.c — libFuzzer target over the image pipeline (fuzz_image.h).
+/* fuzz_image.c — libFuzzer target over the image pipeline (image/fuzz_harness.h).
  *
  * Built two ways (mk/image.mk):
  *   clang -fsanitize=fuzzer,address,undefined -DFUZZ_LIBFUZZER
@@ -20,7 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "fuzz_image.h"
+#include "image/fuzz_harness.h"
 
 static char fuzz_path[64];
 static img_ctx *fuzz_ctx;
@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 #include <stb/stb_image_write.h>
 
-#include "../common/util.h"
+#include "common/util.h"
 
 static int put(const char *dir, const char *name, uint8_t sel, const void *d, size_t n)
 {

@@ -11,7 +11,7 @@
  * Samples are deterministic random views of the source, shaped like
  * ImageNet's: an aspect ratio w/h in [0.6, 1.8] (log-uniform), a crop of
  * 20-100% of the largest box of that ratio, resampled (antialiased
- * bilinear, loader/resize.c) to a shorter side of 300-500 px; then JPEG at
+ * bilinear, image/resize.c) to a shorter side of 300-500 px; then JPEG at
  * quality 75-95, 4:2:0 (85%), 4:4:4 (10%) or grey (5%), progressive 15%.
  * Output: DIR/train/CLASS/CLASS_NNNN.jpg (N per class, default 200),
  * DIR/val/CLASS/... (M per class, default 25), and DIR/train.csv and
@@ -31,9 +31,9 @@
 #include <sys/stat.h>
 #include <turbojpeg.h>
 
-#include "../common/rng.h"
-#include "../common/util.h"
-#include "../loader/resize.h"
+#include "common/rng.h"
+#include "common/util.h"
+#include "image/resize.h"
 
 #define MAX_SOURCES 256
 #define SOURCE_SHORT 1100 /* sources are decoded DCT-scaled to about this shorter side */

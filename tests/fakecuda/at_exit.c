@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "fake.h"
+#include "tests/fakecuda/fake.h"
 
 static void write_clock(void)
 {

@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "tests/fakecuda/internal.h"
 
 typedef struct cost_model {
     double launch_us, h2d_gbps, d2h_gbps, kernel_us, tflops, dev_gbps;

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fakednn.h"
+#include "tests/fakecuda/fakednn.h"
 
 /* ---------------------------------------------------------------- convolution */
 

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "fake.h"
+#include "tests/fakecuda/fake.h"
 
 /* the engines of the virtual clock (clock.c) */
 typedef enum { FK_ENGINE_COMPUTE, FK_ENGINE_H2D, FK_ENGINE_D2H, FK_ENGINES } fk_engine;

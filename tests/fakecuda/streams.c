@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/util.h"
-#include "internal.h"
+#include "common/util.h"
+#include "tests/fakecuda/internal.h"
 
 struct CUstream_st {
     unsigned flags;

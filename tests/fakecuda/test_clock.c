@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fake.h"
+#include "tests/fakecuda/fake.h"
 
 static void setup(void)
 {

@@ -10,10 +10,10 @@
 #include <cudnn.h>
 #include <stdlib.h>
 
-#include "../../cuda/gpu.h"
-#include "../../cuda/internal.h"
-#include "../gpu/gpu_test.h"
-#include "fake.h"
+#include "cuda/gpu.h"
+#include "cuda/internal.h"
+#include "tests/support/gpu_test.h"
+#include "tests/fakecuda/fake.h"
 
 static void setup(void)
 {

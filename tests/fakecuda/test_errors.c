@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cuda/gpu.h"
-#include "fake.h"
-#include "forked.h"
+#include "cuda/gpu.h"
+#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/forked.h"
 
 static void setup(void)
 {

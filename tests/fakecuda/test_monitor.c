@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../cuda/gpu.h"
-#include "../../nn/device.h"
+#include "cuda/gpu.h"
+#include "app/device.h"
 
 static const char *bus = "00000000:01:00.0";
 

@@ -24,7 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../helpers.h"
+#include "tests/support/helpers.h"
 
 static char *dir, *csv;
 static char bin[1024];

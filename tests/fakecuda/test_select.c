@@ -1,4 +1,4 @@
-/* test_select.c — `--device` in the CUDA build (nn/device.c compiled with
+/* test_select.c — `--device` in the CUDA build (app/device.c compiled with
  * TRAIN_CUDA against the fake): the probe's answers mapped to what the
  * user reads — no driver, driver too old, no device, the toolkit's stub
  * libcuda, a device too old for this build — and auto / cuda / cpu
@@ -8,9 +8,9 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "../../cuda/gpu.h"
-#include "../../nn/device.h"
-#include "fake.h"
+#include "cuda/gpu.h"
+#include "app/device.h"
+#include "tests/fakecuda/fake.h"
 
 static void setup(void) { fake_reset(); }
 

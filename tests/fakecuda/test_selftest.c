@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cuda/gpu.h"
-#include "fake.h"
+#include "cuda/gpu.h"
+#include "tests/fakecuda/fake.h"
 
 static void setup(void) { fake_reset(); }
 

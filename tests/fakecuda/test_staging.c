@@ -11,11 +11,11 @@
 #include <math.h>
 #include <string.h>
 
-#include "../../cuda/gpu.h"
-#include "../gpu/gpu_test.h"
-#include "../gpu/hostref.h"
-#include "fake.h"
-#include "forked.h"
+#include "cuda/gpu.h"
+#include "tests/support/gpu_test.h"
+#include "tests/support/hostref.h"
+#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/forked.h"
 
 static void setup(void) { fake_reset(); }
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../common/rng.h"
-#include "hostref.h"
+#include "common/rng.h"
+#include "tests/support/hostref.h"
 
 Test(hostref, conv_forward_by_hand)
 {

@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu_test.h"
-#include "hostref.h"
+#include "tests/support/gpu_test.h"
+#include "tests/support/hostref.h"
 #ifdef TRAIN_FAKECUDA
-#include "../fakecuda/fake.h"
+#include "tests/fakecuda/fake.h"
 static void setup(void) { fake_reset(); }
 #else
 static void setup(void) {}

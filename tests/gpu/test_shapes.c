@@ -7,7 +7,7 @@
 #include <criterion/criterion.h>
 #include <cudnn.h>
 
-#include "../../nn/backend.h"
+#include "nn/backend.h"
 
 Test(gpu_shapes, conv_output_size_matches_cudnn)
 {

@@ -21,13 +21,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../app/stage.h"
-#include "../../cuda/gpu.h"
-#include "../../loader/pool.h"
-#include "../helpers.h"
-#include "gpu_test.h"
+#include "app/stage.h"
+#include "cuda/gpu.h"
+#include "loader/loader.h"
+#include "tests/support/helpers.h"
+#include "tests/support/gpu_test.h"
 #ifdef TRAIN_FAKECUDA
-#include "../fakecuda/fake.h"
+#include "tests/fakecuda/fake.h"
 #endif
 
 enum { NSAMPLES = 40, SB = 48, BATCH = 4 }; /* sample bytes: 1 x 48 "pixels" */

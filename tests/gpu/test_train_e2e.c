@@ -27,9 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../cuda/gpu.h"
-#include "../../cuda/twin.h"
-#include "../helpers.h"
+#include "cuda/gpu.h"
+#include "cuda/twin.h"
+#include "tests/support/helpers.h"
 
 static char *dir, *fm_train, *fm_test;
 static char gpu_bin[1024];

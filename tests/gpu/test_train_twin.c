@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../tools/idx.h"
-#include "gpu_test.h"
+#include "common/idx.h"
+#include "tests/support/gpu_test.h"
 #ifdef TRAIN_FAKECUDA
-#include "../fakecuda/fake.h"
+#include "tests/fakecuda/fake.h"
 static void setup(void) { fake_reset(); }
 #else
 static void setup(void) {}

@@ -1,5 +1,5 @@
 /* test_twin.c — every op of the GPU backend, forward and backward, against
- * its CPU twin (the CPU backend, nn/backend_cpu.c) on the same inputs at
+ * its CPU twin (the CPU backend, cpu/backend.c) on the same inputs at
  * rtol 1e-4 (cuda/twin.h: the comparisons `train --selftest` makes, on more
  * shapes: padding, stride, odd sizes, non-square kernels, ties in max
  * pooling, sizes that split into several CPU tasks). Runs on the fake
@@ -11,9 +11,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "gpu_test.h"
+#include "tests/support/gpu_test.h"
 #ifdef TRAIN_FAKECUDA
-#include "../fakecuda/fake.h"
+#include "tests/fakecuda/fake.h"
 static void setup(void) { fake_reset(); }
 #else
 static void setup(void) {}

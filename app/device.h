@@ -1,0 +1,83 @@
+/* device.h — which backend runs: `--device auto|cpu|cuda`, and the guard
+ * on page-locked memory.
+ *
+ * Compiled in every build; the CUDA build (-DTRAIN_CUDA) probes for a GPU
+ * here and nowhere else decides between backends. Selection only says which
+ * device and why; the caller creates the backend (backend_cpu_create for
+ * DEVICE_CPU, device_create_cuda for DEVICE_CUDA).
+ */
+#ifndef TRAIN_DEVICE_H
+#define TRAIN_DEVICE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common/util.h"
+#include "nn/backend.h"
+
+typedef enum device_kind {
+    DEVICE_AUTO = 0, /* a request only: CUDA when built with it and usable, else CPU */
+    DEVICE_CPU,
+    DEVICE_CUDA,
+} device_kind;
+
+typedef struct device_choice {
+    device_kind kind; /* DEVICE_CPU or DEVICE_CUDA */
+    int gpu;          /* CUDA device index */
+    char pci_bus_id[32];
+    /* the line to print first: "device: cuda:0 NVIDIA A100 (...)" or
+     * "device: cpu (no usable GPU: no NVIDIA driver ...)" */
+    char line[512];
+} device_choice;
+
+/* "auto", "cpu", "cuda" -> *out; -1 with e for anything else. */
+int device_parse(const char *s, device_kind *out, errbuf *e);
+
+/* 1 when this binary was built with the GPU backend. */
+int device_built_with_cuda(void);
+
+/* Decide. `want` DEVICE_AUTO falls back to the CPU with the reason in
+ * c->line; DEVICE_CUDA without a usable device (or in a CPU-only build)
+ * returns -1 with the reason in e (the program exits with status 2). */
+int device_select(device_kind want, device_choice *c, errbuf *e);
+
+/* The GPU backend for a DEVICE_CUDA choice; NULL with e filled when it
+ * cannot start (or in a CPU-only build). */
+backend *device_create_cuda(const device_choice *c, errbuf *e);
+
+/* Page-locked memory guard: pinning `bytes` when `mem_available` bytes are
+ * available (mem_available_bytes(); 0 = unknown). Returns 0 when fine, 1
+ * when allowed with a warning in e (unknown MemAvailable, or above the limit
+ * with force), -1 when refused: above DEVICE_PIN_MAX_FRACTION of
+ * MemAvailable without force, message in e. */
+#define DEVICE_PIN_MAX_FRACTION 0.5
+int device_pin_check(uint64_t bytes, uint64_t mem_available, int force, errbuf *e);
+
+/* `train --selftest`: the GPU ops against the CPU backend on a tiny net
+ * (cuda/selftest.c), one line per check and a verdict to out. Returns 0
+ * pass, 1 mismatch, 2 no usable GPU or a CPU-only build (reason printed). */
+int device_selftest(FILE *out);
+
+/* ---- GPU utilisation per epoch, from NVML (cuda/nvml.c), sampled every
+ * 50 ms by a thread while an epoch runs. */
+typedef struct device_util {
+    int available; /* 0: n/a, see why */
+    char why[160];
+    int samples;
+    double util_avg;   /* % of time a kernel was running, mean of the samples */
+    double util_max;   /* max of the samples */
+    uint64_t mem_used; /* device memory in use (all processes), max over the epoch */
+    uint64_t mem_total;
+} device_util;
+
+typedef struct gpu_monitor gpu_monitor;
+/* NULL for a CPU choice or in a CPU-only build; every call below accepts
+ * NULL (stop then reports n/a). Create after the workers were forked. */
+gpu_monitor *device_monitor_create(const device_choice *c);
+void device_monitor_start(gpu_monitor *m);
+void device_monitor_stop(gpu_monitor *m, device_util *out);
+void device_monitor_free(gpu_monitor *m);
+/* "gpu 37% avg, 88% max, mem 1.2 GB / 40.0 GB" or "gpu n/a (why)" */
+const char *device_util_format(const device_util *u, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,76 @@
+/* load.c — see load.h.
+ *
+ *   lazy, training     img_load with augmentation (flip, random crop)
+ *   lazy, evaluation   img_load without augmentation
+ *   preload            img_augment from the cached base image
+ *   build              img_load_base into the cache entry
+ *   read-only          the file's bytes only (diagnosis)
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "app/load.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct sample_ctx {
+    const sample_setup *s;
+    img_ctx *img;
+} sample_ctx;
+
+void *sample_worker_init(void *arg)
+{
+    sample_ctx *c = xcalloc(1, sizeof *c);
+    c->s = arg;
+    c->img = img_ctx_create();
+    return c;
+}
+
+void sample_worker_fini(void *wctx)
+{
+    sample_ctx *c = wctx;
+    img_ctx_free(c->img);
+    free(c);
+}
+
+int sample_load(void *wctx, int src, uint32_t index, pool_job_kind kind, rng *r, uint8_t *out,
+                errbuf *e)
+{
+    sample_ctx *c = wctx;
+    const sample_setup *s = c->s;
+    const char *path = ds_path(s->src[src], index);
+    /* the preload build makes the training base: with --random-crop that
+     * is the uncropped resize, which evaluation's centre crop is not */
+    const img_params *p = kind == POOL_JOB_EVAL ? &s->eval : &s->train;
+    if (s->slow_load > 0 && kind != POOL_JOB_READ_ONLY)
+        cpu_burn(s->slow_load); /* a slow decoder, not slow storage */
+    switch (kind) {
+    case POOL_JOB_READ_ONLY: {
+        long n = img_read_only(c->img, path, p, e);
+        if (n < 0)
+            return -1;
+        memset(out, (int)(n & 0xff), (size_t)s->channels * s->out_h * s->out_w);
+        return 0;
+    }
+    case POOL_JOB_BUILD: {
+        const uint8_t *base;
+        int bh, bw;
+        if (img_load_base(c->img, path, p, &base, &bh, &bw, e) != 0)
+            return -1;
+        if (bh != s->base_h || bw != s->base_w)
+            return errf(e, "%s: is %dx%d (HxW) after resizing%s, expected %dx%d like the first image "
+                           "(--mode preload needs one size: use --resize HxW)",
+                        path, bh, bw, s->train.crop_h > 0 && !s->train.random_crop ? " and cropping" : "",
+                        s->base_h, s->base_w);
+        memcpy(s->cache + (size_t)index * s->base_bytes, base, s->base_bytes);
+        return 0;
+    }
+    case POOL_JOB_TRAIN:
+    case POOL_JOB_EVAL:
+        if (s->cache && src == 0)
+            return img_augment(out, s->out_h, s->out_w, s->cache + (size_t)index * s->base_bytes,
+                               s->base_h, s->base_w, p, r, e);
+        return img_load(c->img, path, p, r, out, s->out_h, s->out_w, e);
+    }
+    return errf(e, "internal: unknown job kind %d", (int)kind);
+}

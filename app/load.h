@@ -1,0 +1,31 @@
+/* load.h — what a loader worker does per sample, for each job kind and
+ * load mode: the bridge between the pool (loader/loader.h) and the image
+ * pipeline (image/image.h) and preload cache (loader/cache.h). */
+#ifndef TRAIN_SAMPLE_H
+#define TRAIN_SAMPLE_H
+
+#include <stdint.h>
+
+#include "loader/dataset.h"
+#include "image/image.h"
+#include "loader/loader.h"
+
+typedef struct sample_setup {
+    const ds_index *src[POOL_MAX_SOURCES];
+    img_params train;    /* augmentation on */
+    img_params eval;     /* no flip, centre crop */
+    int out_h, out_w, channels;
+    /* preload: the training set's base images, one after another */
+    uint8_t *cache;
+    int base_h, base_w;
+    size_t base_bytes;
+    double slow_load;    /* test hook: extra seconds of work per sample */
+} sample_setup;
+
+/* The pool's callbacks; arg is the sample_setup. */
+void *sample_worker_init(void *arg);
+void sample_worker_fini(void *wctx);
+int sample_load(void *wctx, int src, uint32_t index, pool_job_kind kind, rng *r, uint8_t *out,
+                errbuf *e);
+
+#endif

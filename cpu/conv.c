@@ -1,0 +1,397 @@
+/* conv.c — 2-D convolution on the CPU: im2col + OpenBLAS sgemm.
+ *
+ * Per sample b (P = OH*OW output pixels, CRS = C*R*S taps):
+ *   forward   col_b (CRS x P) = im2col(in_b);  out_b (K x P) = w (K x CRS) . col_b + bias
+ *   backward  dw     += dout_b (K x P) . col_b^T
+ *             dbias  += dout_b . ones(P)
+ *             din_b   = col2im(w^T (CRS x K) . dout_b)  (when din is wanted)
+ *
+ * Why per sample rather than one GEMM over the whole batch: the shapes of
+ * the nets here are small (lenet's second conv is 50 x 64 x 500 per
+ * sample), and a per-sample col of at most a few hundred KB stays in the
+ * core's L2 between im2col and the GEMM that consumes it; the output lands
+ * in NCHW directly, with no transpose. docs/BENCH-NN.md has the numbers.
+ *
+ * Backward recomputes each sample's col rather than keeping the forward's:
+ * a stride-1 im2col costs a few µs per sample into per-thread scratch that
+ * stays in L2, while keeping a whole batch of cols (12 MB for lenet at batch
+ * 64) costs more in memory traffic than it saves (measured: 12.2 vs 13.3 ms
+ * per lenet step, one thread). It also keeps backward independent of what
+ * ran before it.
+ *
+ * Threads: forward runs one task per sample. Backward cuts the batch into
+ * chunks whose size depends only on B (about CONV_CHUNK samples each, at
+ * most CONV_MAX_CHUNKS chunks); each chunk sums its samples' weight and bias
+ * gradients in sample order into its own partial, and the partials are
+ * added in chunk order — the same numbers for any thread count.
+ *
+ * A 1x1, stride 1, unpadded convolution skips im2col (col_b is in_b).
+ * A NULL bias (and dbias) is a convolution without one (before batch norm).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "cpu/internal.h"
+
+#define CONV_CHUNK 8
+#define CONV_MAX_CHUNKS 16
+#define REDUCE_BLOCK 16384
+
+/* samples per backward chunk: a function of B alone */
+static int conv_chunk(int B)
+{
+    int n = (B + CONV_CHUNK - 1) / CONV_CHUNK;
+    if (n > CONV_MAX_CHUNKS)
+        n = CONV_MAX_CHUNKS;
+    return (B + n - 1) / n;
+}
+
+typedef struct conv_plan_cpu {
+    conv_shape s;
+    int P, CRS, direct;
+    int threads;
+    int nchunks;        /* partials allocated */
+    float *col;         /* threads x CRS x P im2col scratch */
+    float *dcol;        /* threads x CRS x P */
+    float *xpad;        /* padded stride-1 convs: threads x C x (H+2pad) x (W+2pad) */
+    size_t xpad_n;
+    float *part_w; /* nchunks x K x CRS */
+    float *part_b; /* nchunks x K */
+    float *ones;   /* P ones: bias gradients as a GEMV */
+} conv_plan_cpu;
+
+void *cpu_conv_plan(backend *be, const conv_shape *s)
+{
+    conv_plan_cpu *p = xcalloc(1, sizeof *p);
+    p->s = *s;
+    p->P = s->OH * s->OW;
+    p->CRS = s->C * s->R * s->S;
+    p->direct = s->R == 1 && s->S == 1 && s->stride == 1 && s->pad == 0;
+    p->threads = cpu_ctx_of(be)->threads;
+    size_t one = (size_t)p->CRS * p->P * sizeof(float);
+    /* enough partials for this B or any smaller one */
+    p->nchunks = s->B < CONV_MAX_CHUNKS ? s->B : CONV_MAX_CHUNKS;
+    if (!p->direct)
+        p->col = cpu_alloc(be, one * p->threads);
+    p->dcol = cpu_alloc(be, one * p->threads);
+    if (s->stride == 1 && s->pad > 0) {
+        p->xpad_n = (size_t)s->C * (s->H + 2 * s->pad) * (s->W + 2 * s->pad);
+        p->xpad = cpu_alloc(be, p->xpad_n * p->threads * sizeof(float));
+    }
+    p->part_w = cpu_alloc(be, (size_t)p->nchunks * s->K * p->CRS * sizeof(float));
+    p->part_b = cpu_alloc(be, (size_t)p->nchunks * s->K * sizeof(float));
+    p->ones = cpu_alloc(be, (size_t)p->P * sizeof(float));
+    cpu_vfill(p->ones, 1.0f, (size_t)p->P);
+    return p;
+}
+
+void cpu_conv_plan_free(backend *be, void *plan)
+{
+    conv_plan_cpu *p = plan;
+    if (!p)
+        return;
+    cpu_free(be, p->col);
+    cpu_free(be, p->dcol);
+    cpu_free(be, p->xpad);
+    cpu_free(be, p->part_w);
+    cpu_free(be, p->part_b);
+    cpu_free(be, p->ones);
+    free(p);
+}
+
+/* Output positions [*lo, *hi) whose input coordinate o*stride - pad + tap
+ * falls inside [0, n). */
+static void valid_range(int tap, int pad, int stride, int n, int out, int *lo, int *hi)
+{
+    int a = pad - tap > 0 ? (pad - tap + stride - 1) / stride : 0;
+    int e = n - 1 + pad - tap;
+    int b = e < 0 ? 0 : e / stride + 1;
+    if (b > out)
+        b = out;
+    if (a > b)
+        a = b;
+    *lo = a;
+    *hi = b;
+}
+
+/* ---- stride 1: the common case, kept tight (no per-row range logic) */
+
+/* rows x n floats from x (row pitch xpitch) to o (row pitch n) */
+static void rows_copy(float *restrict o, const float *restrict x, int rows, int n, size_t xpitch)
+{
+    int n4 = n & ~3;
+    for (int r = 0; r < rows; r++, o += n, x += xpitch) {
+        int i = 0;
+        for (; i < n4; i += 4) {
+            cpu_f4 v = *(const cpu_f4 *)(x + i);
+            CPU_OPAQUE(v);
+            *(cpu_f4 *)(o + i) = v;
+        }
+        for (; i < n; i++) {
+            float t = x[i];
+            CPU_OPAQUE(t);
+            o[i] = t;
+        }
+    }
+}
+
+/* d (row pitch dpitch) += rows x n floats of o (row pitch n) */
+static void rows_add(float *restrict d, const float *restrict o, int rows, int n, size_t dpitch)
+{
+    int n4 = n & ~3;
+    for (int r = 0; r < rows; r++, o += n, d += dpitch) {
+        int i = 0;
+        for (; i < n4; i += 4)
+            *(cpu_f4 *)(d + i) += *(const cpu_f4 *)(o + i);
+        for (; i < n; i++)
+            d[i] += o[i];
+    }
+}
+
+/* x (C x H x W) into the middle of xp (C x (H+2pad) x (W+2pad)), zero border */
+static void pad_copy(float *restrict xp, const float *restrict x, int C, int H, int W, int pad)
+{
+    int Wp = W + 2 * pad, Hp = H + 2 * pad;
+    cpu_vfill(xp, 0.0f, (size_t)C * Hp * Wp);
+    for (int c = 0; c < C; c++)
+        for (int h = 0; h < H; h++)
+            cpu_vcopy(xp + ((size_t)c * Hp + h + pad) * Wp + pad, x + ((size_t)c * H + h) * W, (size_t)W);
+}
+
+/* unpadded, stride 1: row (c, r, q) of col is the OH x OW window of
+ * channel c at offset (r, q) */
+static void im2col_s1(float *restrict col, const float *restrict x, int C, int H, int W, int R, int S,
+                      int OH, int OW)
+{
+    size_t P = (size_t)OH * OW;
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++)
+            for (int q = 0; q < S; q++, col += P)
+                rows_copy(col, x + ((size_t)c * H + r) * W + q, OH, OW, (size_t)W);
+}
+
+static void col2im_s1(float *restrict dx, const float *restrict col, int C, int H, int W, int R, int S,
+                      int OH, int OW)
+{
+    size_t P = (size_t)OH * OW;
+    cpu_vfill(dx, 0.0f, (size_t)C * H * W);
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++)
+            for (int q = 0; q < S; q++, col += P)
+                rows_add(dx + ((size_t)c * H + r) * W + q, col, OH, OW, (size_t)W);
+}
+
+/* ---- any stride: the general loops */
+
+/* col (CRS x P) from one sample x (C x H x W); zeros where the window
+ * reaches into the padding. Tap-major, so the valid ranges (and their
+ * divisions) are worked out once per tap, not once per channel. */
+static void im2col_any(float *restrict col, const float *restrict x, const conv_shape *s)
+{
+    const int C = s->C, H = s->H, W = s->W, R = s->R, S = s->S, st = s->stride, pad = s->pad;
+    const int OH = s->OH, OW = s->OW;
+    const size_t P = (size_t)OH * OW, plane = (size_t)H * W, rowstep = (size_t)R * S * P;
+    for (int r = 0; r < R; r++) {
+        int oh0, oh1;
+        valid_range(r, pad, st, H, OH, &oh0, &oh1);
+        for (int q = 0; q < S; q++) {
+            int ow0, ow1;
+            valid_range(q, pad, st, W, OW, &ow0, &ow1);
+            int ix0 = ow0 * st - pad + q; /* >= 0 */
+            float *row = col + (size_t)(r * S + q) * P;
+            const float *xc = x + (size_t)(oh0 * st - pad + r) * W + ix0;
+            for (int c = 0; c < C; c++, row += rowstep, xc += plane) {
+                cpu_vfill(row, 0.0f, (size_t)oh0 * OW);
+                float *o = row + (size_t)oh0 * OW;
+                const float *xr = xc;
+                for (int oh = oh0; oh < oh1; oh++, o += OW, xr += (size_t)st * W) {
+                    for (int ow = 0; ow < OW; ow++)
+                        o[ow] = ow < ow0 || ow >= ow1 ? 0.0f : xr[(size_t)(ow - ow0) * st];
+                }
+                cpu_vfill(o, 0.0f, (size_t)(OH - oh1) * OW);
+            }
+        }
+    }
+}
+
+/* dx (C x H x W, zeroed first) = sum of col's taps back onto the input */
+static void col2im_any(float *restrict dx, const float *restrict col, const conv_shape *s)
+{
+    const int C = s->C, H = s->H, W = s->W, R = s->R, S = s->S, st = s->stride, pad = s->pad;
+    const int OH = s->OH, OW = s->OW;
+    const size_t P = (size_t)OH * OW, plane = (size_t)H * W, rowstep = (size_t)R * S * P;
+    cpu_vfill(dx, 0.0f, (size_t)C * plane);
+    for (int r = 0; r < R; r++) {
+        int oh0, oh1;
+        valid_range(r, pad, st, H, OH, &oh0, &oh1);
+        for (int q = 0; q < S; q++) {
+            int ow0, ow1;
+            valid_range(q, pad, st, W, OW, &ow0, &ow1);
+            int ix0 = ow0 * st - pad + q;
+            const float *row = col + (size_t)(r * S + q) * P + (size_t)oh0 * OW + ow0;
+            float *xc = dx + (size_t)(oh0 * st - pad + r) * W + ix0;
+            for (int c = 0; c < C; c++, row += rowstep, xc += plane) {
+                const float *o = row;
+                float *xr = xc;
+                for (int oh = oh0; oh < oh1; oh++, o += OW, xr += (size_t)st * W)
+                    for (int ow = 0; ow < ow1 - ow0; ow++)
+                        xr[(size_t)ow * st] += o[ow];
+            }
+        }
+    }
+}
+
+/* im2col of one sample; a padded stride-1 conv pads into xpad (the plan's
+ * per-thread scratch) and takes the tight path */
+static void im2col(float *col, const float *x, const conv_shape *s, float *xpad)
+{
+    if (s->stride != 1) {
+        im2col_any(col, x, s);
+        return;
+    }
+    int H = s->H, W = s->W;
+    if (s->pad) {
+        pad_copy(xpad, x, s->C, H, W, s->pad);
+        x = xpad;
+        H += 2 * s->pad;
+        W += 2 * s->pad;
+    }
+    im2col_s1(col, x, s->C, H, W, s->R, s->S, s->OH, s->OW);
+}
+
+/* dx = col2im(col); a padded stride-1 conv accumulates in xpad and copies
+ * the middle out */
+static void col2im(float *dx, const float *col, const conv_shape *s, float *xpad)
+{
+    if (s->stride != 1) {
+        col2im_any(dx, col, s);
+        return;
+    }
+    if (!s->pad) {
+        col2im_s1(dx, col, s->C, s->H, s->W, s->R, s->S, s->OH, s->OW);
+        return;
+    }
+    int Hp = s->H + 2 * s->pad, Wp = s->W + 2 * s->pad;
+    col2im_s1(xpad, col, s->C, Hp, Wp, s->R, s->S, s->OH, s->OW);
+    for (int c = 0; c < s->C; c++)
+        rows_copy(dx + (size_t)c * s->H * s->W, xpad + ((size_t)c * Hp + s->pad) * Wp + s->pad, s->H, s->W,
+                  (size_t)Wp);
+}
+
+/* a plan serves its own shape, or the same layer at a smaller batch */
+static void check_shape(const conv_plan_cpu *p, const conv_shape *s, const char *op)
+{
+    const conv_shape *q = &p->s;
+    if (s->B > q->B || s->C != q->C || s->H != q->H || s->W != q->W || s->K != q->K || s->R != q->R ||
+        s->S != q->S || s->stride != q->stride || s->pad != q->pad) {
+        fprintf(stderr, "train: %s: shape does not match the plan (internal error)\n", op);
+        exit(1);
+    }
+}
+
+typedef struct conv_job {
+    conv_plan_cpu *p;
+    const conv_shape *s;
+    int chunk, nchunks;
+    float *out, *din, *dw, *dbias;
+    const float *in, *w, *bias, *dout;
+} conv_job;
+
+static float *xpad_of(conv_plan_cpu *p, int thread)
+{
+    return p->xpad ? p->xpad + (size_t)thread * p->xpad_n : NULL;
+}
+
+/* the col of one sample (x is its input), in this thread's scratch */
+static const float *sample_col(conv_plan_cpu *p, const float *x, int thread)
+{
+    if (p->direct)
+        return x;
+    float *col = p->col + (size_t)thread * p->CRS * p->P;
+    im2col(col, x, &p->s, xpad_of(p, thread));
+    return col;
+}
+
+static void conv_fwd_task(void *arg, int b, int thread)
+{
+    conv_job *j = arg;
+    conv_plan_cpu *p = j->p;
+    const conv_shape *s = j->s;
+    const float *x = j->in + (size_t)b * s->C * s->H * s->W;
+    float *y = j->out + (size_t)b * s->K * p->P;
+    const float *col = sample_col(p, x, thread);
+    for (int k = 0; k < s->K; k++)
+        cpu_vfill(y + (size_t)k * p->P, j->bias ? j->bias[k] : 0.0f, (size_t)p->P);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->K, p->P, p->CRS, 1.0f, j->w, p->CRS, col,
+                p->P, 1.0f, y, p->P);
+}
+
+void cpu_conv_forward(backend *be, void *plan, float *out, const float *in, const float *w,
+                      const float *bias, const conv_shape *s)
+{
+    conv_plan_cpu *p = plan;
+    check_shape(p, s, "conv_forward");
+    conv_job j = {.p = p, .s = s, .out = out, .in = in, .w = w, .bias = bias};
+    cpu_run(be, s->B, conv_fwd_task, &j);
+}
+
+static void conv_bwd_chunk_task(void *arg, int c, int thread)
+{
+    conv_job *j = arg;
+    conv_plan_cpu *p = j->p;
+    const conv_shape *s = j->s;
+    float *pw = p->part_w + (size_t)c * s->K * p->CRS, *pb = p->part_b + (size_t)c * s->K;
+    int b0 = c * j->chunk, b1 = b0 + j->chunk < s->B ? b0 + j->chunk : s->B;
+    memset(pb, 0, (size_t)s->K * sizeof(float));
+    for (int b = b0; b < b1; b++) {
+        const float *x = j->in + (size_t)b * s->C * s->H * s->W;
+        const float *dy = j->dout + (size_t)b * s->K * p->P;
+        const float *col = sample_col(p, x, thread);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->K, p->CRS, p->P, 1.0f, dy, p->P, col, p->P,
+                    b == b0 ? 0.0f : 1.0f, pw, p->CRS);
+        if (j->dbias)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1, 1.0f, pb, 1);
+        if (j->din) {
+            float *dcol = p->dcol + (size_t)thread * p->CRS * p->P;
+            float *dx = j->din + (size_t)b * s->C * s->H * s->W;
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->CRS, p->P, s->K, 1.0f, j->w, p->CRS, dy,
+                        p->P, 0.0f, p->direct ? dx : dcol, p->P);
+            if (!p->direct)
+                col2im(dx, dcol, s, xpad_of(p, thread));
+        }
+    }
+}
+
+/* dw/dbias element ranges: partials added in chunk order */
+static void conv_reduce_task(void *arg, int t, int thread)
+{
+    (void)thread;
+    conv_job *j = arg;
+    conv_plan_cpu *p = j->p;
+    size_t nw = (size_t)j->s->K * p->CRS;
+    size_t a = (size_t)t * REDUCE_BLOCK, n = a + REDUCE_BLOCK < nw ? REDUCE_BLOCK : nw - a;
+    cpu_vcopy(j->dw + a, p->part_w + a, n);
+    for (int c = 1; c < j->nchunks; c++)
+        cpu_vadd(j->dw + a, p->part_w + (size_t)c * nw + a, n);
+    if (t == 0 && j->dbias) {
+        cpu_vcopy(j->dbias, p->part_b, (size_t)j->s->K);
+        for (int c = 1; c < j->nchunks; c++)
+            cpu_vadd(j->dbias, p->part_b + (size_t)c * j->s->K, (size_t)j->s->K);
+    }
+}
+
+void cpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *dbias, const float *dout,
+                       const float *in, const float *w, const conv_shape *s)
+{
+    conv_plan_cpu *p = plan;
+    check_shape(p, s, "conv_backward");
+    conv_job j = {.p = p, .s = s, .din = din, .dw = dw, .dbias = dbias, .dout = dout, .in = in, .w = w};
+    j.chunk = conv_chunk(s->B);
+    j.nchunks = (s->B + j.chunk - 1) / j.chunk;
+    cpu_run(be, j.nchunks, conv_bwd_chunk_task, &j);
+    cpu_run(be, cpu_ntasks((size_t)s->K * p->CRS, REDUCE_BLOCK), conv_reduce_task, &j);
+}

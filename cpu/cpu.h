@@ -1,0 +1,14 @@
+/* cpu.h — the CPU backend (im2col + OpenBLAS, our own threads for the
+ * element-wise and pooling work): the one entry point above nn/backend.h's
+ * interface. Everything else of cpu/ is internal (cpu/internal.h). */
+#ifndef TRAIN_CPU_H
+#define TRAIN_CPU_H
+
+#include "nn/backend.h"
+
+/* threads: OpenBLAS threads and our own workers, 0 = leave OpenBLAS's own
+ * choice. NULL with e filled when threads is out of range or memory is
+ * short. */
+backend *backend_cpu_create(int threads, errbuf *e);
+
+#endif

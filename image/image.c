@@ -1,0 +1,587 @@
+/* image.c — the image pipeline's driver: read the file, recognise the
+ * format by its first bytes, check the header against the size limits,
+ * decode (jpeg.c, stb.c), resize and centre-crop into the base
+ * image (resize.c), then augment (augment.c). Also the geometry helpers and
+ * argument parsing the rest of the program needs. See image.h.
+ *
+ * Files are read whole with one read() into a reused buffer; only regular
+ * files are opened for reading (O_NONBLOCK first, so a FIFO named like an
+ * image cannot hang a worker). Deliberately no mmap: the files are small,
+ * and a file truncated while mapped would raise SIGBUS in a worker.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "image/internal.h"
+
+/* ---------------------------------------------------------------- context */
+
+img_ctx *img_ctx_create(void)
+{
+    img_ctx *c = xcalloc(1, sizeof *c);
+    c->max_side = IMG_MAX_SIDE;
+    c->max_pixels = IMG_MAX_PIXELS;
+    return c;
+}
+
+void img_ctx_free(img_ctx *c)
+{
+    if (!c)
+        return;
+    img_jpeg_release(c);
+    free(c->file);
+    free(c->dec);
+    free(c->tmp);
+    free(c->out);
+    rs_plan_free(&c->rs);
+    free(c);
+}
+
+void img_ctx_set_limits(img_ctx *c, int max_side, uint64_t max_pixels)
+{
+    c->max_side = max_side > 0 && max_side < IMG_MAX_SIDE ? max_side : IMG_MAX_SIDE;
+    c->max_pixels = max_pixels > 0 && max_pixels < IMG_MAX_PIXELS ? max_pixels : IMG_MAX_PIXELS;
+}
+
+uint8_t *img_grow(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (need > *cap || !*buf) {
+        free(*buf); /* contents are not kept: no copy */
+        *cap = need + need / 4; /* slack: sizes vary a little between files */
+        *buf = xmalloc(*cap ? *cap : 1);
+    }
+    return *buf;
+}
+
+void img_printable(char *s)
+{
+    for (; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s >= 0x7f)
+            *s = '?';
+}
+
+const char *img_format_name(img_format f)
+{
+    static const char *const names[] = {"image", "JPEG", "PNG", "GIF", "BMP", "TGA", "PSD", "PNM", "WebP"};
+    return (unsigned)f < sizeof names / sizeof names[0] ? names[f] : "image";
+}
+
+/* ---------------------------------------------------------------- reading */
+
+static long read_file(img_ctx *c, const char *path, int cold, errbuf *e)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return errf(e, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    long rc = -1;
+    if (fstat(fd, &st) != 0) {
+        errf(e, "%s: cannot stat: %s", path, strerror(errno));
+    } else if (S_ISDIR(st.st_mode)) {
+        errf(e, "%s: is a directory", path);
+    } else if (!S_ISREG(st.st_mode)) {
+        errf(e, "%s: not a regular file", path);
+    } else if (st.st_size == 0) {
+        errf(e, "%s: empty file", path);
+    } else if ((unsigned long long)st.st_size > IMG_MAX_FILE_BYTES) {
+        errf(e, "%s: file too large (%lld bytes; the limit is %llu)", path, (long long)st.st_size,
+             IMG_MAX_FILE_BYTES);
+    } else {
+        size_t want = (size_t)st.st_size, got = 0;
+        uint8_t *buf = img_grow(&c->file, &c->file_cap, want);
+        int err = 0;
+        while (got < want) {
+            ssize_t r = read(fd, buf + got, want - got);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0) {
+                err = errno;
+                break;
+            }
+            if (r == 0)
+                break; /* shrank since fstat: use what is there */
+            got += (size_t)r;
+        }
+        if (err) {
+            errf(e, "%s: read error: %s", path, strerror(err));
+        } else if (got == 0) {
+            errf(e, "%s: empty file", path);
+        } else {
+            c->file_len = got;
+            rc = (long)got;
+        }
+        if (cold)
+            (void)posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    }
+    close(fd);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- formats */
+
+static int is_tga(const uint8_t *d, size_t n)
+{
+    if (n < 18 || d[1] > 1)
+        return 0;
+    int type = d[2], bpp = d[16];
+    int w = d[12] | d[13] << 8, h = d[14] | d[15] << 8;
+    int mapped = type == 1 || type == 9;
+    if (!(mapped || type == 2 || type == 3 || type == 10 || type == 11))
+        return 0;
+    if (mapped && (d[1] != 1 || !(d[7] == 8 || d[7] == 15 || d[7] == 16 || d[7] == 24 ||
+                                  d[7] == 32) || !(bpp == 8 || bpp == 16)))
+        return 0;
+    return w > 0 && h > 0 && (bpp == 8 || bpp == 15 || bpp == 16 || bpp == 24 || bpp == 32);
+}
+
+static int is_text(const uint8_t *d, size_t n)
+{
+    size_t m = n < 256 ? n : 256;
+    for (size_t i = 0; i < m; i++)
+        if (d[i] < 0x20 && d[i] != '\n' && d[i] != '\r' && d[i] != '\t')
+            return 0;
+    return 1;
+}
+
+/* The format from the first bytes; for formats we recognise but do not
+ * decode, *other names them. */
+static img_format sniff(const uint8_t *d, size_t n, const char **other)
+{
+    static const struct {
+        size_t off, len;
+        const char *magic, *name;
+    } unsupported[] = {
+        {0, 4, "II*\0", "TIFF"},
+        {0, 4, "MM\0*", "TIFF"},
+        {0, 10, "#?RADIANCE", "Radiance HDR"},
+        {0, 6, "#?RGBE", "Radiance HDR"},
+        {0, 4, "S\x80\xf6\x34", "Softimage PIC"},
+        {0, 4, "\0\0\1\0", "ICO"},
+        {0, 8, "\0\0\0\x0cjP  ", "JPEG 2000"},
+        {0, 4, "\xff\x4f\xff\x51", "JPEG 2000"},
+        {4, 8, "ftypheic", "HEIF"},
+        {4, 8, "ftypmif1", "HEIF"},
+        {4, 8, "ftypavif", "AVIF"},
+        {0, 4, "qoif", "QOI"},
+        {0, 4, "v/1\x01", "OpenEXR"},
+        {0, 4, "DDS ", "DDS"},
+        {0, 2, "\xff\x0a", "JPEG XL"},
+    };
+    *other = NULL;
+    if (n >= 3 && d[0] == 0xFF && d[1] == 0xD8 && d[2] == 0xFF)
+        return IMG_FMT_JPEG;
+    if (n >= 8 && memcmp(d, "\x89PNG\r\n\x1a\n", 8) == 0)
+        return IMG_FMT_PNG;
+    if (n >= 6 && (memcmp(d, "GIF87a", 6) == 0 || memcmp(d, "GIF89a", 6) == 0))
+        return IMG_FMT_GIF;
+    if (n >= 2 && d[0] == 'B' && d[1] == 'M')
+        return IMG_FMT_BMP;
+    if (n >= 4 && memcmp(d, "8BPS", 4) == 0)
+        return IMG_FMT_PSD;
+    if (n >= 12 && memcmp(d, "RIFF", 4) == 0 && memcmp(d + 8, "WEBP", 4) == 0)
+        return IMG_FMT_WEBP;
+    if (n >= 3 && d[0] == 'P' && d[1] >= '1' && d[1] <= '6' &&
+        (d[2] == ' ' || d[2] == '\n' || d[2] == '\r' || d[2] == '\t')) {
+        if (d[1] == '5' || d[1] == '6')
+            return IMG_FMT_PNM;
+        *other = "ASCII or 1-bit PNM (only binary P5/P6 are read)";
+        return IMG_FMT_UNKNOWN;
+    }
+    for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
+        if (n >= unsupported[i].off + unsupported[i].len &&
+            memcmp(d + unsupported[i].off, unsupported[i].magic, unsupported[i].len) == 0) {
+            *other = unsupported[i].name;
+            return IMG_FMT_UNKNOWN;
+        }
+    if (is_tga(d, n))
+        return IMG_FMT_TGA;
+    return IMG_FMT_UNKNOWN;
+}
+
+/* Read `path` and its header; check the size limits. */
+static int read_header(img_ctx *c, const char *path, int cold, img_info *info, errbuf *e)
+{
+    if (read_file(c, path, cold, e) < 0)
+        return -1;
+    const char *other;
+    memset(info, 0, sizeof *info);
+    info->format = sniff(c->file, c->file_len, &other);
+    if (info->format == IMG_FMT_UNKNOWN) {
+        if (other)
+            return errf(e, "%s: unsupported image format: %s", path, other);
+        if (is_text(c->file, c->file_len))
+            return errf(e, "%s: not an image (a text file)", path);
+        return errf(e, "%s: unknown image format (not JPEG, PNG, WebP, GIF, BMP, TGA, PSD or PNM)",
+                    path);
+    }
+    int rc = info->format == IMG_FMT_JPEG   ? img_jpeg_header(c, path, info, e)
+             : info->format == IMG_FMT_WEBP ? img_webp_header(c, path, info, e)
+                                            : img_stb_header(c, path, info, e);
+    if (rc != 0)
+        return -1;
+    if (info->w <= 0 || info->h <= 0)
+        return errf(e, "%s: corrupt %s (zero size)", path, img_format_name(info->format));
+    if (info->w > c->max_side || info->h > c->max_side ||
+        (uint64_t)info->w * (uint64_t)info->h > c->max_pixels)
+        return errf(e, "%s: image too large: %dx%d (the limit is %d per side and %llu pixels)",
+                    path, info->h, info->w, c->max_side, (unsigned long long)c->max_pixels);
+    return 0;
+}
+
+/* A JPEG decoded at n/8 has ceil(h * n / 8) rows, of which h * n / 8 are
+ * the picture (the last row is partly padding): the resampler maps that
+ * extent, not the whole last pixel, onto the output, or the image shifts
+ * by up to half a decoded pixel. */
+static void dct_extent(const img_info *info, int dh, int dw, double *bh, double *bw)
+{
+    *bh = dh, *bw = dw;
+    for (int n = 1; n < 8; n++)
+        if ((info->h * n + 7) / 8 == dh && (info->w * n + 7) / 8 == dw) {
+            *bh = info->h * n / 8.0;
+            *bw = info->w * n / 8.0;
+            return;
+        }
+}
+
+/* Any format but JPEG, at full size into c->dec. */
+static int decode_other(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw, errbuf *e)
+{
+    if (info->format == IMG_FMT_WEBP)
+        return img_webp_decode(c, path, info, C, dh, dw, e);
+    return img_stb_decode(c, path, info, C, dh, dw, e);
+}
+
+/* ---------------------------------------------------------------- geometry */
+
+int img_params_check(const img_params *p, errbuf *e)
+{
+    const int m = IMG_MAX_SIDE;
+    if (p->channels != 1 && p->channels != 3)
+        return errf(e, "channels must be 1 or 3, not %d", p->channels);
+    if (p->resize_h < 0 || p->resize_w < 0 || p->resize_h > m || p->resize_w > m ||
+        (p->resize_h > 0) != (p->resize_w > 0))
+        return errf(e, "resize must be HxW with sides in 1..%d", m);
+    if (p->resize_short < 0 || p->resize_short > m)
+        return errf(e, "resize must be in 1..%d", m);
+    if (p->resize_short > 0 && p->resize_h > 0)
+        return errf(e, "resize: either HxW or the shorter side, not both");
+    if (p->crop_h < 0 || p->crop_w < 0 || p->crop_h > m || p->crop_w > m ||
+        (p->crop_h > 0) != (p->crop_w > 0))
+        return errf(e, "crop must be HxW or N with sides in 1..%d", m);
+    if (p->random_crop && p->crop_h <= 0)
+        return errf(e, "a random crop needs a crop size");
+    if (!(p->hflip >= 0.0f && p->hflip <= 1.0f))
+        return errf(e, "hflip must be a probability in [0, 1]");
+    for (int k = 0; k < 3; k++)
+        if (!(p->jitter[k] >= 0.0f && p->jitter[k] <= 100.0f))
+            return errf(e, "colour jitter strengths must be in 0..100");
+    if (p->rrc && p->crop_h <= 0)
+        return errf(e, "a random-resized crop needs an output size");
+    if (p->rrc && p->random_crop)
+        return errf(e, "a random-resized crop and a random crop cannot both apply");
+    if (p->rrc_scale[0] != 0.0f || p->rrc_scale[1] != 0.0f)
+        if (!(p->rrc_scale[0] > 0.0f && p->rrc_scale[0] <= p->rrc_scale[1] && p->rrc_scale[1] <= 1.0f))
+            return errf(e, "random-resized-crop scale must be 0 < min <= max <= 1");
+    if (p->rrc_ratio[0] != 0.0f || p->rrc_ratio[1] != 0.0f)
+        if (!(p->rrc_ratio[0] > 0.0f && p->rrc_ratio[0] <= p->rrc_ratio[1] && p->rrc_ratio[1] < 1000.0f))
+            return errf(e, "random-resized-crop ratio must be 0 < min <= max");
+    return 0;
+}
+
+/* The size an h x w image has after the resize step (64-bit: a shorter-side
+ * resize of a thin image can be huge, and is refused by the caller). */
+static void resized_size(const img_params *p, int h, int w, long long *rh, long long *rw)
+{
+    if (p->resize_h > 0) {
+        *rh = p->resize_h;
+        *rw = p->resize_w;
+    } else if (p->resize_short > 0) {
+        long long n = p->resize_short; /* torchvision: int(n * long / short) */
+        if (w <= h) {
+            *rw = n;
+            *rh = n * h / w;
+        } else {
+            *rh = n;
+            *rw = n * w / h;
+        }
+    } else {
+        *rh = h;
+        *rw = w;
+    }
+}
+
+static void base_from(const img_params *p, int h, int w, int *bh, int *bw)
+{
+    long long rh, rw;
+    resized_size(p, h, w, &rh, &rw);
+    *bh = p->crop_h > 0 && !p->random_crop ? p->crop_h : (int)(rh < INT32_MAX ? rh : 0);
+    *bw = p->crop_h > 0 && !p->random_crop ? p->crop_w : (int)(rw < INT32_MAX ? rw : 0);
+}
+
+int img_base_size(const img_params *p, int fixed_h, int fixed_w, int *base_h, int *base_w)
+{
+    if (p->rrc)
+        return -1; /* every sample is cut from the decoded file */
+    if ((p->crop_h > 0 && !p->random_crop) || p->resize_h > 0) {
+        base_from(p, 1, 1, base_h, base_w); /* the image's size does not matter */
+        return 0;
+    }
+    if (fixed_h <= 0 || fixed_w <= 0)
+        return -1;
+    base_from(p, fixed_h, fixed_w, base_h, base_w);
+    return *base_h > 0 && *base_w > 0 ? 0 : -1;
+}
+
+void img_output_size(const img_params *p, int fixed_h, int fixed_w, int *out_h, int *out_w)
+{
+    if (p->crop_h > 0) {
+        *out_h = p->crop_h;
+        *out_w = p->crop_w;
+    } else if (img_base_size(p, fixed_h, fixed_w, out_h, out_w) != 0) {
+        *out_h = *out_w = 0;
+    }
+}
+
+int img_parse_size(const char *s, int *h, int *w, int *single)
+{
+    long long a, b;
+    const char *x = s ? strpbrk(s, "xX") : NULL;
+    if (!s)
+        return -1;
+    if (!x) {
+        if (parse_i64(s, &a) != 0 || a < 1 || a > IMG_MAX_SIDE)
+            return -1;
+        *h = *w = (int)a;
+        *single = 1;
+        return 0;
+    }
+    char buf[32];
+    size_t n = (size_t)(x - s);
+    if (n == 0 || n >= sizeof buf)
+        return -1;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    if (parse_i64(buf, &a) != 0 || parse_i64(x + 1, &b) != 0 || a < 1 || b < 1 ||
+        a > IMG_MAX_SIDE || b > IMG_MAX_SIDE)
+        return -1;
+    *h = (int)a;
+    *w = (int)b;
+    *single = 0;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- pipeline */
+
+int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8_t **base, int *bh,
+                  int *bw, errbuf *e)
+{
+    errbuf pe;
+    if (img_params_check(p, &pe) != 0)
+        return errf(e, "%s: %s", path, pe.msg);
+    if (p->rrc)
+        return errf(e, "%s: a random-resized crop has no base image (it is cut from the file)", path);
+    img_info info;
+    if (read_header(c, path, p->cold, &info, e) != 0)
+        return -1;
+    long long rh64, rw64;
+    resized_size(p, info.h, info.w, &rh64, &rw64);
+    if (rh64 > c->max_side || rw64 > c->max_side || (uint64_t)(rh64 * rw64) > c->max_pixels)
+        return errf(e, "%s: image too large after resize: %lldx%lld", path, rh64, rw64);
+    const int rh = (int)rh64, rw = (int)rw64, C = p->channels;
+    const int resized = rh != info.h || rw != info.w;
+    if (p->crop_h > 0 && !p->pad && (rh < p->crop_h || rw < p->crop_w))
+        return errf(e, "%s: image is %dx%d%s, smaller than the %dx%d crop (--pad pads it)", path,
+                    rh, rw, resized ? " after resize" : "", p->crop_h, p->crop_w);
+
+    int dh, dw, rc;
+    double box_h, box_w; /* the picture's extent in the decoded pixels */
+    if (info.format == IMG_FMT_JPEG) {
+        int m = p->decode == IMG_DECODE_AUTO ? 2 : 1, exact = p->full_decode || p->decode == IMG_DECODE_EXACT;
+        rc = img_jpeg_decode(c, path, &info, C, exact ? 0 : m * rh, exact ? 0 : m * rw, &dh, &dw, e);
+        dct_extent(&info, dh, dw, &box_h, &box_w);
+    } else {
+        rc = decode_other(c, path, &info, C, &dh, &dw, e);
+        box_h = dh, box_w = dw;
+    }
+    if (rc != 0)
+        return -1;
+
+    const int centre = p->crop_h > 0 && !p->random_crop;
+    const int whole = box_h == dh && box_w == dw;
+    if (!centre && whole && dh == rh && dw == rw) { /* the decoded image is the base */
+        *base = c->dec;
+        *bh = dh;
+        *bw = dw;
+        return 0;
+    }
+    img_span sy = {0, rh, 0}, sx = {0, rw, 0};
+    int oh = rh, ow = rw;
+    if (centre) {
+        img_span_centre(rh, p->crop_h, p->pad, &sy);
+        img_span_centre(rw, p->crop_w, p->pad, &sx);
+        oh = p->crop_h;
+        ow = p->crop_w;
+    }
+    size_t row = (size_t)ow * (size_t)C;
+    uint8_t *out = img_grow(&c->out, &c->out_cap, (size_t)oh * row);
+    if (sy.len < oh || sx.len < ow)
+        memset(out, 0, (size_t)oh * row);
+    /* resizes only the rows and columns the crop keeps (copies when the
+     * decoded image already has the target size) */
+    rs_resize_box_window(&c->rs, out + (size_t)sy.dst * row + (size_t)sx.dst * (size_t)C, row, rh, rw, sy.src,
+                         sx.src, sy.len, sx.len, c->dec, dh, dw, C, box_h, box_w);
+    *base = out;
+    *bh = oh;
+    *bw = ow;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- random-resized crop */
+
+static double round_half_even(double v)
+{
+    double f = floor(v), d = v - f;
+    if (d > 0.5 || (d == 0.5 && fmod(f, 2.0) != 0.0))
+        return f + 1.0;
+    return f;
+}
+
+void img_rrc_box(int h, int w, const img_params *p, rng *r, int *by, int *bx, int *bh, int *bw)
+{
+    double smin = p->rrc_scale[1] > 0 ? p->rrc_scale[0] : 0.08, smax = p->rrc_scale[1] > 0 ? p->rrc_scale[1] : 1.0;
+    double rmin = p->rrc_ratio[1] > 0 ? p->rrc_ratio[0] : 3.0 / 4.0;
+    double rmax = p->rrc_ratio[1] > 0 ? p->rrc_ratio[1] : 4.0 / 3.0;
+    double area = (double)h * (double)w, lr0 = log(rmin), lr1 = log(rmax);
+    for (int t = 0; t < 10; t++) {
+        double target = area * (smin + (smax - smin) * rng_uniform_d(r));
+        double ar = exp(lr0 + (lr1 - lr0) * rng_uniform_d(r));
+        double cw = round_half_even(sqrt(target * ar)), ch = round_half_even(sqrt(target / ar));
+        if (cw > 0 && cw <= w && ch > 0 && ch <= h) {
+            *bh = (int)ch;
+            *bw = (int)cw;
+            *by = (int)rng_below(r, (uint32_t)(h - *bh + 1));
+            *bx = (int)rng_below(r, (uint32_t)(w - *bw + 1));
+            return;
+        }
+    }
+    double in_ratio = (double)w / (double)h;
+    if (in_ratio < rmin) {
+        *bw = w;
+        *bh = (int)round_half_even(w / rmin);
+    } else if (in_ratio > rmax) {
+        *bh = h;
+        *bw = (int)round_half_even(h * rmax);
+    } else {
+        *bw = w;
+        *bh = h;
+    }
+    *bh = *bh < 1 ? 1 : *bh > h ? h : *bh;
+    *bw = *bw < 1 ? 1 : *bw > w ? w : *bw;
+    *by = (h - *bh) / 2;
+    *bx = (w - *bw) / 2;
+}
+
+/* The box (by, bx, bh, bw) of the file, resampled to out_h x out_w HWC in
+ * c->out: from a DCT-scaled decode of just that region for a JPEG, from a
+ * full decode otherwise (and with full_decode, the unfused reference). */
+static int rrc_resample(img_ctx *c, const char *path, const img_info *info, const img_params *p, int by,
+                        int bx, int bh, int bw, int out_h, int out_w, errbuf *e)
+{
+    const int C = p->channels;
+    uint8_t *dst = img_grow(&c->out, &c->out_cap, (size_t)out_h * (size_t)out_w * (size_t)C);
+    if (info->format == IMG_FMT_JPEG && !p->full_decode) {
+        int num = 8, m = p->decode == IMG_DECODE_FAST ? 1 : 2;
+        if (p->decode != IMG_DECODE_EXACT)
+            img_jpeg_scale_for(bw, bh, m * out_h, m * out_w, &num);
+        const double f = num / 8.0;
+        img_region want, got;
+        /* 16 columns more each side: a cropped decode's first and last
+         * columns are upsampled (4:2:x chroma) as if they were the image's
+         * edge; kept out of the resampler's reach they change nothing */
+        want.y = (int)floor(by * f);
+        want.x = (int)floor(bx * f) - 16;
+        want.h = (int)ceil((by + bh) * f) - want.y;
+        want.w = (int)ceil((bx + bw) * f) + 16 - want.x;
+        if (img_jpeg_decode_region(c, path, info, C, num, &want, &got, e) != 0)
+            return -1;
+        double y0 = by * f - got.y, x0 = bx * f - got.x, hh = bh * f, ww = bw * f;
+        if (y0 + hh > got.h) /* the last scaled row rounds up; stay inside */
+            hh = got.h - y0;
+        if (x0 + ww > got.w)
+            ww = got.w - x0;
+        rs_resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)got.w * (size_t)C, got.h, got.w, C, y0, x0, hh,
+                      ww);
+        return 0;
+    }
+    int dh, dw, rc = info->format == IMG_FMT_JPEG ? img_jpeg_decode(c, path, info, C, 0, 0, &dh, &dw, e)
+                                                  : decode_other(c, path, info, C, &dh, &dw, e);
+    if (rc != 0)
+        return -1;
+    rs_resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)dw * (size_t)C, dh, dw, C, by, bx, bh, bw);
+    return 0;
+}
+
+static int load_rrc(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t *out, int out_h,
+                    int out_w, errbuf *e)
+{
+    if (out_h != p->crop_h || out_w != p->crop_w)
+        return errf(e, "%s: output is %dx%d but the crop is %dx%d", path, out_h, out_w, p->crop_h, p->crop_w);
+    img_info info;
+    if (read_header(c, path, p->cold, &info, e) != 0)
+        return -1;
+    int by, bx, bh, bw;
+    img_rrc_box(info.h, info.w, p, r, &by, &bx, &bh, &bw);
+    if (rrc_resample(c, path, &info, p, by, bx, bh, bw, out_h, out_w, e) != 0)
+        return -1;
+    img_params flip_only = *p;
+    flip_only.rrc = 0;
+    flip_only.random_crop = 0;
+    errbuf ae;
+    if (img_augment(out, out_h, out_w, c->out, out_h, out_w, &flip_only, r, &ae) != 0)
+        return errf(e, "%s: %s", path, ae.msg);
+    return 0;
+}
+
+int img_load(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t *out, int out_h,
+             int out_w, errbuf *e)
+{
+    if (p->rrc) {
+        errbuf pe;
+        if (img_params_check(p, &pe) != 0)
+            return errf(e, "%s: %s", path, pe.msg);
+        return load_rrc(c, path, p, r, out, out_h, out_w, e);
+    }
+    const uint8_t *base;
+    int bh, bw;
+    if (img_load_base(c, path, p, &base, &bh, &bw, e) != 0)
+        return -1;
+    errbuf ae;
+    if (img_augment(out, out_h, out_w, base, bh, bw, p, r, &ae) != 0)
+        return errf(e, "%s: %s", path, ae.msg);
+    return 0;
+}
+
+long img_read_only(img_ctx *c, const char *path, const img_params *p, errbuf *e)
+{
+    return read_file(c, path, p ? p->cold : 0, e);
+}
+
+int img_probe(const char *path, int *w, int *h, int *channels, errbuf *e)
+{
+    img_ctx *c = img_ctx_create();
+    img_info info;
+    int rc = read_header(c, path, 0, &info, e);
+    if (rc == 0) {
+        *w = info.w;
+        *h = info.h;
+        *channels = info.channels;
+    }
+    img_ctx_free(c);
+    return rc;
+}

@@ -1,0 +1,121 @@
+/* internal.h — what image.c shares with its decoders (jpeg.c,
+ * stb.c) and augment.c. Not for the rest of the program: use image.h. */
+#ifndef TRAIN_IMG_INTERNAL_H
+#define TRAIN_IMG_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "image/image.h"
+#include "image/resize.h"
+
+struct img_ctx {
+    void *tj;            /* tjhandle for decompression, made on the first JPEG */
+    uint8_t *file;       /* the file's bytes */
+    size_t file_len, file_cap;
+    uint8_t *dec;        /* decoded image, dh x dw x C */
+    size_t dec_cap;
+    uint8_t *tmp;        /* CMYK pixels before conversion; a repaired PNG */
+    size_t tmp_cap;
+    uint8_t *out;        /* resized and/or cropped base */
+    size_t out_cap;
+    rs_plan rs;
+    int max_side;
+    uint64_t max_pixels;
+};
+
+typedef enum img_format {
+    IMG_FMT_UNKNOWN = 0,
+    IMG_FMT_JPEG,
+    IMG_FMT_PNG,
+    IMG_FMT_GIF,
+    IMG_FMT_BMP,
+    IMG_FMT_TGA,
+    IMG_FMT_PSD,
+    IMG_FMT_PNM,
+    IMG_FMT_WEBP,
+} img_format;
+
+/* What a header says. */
+typedef struct img_info {
+    img_format format;
+    int w, h;
+    int channels; /* 1 gray, 3 colour */
+    int cmyk;     /* JPEG stored as CMYK or YCCK */
+} img_info;
+
+const char *img_format_name(img_format f);
+
+/* Replace control and non-ASCII bytes of a library's message with '?'. */
+void img_printable(char *s);
+
+/* Grow *buf to at least need bytes (contents not kept); returns *buf. */
+uint8_t *img_grow(uint8_t **buf, size_t *cap, size_t need);
+
+/* ITU-R 601 luma in Q16: 0.299 R + 0.587 G + 0.114 B, rounded. */
+static inline uint8_t img_luma(unsigned r, unsigned g, unsigned b)
+{
+    return (uint8_t)((19595u * r + 38470u * g + 7471u * b + 0x8000u) >> 16);
+}
+
+/* jpeg.c — c->file holds a JPEG. */
+void img_jpeg_release(img_ctx *c); /* free the TurboJPEG handle */
+int img_jpeg_header(img_ctx *c, const char *path, img_info *info, errbuf *e);
+/* Decode into c->dec as C channels, DCT-scaled to the smallest size that is
+ * still >= want_h x want_w (0 x 0: full size); *dh, *dw get that size. */
+int img_jpeg_decode(img_ctx *c, const char *path, const img_info *info, int C, int want_h,
+                    int want_w, int *dh, int *dw, errbuf *e);
+/* Where a failed or warning decode ends: 0 to accept a benign warning in a
+ * file with an end-of-image marker, else -1 with `path: reason`. */
+int img_jpeg_failure_msg(img_ctx *c, const char *path, const char *msg, int warning, errbuf *e);
+/* c->file has an end-of-image marker after its first scan. */
+int img_jpeg_complete(const img_ctx *c);
+/* CMYK as stored (Adobe-inverted) to C = 1 or 3 channels, as PIL reads it. */
+void img_jpeg_cmyk(uint8_t *dst, const uint8_t *src, size_t npix, int C);
+
+/* jpeg_region.c — a rectangle of pixels: y, x, h, w inside an image of
+ * sh x sw (scaled) pixels. */
+typedef struct img_region {
+    int y, x, h, w;
+    int sh, sw;
+} img_region;
+/* The smallest n in 1..8 for which an image of w x h scaled by n/8 still
+ * covers want_h x want_w (8 when want is 0 x 0). */
+void img_jpeg_scale_for(int w, int h, int want_h, int want_w, int *num);
+/* Decode the region `want` (in pixels of the n/8-scaled image) of c->file
+ * into c->dec as C channels; *got is the region decoded (columns widened
+ * to iMCU boundaries), rows got->w * C bytes apart. */
+int img_jpeg_decode_region(img_ctx *c, const char *path, const img_info *info, int C, int num,
+                           const img_region *want, img_region *got, errbuf *e);
+
+/* The DCT-scaled size TurboJPEG gives for the smallest factor n/8 whose
+ * output is >= want in both dimensions (exposed for tests and benchmarks). */
+void img_jpeg_scaled_size(int w, int h, int want_h, int want_w, int *sh, int *sw);
+
+/* stb.c — c->file holds one of the stb_image formats. */
+int img_stb_header(img_ctx *c, const char *path, img_info *info, errbuf *e);
+int img_stb_decode(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw,
+                   errbuf *e);
+
+/* webp.c — c->file holds a WebP (RIFF....WEBP). */
+int img_webp_header(img_ctx *c, const char *path, img_info *info, errbuf *e);
+int img_webp_decode(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw, errbuf *e);
+
+/* check.c — structural checks stb_image does not make. The headers
+ * fill w, h, channels; the prepares run before decoding and may point *d
+ * at a repaired copy in c->tmp (PNG palettes padded to 256 entries). */
+int img_png_header(const uint8_t *d, size_t n, img_info *info, const char *path, errbuf *e);
+int img_png_prepare(img_ctx *c, const uint8_t **d, size_t *n, const char *path, errbuf *e);
+int img_bmp_header(const uint8_t *d, size_t n, img_info *info, const char *path, errbuf *e);
+int img_bmp_prepare(const uint8_t *d, size_t n, const char *path, errbuf *e);
+int img_pnm_header(const uint8_t *d, size_t n, img_info *info, const char *path, errbuf *e);
+
+/* augment.c — which part of a `size`-long axis lands where in a `crop`-long
+ * one: source [src, src + len) goes to [dst, dst + len). */
+typedef struct img_span {
+    int src, len, dst;
+} img_span;
+/* Centre: torchvision's CenterCrop placement; -1 when size < crop and !pad. */
+int img_span_centre(int size, int crop, int pad, img_span *s);
+
+#endif

@@ -1,0 +1,152 @@
+/* jpeg_region.c — decode only the part of a JPEG a crop needs, DCT-
+ * scaled, through libjpeg-turbo's own API (the random-resized-crop path).
+ *
+ * Why this API: Debian bookworm ships libjpeg-turbo 2.1.5, whose TurboJPEG
+ * has no partial decode (tj3SetCroppingRegion arrived in 3.0); its lossless
+ * crop (tjTransform with TJXOPT_CROP) re-encodes the cropped coefficients
+ * and would then be decoded again. libjpeg's jpeg_crop_scanline (columns,
+ * widened to iMCU boundaries) and jpeg_skip_scanlines (rows above the crop;
+ * the rows below are never read) skip the inverse DCT, upsampling and
+ * colour conversion outside the region; entropy decoding of the rows above
+ * still happens (a baseline JPEG has no index), and a progressive file is
+ * entropy-decoded whole before any row comes out.
+ *
+ * The decoded pixels inside the region are the ones a full decode at the
+ * same scale gives, byte for byte, except the first and last columns of a
+ * crop that does not reach the image's edge: with 4:2:x chroma the fancy
+ * upsampler treats them as the edge. The caller asks for a margin and keeps
+ * its resampler off those columns; then the fused path at scale 1 is exact
+ * (tests/test_rrc.c checks it on 4:2:0, 4:2:2, 4:4:4, progressive and grey
+ * files).
+ *
+ * Errors and warnings follow jpeg.c's policy: a warning in the benign
+ * list is accepted when the file has an end-of-image marker, anything else
+ * fails with `path: reason`. Progressive files with more than 500 scans are
+ * refused (TurboJPEG's TJFLAG_LIMITSCANS). CMYK/YCCK come out as CMYK and
+ * are converted by the caller's rules (img_jpeg_cmyk).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <setjmp.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <jpeglib.h>
+
+#include "image/internal.h"
+
+#define MAX_SCANS 500
+
+typedef struct jerr {
+    struct jpeg_error_mgr pub;
+    jmp_buf jump;
+    int warned;
+    char first_warning[JMSG_LENGTH_MAX];
+} jerr;
+
+static void on_error(j_common_ptr ci)
+{
+    jerr *j = (jerr *)ci->err;
+    longjmp(j->jump, 1);
+}
+
+static void on_message(j_common_ptr ci, int level)
+{
+    jerr *j = (jerr *)ci->err;
+    if (level >= 0 || j->warned++)
+        return; /* trace messages; later warnings */
+    ci->err->format_message(ci, j->first_warning);
+}
+
+static void on_progress(j_common_ptr ci)
+{
+    j_decompress_ptr d = (j_decompress_ptr)ci;
+    if (d->is_decompressor && d->progressive_mode && d->input_scan_number > MAX_SCANS) {
+        longjmp(((jerr *)ci->err)->jump, 2);
+    }
+}
+
+void img_jpeg_scale_for(int w, int h, int want_h, int want_w, int *num)
+{
+    /* n/8 for n = 1..8: the smallest whose output still covers want */
+    *num = 8;
+    if (want_h <= 0 || want_w <= 0)
+        return;
+    for (int n = 1; n < 8; n++)
+        if ((long)w * n >= (long)want_w * 8 && (long)h * n >= (long)want_h * 8) {
+            *num = n;
+            return;
+        }
+}
+
+int img_jpeg_decode_region(img_ctx *c, const char *path, const img_info *info, int C, int num,
+                           const img_region *want, img_region *got, errbuf *e)
+{
+    struct jpeg_decompress_struct d;
+    struct jpeg_progress_mgr progress = {.progress_monitor = on_progress};
+    jerr j;
+    memset(&j, 0, sizeof j);
+    d.err = jpeg_std_error(&j.pub);
+    j.pub.error_exit = on_error;
+    j.pub.emit_message = on_message;
+    if (!img_jpeg_complete(c)) /* as a full decode would find, whatever the crop */
+        return errf(e, "%s: truncated JPEG (no end-of-image marker)", path);
+    int how = setjmp(j.jump);
+    if (how) {
+        char msg[JMSG_LENGTH_MAX];
+        if (how == 2)
+            snprintf(msg, sizeof msg, "more than %d progressive scans", MAX_SCANS);
+        else
+            d.err->format_message((j_common_ptr)&d, msg);
+        jpeg_destroy_decompress(&d);
+        img_printable(msg);
+        return img_jpeg_failure_msg(c, path, msg, 0, e);
+    }
+    jpeg_create_decompress(&d);
+    d.progress = &progress;
+    jpeg_mem_src(&d, c->file, (unsigned long)c->file_len);
+    jpeg_read_header(&d, TRUE);
+    d.scale_num = (unsigned)num;
+    d.scale_denom = 8;
+    d.out_color_space = info->cmyk ? JCS_CMYK : C == 1 ? JCS_GRAYSCALE : JCS_RGB;
+    d.dct_method = JDCT_ISLOW; /* TurboJPEG's default: the same pixels as img_jpeg_decode */
+    jpeg_start_decompress(&d);
+    const int sw = (int)d.output_width, sh = (int)d.output_height;
+    int y0 = want->y < 0 ? 0 : want->y, y1 = want->y + want->h > sh ? sh : want->y + want->h;
+    JDIMENSION x0 = (JDIMENSION)(want->x < 0 ? 0 : want->x);
+    JDIMENSION cw = (JDIMENSION)((want->x + want->w > sw ? sw : want->x + want->w) - (int)x0);
+    if (y1 <= y0 || cw == 0) {
+        jpeg_destroy_decompress(&d);
+        return errf(e, "%s: internal: empty JPEG region", path);
+    }
+    jpeg_crop_scanline(&d, &x0, &cw); /* widened to iMCU columns */
+    const int comps = d.output_components;
+    const size_t stride = (size_t)cw * (size_t)comps;
+    const size_t rows = (size_t)(y1 - y0);
+    uint8_t *dst = info->cmyk ? img_grow(&c->tmp, &c->tmp_cap, rows * stride)
+                              : img_grow(&c->dec, &c->dec_cap, rows * stride);
+    if (y0 > 0 && jpeg_skip_scanlines(&d, (JDIMENSION)y0) != (JDIMENSION)y0) {
+        jpeg_destroy_decompress(&d);
+        return errf(e, "%s: truncated JPEG (cannot skip to row %d)", path, y0);
+    }
+    for (size_t r = 0; r < rows;) {
+        JSAMPROW row = dst + r * stride;
+        if (jpeg_read_scanlines(&d, &row, 1) != 1)
+            break;
+        r++;
+    }
+    int warned = j.warned;
+    char warning[JMSG_LENGTH_MAX];
+    snprintf(warning, sizeof warning, "%s", j.first_warning);
+    jpeg_abort_decompress(&d);
+    jpeg_destroy_decompress(&d);
+    if (warned) {
+        img_printable(warning);
+        if (img_jpeg_failure_msg(c, path, warning, 1, e) != 0)
+            return -1;
+    }
+    if (info->cmyk)
+        img_jpeg_cmyk(img_grow(&c->dec, &c->dec_cap, rows * (size_t)cw * (size_t)C), c->tmp,
+                      rows * (size_t)cw, C);
+    *got = (img_region){.y = y0, .x = (int)x0, .h = (int)rows, .w = (int)cw, .sh = sh, .sw = sw};
+    return 0;
+}

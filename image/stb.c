@@ -1,0 +1,154 @@
+/* stb.c — PNG, GIF, BMP, TGA, PSD and PNM through stb_image (libstb).
+ *
+ * stb_image loads 8 bits per channel (16-bit PNG/PSD/PNM keep their high
+ * byte), expands palettes and returns the file's own channel count; we
+ * convert to 1 or 3 channels ourselves so the luma weights match the JPEG
+ * path, and drop alpha. GIF gives its first frame.
+ *
+ * stb_image reads past the end of its input as zeros, so a truncated BMP,
+ * TGA, GIF, PSD or PNM would decode "successfully" with black rows; we
+ * give it the bytes through callbacks instead and call the file truncated
+ * when stb_image asks for more than there is. PNG and BMP get structural
+ * checks of our own first (check.c).
+ * Deliberately not here: animation, colour management (gAMA, iCCP, sRGB are
+ * ignored, as PIL ignores them), alpha compositing.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <stb/stb_image.h>
+
+#include "image/internal.h"
+
+/* stb_image's reason, printable: for an unknown chunk it copies the raw
+ * chunk type bytes into its message. */
+static const char *stb_reason(char *buf, size_t len)
+{
+    const char *r = stbi_failure_reason();
+    snprintf(buf, len, "%s", r ? r : "unknown reason");
+    img_printable(buf);
+    return buf;
+}
+
+int img_stb_header(img_ctx *c, const char *path, img_info *info, errbuf *e)
+{
+    info->cmyk = 0;
+    if (info->format == IMG_FMT_PNG) /* exact sizes even where stb_image gives up */
+        return img_png_header(c->file, c->file_len, info, path, e);
+    if (info->format == IMG_FMT_BMP) /* stb_image's info: negative top-down heights */
+        return img_bmp_header(c->file, c->file_len, info, path, e);
+    if (info->format == IMG_FMT_PNM) /* stb_image's info: int overflow on long numbers */
+        return img_pnm_header(c->file, c->file_len, info, path, e);
+    int w = 0, h = 0, n = 0;
+    if (!stbi_info_from_memory(c->file, (int)c->file_len, &w, &h, &n))
+        return errf(e, "%s: corrupt or unsupported %s (header not understood)", path,
+                    img_format_name(info->format));
+    info->w = w;
+    info->h = h;
+    info->channels = n <= 2 ? 1 : 3;
+    return 0;
+}
+
+/* stb_image reading through callbacks, noting any request past the end.
+ * stb_image asks for bytes in two ways: refills of its own 128-byte buffer
+ * (always the same destination, the first request of a load; a short
+ * refill is normal at the end of a file) and exact reads into an image or
+ * chunk buffer (stbi__getn; the BMP, TGA and PNM loaders ignore a short
+ * one, which would leave uninitialised pixels). Any short exact read, or a
+ * refill that gets nothing, means the file ends before the image does. */
+typedef struct reader {
+    const uint8_t *d;
+    size_t n, pos;
+    const char *refill; /* stb_image's own buffer */
+    int overrun;
+} reader;
+
+static int rd_read(void *user, char *data, int size)
+{
+    reader *r = user;
+    if (!r->refill)
+        r->refill = data;
+    size_t k = r->n - r->pos < (size_t)size ? r->n - r->pos : (size_t)size;
+    if (size > 0 && (k == 0 || (data != r->refill && k < (size_t)size)))
+        r->overrun = 1;
+    memcpy(data, r->d + r->pos, k);
+    r->pos += k;
+    return (int)k;
+}
+
+static void rd_skip(void *user, int n)
+{
+    reader *r = user;
+    if (n < 0) {
+        r->pos -= (size_t)-n < r->pos ? (size_t)-n : r->pos;
+    } else if ((size_t)n > r->n - r->pos) {
+        r->overrun = 1;
+        r->pos = r->n;
+    } else {
+        r->pos += (size_t)n;
+    }
+}
+
+static int rd_eof(void *user)
+{
+    reader *r = user;
+    return r->pos >= r->n;
+}
+
+static void to_channels(uint8_t *dst, const uint8_t *src, size_t npix, int n, int C)
+{
+    if (n == C) {
+        memcpy(dst, src, npix * (size_t)C);
+        return;
+    }
+    for (size_t i = 0; i < npix; i++, src += n) {
+        if (n <= 2) { /* gray, gray + alpha */
+            if (C == 1)
+                dst[i] = src[0];
+            else
+                dst[3 * i] = dst[3 * i + 1] = dst[3 * i + 2] = src[0];
+        } else if (C == 1) { /* RGB(A) to gray */
+            dst[i] = img_luma(src[0], src[1], src[2]);
+        } else { /* RGBA to RGB */
+            dst[3 * i] = src[0];
+            dst[3 * i + 1] = src[1];
+            dst[3 * i + 2] = src[2];
+        }
+    }
+}
+
+int img_stb_decode(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw,
+                   errbuf *e)
+{
+    const char *name = img_format_name(info->format);
+    const uint8_t *data = c->file;
+    size_t len = c->file_len;
+    if (info->format == IMG_FMT_PNG && img_png_prepare(c, &data, &len, path, e) != 0)
+        return -1;
+    if (info->format == IMG_FMT_BMP && img_bmp_prepare(data, len, path, e) != 0)
+        return -1;
+    int w = 0, h = 0, n = 0;
+    reader rd = {.d = data, .n = len};
+    const stbi_io_callbacks io = {rd_read, rd_skip, rd_eof};
+    stbi_uc *px = stbi_load_from_callbacks(&io, &rd, &w, &h, &n, 0);
+    char why[64];
+    if (rd.overrun) {
+        stbi_image_free(px);
+        return errf(e, "%s: truncated %s (the data ends before the image)", path, name);
+    }
+    if (!px)
+        return errf(e, "%s: corrupt %s (%s)", path, name, stb_reason(why, sizeof why));
+    if (w != info->w || h != info->h || n < 1 || n > 4) {
+        stbi_image_free(px);
+        return errf(e, "%s: corrupt %s (header says %dx%d, data %dx%d)", path, name, info->w,
+                    info->h, w, h);
+    }
+    size_t npix = (size_t)w * (size_t)h;
+    to_channels(img_grow(&c->dec, &c->dec_cap, npix * (size_t)C), px, npix, n, C);
+    stbi_image_free(px);
+    *dh = h;
+    *dw = w;
+    return 0;
+}

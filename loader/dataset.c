@@ -1,0 +1,641 @@
+/* dataset.c — read a data-set CSV with libcsv into a ds_index.
+ *
+ * The CSV is fed to libcsv one physical line at a time so that every record
+ * knows the line it started on, even when quoted fields hold newlines. The
+ * first record is held back until the second arrives, because deciding
+ * whether it is a header can need both. Labels are kept as text until the
+ * end, when they are either integers already or strings mapped to ids in
+ * sorted order.
+ *
+ * Not handled here: checking that the files exist (ds_index_check_files
+ * does that on request) or reading them (the loader's job).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "loader/dataset.h"
+
+#include <csv.h>
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+/* A growable byte buffer of NUL-terminated strings addressed by offset. */
+typedef struct strbuf {
+    char *p;
+    size_t len, cap;
+} strbuf;
+
+static uint64_t strbuf_add(strbuf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (b->len + n + 1 > cap)
+            cap *= 2;
+        b->p = xrealloc(b->p, cap);
+        b->cap = cap;
+    }
+    uint64_t off = b->len;
+    memcpy(b->p + off, s, n);
+    b->p[off + n] = '\0';
+    b->len += n + 1;
+    return off;
+}
+
+/* One record's fields, NUL-terminated, in a reused buffer. */
+typedef struct record {
+    strbuf text;
+    size_t *off;
+    int nf, cap;
+    uint32_t line;
+} record;
+
+static void record_add(record *r, const char *s, size_t n)
+{
+    if (r->nf == r->cap) {
+        r->cap = r->cap ? r->cap * 2 : 8;
+        r->off = xrealloc(r->off, (size_t)r->cap * sizeof *r->off);
+    }
+    r->off[r->nf++] = strbuf_add(&r->text, s, n);
+}
+
+static const char *record_field(const record *r, int i)
+{
+    return i < r->nf ? r->text.p + r->off[i] : NULL;
+}
+
+static void record_clear(record *r)
+{
+    r->text.len = 0;
+    r->nf = 0;
+    r->line = 0;
+}
+
+static void record_free(record *r)
+{
+    free(r->text.p);
+    free(r->off);
+}
+
+#define LABEL_MAX 1000000
+
+typedef struct tmp_row {
+    uint64_t path;  /* offset in paths */
+    uint64_t label; /* the integer label, or the offset of its text in labels */
+    uint32_t line;
+} tmp_row;
+
+typedef struct parser {
+    const char *csv;
+    const csv_opts *o;
+    char *base; /* folder relative paths are joined to, or NULL */
+
+    record cur, first;
+    int nrecords;   /* non-blank records seen */
+    int header_decided;
+    int label_mode; /* 0 not yet known, 1 integers, 2 names */
+    int path_idx, label_idx;
+    uint32_t cur_line; /* line being fed */
+
+    strbuf paths, labels;
+    tmp_row *rows;
+    size_t nrows, rows_cap;
+
+    uint32_t bad;
+    char first_bad[ERR_MAX];
+    int failed;
+    errbuf *e;
+} parser;
+
+static int is_uint(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s))
+            return 0;
+    return 1;
+}
+
+static int is_int(const char *s)
+{
+    return is_uint(s[0] == '-' ? s + 1 : s);
+}
+
+/* A label written as a decimal number: -?D+(.D*)?([eE][+-]?D+)? or -?.D+...
+ * (no hex, inf or nan, no spaces). */
+static int is_decimal(const char *s)
+{
+    if (*s == '-' || *s == '+')
+        s++;
+    int digits = 0;
+    while (isdigit((unsigned char)*s))
+        s++, digits++;
+    if (*s == '.')
+        for (s++; isdigit((unsigned char)*s); s++)
+            digits++;
+    if (!digits)
+        return 0;
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '-' || *s == '+')
+            s++;
+        if (!isdigit((unsigned char)*s))
+            return 0;
+        while (isdigit((unsigned char)*s))
+            s++;
+    }
+    return *s == '\0';
+}
+
+/* Labels are numeric when the first data row's label is a decimal number.
+ * An integer is taken as it is; any other decimal number whose value is
+ * whole ("1.0", "2.00", "3e0", what pandas writes for an int column with
+ * a missing value) is that integer; one with a fraction ("1.5") is an
+ * error: classes are numbered, not measured. Returns 0 with *v set, 1 for a
+ * decimal with a fraction (or beyond 2^53), -1 when not a number. */
+static int label_value(const char *s, long long *v)
+{
+    if (is_int(s))
+        return parse_i64(s, v) == 0 ? 0 : 1;
+    if (!is_decimal(s))
+        return -1;
+    double d = strtod(s, NULL);
+    if (!(fabs(d) <= 9007199254740992.0) || d != floor(d))
+        return 1;
+    *v = (long long)d;
+    return 0;
+}
+
+static int all_empty(const record *r)
+{
+    for (int i = 0; i < r->nf; i++)
+        if (record_field(r, i)[0] != '\0')
+            return 0;
+    return 1;
+}
+
+/* A row problem: fatal, or counted under skip_bad. Returns -1 when fatal. */
+static int row_problem(parser *p, uint32_t line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int row_problem(parser *p, uint32_t line, const char *fmt, ...)
+{
+    char why[ERR_MAX - 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (!p->o->skip_bad) {
+        errf(p->e, "%s:%u: %s", p->csv, line, why);
+        p->failed = 1;
+        return -1;
+    }
+    if (p->bad++ == 0)
+        snprintf(p->first_bad, sizeof p->first_bad, "%s:%u: %s", p->csv, line, why);
+    return 0;
+}
+
+/* Column spec: a number, or a name looked up in the header row. */
+static int resolve_column(parser *p, const char *spec, const char *dflt_name, int dflt_idx,
+                          int have_header, const record *hdr)
+{
+    long long v;
+    if (spec && parse_i64(spec, &v) == 0) {
+        if (v < 0 || v > 100000) {
+            errf(p->e, "%s: column number %s is out of range", p->csv, spec);
+            return -1;
+        }
+        return (int)v;
+    }
+    const char *name = spec ? spec : dflt_name;
+    if (have_header) {
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < hdr->nf; i++) {
+                const char *f = record_field(hdr, i);
+                if (pass == 0 ? strcmp(f, name) == 0 : strcasecmp(f, name) == 0)
+                    return i;
+            }
+    }
+    if (!spec)
+        return dflt_idx;
+    if (!have_header) {
+        errf(p->e, "%s: column '%s' given by name but the CSV has no header row", p->csv, spec);
+        return -1;
+    }
+    char cols[256] = "";
+    for (int i = 0; i < hdr->nf && strlen(cols) < 200; i++)
+        snprintf(cols + strlen(cols), sizeof cols - strlen(cols), "%s'%s'", i ? ", " : "",
+                 record_field(hdr, i));
+    errf(p->e, "%s:%u: no column named '%s' (header has %s)", p->csv, hdr->line, spec, cols);
+    return -1;
+}
+
+static int looks_like_path(const char *s)
+{
+    return strchr(s, '.') != NULL || strchr(s, '/') != NULL;
+}
+
+/* Decide whether `first` is a header, given the second record (or NULL). */
+static int decide_header(parser *p, const record *second)
+{
+    const csv_opts *o = p->o;
+    if (o->header >= 0)
+        return o->header;
+    long long v;
+    if ((o->path_col && parse_i64(o->path_col, &v) != 0) ||
+        (o->label_col && parse_i64(o->label_col, &v) != 0))
+        return 1;
+    int li = 1, pi = 0;
+    if (o->label_col)
+        parse_i64(o->label_col, &v), li = (int)v;
+    if (o->path_col)
+        parse_i64(o->path_col, &v), pi = (int)v;
+    const char *lab = record_field(&p->first, li);
+    if (!lab || is_decimal(lab))
+        return 0;
+    const char *lab2 = second ? record_field(second, li) : NULL;
+    if (lab2 && is_decimal(lab2))
+        return 1;
+    const char *path = record_field(&p->first, pi);
+    return path && !looks_like_path(path);
+}
+
+static void add_row(parser *p, const record *r)
+{
+    if (all_empty(r))
+        return; /* ",,," lines that spreadsheets leave behind */
+    const char *path = record_field(r, p->path_idx);
+    const char *label = record_field(r, p->label_idx);
+    if (!path) {
+        row_problem(p, r->line, "missing path column (row has %d field%s, path is column %d)",
+                    r->nf, r->nf == 1 ? "" : "s", p->path_idx);
+        return;
+    }
+    if (!label) {
+        row_problem(p, r->line, "missing label column (row has %d field%s, label is column %d)",
+                    r->nf, r->nf == 1 ? "" : "s", p->label_idx);
+        return;
+    }
+    if (!*path) {
+        row_problem(p, r->line, "empty path");
+        return;
+    }
+    if (!*label) {
+        row_problem(p, r->line, "empty label");
+        return;
+    }
+    if (p->label_mode == 0)
+        p->label_mode = is_decimal(label) ? 1 : 2; /* the first data row decides */
+    int64_t value = -1;
+    if (p->label_mode == 1) {
+        long long v;
+        int kind = label_value(label, &v);
+        if (kind == 1) {
+            row_problem(p, r->line, "label '%s' is not a whole number (class labels are integers)",
+                        label);
+            return;
+        }
+        if (kind != 0) {
+            row_problem(p, r->line, "label '%s' is not an integer", label);
+            return;
+        }
+        if (v < 0) {
+            row_problem(p, r->line, "label '%s' is negative", label);
+            return;
+        }
+        if (v > LABEL_MAX) {
+            row_problem(p, r->line, "label %s is too large (limit %d)", label, LABEL_MAX);
+            return;
+        }
+        value = v;
+    }
+    if (p->nrows >= UINT32_MAX - 1) {
+        row_problem(p, r->line, "too many rows (limit %u)", UINT32_MAX - 1);
+        return;
+    }
+    if (p->nrows == p->rows_cap) {
+        p->rows_cap = p->rows_cap ? p->rows_cap * 2 : 1024;
+        p->rows = xrealloc(p->rows, p->rows_cap * sizeof *p->rows);
+    }
+    tmp_row *t = &p->rows[p->nrows++];
+    t->line = r->line;
+    t->label = value >= 0 ? (uint64_t)value : strbuf_add(&p->labels, label, strlen(label));
+    if (path[0] == '/' || !p->base) {
+        t->path = strbuf_add(&p->paths, path, strlen(path));
+    } else {
+        size_t bl = strlen(p->base), pl = strlen(path);
+        char *joined = xmalloc(bl + pl + 2);
+        memcpy(joined, p->base, bl);
+        joined[bl] = '/';
+        memcpy(joined + bl + 1, path, pl + 1);
+        t->path = strbuf_add(&p->paths, joined, bl + pl + 1);
+        free(joined);
+    }
+}
+
+/* Called with the first record once we know enough to decide. */
+static void settle_header(parser *p, const record *second)
+{
+    int hdr = decide_header(p, second);
+    p->header_decided = 1;
+    p->path_idx = resolve_column(p, p->o->path_col, "path", 0, hdr, &p->first);
+    if (p->path_idx < 0) {
+        p->failed = 1;
+        return;
+    }
+    p->label_idx = resolve_column(p, p->o->label_col, "label", 1, hdr, &p->first);
+    if (p->label_idx < 0) {
+        p->failed = 1;
+        return;
+    }
+    if (p->path_idx == p->label_idx) {
+        errf(p->e, "%s: path and label are the same column (%d)", p->csv, p->path_idx);
+        p->failed = 1;
+        return;
+    }
+    p->nrecords = hdr ? -1 : 0; /* remember the header for ds_index.had_header */
+    if (!hdr)
+        add_row(p, &p->first);
+}
+
+static void on_field(void *s, size_t len, void *data)
+{
+    parser *p = data;
+    if (p->cur.nf == 0 && p->cur.line == 0)
+        p->cur.line = p->cur_line;
+    record_add(&p->cur, s ? (const char *)s : "", s ? len : 0);
+}
+
+static void on_record(int c, void *data)
+{
+    (void)c;
+    parser *p = data;
+    if (p->failed || all_empty(&p->cur)) {
+        record_clear(&p->cur);
+        return;
+    }
+    if (!p->header_decided) {
+        if (p->first.nf == 0) {
+            /* hold the first record back: swap buffers */
+            record t = p->first;
+            p->first = p->cur;
+            p->cur = t;
+        } else {
+            settle_header(p, &p->cur);
+            if (!p->failed)
+                add_row(p, &p->cur);
+        }
+    } else {
+        add_row(p, &p->cur);
+    }
+    record_clear(&p->cur);
+}
+
+static int cmp_label_text(const void *a, const void *b, void *ctx)
+{
+    const char *labels = ctx;
+    const tmp_row *x = a, *y = b;
+    int c = strcmp(labels + x->label, labels + y->label);
+    if (c)
+        return c;
+    return (x->line > y->line) - (x->line < y->line);
+}
+
+/* glibc has qsort_r; declare it since -std=c11 hides it. */
+void qsort_r(void *base, size_t nmemb, size_t size,
+             int (*compar)(const void *, const void *, void *), void *arg);
+
+static int line_blank(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
+            return 0;
+    return 1;
+}
+
+static int feed_all(parser *p, struct csv_parser *cp, const char *text, size_t len)
+{
+    size_t pos = 0;
+    p->cur_line = 0;
+    while (pos < len && !p->failed) {
+        /* one physical line: up to \n, or a lone \r (old Mac files) */
+        size_t end = pos;
+        while (end < len && text[end] != '\n' && !(text[end] == '\r' && (end + 1 >= len || text[end + 1] != '\n')))
+            end++;
+        if (end < len)
+            end++;
+        if (end < len && text[end - 1] == '\r' && text[end] == '\n')
+            end++;
+        p->cur_line++;
+        if (p->cur.line == 0 && p->cur.nf == 0 && !line_blank(text + pos, end - pos))
+            p->cur.line = p->cur_line;
+        size_t n = csv_parse(cp, text + pos, end - pos, on_field, on_record, p);
+        if (n != end - pos) {
+            errf(p->e, "%s:%u: %s", p->csv, p->cur_line,
+                 csv_error(cp) == CSV_EPARSE ? "malformed quoted field (a quote inside an unquoted field, "
+                                               "or text after a closing quote)"
+                                             : csv_strerror(csv_error(cp)));
+            return -1;
+        }
+        pos = end;
+    }
+    if (p->failed)
+        return -1;
+    uint32_t start = p->cur.line;
+    if (csv_fini(cp, on_field, on_record, p) != 0) {
+        errf(p->e, "%s:%u: unterminated quoted field", p->csv, start ? start : p->cur_line);
+        return -1;
+    }
+    if (p->failed)
+        return -1;
+    if (!p->header_decided && p->first.nf > 0)
+        settle_header(p, NULL);
+    return p->failed ? -1 : 0;
+}
+
+/* Turn label text into ids: integers as they are, or names in sorted order. */
+static void assign_labels(parser *p, ds_index *ix, int32_t *ids)
+{
+    const char *lt = p->labels.p;
+    ix->names = p->label_mode == 2;
+    if (!ix->names) {
+        int64_t maxl = -1;
+        for (size_t i = 0; i < p->nrows; i++) {
+            ids[i] = (int32_t)p->rows[i].label;
+            if (ids[i] > maxl)
+                maxl = ids[i];
+        }
+        ix->nclasses = (uint32_t)(maxl + 1);
+        return;
+    }
+    /* sort a copy of the rows by label text, walk the runs */
+    tmp_row *sorted = xmalloc(p->nrows * sizeof *sorted);
+    uint32_t *pos = xmalloc(p->nrows * sizeof *pos);
+    memcpy(sorted, p->rows, p->nrows * sizeof *sorted);
+    for (size_t i = 0; i < p->nrows; i++)
+        sorted[i].path = i; /* reuse the field as the original position */
+    qsort_r(sorted, p->nrows, sizeof *sorted, cmp_label_text, (void *)lt);
+    uint32_t c = 0;
+    for (size_t i = 0; i < p->nrows; i++) {
+        if (i > 0 && strcmp(lt + sorted[i].label, lt + sorted[i - 1].label) != 0)
+            c++;
+        ids[sorted[i].path] = (int32_t)c;
+        pos[c] = (uint32_t)i;
+    }
+    ix->nclasses = c + 1;
+    /* class names go after the paths in the final string buffer */
+    ix->class_names = (uint64_t *)(ix->rows + p->nrows);
+    for (uint32_t k = 0; k < ix->nclasses; k++) {
+        const char *name = lt + sorted[pos[k]].label;
+        ix->class_names[k] = strbuf_add(&p->paths, name, strlen(name));
+    }
+    free(pos);
+    free(sorted);
+}
+
+int ds_index_load(ds_index *ix, const char *csv_path, const csv_opts *o, errbuf *e)
+{
+    memset(ix, 0, sizeof *ix);
+    csv_opts defaults = CSV_OPTS_DEFAULT;
+    if (!o)
+        o = &defaults;
+    struct stat st;
+    if (stat(csv_path, &st) == 0 && S_ISDIR(st.st_mode))
+        return ds_folder_load(ix, csv_path, o, e);
+    size_t len;
+    errbuf re;
+    char *text = read_whole_file(csv_path, &len, &re);
+    if (!text)
+        return errf(e, "%s", re.msg);
+
+    parser p = {.csv = csv_path, .o = o, .e = e};
+    if (o->root) {
+        p.base = xstrdup(o->root);
+    } else {
+        const char *slash = strrchr(csv_path, '/');
+        if (slash) {
+            size_t n = (size_t)(slash - csv_path);
+            p.base = xmalloc(n + 2);
+            memcpy(p.base, csv_path, n ? n : 1); /* "/x.csv" -> "/" */
+            p.base[n ? n : 1] = '\0';
+        }
+    }
+    size_t skip = 0;
+    if (len >= 3 && (unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB &&
+        (unsigned char)text[2] == 0xBF)
+        skip = 3; /* UTF-8 byte-order mark from spreadsheet exports */
+
+    struct csv_parser cp;
+    int rc = -1;
+    if (csv_init(&cp, CSV_STRICT | CSV_STRICT_FINI | CSV_APPEND_NULL) != 0) {
+        errf(e, "%s: cannot initialise the CSV parser", csv_path);
+        goto out;
+    }
+    rc = feed_all(&p, &cp, text + skip, len - skip);
+    csv_free(&cp);
+    if (rc != 0)
+        goto out;
+    rc = -1;
+    ix->had_header = p.nrecords < 0;
+    if (p.nrows == 0) {
+        if (p.bad)
+            errf(e, "%s: no usable rows (%u bad; first: %s)", csv_path, p.bad, p.first_bad);
+        else
+            errf(e, "%s: no rows", csv_path);
+        goto out;
+    }
+
+    ix->n = (uint32_t)p.nrows;
+    /* worst case: every row its own class name */
+    ix->rows = xmalloc(p.nrows * sizeof(ds_row) + p.nrows * sizeof(uint64_t));
+    int32_t *ids = xmalloc(p.nrows * sizeof *ids);
+    assign_labels(&p, ix, ids);
+    for (size_t i = 0; i < p.nrows; i++) {
+        ix->rows[i].path = p.rows[i].path;
+        ix->rows[i].label = ids[i];
+        ix->rows[i].line = p.rows[i].line;
+    }
+    free(ids);
+    ix->rows = xrealloc(ix->rows, p.nrows * sizeof(ds_row) +
+                                      (ix->names ? ix->nclasses * sizeof(uint64_t) : 0));
+    if (ix->names)
+        ix->class_names = (uint64_t *)(ix->rows + p.nrows);
+    ix->strs = xrealloc(p.paths.p, p.paths.len);
+    ix->strs_len = p.paths.len;
+    p.paths.p = NULL;
+    ix->csv_path = xstrdup(csv_path);
+    ix->bad_rows = p.bad;
+    ix->content_hash = hash64(text, len, 0x7261696e);
+    if (p.base)
+        ix->content_hash = hash64(p.base, strlen(p.base), ix->content_hash);
+    if (p.bad && o->warn)
+        fprintf(o->warn, "train: warning: %s: skipped %u bad row%s (first: %s)\n", csv_path, p.bad,
+                p.bad == 1 ? "" : "s", p.first_bad);
+    rc = 0;
+out:
+    record_free(&p.cur);
+    record_free(&p.first);
+    free(p.paths.p);
+    free(p.labels.p);
+    free(p.rows);
+    free(p.base);
+    free(text);
+    if (rc != 0)
+        memset(ix, 0, sizeof *ix);
+    return rc;
+}
+
+void ds_index_free(ds_index *ix)
+{
+    free(ix->csv_path);
+    free(ix->strs);
+    free(ix->rows);
+    memset(ix, 0, sizeof *ix);
+}
+
+const char *ds_class_name(const ds_index *ix, uint32_t c, char *buf, size_t len)
+{
+    if (ix->names && c < ix->nclasses)
+        return ix->strs + ix->class_names[c];
+    snprintf(buf, len, "%u", c);
+    return buf;
+}
+
+void ds_index_print_classes(const ds_index *ix, FILE *out)
+{
+    if (!ix->names)
+        return;
+    fprintf(out, "classes (%u, sorted):", ix->nclasses);
+    for (uint32_t c = 0; c < ix->nclasses; c++)
+        fprintf(out, "%s %u=%s", c ? "," : "", c, ix->strs + ix->class_names[c]);
+    fputc('\n', out);
+}
+
+uint32_t ds_index_check_files(const ds_index *ix, FILE *out)
+{
+    uint32_t bad = 0;
+    for (uint32_t i = 0; i < ix->n; i++) {
+        struct stat st;
+        const char *path = ds_path(ix, i);
+        const char *why = NULL;
+        if (stat(path, &st) != 0)
+            why = strerror(errno);
+        else if (S_ISDIR(st.st_mode))
+            why = "is a directory";
+        else if (!S_ISREG(st.st_mode))
+            why = "not a regular file";
+        else if (st.st_size == 0)
+            why = "empty file";
+        if (why) {
+            bad++;
+            char msg[ERR_MAX], line[2 * ERR_MAX];
+            snprintf(msg, sizeof msg, "%s: %s", path, why);
+            if (out)
+                fprintf(out, "%s\n", ds_row_message(ix, i, msg, line, sizeof line));
+        }
+    }
+    return bad;
+}

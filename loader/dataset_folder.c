@@ -1,0 +1,311 @@
+/* dataset_folder.c — a data set laid out as torchvision's ImageFolder reads
+ * it: ROOT/CLASS/.../IMAGE, one sub-folder per class, into the same
+ * ds_index a CSV gives, so nothing past the index knows the difference.
+ *
+ * Rules (torchvision's, except where noted):
+ *   - classes are the sub-folders of ROOT in sorted (byte) order; their
+ *     ids are their positions; symlinks are followed (to folders and files);
+ *   - a class takes every image file below its folder, at any depth,
+ *     ordered by folder path and then file name (sorted(os.walk(...)));
+ *   - an image file is one whose name ends, in any case, in one of
+ *     torchvision's IMG_EXTENSIONS; other files are skipped and counted in
+ *     one note (torchvision skips them silently);
+ *   - names starting with '.' (hidden files and folders, `.DS_Store`,
+ *     `.ipynb_checkpoints`) are skipped without a note (torchvision keeps
+ *     hidden class folders: that is how checkpoints folders become classes);
+ *   - a class folder with no image is an error, as in torchvision; so is a
+ *     root without class folders; a symlink loop is skipped with the note.
+ * Messages about one sample name the image path itself where a CSV names
+ * FILE:LINE (ds_row_message).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "loader/dataset.h"
+
+/* torchvision.datasets.folder.IMG_EXTENSIONS */
+static const char *const image_exts[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp",
+                                         ".pgm", ".tif",  ".tiff", ".webp"};
+
+#define WALK_MAX_DEPTH 64
+
+static int is_image_name(const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof image_exts / sizeof image_exts[0]; i++) {
+        size_t k = strlen(image_exts[i]);
+        if (n > k && strcasecmp(name + n - k, image_exts[i]) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+typedef struct found {
+    char *dir;  /* folder holding the file (for ordering) */
+    char *path; /* full path */
+} found;
+
+typedef struct walker {
+    const char *root;
+    found *files;
+    size_t n, cap;
+    uint32_t skipped;
+    char first_skipped[ERR_MAX];
+    dev_t dev[WALK_MAX_DEPTH];
+    ino_t ino[WALK_MAX_DEPTH];
+    int depth;
+    errbuf *e;
+} walker;
+
+static char *join(const char *dir, const char *name)
+{
+    size_t dl = strlen(dir), nl = strlen(name);
+    while (dl > 1 && dir[dl - 1] == '/')
+        dl--;
+    char *s = xmalloc(dl + nl + 2);
+    memcpy(s, dir, dl);
+    s[dl] = '/';
+    memcpy(s + dl + 1, name, nl + 1);
+    return s;
+}
+
+static void note_skip(walker *w, const char *path, const char *why)
+{
+    if (w->skipped++ == 0)
+        snprintf(w->first_skipped, sizeof w->first_skipped, "%s: %s", path, why);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The visible entries of `dir`, sorted; NULL with e set on failure. */
+static char **list_dir(const char *dir, size_t *count, errbuf *e)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        errf(e, "%s: cannot open folder: %s", dir, strerror(errno));
+        return NULL;
+    }
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 64;
+            names = xrealloc(names, cap * sizeof *names);
+        }
+        names[n++] = xstrdup(de->d_name);
+    }
+    closedir(d);
+    if (n)
+        qsort(names, n, sizeof *names, cmp_str);
+    *count = n;
+    return names ? names : xcalloc(1, sizeof *names);
+}
+
+static void free_names(char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+/* Every image file below `dir` (a class folder or one inside it). */
+static int walk(walker *w, const char *dir, const struct stat *dst)
+{
+    for (int i = 0; i < w->depth; i++)
+        if (w->dev[i] == dst->st_dev && w->ino[i] == dst->st_ino) {
+            note_skip(w, dir, "symlink loop");
+            return 0;
+        }
+    if (w->depth == WALK_MAX_DEPTH) {
+        note_skip(w, dir, "folders nested too deep");
+        return 0;
+    }
+    w->dev[w->depth] = dst->st_dev;
+    w->ino[w->depth] = dst->st_ino;
+    w->depth++;
+    size_t n;
+    char **names = list_dir(dir, &n, w->e);
+    int rc = names ? 0 : -1;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        char *path = join(dir, names[i]);
+        struct stat st;
+        if (stat(path, &st) != 0) {
+            note_skip(w, path, errno == ENOENT ? "dangling symlink" : strerror(errno));
+        } else if (S_ISDIR(st.st_mode)) {
+            rc = walk(w, path, &st);
+        } else if (!is_image_name(names[i])) {
+            note_skip(w, path, "not an image file name");
+        } else {
+            if (w->n == w->cap) {
+                w->cap = w->cap ? w->cap * 2 : 1024;
+                w->files = xrealloc(w->files, w->cap * sizeof *w->files);
+            }
+            w->files[w->n].dir = xstrdup(dir);
+            w->files[w->n].path = path;
+            w->n++;
+            path = NULL;
+        }
+        free(path);
+    }
+    free_names(names, n);
+    w->depth--;
+    return rc;
+}
+
+static int cmp_found(const void *a, const void *b)
+{
+    const found *x = a, *y = b;
+    int c = strcmp(x->dir, y->dir);
+    return c ? c : strcmp(x->path, y->path);
+}
+
+static void found_free(walker *w)
+{
+    for (size_t i = 0; i < w->n; i++) {
+        free(w->files[i].dir);
+        free(w->files[i].path);
+    }
+    free(w->files);
+    w->files = NULL;
+    w->n = w->cap = 0;
+}
+
+/* The class folders of the root, sorted; the rest of the root is noted. */
+static char **class_folders(walker *w, size_t *nclasses)
+{
+    size_t n;
+    char **names = list_dir(w->root, &n, w->e);
+    if (!names)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        char *path = join(w->root, names[i]);
+        struct stat st;
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            names[k++] = names[i];
+        } else {
+            note_skip(w, path, "not in a class folder");
+            free(names[i]);
+        }
+        free(path);
+    }
+    *nclasses = k;
+    return names;
+}
+
+/* Pack the found files of every class into ix's two flat allocations. */
+static void pack(ds_index *ix, found *files, const uint32_t *label, size_t n, char **classes,
+                 size_t nclasses)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += strlen(files[i].path) + 1;
+    for (size_t c = 0; c < nclasses; c++)
+        bytes += strlen(classes[c]) + 1;
+    ix->strs = xmalloc(bytes);
+    ix->rows = xmalloc(n * sizeof(ds_row) + nclasses * sizeof(uint64_t));
+    ix->class_names = (uint64_t *)(ix->rows + n);
+    size_t off = 0;
+    uint64_t h = 0x666f6c64;
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(files[i].path) + 1;
+        memcpy(ix->strs + off, files[i].path, l);
+        ix->rows[i].path = off;
+        ix->rows[i].label = (int32_t)label[i];
+        ix->rows[i].line = (uint32_t)(i + 1); /* the sample's position, for order only */
+        h = hash64(files[i].path, l, h);
+        h = hash64(&label[i], sizeof label[i], h);
+        off += l;
+    }
+    for (size_t c = 0; c < nclasses; c++) {
+        size_t l = strlen(classes[c]) + 1;
+        memcpy(ix->strs + off, classes[c], l);
+        ix->class_names[c] = off;
+        off += l;
+    }
+    ix->strs_len = off;
+    ix->n = (uint32_t)n;
+    ix->nclasses = (uint32_t)nclasses;
+    ix->names = 1;
+    ix->folder = 1;
+    ix->content_hash = h;
+}
+
+int ds_folder_load(ds_index *ix, const char *root, const csv_opts *o, errbuf *e)
+{
+    memset(ix, 0, sizeof *ix);
+    walker w = {.root = root, .e = e};
+    size_t nclasses = 0;
+    char **classes = class_folders(&w, &nclasses);
+    if (!classes)
+        return -1;
+    int rc = -1;
+    uint32_t *label = NULL;
+    size_t lab_cap = 0;
+    if (nclasses == 0) {
+        errf(e, "%s: no class folders (a data folder holds one sub-folder of images per class)", root);
+        goto out;
+    }
+    for (size_t c = 0; c < nclasses; c++) {
+        char *dir = join(root, classes[c]);
+        struct stat st;
+        size_t before = w.n;
+        int wr = stat(dir, &st) == 0 ? walk(&w, dir, &st) : errf(e, "%s: %s", dir, strerror(errno));
+        if (wr == 0 && w.n == before)
+            wr = errf(e, "%s: no image files in this class folder (extensions: .jpg .jpeg .png .ppm .bmp "
+                         ".pgm .tif .tiff .webp)", dir);
+        free(dir);
+        if (wr != 0)
+            goto out;
+        qsort(w.files + before, w.n - before, sizeof *w.files, cmp_found);
+        if (w.n > lab_cap) {
+            lab_cap = w.cap;
+            label = xrealloc(label, lab_cap * sizeof *label);
+        }
+        for (size_t i = before; i < w.n; i++)
+            label[i] = (uint32_t)c;
+        if (w.n >= UINT32_MAX - 1) {
+            errf(e, "%s: too many images (limit %u)", root, UINT32_MAX - 1);
+            goto out;
+        }
+    }
+    pack(ix, w.files, label, w.n, classes, nclasses);
+    ix->csv_path = xstrdup(root);
+    ix->skipped_files = w.skipped;
+    if (w.skipped && o && o->warn)
+        fprintf(o->warn, "train: note: %s: skipped %u file%s that %s in a class folder (first: %s)\n",
+                root, w.skipped, w.skipped == 1 ? "" : "s",
+                w.skipped == 1 ? "is not an image" : "are not images", w.first_skipped);
+    rc = 0;
+out:
+    free_names(classes, nclasses);
+    free(label);
+    found_free(&w);
+    return rc;
+}
+
+const char *ds_row_message(const ds_index *ix, uint32_t i, const char *msg, char *buf, size_t len)
+{
+    if (!ix->folder) {
+        snprintf(buf, len, "%s:%u: %s", ix->csv_path, ix->rows[i].line, msg);
+        return buf;
+    }
+    const char *path = ds_path(ix, i);
+    size_t n = strlen(path);
+    if (strncmp(msg, path, n) == 0 && (msg[n] == ':' || msg[n] == ' ' || msg[n] == '\0'))
+        snprintf(buf, len, "%s", msg);
+    else
+        snprintf(buf, len, "%s: %s", path, msg);
+    return buf;
+}

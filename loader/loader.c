@@ -1,0 +1,487 @@
+/* loader.c — the main process's side of the loader pool (see loader.h).
+ *
+ * The main process owns the plan (every posted job), activates jobs into
+ * the shared job table as entries free up, arms ring slots with the batch
+ * they will hold, raises the claim limit as slots are released, and waits
+ * for batches in order. It never spins: it sleeps on a futex that workers
+ * and the supervisor bump, waking at least once a second to look at the
+ * clock (--timeout) and at its child.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+#include "loader/shared.h"
+#include "loader/sampler.h"
+
+#define MAX_RESPAWNS 100
+
+static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static void layout(pool *p, size_t off[9])
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t o = align_up(sizeof(pool_ctl), 64);
+    off[0] = o; /* workers */
+    o = align_up(o + sizeof(worker_rec) * (size_t)(p->cfg.workers ? p->cfg.workers : 1), 64);
+    off[1] = o; /* slots */
+    o = align_up(o + sizeof(slot_hdr) * (size_t)p->nslots, 64);
+    off[2] = o; /* jobs */
+    o = align_up(o + sizeof(job_entry) * POOL_JOBQ, 64);
+    off[3] = o; /* perms */
+    o = align_up(o + sizeof(uint32_t) * POOL_JOBQ * (size_t)p->max_n, 64);
+    off[4] = o; /* labels */
+    o = align_up(o + sizeof(int32_t) * (size_t)p->nslots * p->cfg.batch, 64);
+    off[5] = o; /* indices */
+    o = align_up(o + sizeof(uint32_t) * (size_t)p->nslots * p->cfg.batch, 64);
+    off[6] = o; /* skip_told */
+    o = align_up(o + (size_t)POOL_MAX_SOURCES * p->max_n, page);
+    off[7] = o; /* ring */
+    p->slot_stride = align_up(p->cfg.batch * p->cfg.sample_bytes, page);
+    p->ring_len = p->slot_stride * (size_t)p->nslots;
+    off[8] = o + p->ring_len;
+}
+
+pool *pool_create(const pool_config *cfg, errbuf *e)
+{
+    if (cfg->workers < 0 || cfg->workers > POOL_MAX_WORKERS)
+        return errf(e, "--workers %d: must be 0..%d", cfg->workers, POOL_MAX_WORKERS), NULL;
+    if (cfg->prefetch < 1)
+        return errf(e, "--prefetch %d: must be at least 1", cfg->prefetch), NULL;
+    if (cfg->batch < 1 || cfg->sample_bytes < 1 || cfg->nsrc < 1 || cfg->nsrc > POOL_MAX_SOURCES ||
+        !cfg->load)
+        return errf(e, "internal: bad pool configuration"), NULL;
+    pool *p = xcalloc(1, sizeof *p);
+    p->cfg = *cfg;
+    p->nslots = cfg->workers ? cfg->workers * cfg->prefetch : 1;
+    p->sup_pid = -1;
+    p->cmd_fd = -1;
+    for (int i = 0; i < cfg->nsrc; i++)
+        if (cfg->src[i]->n > p->max_n)
+            p->max_n = cfg->src[i]->n;
+    size_t off[9];
+    layout(p, off);
+    p->map_len = off[8];
+    uint64_t avail = mem_available_bytes();
+    if (avail && p->map_len > avail / 10 * 8) {
+        char need[32], have[32];
+        errf(e, "the loader ring needs %s (%d slots of %u samples) but only %s is available: "
+                "lower --batch, --prefetch or --workers",
+             fmt_bytes(need, sizeof need, p->map_len), p->nslots, cfg->batch,
+             fmt_bytes(have, sizeof have, avail));
+        free(p);
+        return NULL;
+    }
+    void *m = mmap(NULL, p->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        errf(e, "cannot map %zu bytes of shared memory for the loader: %s", p->map_len,
+             strerror(errno));
+        free(p);
+        return NULL;
+    }
+    p->map = m;
+    p->ctl = m;
+    p->workers = (worker_rec *)(p->map + off[0]);
+    p->slots = (slot_hdr *)(p->map + off[1]);
+    p->jobs = (job_entry *)(p->map + off[2]);
+    p->perms = (uint32_t *)(p->map + off[3]);
+    p->labels = (int32_t *)(p->map + off[4]);
+    p->indices = (uint32_t *)(p->map + off[5]);
+    p->skip_told = (_Atomic uint8_t *)(p->map + off[6]);
+    p->ring = p->map + off[7];
+    p->release_mark = xcalloc((size_t)p->nslots, 1);
+    for (int i = 0; i < cfg->workers; i++) {
+        atomic_store(&p->workers[i].current, -1);
+        p->workers[i].held = -1;
+    }
+    if (cfg->workers == 0)
+        return p;
+
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        errf(e, "socketpair: %s", strerror(errno));
+        pool_destroy(p);
+        return NULL;
+    }
+    fflush(NULL); /* no buffered output duplicated into the children */
+    pid_t main_pid = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        errf(e, "cannot fork the loader supervisor: %s", strerror(errno));
+        close(sv[0]);
+        close(sv[1]);
+        pool_destroy(p);
+        return NULL;
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != main_pid)
+            _exit(0);
+        close(sv[0]);
+        pool_supervisor_main(p, sv[1]);
+    }
+    close(sv[1]);
+    p->sup_pid = pid;
+    p->cmd_fd = sv[0];
+    return p;
+}
+
+int pool_post(pool *p, const pool_job *job)
+{
+    if (p->nplan == p->plan_cap) {
+        p->plan_cap = p->plan_cap ? p->plan_cap * 2 : 16;
+        p->plan = xrealloc(p->plan, (size_t)p->plan_cap * sizeof *p->plan);
+        p->plan_first = xrealloc(p->plan_first, (size_t)p->plan_cap * sizeof *p->plan_first);
+        p->plan_nb = xrealloc(p->plan_nb, (size_t)p->plan_cap * sizeof *p->plan_nb);
+    }
+    int id = p->nplan++;
+    p->plan[id] = *job;
+    if (p->plan[id].batch == 0 || p->plan[id].batch > p->cfg.batch)
+        p->plan[id].batch = p->cfg.batch;
+    const ds_index *ix = p->cfg.src[job->src];
+    p->plan_nb[id] = sampler_batches(ix->n, p->plan[id].batch, job->drop_last);
+    if (job->max_batches && p->plan_nb[id] > job->max_batches)
+        p->plan_nb[id] = job->max_batches;
+    p->plan_first[id] = id ? p->plan_first[id - 1] + p->plan_nb[id - 1] : 0;
+    return id;
+}
+
+uint32_t pool_job_batches(const pool *p, int id)
+{
+    return id >= 0 && id < p->nplan ? p->plan_nb[id] : 0;
+}
+
+static uint64_t plan_end(const pool *p)
+{
+    return p->nplan ? p->plan_first[p->nplan - 1] + p->plan_nb[p->nplan - 1] : 0;
+}
+
+/* The plan index of the job holding `seq`. */
+static int job_of(const pool *p, uint64_t seq)
+{
+    int lo = 0, hi = p->nplan - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (p->plan_first[mid] <= seq)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    while (lo < p->nplan - 1 && p->plan_nb[lo] == 0 && p->plan_first[lo + 1] <= seq)
+        lo++;
+    return lo;
+}
+
+/* Give plan jobs entries in the shared table while entries are free: an
+ * entry is free once every batch of its previous job has been released. */
+static void activate(pool *p)
+{
+    while (p->active_end < p->nplan) {
+        int j = p->active_end;
+        if (j >= POOL_JOBQ) {
+            int old = j - POOL_JOBQ;
+            if (p->released < p->plan_first[old] + p->plan_nb[old])
+                return;
+        }
+        job_entry *je = &p->jobs[j % POOL_JOBQ];
+        je->job = p->plan[j];
+        je->first = p->plan_first[j];
+        je->nbatches = p->plan_nb[j];
+        je->n = p->cfg.src[p->plan[j].src]->n;
+        je->id = j;
+        sampler_permutation(p->perms + (size_t)(j % POOL_JOBQ) * p->max_n, je->n, p->cfg.seed,
+                            p->plan[j].epoch, (uint32_t)p->plan[j].src, p->plan[j].shuffle);
+        p->posted_end = je->first + je->nbatches;
+        p->active_end++;
+    }
+}
+
+/* Arm the slots of newly claimable batches and let the workers at them. */
+static void raise_limit(pool *p)
+{
+    uint64_t lim = p->released + (uint64_t)p->nslots;
+    if (lim > p->posted_end)
+        lim = p->posted_end;
+    /* a job that must wait for everything before it caps the limit at its
+     * first batch until all earlier batches are back */
+    for (int j = job_of(p, p->released); j < p->active_end; j++)
+        if (p->plan[j].after_previous && p->plan_first[j] > p->released && p->plan_first[j] < lim)
+            lim = p->plan_first[j];
+    uint64_t old = atomic_load(&p->ctl->limit);
+    if (lim <= old)
+        return;
+    for (uint64_t seq = old; seq < lim; seq++) {
+        int j = job_of(p, seq);
+        slot_hdr *h = &p->slots[seq % (uint64_t)p->nslots];
+        h->seq = seq;
+        h->job = (uint32_t)(j % POOL_JOBQ);
+        h->index = (uint32_t)(seq - p->plan_first[j]);
+    }
+    atomic_store(&p->ctl->limit, lim);
+    atomic_fetch_add(&p->ctl->work_seq, 1);
+    futex_wake_shared(&p->ctl->work_seq, INT_MAX);
+}
+
+static void *main_ctx(pool *p)
+{
+    if (!p->main_wctx_made) {
+        p->main_wctx = p->cfg.worker_init ? p->cfg.worker_init(p->cfg.arg) : NULL;
+        p->main_wctx_made = 1;
+    }
+    return p->main_wctx;
+}
+
+static void describe_seq(const pool *p, uint64_t seq, char *buf, size_t len)
+{
+    int j = job_of(p, seq);
+    const pool_job *job = &p->plan[j];
+    snprintf(buf, len, "%s batch %llu of epoch %u",
+             job->kind == POOL_JOB_EVAL    ? "validation"
+             : job->kind == POOL_JOB_BUILD ? "preload"
+                                           : "training",
+             (unsigned long long)(seq - p->plan_first[j]), job->epoch);
+}
+
+static void describe_death(const worker_rec *w, char *buf, size_t len)
+{
+    if (w->term_signal)
+        snprintf(buf, len, "was killed by signal %d (%s)", w->term_signal,
+                 strsignal(w->term_signal));
+    else
+        snprintf(buf, len, "exited with status %d", w->exit_status);
+}
+
+static int handle_deaths(pool *p, errbuf *e)
+{
+    p->deaths_seen = atomic_load(&p->ctl->deaths);
+    for (int i = 0; i < p->cfg.workers; i++) {
+        worker_rec *w = &p->workers[i];
+        if (atomic_load(&w->state) != WORKER_DEAD)
+            continue;
+        char how[96], what[96] = "while idle";
+        describe_death(w, how, sizeof how);
+        if (w->held >= 0 &&
+            atomic_load(&p->slots[w->held % p->nslots].ready_tag) != pool_tag((uint64_t)w->held)) {
+            char b[80];
+            describe_seq(p, (uint64_t)w->held, b, sizeof b);
+            snprintf(what, sizeof what, "while loading %s", b);
+        }
+        if (!p->cfg.respawn || p->stats.respawns >= MAX_RESPAWNS)
+            return errf(e, "loader worker %d (pid %d) %s %s%s", i, (int)atomic_load(&w->pid), how,
+                        what,
+                        p->cfg.respawn ? " (too many respawns)" : "; --respawn replaces dead workers"),
+                   POOL_WORKER_LOST;
+        fprintf(stderr, "train: loader worker %d (pid %d) %s %s; starting a new one\n", i,
+                (int)atomic_load(&w->pid), how, what);
+        /* mark it so that this death is not handled twice before the
+         * supervisor has reset the record */
+        atomic_store(&w->state, WORKER_STARTING);
+        atomic_store(&w->current, -1);
+        unsigned char cmd[2] = {'R', (unsigned char)i};
+        if (send(p->cmd_fd, cmd, 2, MSG_NOSIGNAL) != 2)
+            return errf(e, "loader supervisor (pid %d) is gone", p->sup_pid), POOL_WORKER_LOST;
+        p->stats.respawns++;
+    }
+    return POOL_OK;
+}
+
+/* A batch claimed by a worker that died before publishing it. */
+static int orphaned(pool *p, uint64_t seq)
+{
+    if (seq >= atomic_load(&p->ctl->next_claim))
+        return 0;
+    for (int i = 0; i < p->cfg.workers; i++)
+        if (atomic_load(&p->workers[i].state) != WORKER_DEAD &&
+            atomic_load(&p->workers[i].current) == (int64_t)seq)
+            return 0;
+    return 1;
+}
+
+static int holder_of(pool *p, uint64_t seq)
+{
+    for (int i = 0; i < p->cfg.workers; i++)
+        if (atomic_load(&p->workers[i].current) == (int64_t)seq)
+            return i;
+    return -1;
+}
+
+static int wait_ready(pool *p, uint64_t seq, errbuf *e)
+{
+    slot_hdr *h = &p->slots[seq % (uint64_t)p->nslots];
+    pool_ctl *c = p->ctl;
+    double t0 = now_sec(), deadline = p->cfg.timeout > 0 ? t0 + p->cfg.timeout : 0;
+    for (;;) {
+        if (atomic_load(&h->ready_tag) == pool_tag(seq))
+            return POOL_OK;
+        if (atomic_load(&c->interrupted))
+            return errf(e, "interrupted"), POOL_INTERRUPTED;
+        uint32_t ms = atomic_load(&c->main_seq);
+        if (atomic_load(&h->ready_tag) == pool_tag(seq))
+            return POOL_OK;
+        if (atomic_load(&c->deaths) != p->deaths_seen) {
+            int rc = handle_deaths(p, e);
+            if (rc != POOL_OK)
+                return rc;
+        }
+        if (p->stats.respawns > 0 && orphaned(p, seq) &&
+            atomic_load(&h->ready_tag) != pool_tag(seq)) {
+            pool_fill(p, seq, main_ctx(p)); /* its worker died holding it */
+            p->stats.redone++;
+            return POOL_OK;
+        }
+        int st;
+        if (waitpid(p->sup_pid, &st, WNOHANG) == p->sup_pid) {
+            p->sup_pid = -1;
+            return errf(e, "the loader supervisor died unexpectedly"), POOL_WORKER_LOST;
+        }
+        double now = now_sec(), wait = 1.0;
+        if (deadline) {
+            if (now >= deadline) {
+                char b[80];
+                describe_seq(p, seq, b, sizeof b);
+                int w = holder_of(p, seq);
+                if (w >= 0)
+                    return errf(e, "timeout: %s not delivered within %g s (loader worker %d, pid %d, "
+                                   "is still loading it)",
+                                b, p->cfg.timeout, w, (int)atomic_load(&p->workers[w].pid)),
+                           POOL_WORKER_LOST;
+                return errf(e, "timeout: %s not delivered within %g s", b, p->cfg.timeout),
+                       POOL_WORKER_LOST;
+            }
+            if (deadline - now < wait)
+                wait = deadline - now;
+        }
+        struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
+        futex_wait_shared(&c->main_seq, ms, &ts);
+    }
+}
+
+int pool_next(pool *p, pool_batch *b, errbuf *e)
+{
+    if (p->consumed >= plan_end(p))
+        return POOL_END;
+    if (atomic_load(&p->ctl->interrupted))
+        return errf(e, "interrupted"), POOL_INTERRUPTED;
+    activate(p);
+    raise_limit(p);
+    uint64_t seq = p->consumed;
+    if (seq >= atomic_load(&p->ctl->limit))
+        return errf(e, "internal: every ring slot is held; release batches before asking for more"),
+               POOL_WORKER_LOST;
+    double t0 = now_sec();
+    if (p->cfg.workers == 0) {
+        pool_fill(p, seq, main_ctx(p));
+    } else {
+        int rc = wait_ready(p, seq, e);
+        if (rc != POOL_OK)
+            return rc;
+    }
+    int s = (int)(seq % (uint64_t)p->nslots);
+    slot_hdr *h = &p->slots[s];
+    if (h->status != 0)
+        return errf(e, "%s", h->msg), h->status;
+    int j = job_of(p, seq);
+    memset(b, 0, sizeof *b);
+    b->seq = seq;
+    b->job = j;
+    b->index = (uint32_t)(seq - p->plan_first[j]);
+    b->count = h->count;
+    b->skipped = h->skipped;
+    b->data = p->ring + (size_t)s * p->slot_stride;
+    b->labels = p->labels + (size_t)s * p->cfg.batch;
+    b->indices = p->indices + (size_t)s * p->cfg.batch;
+    b->wait_s = now_sec() - t0;
+    b->fill_t0 = h->fill_t0;
+    b->fill_s = h->fill_s;
+    b->filler = h->filler;
+    b->slot = s;
+    p->consumed++;
+    return POOL_OK;
+}
+
+void pool_release(pool *p, const pool_batch *b)
+{
+    p->release_mark[b->slot] = 1;
+    while (p->released < p->consumed && p->release_mark[p->released % (uint64_t)p->nslots]) {
+        p->release_mark[p->released % (uint64_t)p->nslots] = 0;
+        p->released++;
+    }
+    activate(p);
+    raise_limit(p);
+}
+
+void pool_interrupt(pool *p)
+{
+    if (!p || !p->ctl)
+        return;
+    atomic_store(&p->ctl->interrupted, 1);
+    atomic_fetch_add(&p->ctl->main_seq, 1);
+    futex_wake_shared(&p->ctl->main_seq, INT_MAX);
+}
+
+void pool_destroy(pool *p)
+{
+    if (!p)
+        return;
+    if (p->sup_pid > 0) {
+        atomic_store(&p->ctl->stop, 1);
+        atomic_fetch_add(&p->ctl->work_seq, 1);
+        futex_wake_shared(&p->ctl->work_seq, INT_MAX);
+        unsigned char cmd[2] = {'Q', 0};
+        if (send(p->cmd_fd, cmd, 2, MSG_NOSIGNAL) != 2) {
+            /* the supervisor is gone already; waitpid below reaps it */
+        }
+    }
+    if (p->cmd_fd >= 0)
+        close(p->cmd_fd);
+    if (p->sup_pid > 0)
+        while (waitpid(p->sup_pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    if (p->main_wctx_made && p->cfg.worker_fini)
+        p->cfg.worker_fini(p->main_wctx);
+    if (p->map)
+        munmap(p->map, p->map_len);
+    free(p->plan);
+    free(p->plan_first);
+    free(p->plan_nb);
+    free(p->release_mark);
+    free(p);
+}
+
+void *pool_ring(pool *p, size_t *bytes)
+{
+    if (bytes)
+        *bytes = p->ring_len;
+    return p->ring;
+}
+
+int32_t *pool_labels_area(pool *p, size_t *bytes)
+{
+    if (bytes)
+        *bytes = sizeof(int32_t) * (size_t)p->nslots * p->cfg.batch;
+    return p->labels;
+}
+
+size_t pool_ring_slots(const pool *p) { return (size_t)p->nslots; }
+
+int pool_pids(const pool *p, int *pids, int max)
+{
+    int n = 0;
+    if (p->sup_pid > 0 && n < max)
+        pids[n++] = p->sup_pid;
+    for (int i = 0; i < p->cfg.workers && n < max; i++) {
+        int pid = atomic_load(&p->workers[i].pid);
+        if (pid > 0 && atomic_load(&p->workers[i].state) != WORKER_DEAD)
+            pids[n++] = pid;
+    }
+    return n;
+}
+
+void pool_get_stats(const pool *p, pool_stats *s) { *s = p->stats; }

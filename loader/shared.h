@@ -1,0 +1,137 @@
+/* shared.h — the memory the pool's processes share, and the futex
+ * helpers. Private to loader/pool*.c.
+ *
+ * Layout of the one MAP_SHARED mapping (created before fork):
+ *
+ *   pool_ctl | worker_rec[workers] | slot_hdr[slots] | job_entry[POOL_JOBQ]
+ *   | perm[POOL_JOBQ][max_n] | labels[slots][batch] | indices[slots][batch]
+ *   | skip_told[POOL_MAX_SOURCES][max_n]
+ *   | ring: slots x round_up(batch * sample_bytes, page)
+ *
+ * Who writes what:
+ *   main       ctl.limit, ctl.work_seq, ctl.stop, slot_hdr.{seq, job, index}
+ *              while the slot is not claimable, job_entry + perm of jobs
+ *              whose previous occupant is fully released
+ *   worker     ctl.next_claim (CAS), its worker_rec.current, everything in
+ *              the slot of the batch it claimed, then slot_hdr.ready_tag
+ *   supervisor worker_rec.{pid, state, death info}, ctl.deaths
+ * Every cross-process hand-over is a seq_cst atomic; plain fields are only
+ * read after the atomic that published them.
+ */
+#ifndef TRAIN_POOL_SHARED_H
+#define TRAIN_POOL_SHARED_H
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "loader/loader.h"
+
+#define POOL_JOBQ 4 /* jobs active at once (perm buffers) */
+
+enum worker_state { WORKER_STARTING = 0, WORKER_ALIVE, WORKER_DEAD };
+
+typedef struct worker_rec {
+    _Atomic int32_t pid;
+    _Atomic int32_t state;   /* enum worker_state */
+    _Atomic int64_t current; /* batch seq being filled, or -1 */
+    /* set by the supervisor when the worker dies */
+    int32_t exit_status;     /* or -1 */
+    int32_t term_signal;     /* or 0 */
+    int64_t held;            /* `current` at death */
+} worker_rec;
+
+typedef struct slot_hdr {
+    _Atomic uint32_t ready_tag; /* tag(seq) once the batch of `seq` is in */
+    uint64_t seq;               /* armed by main */
+    uint32_t job;               /* job entry index, armed by main */
+    uint32_t index;             /* batch within the job, armed by main */
+    /* written by the filler */
+    uint32_t count, skipped;
+    int32_t status;             /* 0 ok, POOL_BAD_SAMPLE */
+    double fill_t0;             /* now_sec() when filling began (one clock
+                                   for every process: CLOCK_MONOTONIC) */
+    double fill_s;
+    int32_t filler;             /* pid of the process that filled it */
+    char msg[2 * ERR_MAX]; /* `csv:line: ` + the loader's message */
+} slot_hdr;
+
+typedef struct job_entry {
+    pool_job job;
+    uint64_t first;     /* first global seq */
+    uint32_t nbatches;
+    uint32_t n;         /* samples in the data set */
+    int id;
+} job_entry;
+
+typedef struct pool_ctl {
+    _Atomic uint64_t next_claim; /* next seq a worker may claim */
+    _Atomic uint64_t limit;      /* workers claim seq < limit */
+    _Atomic uint32_t work_seq;   /* futex: workers wait here for work */
+    _Atomic uint32_t main_seq;   /* futex: main waits here for batches/deaths */
+    _Atomic uint32_t stop;
+    _Atomic uint32_t deaths;     /* workers that died so far */
+    _Atomic uint32_t interrupted;
+} pool_ctl;
+
+struct pool {
+    pool_config cfg;
+    int nslots;
+    size_t map_len, slot_stride;
+    uint8_t *map;
+    pool_ctl *ctl;
+    worker_rec *workers;
+    slot_hdr *slots;
+    job_entry *jobs;
+    uint32_t *perms; /* POOL_JOBQ x max_n */
+    uint32_t max_n;
+    int32_t *labels;
+    uint32_t *indices;
+    _Atomic uint8_t *skip_told; /* POOL_MAX_SOURCES x max_n: a skipped
+                                   sample's reason was printed */
+    uint8_t *ring;
+    size_t ring_len;
+
+    /* main process only */
+    int sup_pid;
+    int cmd_fd;          /* write end of the supervisor's command pipe */
+    pool_job *plan;      /* every posted job */
+    uint64_t *plan_first;
+    uint32_t *plan_nb;
+    int nplan, plan_cap;
+    int active_end;      /* jobs [0, active_end) have entries */
+    uint64_t posted_end; /* seq after the last activated job's batches */
+    uint64_t consumed;   /* next seq pool_next returns */
+    uint64_t released;   /* all seq < released are released */
+    uint8_t *release_mark; /* per slot: released out of order */
+    uint32_t deaths_seen;
+    void *main_wctx;     /* loader context of the main process (0 workers, redo) */
+    int main_wctx_made;
+    pool_stats stats;
+};
+
+static inline uint32_t pool_tag(uint64_t seq) { return (uint32_t)(seq + 1); }
+
+static inline long futex_wait_shared(_Atomic uint32_t *addr, uint32_t val,
+                                     const struct timespec *rel)
+{
+    return syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT, val, rel, NULL, 0);
+}
+
+static inline long futex_wake_shared(_Atomic uint32_t *addr, int n)
+{
+    return syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE, n, NULL, NULL, 0);
+}
+
+/* Fill the batch of `seq` into its slot (worker, or main for 0 workers and
+ * redone batches) and publish it. */
+void pool_fill(pool *p, uint64_t seq, void *wctx);
+
+/* The supervisor process: never returns. */
+void pool_supervisor_main(pool *p, int cmd_fd) __attribute__((noreturn));
+
+#endif

@@ -1,0 +1,251 @@
+/* worker.c — the pool's other processes: the supervisor and the
+ * workers it forks, and pool_fill, the per-batch work every filler shares.
+ *
+ * The supervisor is single-threaded and does nothing but fork workers,
+ * reap them and report their deaths; it is forked from the main process
+ * before any thread or CUDA context exists, so a replacement worker forked
+ * later (--respawn) starts from the same clean state as the first ones.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "loader/shared.h"
+#include "loader/sampler.h"
+
+/* ---------------------------------------------------------------- filling */
+
+static int load_one(pool *p, void *wctx, const job_entry *je, uint32_t idx, uint32_t key,
+                    uint8_t *out, errbuf *e)
+{
+    rng r = rng_keyed(p->cfg.seed, RNG_AUGMENT, je->job.epoch, key);
+    return p->cfg.load(wctx, je->job.src, idx, je->job.kind, &r, out, e);
+}
+
+/* --skip-bad: name each bad sample once per run, whichever process meets
+ * it first and however many epochs meet it again. One write(2) per line,
+ * so lines from several workers do not interleave. */
+static void tell_skipped(pool *p, int src, uint32_t idx, const errbuf *e)
+{
+    if (atomic_exchange(&p->skip_told[(size_t)src * p->max_n + idx], 1))
+        return;
+    const ds_index *ix = p->cfg.src[src];
+    char line[3 * ERR_MAX], where[2 * ERR_MAX];
+    int n = snprintf(line, sizeof line, "train: skipped %s\n", ds_row_message(ix, idx, e->msg, where, sizeof where));
+    if (n > (int)sizeof line - 1)
+        n = (int)sizeof line - 1, line[n - 1] = '\n';
+    if (write(2, line, (size_t)n) < 0) {
+        /* nowhere left to say it */
+    }
+}
+
+void pool_fill(pool *p, uint64_t seq, void *wctx)
+{
+    double t0 = now_sec();
+    int s = (int)(seq % (uint64_t)p->nslots);
+    slot_hdr *h = &p->slots[s];
+    const job_entry *je = &p->jobs[h->job];
+    const ds_index *ix = p->cfg.src[je->job.src];
+    const uint32_t *perm = p->perms + (size_t)h->job * p->max_n;
+    uint32_t B = je->job.batch;
+    uint32_t count = sampler_batch_size(je->n, B, h->index);
+    int32_t *labels = p->labels + (size_t)s * p->cfg.batch;
+    uint32_t *indices = p->indices + (size_t)s * p->cfg.batch;
+    uint8_t *data = p->ring + (size_t)s * p->slot_stride;
+    int build = je->job.kind == POOL_JOB_BUILD;
+
+    h->fill_t0 = t0;
+    h->filler = (int32_t)getpid();
+    h->status = 0;
+    h->skipped = 0;
+    h->msg[0] = '\0';
+    for (uint32_t i = 0; i < count; i++) {
+        uint32_t idx = perm[(size_t)h->index * B + i];
+        uint8_t *out = build ? NULL : data + (size_t)i * p->cfg.sample_bytes;
+        errbuf e;
+        int rc = load_one(p, wctx, je, idx, idx, out, &e);
+        if (rc != 0 && p->cfg.skip_bad && !build) {
+            tell_skipped(p, je->job.src, idx, &e);
+            /* the next good sample in index order, augmented with the
+             * original sample's stream: depends on the data only */
+            uint32_t tries = 1, alt = idx;
+            while (rc != 0 && tries < je->n) {
+                alt = (alt + 1) % je->n;
+                tries++;
+                errbuf e2;
+                rc = load_one(p, wctx, je, alt, idx, out, &e2);
+                if (rc != 0)
+                    tell_skipped(p, je->job.src, alt, &e2);
+            }
+            if (rc == 0) {
+                h->skipped++;
+                idx = alt;
+            }
+        }
+        if (rc != 0) {
+            char where[2 * ERR_MAX];
+            snprintf(h->msg, sizeof h->msg, "%s", ds_row_message(ix, idx, e.msg, where, sizeof where));
+            h->status = POOL_BAD_SAMPLE;
+            count = i;
+            break;
+        }
+        labels[i] = ix->rows[idx].label;
+        indices[i] = idx;
+    }
+    h->count = count;
+    h->fill_s = now_sec() - t0;
+    atomic_store(&h->ready_tag, pool_tag(seq));
+    atomic_fetch_add(&p->ctl->main_seq, 1);
+    futex_wake_shared(&p->ctl->main_seq, 1);
+}
+
+/* ---------------------------------------------------------------- workers */
+
+static void die_with_parent(pid_t parent)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) /* the parent died before prctl took effect */
+        _exit(0);
+}
+
+static void worker_main(pool *p, int i) __attribute__((noreturn));
+static void worker_main(pool *p, int i)
+{
+    pool_ctl *c = p->ctl;
+    worker_rec *me = &p->workers[i];
+    void *wctx = p->cfg.worker_init ? p->cfg.worker_init(p->cfg.arg) : NULL;
+    atomic_store(&me->state, WORKER_ALIVE);
+    for (;;) {
+        uint32_t ws = atomic_load(&c->work_seq);
+        if (atomic_load(&c->stop))
+            break;
+        uint64_t seq = atomic_load(&c->next_claim);
+        if (seq >= atomic_load(&c->limit)) {
+            futex_wait_shared(&c->work_seq, ws, NULL);
+            continue;
+        }
+        /* announce the intent before claiming: a death between the claim
+         * and any later store would otherwise lose the batch silently */
+        atomic_store(&me->current, (int64_t)seq);
+        if (!atomic_compare_exchange_strong(&c->next_claim, &seq, seq + 1))
+            continue;
+        pool_fill(p, seq, wctx);
+        atomic_store(&me->current, -1);
+    }
+    if (p->cfg.worker_fini)
+        p->cfg.worker_fini(wctx);
+    _exit(0);
+}
+
+/* ---------------------------------------------------------------- supervisor */
+
+static pid_t spawn_worker(pool *p, int i, sigset_t *oldmask, int cmd_fd, int sfd)
+{
+    worker_rec *w = &p->workers[i];
+    atomic_store(&w->current, -1);
+    atomic_store(&w->state, WORKER_STARTING);
+    w->exit_status = -1;
+    w->term_signal = 0;
+    w->held = -1;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        die_with_parent(parent);
+        close(cmd_fd);
+        close(sfd);
+        sigprocmask(SIG_SETMASK, oldmask, NULL);
+        worker_main(p, i);
+    }
+    if (pid > 0)
+        atomic_store(&w->pid, pid);
+    return pid;
+}
+
+static void record_death(pool *p, pid_t pid, int status)
+{
+    for (int i = 0; i < p->cfg.workers; i++) {
+        worker_rec *w = &p->workers[i];
+        if (atomic_load(&w->pid) != pid || atomic_load(&w->state) == WORKER_DEAD)
+            continue;
+        w->exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        w->term_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+        w->held = atomic_load(&w->current);
+        atomic_store(&w->state, WORKER_DEAD);
+        atomic_fetch_add(&p->ctl->deaths, 1);
+        atomic_fetch_add(&p->ctl->main_seq, 1);
+        futex_wake_shared(&p->ctl->main_seq, 1);
+        return;
+    }
+}
+
+static void reap(pool *p)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+        record_death(p, pid, status);
+}
+
+static void shut_down(pool *p) __attribute__((noreturn));
+static void shut_down(pool *p)
+{
+    /* workers hold nothing but shared memory and open files: kill them */
+    for (int i = 0; i < p->cfg.workers; i++) {
+        pid_t pid = atomic_load(&p->workers[i].pid);
+        if (pid > 0 && atomic_load(&p->workers[i].state) != WORKER_DEAD)
+            kill(pid, SIGKILL);
+    }
+    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+        ;
+    _exit(0);
+}
+
+void pool_supervisor_main(pool *p, int cmd_fd)
+{
+    signal(SIGINT, SIG_IGN); /* the main process decides; workers inherit this */
+    signal(SIGTERM, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+    sigset_t chld, old;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, &old);
+    int sfd = signalfd(-1, &chld, SFD_CLOEXEC);
+    if (sfd < 0)
+        _exit(1);
+    for (int i = 0; i < p->cfg.workers; i++)
+        if (spawn_worker(p, i, &old, cmd_fd, sfd) < 0)
+            shut_down(p);
+    struct pollfd fds[2] = {{.fd = cmd_fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+    for (;;) {
+        if (poll(fds, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            shut_down(p);
+        }
+        if (fds[1].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof si) < 0 && errno != EINTR && errno != EAGAIN)
+                shut_down(p);
+            reap(p); /* several deaths may share one SIGCHLD */
+        }
+        if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+            unsigned char cmd[2];
+            ssize_t n = read(cmd_fd, cmd, 2);
+            if (n == 2 && cmd[0] == 'R' && cmd[1] < p->cfg.workers) {
+                reap(p);
+                if (spawn_worker(p, cmd[1], &old, cmd_fd, sfd) < 0)
+                    shut_down(p);
+            } else {
+                shut_down(p); /* 'Q', EOF (main gone) or garbage */
+            }
+        }
+    }
+}
