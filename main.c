@@ -24,17 +24,17 @@ static int model_list(const options *o)
         model_print_list(stdout, 3, 64, 64, 10);
         return 0;
     }
-    ds_index ix;
+    dataset ix;
     errbuf e;
-    if (ds_index_load(&ix, o->csv, &o->csv_o, &e) != 0) {
+    if (dataset_load(&ix, o->csv, &o->csv_o, &e) != 0) {
         fprintf(stderr, "%s\n", e.msg);
         return 2;
     }
     int w, h, c, oh, ow;
-    if (img_probe(ds_path(&ix, 0), &w, &h, &c, &e) != 0) {
+    if (img_probe(dataset_path(&ix, 0), &w, &h, &c, &e) != 0) {
         char line[2 * ERR_MAX];
-        fprintf(stderr, "%s\n", ds_row_message(&ix, 0, e.msg, line, sizeof line));
-        ds_index_free(&ix);
+        fprintf(stderr, "%s\n", dataset_row_message(&ix, 0, e.msg, line, sizeof line));
+        dataset_free(&ix);
         return 2;
     }
     img_params p = o->img;
@@ -44,7 +44,7 @@ static int model_list(const options *o)
     int ch = o->channels ? o->channels : (c >= 3 ? 3 : 1);
     printf("for %dx%dx%d inputs and %u classes (%s):\n", ch, oh, ow, ix.nclasses, o->csv);
     model_print_list(stdout, ch, oh, ow, (int)ix.nclasses);
-    ds_index_free(&ix);
+    dataset_free(&ix);
     return 0;
 }
 
@@ -53,15 +53,15 @@ static int model_list(const options *o)
  * TIFF, WebP or SVG is refused here as in training) and is within the size
  * limits. One line per bad file: CSV:LINE: path: reason (a folder's: path:
  * reason). Returns the count. */
-static uint32_t check_images(const ds_index *ix)
+static uint32_t check_images(const dataset *ix)
 {
     uint32_t bad = 0;
     for (uint32_t i = 0; i < ix->n; i++) {
         int w, h, c;
         errbuf e;
-        if (img_probe(ds_path(ix, i), &w, &h, &c, &e) != 0) {
+        if (img_probe(dataset_path(ix, i), &w, &h, &c, &e) != 0) {
             char line[2 * ERR_MAX];
-            fprintf(stderr, "%s\n", ds_row_message(ix, i, e.msg, line, sizeof line));
+            fprintf(stderr, "%s\n", dataset_row_message(ix, i, e.msg, line, sizeof line));
             bad++;
         }
     }
@@ -75,9 +75,9 @@ static int check(const options *o)
     for (int i = 0; i < 2; i++) {
         if (!csvs[i])
             continue;
-        ds_index ix;
+        dataset ix;
         errbuf e;
-        if (ds_index_load(&ix, csvs[i], &o->csv_o, &e) != 0) {
+        if (dataset_load(&ix, csvs[i], &o->csv_o, &e) != 0) {
             fprintf(stderr, "%s\n", e.msg);
             return 2;
         }
@@ -86,9 +86,9 @@ static int check(const options *o)
         else
             printf("%s: %u rows, %u classes%s\n", csvs[i], ix.n, ix.nclasses,
                    ix.had_header ? " (header row)" : "");
-        ds_index_print_classes(&ix, stdout);
+        dataset_print_classes(&ix, stdout);
         bad += check_images(&ix);
-        ds_index_free(&ix);
+        dataset_free(&ix);
     }
     printf("check: %u file%s that training would refuse\n", bad, bad == 1 ? "" : "s");
     return bad ? 2 : 0;

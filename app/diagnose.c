@@ -61,7 +61,7 @@ static double phase(const options *o, const char *what, char *const extra[], int
     char strs[256];
     printf("  %-22s ", what);
     fflush(stdout);
-    int rc = child_run(o, extra, 1, &s, strs, sizeof strs, status);
+    int rc = reexec_run(o, extra, 1, &s, strs, sizeof strs, status);
     if (rc != 0 || *status != 0) {
         printf("failed (status %d)\n", *status);
         return NAN;
@@ -74,7 +74,7 @@ static double phase(const options *o, const char *what, char *const extra[], int
 
 int diagnose_run(const options *o)
 {
-    child_install_signals();
+    reexec_install_signals();
     char batches[32], secs[48];
     int nb = o->diag_batches ? o->diag_batches : o->max_batches ? o->max_batches : DIAG_BATCHES;
     double limit = isnan(o->diag_seconds) ? DIAG_SECONDS : o->diag_seconds;
@@ -104,21 +104,21 @@ int diagnose_run(const options *o)
         snprintf(bound, sizeof bound, "up to %d batches", nb);
     printf("diagnosis: 4 phases of %s each (--diagnose-batches, --diagnose-seconds), "
            "workers %d, %d cores\n", bound, r.workers, r.cores);
-    int st = 0;
+    int status = 0;
 #define PHASE_ARGS batches, secs, pf, bt, md, pin, nbl, "--epochs=1", "--warmup-epochs=0", "--no-progress"
     char *full[] = {PHASE_ARGS, wk, NULL};
     char *loader[] = {PHASE_ARGS, wk, "--loader-only", NULL};
     char *reads[] = {PHASE_ARGS, wk, "--loader-only", "--diag-phase=read-only", NULL};
     char *model[] = {PHASE_ARGS, "--workers=0", "--diag-phase=refeed", NULL};
 #undef PHASE_ARGS
-    r.full = phase(o, "(a) full pipeline", full, &st);
-    if (st == 2 || child_signal_received())
-        return child_signal_received() ? 128 + child_signal_received() : st;
-    r.loader = phase(o, "(b) loader only", loader, &st);
-    r.read_only = phase(o, "(c) loader, read only", reads, &st);
-    r.model = phase(o, "(d) model only", model, &st);
-    if (child_signal_received())
-        return 128 + child_signal_received();
+    r.full = phase(o, "(a) full pipeline", full, &status);
+    if (status == 2 || reexec_signal_received())
+        return reexec_signal_received() ? 128 + reexec_signal_received() : status;
+    r.loader = phase(o, "(b) loader only", loader, &status);
+    r.read_only = phase(o, "(c) loader, read only", reads, &status);
+    r.model = phase(o, "(d) model only", model, &status);
+    if (reexec_signal_received())
+        return 128 + reexec_signal_received();
     char text[512];
     diag_verdict v = diagnose_verdict(&r, text, sizeof text);
     printf("verdict: %s\n", text);
@@ -127,22 +127,22 @@ int diagnose_run(const options *o)
 
 int autotune_workers(const options *o)
 {
-    child_install_signals();
+    reexec_install_signals();
     int cores = cpu_count();
     char batches[32];
     snprintf(batches, sizeof batches, "--max-batches=%d", AUTO_BATCHES);
     printf("workers auto: loader throughput on %d batches per count (%d cores)\n", AUTO_BATCHES,
            cores);
     double rate[65];
-    int st = 0, maxw = cores < 64 ? cores : 64;
+    int status = 0, maxw = cores < 64 ? cores : 64;
     double best = 0;
     for (int w = 1; w <= maxw; w++) {
         char wk[32], label[32];
         snprintf(wk, sizeof wk, "--workers=%d", w);
         snprintf(label, sizeof label, "%d worker%s", w, w == 1 ? "" : "s");
         char *extra[] = {batches, wk, "--epochs=1", "--warmup-epochs=0", "--loader-only", NULL};
-        rate[w] = phase(o, label, extra, &st);
-        if (st == 2 || child_signal_received())
+        rate[w] = phase(o, label, extra, &status);
+        if (status == 2 || reexec_signal_received())
             return -1;
         if (rate[w] > best)
             best = rate[w];
@@ -151,7 +151,7 @@ int autotune_workers(const options *o)
     if (!o->loader_only) {
         char *extra[] = {batches, "--workers=0", "--epochs=1", "--warmup-epochs=0",
                          "--diag-phase=refeed", NULL};
-        model = phase(o, "model consumes", extra, &st);
+        model = phase(o, "model consumes", extra, &status);
     }
     if (!(best > 0)) {
         fprintf(stderr, "train: --workers auto: every probe failed\n");

@@ -13,46 +13,46 @@
 #include <string.h>
 #include <time.h>
 
-typedef struct sample_ctx {
-    const sample_setup *s;
+typedef struct load_ctx {
+    const load_setup *s;
     img_ctx *img;
-} sample_ctx;
+} load_ctx;
 
-void *sample_worker_init(void *arg)
+void *load_worker_init(void *arg)
 {
-    sample_ctx *c = xcalloc(1, sizeof *c);
+    load_ctx *c = xcalloc(1, sizeof *c);
     c->s = arg;
     c->img = img_ctx_create();
     return c;
 }
 
-void sample_worker_fini(void *wctx)
+void load_worker_fini(void *wctx)
 {
-    sample_ctx *c = wctx;
+    load_ctx *c = wctx;
     img_ctx_free(c->img);
     free(c);
 }
 
-int sample_load(void *wctx, int src, uint32_t index, pool_job_kind kind, rng *r, uint8_t *out,
+int load_sample(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r, uint8_t *out,
                 errbuf *e)
 {
-    sample_ctx *c = wctx;
-    const sample_setup *s = c->s;
-    const char *path = ds_path(s->src[src], index);
+    load_ctx *c = wctx;
+    const load_setup *s = c->s;
+    const char *path = dataset_path(s->src[src], index);
     /* the preload build makes the training base: with --random-crop that
      * is the uncropped resize, which evaluation's centre crop is not */
-    const img_params *p = kind == POOL_JOB_EVAL ? &s->eval : &s->train;
-    if (s->slow_load > 0 && kind != POOL_JOB_READ_ONLY)
+    const img_params *p = kind == LOAD_JOB_EVAL ? &s->eval : &s->train;
+    if (s->slow_load > 0 && kind != LOAD_JOB_READ_ONLY)
         cpu_burn(s->slow_load); /* a slow decoder, not slow storage */
     switch (kind) {
-    case POOL_JOB_READ_ONLY: {
+    case LOAD_JOB_READ_ONLY: {
         long n = img_read_only(c->img, path, p, e);
         if (n < 0)
             return -1;
         memset(out, (int)(n & 0xff), (size_t)s->channels * s->out_h * s->out_w);
         return 0;
     }
-    case POOL_JOB_BUILD: {
+    case LOAD_JOB_BUILD: {
         const uint8_t *base;
         int bh, bw;
         if (img_load_base(c->img, path, p, &base, &bh, &bw, e) != 0)
@@ -65,8 +65,8 @@ int sample_load(void *wctx, int src, uint32_t index, pool_job_kind kind, rng *r,
         memcpy(s->cache + (size_t)index * s->base_bytes, base, s->base_bytes);
         return 0;
     }
-    case POOL_JOB_TRAIN:
-    case POOL_JOB_EVAL:
+    case LOAD_JOB_TRAIN:
+    case LOAD_JOB_EVAL:
         if (s->cache && src == 0)
             return img_augment(out, s->out_h, s->out_w, s->cache + (size_t)index * s->base_bytes,
                                s->base_h, s->base_w, p, r, e);

@@ -1,8 +1,8 @@
 /* load.h — what a loader worker does per sample, for each job kind and
- * load mode: the bridge between the pool (loader/loader.h) and the image
+ * load mode: the bridge between the loader (loader/loader.h) and the image
  * pipeline (image/image.h) and preload cache (loader/cache.h). */
-#ifndef TRAIN_SAMPLE_H
-#define TRAIN_SAMPLE_H
+#ifndef TRAIN_LOAD_H
+#define TRAIN_LOAD_H
 
 #include <stdint.h>
 
@@ -10,8 +10,8 @@
 #include "image/image.h"
 #include "loader/loader.h"
 
-typedef struct sample_setup {
-    const ds_index *src[POOL_MAX_SOURCES];
+typedef struct load_setup {
+    const dataset *src[LOADER_MAX_SOURCES];
     img_params train;    /* augmentation on */
     img_params eval;     /* no flip, centre crop */
     int out_h, out_w, channels;
@@ -20,12 +20,12 @@ typedef struct sample_setup {
     int base_h, base_w;
     size_t base_bytes;
     double slow_load;    /* test hook: extra seconds of work per sample */
-} sample_setup;
+} load_setup;
 
-/* The pool's callbacks; arg is the sample_setup. */
-void *sample_worker_init(void *arg);
-void sample_worker_fini(void *wctx);
-int sample_load(void *wctx, int src, uint32_t index, pool_job_kind kind, rng *r, uint8_t *out,
+/* The loader's callbacks; arg is the load_setup. */
+void *load_worker_init(void *arg);
+void load_worker_fini(void *wctx);
+int load_sample(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r, uint8_t *out,
                 errbuf *e);
 
 #endif

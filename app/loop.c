@@ -15,9 +15,9 @@
 
 /* ---------------------------------------------------------------- jobs */
 
-static int add_job(run_ctx *r, const pool_job *j, int epoch)
+static int add_job(run_ctx *r, const load_job *j, int epoch)
 {
-    int id = pool_post(r->pl, j);
+    int id = loader_post(r->ldr, j);
     r->jobs = xrealloc(r->jobs, sizeof *r->jobs * (size_t)(id + 1));
     r->acc = xrealloc(r->acc, sizeof *r->acc * (size_t)(id + 1));
     memset(&r->acc[id], 0, sizeof r->acc[id]);
@@ -33,12 +33,12 @@ void run_post_jobs(run_ctx *r)
     const options *o = r->o;
     r->build_job = -1;
     if (r->use_cache && !r->cache.ready) {
-        pool_job b = {.src = 0, .kind = POOL_JOB_BUILD, .batch = (uint32_t)r->batch};
+        load_job b = {.src = 0, .kind = LOAD_JOB_BUILD, .batch = (uint32_t)r->batch};
         r->build_job = add_job(r, &b, -1);
     }
     for (int ep = r->start_epoch; ep < o->epochs; ep++) {
-        pool_job t = {.src = 0,
-                      .kind = o->diag_phase == DIAG_READ_ONLY ? POOL_JOB_READ_ONLY : POOL_JOB_TRAIN,
+        load_job t = {.src = 0,
+                      .kind = o->diag_phase == DIAG_READ_ONLY ? LOAD_JOB_READ_ONLY : LOAD_JOB_TRAIN,
                       .epoch = (uint32_t)ep,
                       .batch = (uint32_t)r->batch,
                       .shuffle = o->shuffle,
@@ -47,7 +47,7 @@ void run_post_jobs(run_ctx *r)
                       .after_previous = ep == r->start_epoch && r->build_job >= 0};
         int tid = add_job(r, &t, ep);
         if (r->have_val && !o->loader_only) {
-            pool_job v = {.src = 1, .kind = POOL_JOB_EVAL, .epoch = (uint32_t)ep,
+            load_job v = {.src = 1, .kind = LOAD_JOB_EVAL, .epoch = (uint32_t)ep,
                           .batch = (uint32_t)r->batch};
             int vid = add_job(r, &v, ep); /* add_job moves r->jobs */
             r->jobs[tid].val_job = vid;
@@ -103,26 +103,26 @@ static void emit_epoch(run_ctx *r, int tid)
             r->said_util_na = 1;
         }
     }
-    er.loss = a->st.n ? a->st.loss_sum / (double)a->st.n : NAN;
-    er.train_acc = a->st.n ? (double)a->st.correct / (double)a->st.n : NAN;
+    er.loss = a->stats.n ? a->stats.loss_sum / (double)a->stats.n : NAN;
+    er.train_acc = a->stats.n ? (double)a->stats.correct / (double)a->stats.n : NAN;
     er.val_loss = er.val_acc = NAN;
     if (ji->val_job >= 0) {
         job_acc *v = &r->acc[ji->val_job];
-        if (v->st.n) {
-            er.val_loss = v->st.loss_sum / (double)v->st.n;
-            er.val_acc = (double)v->st.correct / (double)v->st.n;
+        if (v->stats.n) {
+            er.val_loss = v->stats.loss_sum / (double)v->stats.n;
+            er.val_acc = (double)v->stats.correct / (double)v->stats.n;
         }
     }
     if (o->loader_only)
         er.loss = er.train_acc = NAN;
-    int pids[POOL_MAX_WORKERS + 1];
-    int np = pool_pids(r->pl, pids, POOL_MAX_WORKERS + 1);
+    int pids[LOADER_MAX_WORKERS + 1];
+    int np = loader_pids(r->ldr, pids, LOADER_MAX_WORKERS + 1);
     mem_usage mu;
     mem_usage_read(pids, np, &mu);
     er.rss_mb = mu.rss_mb;
     er.pss_mb = mu.pss_mb;
     er.procs = mu.nprocs;
-    er.pinned_mb = (double)stager_pinned_bytes(r->st) / (1024.0 * 1024.0);
+    er.pinned_mb = (double)stager_pinned_bytes(r->stager) / (1024.0 * 1024.0);
     er.skipped = a->skipped;
     er.cache = r->c.mode == MODE_PRELOAD ? "preload" : r->ss.train.cold ? "cold" : "warm";
     er.lr = lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, 0, 1);
@@ -142,7 +142,7 @@ static int save_checkpoint(run_ctx *r, int epoch, errbuf *e)
 {
     if (!r->o->save || r->o->loader_only)
         return RUN_OK;
-    ckpt_state st = {.epoch = epoch + 1,
+    ckpt_state ck = {.epoch = epoch + 1,
                      .step = r->steps,
                      .seed = r->o->seed,
                      .epochs = r->o->epochs,
@@ -151,7 +151,7 @@ static int save_checkpoint(run_ctx *r, int epoch, errbuf *e)
                      .lr = r->hp.lr,
                      .momentum = r->hp.momentum,
                      .wd = r->hp.wd};
-    if (checkpoint_save(r->o->save, &r->m, (const char *const *)r->class_names, &st, e) != 0)
+    if (checkpoint_save(r->o->save, &r->m, (const char *const *)r->class_names, &ck, e) != 0)
         return RUN_INTERNAL;
     return RUN_OK;
 }
@@ -160,22 +160,22 @@ static int save_checkpoint(run_ctx *r, int epoch, errbuf *e)
 
 /* Next batch from the loader, handed to the device. 1 = got one, 0 = end,
  * -status on failure. */
-static int fetch(run_ctx *r, pool_batch *b, const uint8_t **dev, errbuf *e)
+static int fetch(run_ctx *r, loader_batch *b, const uint8_t **dev, errbuf *e)
 {
-    stager_make_room(r->st);
+    stager_make_room(r->stager);
     double t0 = now_sec();
-    int rc = pool_next(r->pl, b, e);
+    int rc = loader_next(r->ldr, b, e);
     double t1 = now_sec();
-    if (rc == POOL_END)
+    if (rc == LOADER_END)
         return 0;
-    if (rc != POOL_OK)
+    if (rc != LOADER_OK)
         return -rc;
     job_acc *a = &r->acc[b->job];
     if (!a->started) {
         a->started = 1;
         a->t0 = t0;
         a->made0 = b->fill_t0;
-        if (r->monitor && r->jobs[b->job].kind != POOL_JOB_EVAL)
+        if (r->monitor && r->jobs[b->job].kind != LOAD_JOB_EVAL)
             device_monitor_start(r->monitor);
     }
     a->wait += b->wait_s;
@@ -186,9 +186,9 @@ static int fetch(run_ctx *r, pool_batch *b, const uint8_t **dev, errbuf *e)
     trace_span(r->trace, b->filler, "loader", "fill", b->fill_t0, b->fill_s, (long)b->index);
     trace_span(r->trace, (int)getpid(), "main", "wait", t0, t1 - t0, (long)b->index);
     *dev = NULL;
-    if (r->jobs[b->job].kind != POOL_JOB_BUILD) {
-        *dev = stager_push(r->st, b);
-        a->copy += stager_take_copy_s(r->st);
+    if (r->jobs[b->job].kind != LOAD_JOB_BUILD) {
+        *dev = stager_push(r->stager, b);
+        a->copy += stager_take_copy_s(r->stager);
         trace_span(r->trace, (int)getpid(), "main", "stage", t1, now_sec() - t1, (long)b->index);
     }
     return 1;
@@ -196,18 +196,18 @@ static int fetch(run_ctx *r, pool_batch *b, const uint8_t **dev, errbuf *e)
 
 /* A step cut short by SIGINT/SIGTERM (backend.cancel): the run stops as
  * interrupted, without finishing the batch. */
-static int step_cancelled(run_ctx *r, const pool_batch *b)
+static int step_cancelled(run_ctx *r, const loader_batch *b)
 {
-    stager_done(r->st, b);
+    stager_done(r->stager, b);
     report_progress_end(r->progress);
-    return POOL_INTERRUPTED;
+    return LOADER_INTERRUPTED;
 }
 
 /* --max-seconds: a training pass ends after the batch that takes it past
  * the limit (diagnosis bounds each phase so; see diagnose.h). */
 static int pass_time_up(const run_ctx *r, const job_info *ji, const job_acc *a)
 {
-    return r->o->max_seconds > 0 && ji->kind != POOL_JOB_EVAL &&
+    return r->o->max_seconds > 0 && ji->kind != LOAD_JOB_EVAL &&
            now_sec() - a->t0 >= r->o->max_seconds;
 }
 
@@ -228,14 +228,14 @@ static void trace_device(run_ctx *r)
 }
 
 /* Returns RUN_OK, RUN_TIME_UP or a failure status. */
-static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *e)
+static int process(run_ctx *r, const loader_batch *b, const uint8_t *dev, errbuf *e)
 {
     const options *o = r->o;
     job_info *ji = &r->jobs[b->job];
     job_acc *a = &r->acc[b->job];
-    uint32_t nb = pool_job_batches(r->pl, b->job);
-    if (ji->kind == POOL_JOB_BUILD) {
-        pool_release(r->pl, b);
+    uint32_t nb = load_job_batches(r->ldr, b->job);
+    if (ji->kind == LOAD_JOB_BUILD) {
+        loader_release(r->ldr, b);
         a->images += b->count;
         report_progress(r->progress, "preload", b->index + 1, nb, now_sec() - a->t0, a->images);
         if (b->index + 1 == nb) {
@@ -256,30 +256,30 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
     }
     double t0 = now_sec();
     int bad = 0;
-    step_stats st = {0};
+    step_stats step = {0};
     if (!o->loader_only) {
         /* before busy_begin: waiting for the copy is not busy */
-        const int32_t *dlabels = stager_begin(r->st, b);
+        const int32_t *dlabels = stager_begin(r->stager, b);
         if (dlabels)
             model_stage_labels(&r->m, dlabels);
         if (r->be->ops->busy_begin)
             r->be->ops->busy_begin(r->be);
-        if (ji->kind != POOL_JOB_EVAL) {
+        if (ji->kind != LOAD_JOB_EVAL) {
             double lr = lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, (long)b->index, (long)nb);
             bad = model_train_step(&r->m, dev, b->labels, (int)b->count, (float)lr,
-                                   (float)r->hp.momentum, (float)r->hp.wd, &st);
+                                   (float)r->hp.momentum, (float)r->hp.wd, &step);
             if (bad == MODEL_STEP_CANCELLED)
                 return step_cancelled(r, b);
             r->steps++;
             if (bad) {
                 char msg[160];
                 model_nonfinite_msg(msg, sizeof msg, ji->epoch + 1, (long)b->index,
-                                    st.n ? st.loss_sum / (double)st.n : NAN, lr);
-                stager_done(r->st, b);
+                                    step.n ? step.loss_sum / (double)step.n : NAN, lr);
+                stager_done(r->stager, b);
                 report_progress_end(r->progress);
                 return errf(e, "%s; stopping (lower --lr?)", msg), RUN_NONFINITE;
             }
-        } else if (model_eval_step(&r->m, dev, b->labels, (int)b->count, &st) ==
+        } else if (model_eval_step(&r->m, dev, b->labels, (int)b->count, &step) ==
                    MODEL_STEP_CANCELLED) {
             return step_cancelled(r, b);
         }
@@ -287,14 +287,14 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
             r->be->ops->busy_end(r->be);
         if (o->test_slow_step > 0)
             cpu_burn(o->test_slow_step);
-        step_stats_add(&a->st, &st);
+        step_stats_add(&a->stats, &step);
     }
-    stager_done(r->st, b);
+    stager_done(r->stager, b);
     a->compute += now_sec() - t0;
-    trace_span(r->trace, (int)getpid(), "main", ji->kind == POOL_JOB_EVAL ? "eval step" : "step", t0,
+    trace_span(r->trace, (int)getpid(), "main", ji->kind == LOAD_JOB_EVAL ? "eval step" : "step", t0,
                now_sec() - t0, (long)b->index);
     a->images += b->count;
-    if (ji->kind != POOL_JOB_EVAL) {
+    if (ji->kind != LOAD_JOB_EVAL) {
         char what[32];
         snprintf(what, sizeof what, "epoch %d", ji->epoch + 1);
         report_progress(r->progress, what, b->index + 1, nb, now_sec() - a->t0, a->images);
@@ -311,12 +311,12 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
         return RUN_TIME_UP;
     }
     /* an epoch is reported once its validation pass (if any) is done */
-    int tid = ji->kind != POOL_JOB_EVAL ? b->job : -1;
-    if (ji->kind == POOL_JOB_EVAL)
+    int tid = ji->kind != LOAD_JOB_EVAL ? b->job : -1;
+    if (ji->kind == LOAD_JOB_EVAL)
         for (int j = 0; j < r->njobs; j++)
             if (r->jobs[j].val_job == b->job)
                 tid = j;
-    if (tid >= 0 && (ji->kind == POOL_JOB_EVAL || r->jobs[tid].val_job < 0)) {
+    if (tid >= 0 && (ji->kind == LOAD_JOB_EVAL || r->jobs[tid].val_job < 0)) {
         emit_epoch(r, tid);
         int rc = save_checkpoint(r, r->jobs[tid].epoch, e);
         if (rc != RUN_OK)
@@ -327,20 +327,20 @@ static int process(run_ctx *r, const pool_batch *b, const uint8_t *dev, errbuf *
 
 int run_train_loop(run_ctx *r, errbuf *e)
 {
-    pool_batch cur, nxt;
+    loader_batch cur, nxt;
     const uint8_t *cur_dev, *nxt_dev = NULL;
     if (r->trace && r->be->ops->timeline_start) {
         trace_name_process(r->trace, TRACE_DEVICE_PID, "device");
         backend_timeline_start(r->be);
     }
     int have = fetch(r, &nxt, &nxt_dev, e);
-    int look = stager_lookahead(r->st);
+    int look = stager_lookahead(r->stager);
     while (have > 0) {
         cur = nxt;
         cur_dev = nxt_dev;
         /* a preload build batch goes back in process(); the first training
          * batch waits for it (after_previous), so fetch that one after */
-        int ahead = look && r->jobs[cur.job].kind != POOL_JOB_BUILD;
+        int ahead = look && r->jobs[cur.job].kind != LOAD_JOB_BUILD;
         if (ahead)
             have = fetch(r, &nxt, &nxt_dev, e);
         int rc = process(r, &cur, cur_dev, e);
@@ -355,8 +355,8 @@ int run_train_loop(run_ctx *r, errbuf *e)
     }
     if (have < 0) {
         report_progress_end(r->progress);
-        int st = -have;
-        return st == POOL_INTERRUPTED ? POOL_INTERRUPTED : st;
+        int status = -have;
+        return status == LOADER_INTERRUPTED ? LOADER_INTERRUPTED : status;
     }
     return RUN_OK;
 }
@@ -373,13 +373,13 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
     int k = 0, tid = -1, rc = RUN_OK;
     backend *be = r->be;
     while (k < K) {
-        pool_batch b;
-        int st = pool_next(r->pl, &b, e);
-        if (st == POOL_END)
+        loader_batch b;
+        int got = loader_next(r->ldr, &b, e);
+        if (got == LOADER_END)
             break;
-        if (st != POOL_OK)
-            return st;
-        if (r->jobs[b.job].kind == POOL_JOB_TRAIN && (tid < 0 || b.job == tid)) {
+        if (got != LOADER_OK)
+            return got;
+        if (r->jobs[b.job].kind == LOAD_JOB_TRAIN && (tid < 0 || b.job == tid)) {
             tid = b.job;
             dev[k] = be->ops->alloc(be, (size_t)b.count * r->sample_bytes);
             be->ops->upload(be, dev[k], b.data, (size_t)b.count * r->sample_bytes);
@@ -387,26 +387,26 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
             memcpy(labels[k], b.labels, sizeof(int32_t) * b.count);
             count[k++] = b.count;
         }
-        pool_release(r->pl, &b);
-        if (tid >= 0 && b.index + 1 == pool_job_batches(r->pl, tid))
+        loader_release(r->ldr, &b);
+        if (tid >= 0 && b.index + 1 == load_job_batches(r->ldr, tid))
             break;
     }
     if (k == 0 || r->o->loader_only)
         return errf(e, "internal: nothing to re-feed"), RUN_INTERNAL;
-    long steps = r->o->max_batches ? r->o->max_batches : (long)pool_job_batches(r->pl, tid);
+    long steps = r->o->max_batches ? r->o->max_batches : (long)load_job_batches(r->ldr, tid);
     job_acc *a = &r->acc[tid];
     a->t0 = now_sec();
     for (long i = 0; i < steps && rc == RUN_OK && !pass_time_up(r, &r->jobs[tid], a); i++) {
-        step_stats st = {0};
+        step_stats step = {0};
         int j = (int)(i % k);
         double t0 = now_sec();
         if (be->ops->busy_begin)
             be->ops->busy_begin(be);
-        int step = model_train_step(&r->m, dev[j], labels[j], (int)count[j], (float)r->hp.lr,
-                                    (float)r->hp.momentum, (float)r->hp.wd, &st);
-        if (step == MODEL_STEP_CANCELLED) {
-            rc = POOL_INTERRUPTED;
-        } else if (step != MODEL_STEP_OK) {
+        int res = model_train_step(&r->m, dev[j], labels[j], (int)count[j], (float)r->hp.lr,
+                                   (float)r->hp.momentum, (float)r->hp.wd, &step);
+        if (res == MODEL_STEP_CANCELLED) {
+            rc = LOADER_INTERRUPTED;
+        } else if (res != MODEL_STEP_OK) {
             errf(e, "re-fed batches: the loss became NaN or infinite");
             rc = RUN_NONFINITE;
         }
@@ -415,10 +415,10 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
         if (r->o->test_slow_step > 0)
             cpu_burn(r->o->test_slow_step);
         a->compute += now_sec() - t0;
-        step_stats_add(&a->st, &st);
+        step_stats_add(&a->stats, &step);
         a->images += count[j];
         if (run_signal_received())
-            rc = POOL_INTERRUPTED;
+            rc = LOADER_INTERRUPTED;
     }
     a->t1 = now_sec();
     if (be->ops->busy_take)

@@ -21,7 +21,7 @@ static void on_signal(int sig)
         kill(running, sig);
 }
 
-void child_install_signals(void)
+void reexec_install_signals(void)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -31,9 +31,9 @@ void child_install_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
-int child_signal_received(void) { return parent_signal; }
+int reexec_signal_received(void) { return parent_signal; }
 
-int child_run(const options *o, char *const extra[], int quiet, summary_rec *s, char *strbuf,
+int reexec_run(const options *o, char *const extra[], int quiet, summary_rec *s, char *strbuf,
               size_t len, int *status)
 {
     *status = 1;
@@ -80,11 +80,11 @@ int child_run(const options *o, char *const extra[], int quiet, summary_rec *s, 
         return -1;
     }
     running = pid;
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+    int wstatus;
+    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR)
         ;
     running = 0;
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    *status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
     char *line = read_whole_file(summary, NULL, NULL);
     unlink(summary);
     int rc = line && report_parse_summary(line, s, strbuf, len) == 0 ? 0 : -1;

@@ -2,8 +2,8 @@
  * command line adjusted: the swept options removed and `extra` appended.
  * Sweeps, --diagnose and --workers auto all measure configurations this
  * way, so no memory, pinned pages or CUDA context carries over. */
-#ifndef TRAIN_CHILD_H
-#define TRAIN_CHILD_H
+#ifndef TRAIN_REEXEC_H
+#define TRAIN_REEXEC_H
 
 #include "app/options.h"
 #include "app/report.h"
@@ -12,12 +12,12 @@
  * when killed) and, when it left one, *s its summary record (strings in
  * strbuf). Returns 0 when a summary was read, -1 otherwise. quiet sends the
  * child's stdout to /dev/null. */
-int child_run(const options *o, char *const extra[], int quiet, summary_rec *s, char *strbuf,
+int reexec_run(const options *o, char *const extra[], int quiet, summary_rec *s, char *strbuf,
               size_t len, int *status);
 
 /* Forward SIGINT/SIGTERM to the running child; returns the signal the
  * parent received (0 if none). */
-void child_install_signals(void);
-int child_signal_received(void);
+void reexec_install_signals(void);
+int reexec_signal_received(void);
 
 #endif

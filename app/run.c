@@ -1,7 +1,7 @@
 /* run.c — one configuration of train (see run.h).
  *
  * Order matters: everything the loader processes share (the CSV index, the
- * preload cache, the ring) exists before the pool forks them, and nothing
+ * preload cache, the ring) exists before the loader forks them, and nothing
  * that starts threads (the CUDA runtime, NVML) runs until after. Then the
  * main loop takes batches in order, hands them to the device, steps the
  * model and accounts every second of an epoch to waiting for data, copying
@@ -27,13 +27,13 @@
 /* ---------------------------------------------------------------- signals */
 
 static volatile sig_atomic_t g_signal;
-static pool *volatile g_pool;
+static loader *volatile g_loader;
 
 static void on_signal(int sig)
 {
     if (!g_signal)
         g_signal = sig;
-    pool_interrupt(g_pool);
+    loader_interrupt(g_loader);
 }
 
 void run_install_signals(void)
@@ -63,7 +63,7 @@ void run_choice_first(const options *o, run_choice *c)
 /* Validation labels mapped onto the training set's classes by name. */
 static int map_val_classes(run_ctx *r, errbuf *e)
 {
-    ds_index *t = &r->train, *v = &r->val;
+    dataset *t = &r->train, *v = &r->val;
     if (!t->names && !v->names)
         return 0;
     if (t->names != v->names)
@@ -83,7 +83,7 @@ static int map_val_classes(run_ctx *r, errbuf *e)
             char msg[ERR_MAX], where[2 * ERR_MAX];
             snprintf(msg, sizeof msg, "class '%s' does not occur in the training set %s",
                      v->strs + v->class_names[v->rows[i].label], t->csv_path);
-            errf(e, "%s", ds_row_message(v, i, msg, where, sizeof where));
+            errf(e, "%s", dataset_row_message(v, i, msg, where, sizeof where));
             free(map);
             return -1;
         }
@@ -99,10 +99,10 @@ static int map_val_classes(run_ctx *r, errbuf *e)
  * (the workers name it when they meet it). */
 static int probe_first_good(run_ctx *r, uint32_t *first, int *w, int *h, int *ch, errbuf *e)
 {
-    const ds_index *t = &r->train;
+    const dataset *t = &r->train;
     errbuf pe, first_err = {{0}};
     for (uint32_t i = 0; i < t->n; i++) {
-        if (img_probe(ds_path(t, i), w, h, ch, &pe) == 0) {
+        if (img_probe(dataset_path(t, i), w, h, ch, &pe) == 0) {
             *first = i;
             return 0;
         }
@@ -112,7 +112,7 @@ static int probe_first_good(run_ctx *r, uint32_t *first, int *w, int *h, int *ch
             break;
     }
     char where[2 * ERR_MAX];
-    ds_row_message(t, 0, first_err.msg, where, sizeof where);
+    dataset_row_message(t, 0, first_err.msg, where, sizeof where);
     if (r->o->csv_o.skip_bad && t->n > 1)
         return errf(e, "%s: no readable image among %u %s (--skip-bad); the first: %s", t->csv_path,
                     t->n, t->folder ? "images" : "rows", where);
@@ -121,12 +121,12 @@ static int probe_first_good(run_ctx *r, uint32_t *first, int *w, int *h, int *ch
 
 /* A row named in a message about two rows: `line 3 img/a.png` in a CSV,
  * the image path in a folder. */
-static const char *row_name(const ds_index *t, uint32_t i, char *buf, size_t len)
+static const char *row_name(const dataset *t, uint32_t i, char *buf, size_t len)
 {
     if (t->folder)
-        snprintf(buf, len, "%s", ds_path(t, i));
+        snprintf(buf, len, "%s", dataset_path(t, i));
     else
-        snprintf(buf, len, "line %u %s", t->rows[i].line, ds_path(t, i));
+        snprintf(buf, len, "line %u %s", t->rows[i].line, dataset_path(t, i));
     return buf;
 }
 
@@ -146,14 +146,14 @@ static int check_sizes(run_ctx *r, uint32_t first, errbuf *e)
     int need_base = r->c.mode == MODE_PRELOAD;
     if ((p->crop_h > 0 || by_resize) && (!need_base || base_fixed))
         return 0;
-    const ds_index *t = &r->train;
+    const dataset *t = &r->train;
     int b0h, b0w; /* the first image's base */
     img_base_size(p, r->fixed_h, r->fixed_w, &b0h, &b0w);
     uint32_t step = t->n > SIZE_PROBES ? t->n / SIZE_PROBES : 1;
     for (uint32_t i = first + 1; i < t->n; i += step) {
         int w, h, ch, oh, ow, bh, bw;
         errbuf pe;
-        if (img_probe(ds_path(t, i), &w, &h, &ch, &pe) != 0)
+        if (img_probe(dataset_path(t, i), &w, &h, &ch, &pe) != 0)
             continue; /* a bad file is the loader's to report */
         img_output_size(p, h, w, &oh, &ow);
         img_base_size(p, h, w, &bh, &bw);
@@ -176,10 +176,10 @@ static int check_sizes(run_ctx *r, uint32_t first, errbuf *e)
 static int setup_data(run_ctx *r, errbuf *e)
 {
     const options *o = r->o;
-    if (ds_index_load(&r->train, o->csv, &o->csv_o, e) != 0)
+    if (dataset_load(&r->train, o->csv, &o->csv_o, e) != 0)
         return RUN_BAD_INPUT;
     if (o->val_csv) {
-        if (ds_index_load(&r->val, o->val_csv, &o->csv_o, e) != 0)
+        if (dataset_load(&r->val, o->val_csv, &o->csv_o, e) != 0)
             return RUN_BAD_INPUT;
         r->have_val = 1;
         if (map_val_classes(r, e) != 0)
@@ -334,9 +334,9 @@ static int setup_cache(run_ctx *r, errbuf *e)
     return RUN_OK;
 }
 
-static int setup_pool(run_ctx *r, errbuf *e)
+static int setup_loader(run_ctx *r, errbuf *e)
 {
-    pool_config pc = {.workers = r->c.workers,
+    loader_config pc = {.workers = r->c.workers,
                       .prefetch = r->c.prefetch,
                       .batch = (uint32_t)r->batch,
                       .sample_bytes = r->sample_bytes,
@@ -345,16 +345,16 @@ static int setup_pool(run_ctx *r, errbuf *e)
                       .skip_bad = r->o->csv_o.skip_bad,
                       .respawn = r->o->respawn,
                       .timeout = r->o->timeout,
-                      .load = sample_load,
-                      .worker_init = sample_worker_init,
-                      .worker_fini = sample_worker_fini,
+                      .load = load_sample,
+                      .worker_init = load_worker_init,
+                      .worker_fini = load_worker_fini,
                       .arg = &r->ss};
     pc.src[0] = &r->train;
     pc.src[1] = &r->val;
-    r->pl = pool_create(&pc, e);
-    if (!r->pl)
+    r->ldr = loader_create(&pc, e);
+    if (!r->ldr)
         return RUN_BAD_INPUT;
-    g_pool = r->pl;
+    g_loader = r->ldr;
     return RUN_OK;
 }
 
@@ -395,15 +395,15 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
         if (!r->be)
             return RUN_INTERNAL;
     }
-    r->be->cancel = &g_signal; /* Ctrl-C stops a step between layers and pool tasks */
-    r->st = stager_create(r->be, r->pl, r->sample_bytes, r->batch, r->c.pin, r->c.non_blocking,
+    r->be->cancel = &g_signal; /* Ctrl-C stops a step between layers and between the CPU backend's tasks */
+    r->stager = stager_create(r->be, r->ldr, r->sample_bytes, r->batch, r->c.pin, r->c.non_blocking,
                           o->pin_force, note, note_len, e);
-    if (!r->st)
+    if (!r->stager)
         return RUN_BAD_INPUT;
     /* report what the run does, not what was asked: --pin on the CPU or a
      * failed page-lock runs unpinned (the note says why) */
-    r->c.pin = stager_pinned_bytes(r->st) > 0;
-    r->c.non_blocking = stager_async(r->st);
+    r->c.pin = stager_pinned_bytes(r->stager) > 0;
+    r->c.non_blocking = stager_async(r->stager);
     r->monitor = device_monitor_create(&r->dev);
     return RUN_OK;
 }
@@ -467,18 +467,18 @@ static int setup_model(run_ctx *r, errbuf *e)
     r->class_names = xcalloc((size_t)nclasses, sizeof(char *));
     for (int c = 0; c < nclasses; c++) {
         char buf[16];
-        r->class_names[c] = xstrdup(ds_class_name(&r->train, (uint32_t)c, buf, sizeof buf));
+        r->class_names[c] = xstrdup(dataset_class_name(&r->train, (uint32_t)c, buf, sizeof buf));
     }
     if (o->resume) {
-        ckpt_state st;
-        if (checkpoint_load(o->resume, &r->m, (const char *const *)r->class_names, &st, e) != 0)
+        ckpt_state ck;
+        if (checkpoint_load(o->resume, &r->m, (const char *const *)r->class_names, &ck, e) != 0)
             return RUN_BAD_INPUT;
-        r->start_epoch = (int)st.epoch;
-        r->steps = (long)st.step;
-        if (st.seed != o->seed)
+        r->start_epoch = (int)ck.epoch;
+        r->steps = (long)ck.step;
+        if (ck.seed != o->seed)
             fprintf(stderr, "train: note: resuming with --seed %llu; the checkpoint was trained with "
                             "seed %llu, so the data order differs from an uninterrupted run\n",
-                    (unsigned long long)o->seed, (unsigned long long)st.seed);
+                    (unsigned long long)o->seed, (unsigned long long)ck.seed);
         if (r->start_epoch >= o->epochs)
             return errf(e, "%s: already trained %d epochs; ask for more with --epochs", o->resume,
                         r->start_epoch),
@@ -511,7 +511,7 @@ static void print_first_line(run_ctx *r)
                r->c.prefetch, r->c.mode == MODE_PRELOAD ? "preload" : "lazy",
                (unsigned long long)o->seed);
     }
-    ds_index_print_classes(&r->train, stdout);
+    dataset_print_classes(&r->train, stdout);
     if (r->use_cache && r->o->cache)
         printf("preload: %s\n", r->cache.note);
     fflush(stdout);
@@ -519,12 +519,12 @@ static void print_first_line(run_ctx *r)
 
 static void cleanup(run_ctx *r)
 {
-    stager_free(r->st);
+    stager_free(r->stager);
     device_monitor_free(r->monitor);
     if (r->model_made)
         model_free(&r->m);
-    g_pool = NULL;
-    pool_destroy(r->pl); /* stops and reaps every loader process */
+    g_loader = NULL;
+    loader_destroy(r->ldr); /* stops and reaps every loader process */
     if (r->be)
         r->be->ops->destroy(r->be);
     if (r->use_cache)
@@ -536,8 +536,8 @@ static void cleanup(run_ctx *r)
     free(r->jobs);
     free(r->acc);
     free(r->recs);
-    ds_index_free(&r->train);
-    ds_index_free(&r->val);
+    dataset_free(&r->train);
+    dataset_free(&r->val);
     if (r->json)
         fclose(r->json);
     errbuf te;
@@ -568,7 +568,7 @@ int run_one(const options *o, const run_choice *c)
     if (r.json) /* the command line and data, even for a run that stops here */
         run_write_header(&r);
     if (rc == RUN_OK)
-        rc = setup_pool(&r, &e); /* forks: nothing threaded before this */
+        rc = setup_loader(&r, &e); /* forks: nothing threaded before this */
     if (rc == RUN_OK)
         rc = setup_device(&r, note, sizeof note, &e);
     if (rc == RUN_OK)
@@ -583,7 +583,7 @@ int run_one(const options *o, const run_choice *c)
         rc = o->diag_phase == DIAG_REFEED ? run_refeed_loop(&r, &e) : run_train_loop(&r, &e);
     }
     if (rc != RUN_OK) {
-        if (rc == POOL_INTERRUPTED || g_signal) {
+        if (rc == LOADER_INTERRUPTED || g_signal) {
             int sig = g_signal ? g_signal : SIGINT;
             fprintf(stderr, "train: interrupted by %s; loader stopped\n", strsignal(sig));
             rc = 128 + sig;

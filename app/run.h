@@ -12,7 +12,7 @@ typedef struct run_choice {
     int workers, prefetch, batch, mode, pin, non_blocking;
 } run_choice;
 
-/* Exit statuses (also pool_status): */
+/* Exit statuses (also loader_status): */
 enum run_status {
     RUN_OK = 0,
     RUN_INTERNAL = 1,

@@ -20,13 +20,13 @@ typedef struct job_acc {
     double made0, made1; /* when the loader began its first batch and
                             finished its last (an epoch lasts at least
                             that long, whatever the ring held ahead) */
-    step_stats st;
+    step_stats stats;
     uint64_t images, skipped;
     int started;
 } job_acc;
 
 typedef struct job_info {
-    pool_job_kind kind;
+    load_job_kind kind;
     int epoch; /* 0-based */
     int val_job; /* for a training job: the id of its validation job, or -1 */
 } job_info;
@@ -34,9 +34,9 @@ typedef struct job_info {
 typedef struct run_ctx {
     const options *o;
     run_choice c;
-    ds_index train, val;
+    dataset train, val;
     int have_val;
-    sample_setup ss;
+    load_setup ss;
     size_t sample_bytes;
     int fixed_h, fixed_w;
     /* model */
@@ -47,11 +47,11 @@ typedef struct run_ctx {
     /* loader */
     preload_cache cache;
     int use_cache;
-    pool *pl;
+    loader *ldr;
     /* device */
     device_choice dev;
     backend *be;
-    stager *st;
+    stager *stager;
     model m;
     int model_made;
     gpu_monitor *monitor; /* NVML sampler, NULL on the CPU */
@@ -83,7 +83,7 @@ enum { RUN_TIME_UP = -1 };
 void run_write_header(run_ctx *r);
 
 /* Post every job of the run (preload build, then training and validation
- * per epoch) to the pool. */
+ * per epoch) to the loader. */
 void run_post_jobs(run_ctx *r);
 /* The epochs: batches in order, staged, stepped, accounted and reported. */
 int run_train_loop(run_ctx *r, errbuf *e);

@@ -34,14 +34,14 @@
 #define QMAX 64 /* slots held at once */
 
 typedef struct held {
-    pool_batch b;
+    loader_batch b;
     int buf;  /* device buffer its copy went to, or -1 (CPU) */
     int done; /* stager_done was called: only the copy can still need the slot */
 } held;
 
 struct stager {
     backend *be;
-    pool *pl;
+    loader *ldr;
     size_t sample_bytes;
     int gpu, non_blocking, lookahead;
     void *pinned, *pinned_labels;
@@ -54,16 +54,16 @@ struct stager {
     double copy_s;
 };
 
-stager *stager_create(backend *be, pool *pl, size_t sample_bytes, int max_batch, int pin,
+stager *stager_create(backend *be, loader *ldr, size_t sample_bytes, int max_batch, int pin,
                       int non_blocking, int pin_force, char *note, size_t note_len, errbuf *e)
 {
     stager *s = xcalloc(1, sizeof *s);
     s->be = be;
-    s->pl = pl;
+    s->ldr = ldr;
     s->sample_bytes = sample_bytes;
     s->gpu = !be->host_visible && be->ops->stage_copy;
     s->non_blocking = s->gpu && non_blocking;
-    s->lookahead = s->non_blocking && pool_ring_slots(pl) >= 2;
+    s->lookahead = s->non_blocking && loader_ring_slots(ldr) >= 2;
     note[0] = '\0';
     if (!s->gpu) {
         if (pin)
@@ -81,7 +81,7 @@ stager *stager_create(backend *be, pool *pl, size_t sample_bytes, int max_batch,
     }
     if (pin) {
         size_t bytes;
-        void *ring = pool_ring(pl, &bytes);
+        void *ring = loader_ring(ldr, &bytes);
         uint64_t avail = mem_available_bytes();
         errbuf pe;
         int rc = device_pin_check(bytes, avail, pin_force, &pe);
@@ -103,7 +103,7 @@ stager *stager_create(backend *be, pool *pl, size_t sample_bytes, int max_batch,
             /* the labels travel in the batch's copy: pinned too, or that
              * copy would hold the host */
             size_t lb;
-            int32_t *labels = pool_labels_area(pl, &lb);
+            int32_t *labels = loader_labels_area(ldr, &lb);
             if (be->ops->host_pin(be, labels, lb, &pe) == 0)
                 s->pinned_labels = labels;
         }
@@ -148,7 +148,7 @@ static void release_front(stager *s, int wait)
         s->be->ops->stage_done(s->be, h->buf, 1);
         s->copy_s += now_sec() - t0;
     }
-    pool_release(s->pl, &h->b);
+    loader_release(s->ldr, &h->b);
     memmove(s->q, s->q + 1, (size_t)(s->nq - 1) * sizeof *s->q);
     s->nq--;
 }
@@ -167,7 +167,7 @@ void stager_make_room(stager *s)
     /* every slot held (or our queue full): the oldest must come back. It
      * is done unless the caller looks ahead with a single slot, which
      * stager_lookahead rules out. */
-    size_t slots = pool_ring_slots(s->pl);
+    size_t slots = loader_ring_slots(s->ldr);
     while (s->nq > 0 && ((size_t)s->nq >= slots || s->nq >= QMAX)) {
         if (!s->q[0].done) {
             fprintf(stderr, "train: internal error: stager_make_room: the ring's only free slot "
@@ -178,7 +178,7 @@ void stager_make_room(stager *s)
     }
 }
 
-const uint8_t *stager_push(stager *s, const pool_batch *b)
+const uint8_t *stager_push(stager *s, const loader_batch *b)
 {
     if (s->nq == QMAX) {
         fprintf(stderr, "train: internal error: stager_push: %d batches held\n", QMAX);
@@ -208,7 +208,7 @@ const uint8_t *stager_push(stager *s, const pool_batch *b)
     return s->dev[k];
 }
 
-const int32_t *stager_begin(stager *s, const pool_batch *b)
+const int32_t *stager_begin(stager *s, const loader_batch *b)
 {
     for (int i = 0; i < s->nq; i++)
         if (s->q[i].b.seq == b->seq && s->q[i].buf >= 0) {
@@ -218,7 +218,7 @@ const int32_t *stager_begin(stager *s, const pool_batch *b)
     return NULL;
 }
 
-void stager_done(stager *s, const pool_batch *b)
+void stager_done(stager *s, const loader_batch *b)
 {
     for (int i = 0; i < s->nq; i++) {
         held *h = &s->q[i];

@@ -32,7 +32,7 @@ typedef struct stager stager;
 
 /* note receives one line for the user when pinning was refused, failed or
  * has no effect; empty otherwise. */
-stager *stager_create(backend *be, pool *pl, size_t sample_bytes, int max_batch, int pin,
+stager *stager_create(backend *be, loader *ldr, size_t sample_bytes, int max_batch, int pin,
                       int non_blocking, int pin_force, char *note, size_t note_len, errbuf *e);
 void stager_free(stager *s);
 
@@ -43,22 +43,22 @@ int stager_lookahead(const stager *s);
 /* 1 when copies to the device are asynchronous: --non-blocking on a GPU. */
 int stager_async(const stager *s);
 
-/* Before pool_next: give back slots that are done with, and wait for the
+/* Before loader_next: give back slots that are done with, and wait for the
  * oldest one's copy when the loader would otherwise have no free slot. */
 void stager_make_room(stager *s);
 
 /* Start moving batch b to the device; returns the device pointer the model
  * reads (valid until stager_done for b). b's slot stays held. */
-const uint8_t *stager_push(stager *s, const pool_batch *b);
+const uint8_t *stager_push(stager *s, const loader_batch *b);
 
 /* The step that reads b has been enqueued (CPU: has run) and no longer
  * needs b's labels. */
-void stager_done(stager *s, const pool_batch *b);
+void stager_done(stager *s, const loader_batch *b);
 /* Right before b's step is enqueued: the compute stream waits (on the
  * device) for b's copy. Not earlier, or the wait would also hold the steps
  * enqueued before it. Returns b's labels on the device (copied with the
  * pixels, for model_stage_labels), or NULL on the CPU. */
-const int32_t *stager_begin(stager *s, const pool_batch *b);
+const int32_t *stager_begin(stager *s, const loader_batch *b);
 
 /* Release every slot still held (end of the run). */
 void stager_drain(stager *s);

@@ -32,7 +32,7 @@ static char *int_arg(const char *name, int v)
 
 int sweep_run(const options *o)
 {
-    child_install_signals();
+    reexec_install_signals();
     if (o->json) { /* children append; start the file afresh */
         FILE *f = fopen(o->json, "w");
         if (!f) {
@@ -51,7 +51,7 @@ int sweep_run(const options *o)
                 for (int ib = 0; ib < o->batch.n; ib++)
                     for (int ipf = 0; ipf < o->prefetch.n; ipf++)
                         for (int iw = 0; iw < o->workers.n; iw++) {
-                            if (rc == 2 || child_signal_received())
+                            if (rc == 2 || reexec_signal_received())
                                 continue;
                             run_choice c = {o->workers.v[iw], o->prefetch.v[ipf], o->batch.v[ib],
                                             o->mode.v[im], o->pin.v[ip], o->non_blocking.v[in]};
@@ -69,8 +69,8 @@ int sweep_run(const options *o)
                                              c.pin ? "--pin=on" : "--pin=off",
                                              c.non_blocking ? "--non-blocking=on" : "--non-blocking=off",
                                              c.batch ? bt : NULL, NULL};
-                            int st = 1;
-                            int got = child_run(o, extra, 0, &sums[k], strs + k * 256, 256, &st);
+                            int status = 1;
+                            int got = reexec_run(o, extra, 0, &sums[k], strs + k * 256, 256, &status);
                             free(w);
                             free(pf);
                             free(bt);
@@ -84,14 +84,14 @@ int sweep_run(const options *o)
                                 sums[k].cfg.pin = c.pin;
                                 sums[k].cfg.non_blocking = c.non_blocking;
                             }
-                            sums[k].status = st;
-                            if (st != 0 && rc == 0)
-                                rc = st;
+                            sums[k].status = status;
+                            if (status != 0 && rc == 0)
+                                rc = status;
                             k++;
                         }
     report_sweep_table(stdout, sums, k);
-    if (child_signal_received())
-        rc = 128 + child_signal_received();
+    if (reexec_signal_received())
+        rc = 128 + reexec_signal_received();
     free(sums);
     free(strs);
     return rc;

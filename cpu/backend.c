@@ -5,7 +5,7 @@
  * in bn.c, the thread pool in threads.c.
  *
  * Threads and determinism. OpenBLAS is told to use one thread and is called
- * from the backend's own pool; each operation is split into tasks at
+ * from the backend's own threads (threads.c); each operation is split into tasks at
  * boundaries that depend only on the shapes, every output element is
  * written by exactly one task, and the one reduction across tasks (a
  * convolution's weight gradient) adds per-chunk partial sums in chunk
@@ -168,17 +168,17 @@ static void cpu_relu_backward(backend *be, float *din, const float *dout, const 
 }
 
 /* ---------------------------------------------------------------- max pool */
-typedef struct pool_job {
+typedef struct maxpool_task {
     float *out;
     const float *in, *dout, *fout;
-    const pool_shape *s;
-} pool_job;
+    const maxpool_shape *s;
+} maxpool_task;
 
 static void maxpool_fwd_task(void *arg, int b, int thread)
 {
     (void)thread;
-    pool_job *j = arg;
-    const pool_shape *s = j->s;
+    maxpool_task *j = arg;
+    const maxpool_shape *s = j->s;
     for (int c = 0; c < s->C; c++) {
         const float *x = j->in + ((size_t)b * s->C + c) * s->H * s->W;
         float *y = j->out + ((size_t)b * s->C + c) * s->OH * s->OW;
@@ -214,8 +214,8 @@ static inline float masked(float g, uint32_t bit)
 static void maxpool_bwd_task(void *arg, int b, int thread)
 {
     (void)thread;
-    pool_job *j = arg;
-    const pool_shape *s = j->s;
+    maxpool_task *j = arg;
+    const maxpool_shape *s = j->s;
     size_t plane = (size_t)s->H * s->W;
     for (int c = 0; c < s->C; c++) {
         const float *x = j->in + ((size_t)b * s->C + c) * plane;
@@ -248,7 +248,7 @@ static void maxpool_bwd_task(void *arg, int b, int thread)
 /* Any k, stride and pad (resnet18's 3x3/2 pad 1): the window clipped to
  * the image, so padding never wins. Backward zeroes the sample's din and
  * adds each gradient at its window's first maximum (windows overlap). */
-static void window(const pool_shape *s, int o, int size, int *lo, int *hi)
+static void window(const maxpool_shape *s, int o, int size, int *lo, int *hi)
 {
     int a = o * s->stride - s->pad, b = a + s->k;
     *lo = a < 0 ? 0 : a;
@@ -258,8 +258,8 @@ static void window(const pool_shape *s, int o, int size, int *lo, int *hi)
 static void maxpool_any_task(void *arg, int b, int thread)
 {
     (void)thread;
-    pool_job *j = arg;
-    const pool_shape *s = j->s;
+    maxpool_task *j = arg;
+    const maxpool_shape *s = j->s;
     size_t plane = (size_t)s->H * s->W, oplane = (size_t)s->OH * s->OW;
     for (int c = 0; c < s->C; c++) {
         const float *x = j->in + ((size_t)b * s->C + c) * plane;
@@ -287,22 +287,22 @@ static void maxpool_any_task(void *arg, int b, int thread)
     }
 }
 
-static int pool_is_2x2(const pool_shape *s)
+static int maxpool_is_2x2(const maxpool_shape *s)
 {
     return s->k == 2 && s->stride == 2 && s->pad == 0;
 }
 
-static void cpu_maxpool_forward(backend *be, float *out, const float *in, const pool_shape *s)
+static void cpu_maxpool_forward(backend *be, float *out, const float *in, const maxpool_shape *s)
 {
-    pool_job j = {out, in, NULL, NULL, s};
-    cpu_run(be, s->B, pool_is_2x2(s) ? maxpool_fwd_task : maxpool_any_task, &j);
+    maxpool_task j = {out, in, NULL, NULL, s};
+    cpu_run(be, s->B, maxpool_is_2x2(s) ? maxpool_fwd_task : maxpool_any_task, &j);
 }
 
 static void cpu_maxpool_backward(backend *be, float *din, const float *dout, const float *out,
-                                 const float *in, const pool_shape *s)
+                                 const float *in, const maxpool_shape *s)
 {
-    pool_job j = {din, in, dout, out, s};
-    cpu_run(be, s->B, pool_is_2x2(s) ? maxpool_bwd_task : maxpool_any_task, &j);
+    maxpool_task j = {din, in, dout, out, s};
+    cpu_run(be, s->B, maxpool_is_2x2(s) ? maxpool_bwd_task : maxpool_any_task, &j);
 }
 
 /* ---------------------------------------------------------------- global average pool */
@@ -373,7 +373,7 @@ static void cpu_sgd_update(backend *be, float *w, float *v, const float *g, size
 {
     sgd_job j = {w, v, g, n, lr, momentum, wd};
     /* never cancelled: the parameters are updated whole or not at all */
-    cpu_pool_run(cpu_ctx_of(be)->pool, cpu_ntasks(n, ELEM_BLOCK), sgd_task, &j, NULL);
+    cpu_threads_run(cpu_ctx_of(be)->workers, cpu_ntasks(n, ELEM_BLOCK), sgd_task, &j, NULL);
 }
 
 /* ---------------------------------------------------------------- table */
@@ -382,7 +382,7 @@ static void cpu_destroy(backend *be)
     if (!be)
         return;
     cpu_ctx *c = cpu_ctx_of(be);
-    cpu_pool_free(c->pool);
+    cpu_threads_free(c->workers);
     free(c);
     free(be);
 }
@@ -423,12 +423,12 @@ backend *backend_cpu_create(int threads, errbuf *e)
         return errf(e, "--threads %d: expected 0 (automatic) to 256", threads), NULL;
     if (threads == 0)
         threads = cpu_count();
-    /* the pool does the threading; OpenBLAS runs in whichever pool thread
+    /* our threads do the threading; OpenBLAS runs in whichever of them
      * calls it (see the top of this file) */
     openblas_set_num_threads(1);
     cpu_ctx *c = xcalloc(1, sizeof *c);
     c->threads = threads;
-    c->pool = cpu_pool_create(threads);
+    c->workers = cpu_threads_create(threads);
     backend *be = xcalloc(1, sizeof *be);
     be->ops = &cpu_ops;
     be->ctx = c;

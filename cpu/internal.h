@@ -1,7 +1,7 @@
 /* internal.h — what the CPU backend's files share (not a public API).
  *
  * The CPU backend runs its own small thread pool and calls OpenBLAS
- * single-threaded from each pool thread. Every operation is cut into tasks
+ * single-threaded from each of its threads. Every operation is cut into tasks
  * whose boundaries depend only on the shapes — never on the thread count —
  * and each reduction adds its partial results in a fixed order, so results
  * are bit-identical for 1, 2 or 8 threads (see backend.c).
@@ -13,24 +13,24 @@
 
 #include "nn/backend.h"
 
-/* ---- thread pool (threads.c) */
-typedef struct cpu_pool cpu_pool;
+/* ---- the backend's threads (threads.c) */
+typedef struct cpu_threads cpu_threads;
 /* one task; `thread` is in [0, threads) and indexes per-thread scratch */
 typedef void (*cpu_task_fn)(void *arg, int task, int thread);
 
 /* threads >= 1, counting the calling thread; the worker threads start on
  * the first run that has more than one task (so after the loader's fork). */
-cpu_pool *cpu_pool_create(int threads);
-void cpu_pool_free(cpu_pool *p);
-int cpu_pool_threads(const cpu_pool *p);
+cpu_threads *cpu_threads_create(int threads);
+void cpu_threads_free(cpu_threads *p);
+int cpu_threads_count(const cpu_threads *p);
 /* Runs fn(arg, i, thread) for i in [0, ntasks) and returns when all are
  * done, or, once cancel is non-NULL and *cancel nonzero, when the tasks
  * already started are done (the rest never run). */
-void cpu_pool_run(cpu_pool *p, int ntasks, cpu_task_fn fn, void *arg, volatile sig_atomic_t *cancel);
+void cpu_threads_run(cpu_threads *p, int ntasks, cpu_task_fn fn, void *arg, volatile sig_atomic_t *cancel);
 
 typedef struct cpu_ctx {
     int threads;
-    cpu_pool *pool;
+    cpu_threads *workers;
 } cpu_ctx;
 
 static inline cpu_ctx *cpu_ctx_of(backend *be)
@@ -38,11 +38,11 @@ static inline cpu_ctx *cpu_ctx_of(backend *be)
     return (cpu_ctx *)be->ctx;
 }
 
-/* An operation's tasks on the backend's pool, cut short when the backend is
+/* An operation's tasks on the backend's threads, cut short when the backend is
  * cancelled (backend.cancel). */
 static inline void cpu_run(backend *be, int ntasks, cpu_task_fn fn, void *arg)
 {
-    cpu_pool_run(cpu_ctx_of(be)->pool, ntasks, fn, arg, be->cancel);
+    cpu_threads_run(cpu_ctx_of(be)->workers, ntasks, fn, arg, be->cancel);
 }
 
 /* ---- memory (backend.c): 64-byte aligned, zero-filled, exits on OOM */

@@ -1,11 +1,11 @@
-/* threads.c — the CPU backend's thread pool.
+/* threads.c — the CPU backend's worker threads.
  *
  * A fixed set of threads (the caller counts as thread 0) that run the tasks
  * of one operation at a time: tasks are claimed from an atomic counter, the
  * caller works too, and returns when every worker has finished the job.
  * Workers spin briefly after a job (the next operation of a training step
  * follows within microseconds), then sleep on a condition variable, so an
- * idle pool costs nothing while the loader waits for data.
+ * idle set of threads costs nothing while the loader waits for data.
  *
  * A job may carry a cancellation flag (a signal handler's): every thread
  * looks at it before claiming its next task and stops claiming once it is
@@ -28,9 +28,9 @@
 
 /* pause-instruction iterations a worker or the caller spins before sleeping
  * (a pause is ~40-140 cycles: this is tens of microseconds) */
-#define POOL_SPIN 4000
+#define SPIN_ROUNDS 4000
 
-struct cpu_pool {
+struct cpu_threads {
     int threads;
     int started;
     pthread_t *tids;
@@ -48,7 +48,7 @@ struct cpu_pool {
 };
 
 typedef struct worker_arg {
-    cpu_pool *p;
+    cpu_threads *p;
     int id;
 } worker_arg;
 
@@ -64,7 +64,7 @@ static int cancelled(volatile sig_atomic_t *cancel)
     return cancel && *cancel;
 }
 
-static void run_tasks(cpu_pool *p, int thread)
+static void run_tasks(cpu_threads *p, int thread)
 {
     int i;
     while (!cancelled(p->cancel) && (i = atomic_fetch_add(&p->next, 1)) < p->ntasks)
@@ -75,11 +75,11 @@ static void *worker_main(void *argp)
 {
     worker_arg wa = *(worker_arg *)argp;
     free(argp);
-    cpu_pool *p = wa.p;
+    cpu_threads *p = wa.p;
     unsigned long seen = 0;
     for (;;) {
         unsigned long g = atomic_load(&p->gen);
-        for (int s = 0; g == seen && s < POOL_SPIN && !atomic_load(&p->stop); s++) {
+        for (int s = 0; g == seen && s < SPIN_ROUNDS && !atomic_load(&p->stop); s++) {
             cpu_relax();
             g = atomic_load(&p->gen);
         }
@@ -101,9 +101,9 @@ static void *worker_main(void *argp)
     }
 }
 
-cpu_pool *cpu_pool_create(int threads)
+cpu_threads *cpu_threads_create(int threads)
 {
-    cpu_pool *p = xcalloc(1, sizeof *p);
+    cpu_threads *p = xcalloc(1, sizeof *p);
     p->threads = threads < 1 ? 1 : threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
@@ -115,12 +115,12 @@ cpu_pool *cpu_pool_create(int threads)
     return p;
 }
 
-int cpu_pool_threads(const cpu_pool *p)
+int cpu_threads_count(const cpu_threads *p)
 {
     return p->threads;
 }
 
-static void pool_start(cpu_pool *p)
+static void threads_start(cpu_threads *p)
 {
     p->tids = xcalloc((size_t)p->threads, sizeof *p->tids);
     for (int i = 1; i < p->threads; i++) {
@@ -137,7 +137,7 @@ static void pool_start(cpu_pool *p)
     p->started = 1;
 }
 
-void cpu_pool_run(cpu_pool *p, int ntasks, cpu_task_fn fn, void *arg, volatile sig_atomic_t *cancel)
+void cpu_threads_run(cpu_threads *p, int ntasks, cpu_task_fn fn, void *arg, volatile sig_atomic_t *cancel)
 {
     if (ntasks <= 0)
         return;
@@ -147,7 +147,7 @@ void cpu_pool_run(cpu_pool *p, int ntasks, cpu_task_fn fn, void *arg, volatile s
         return;
     }
     if (!p->started)
-        pool_start(p);
+        threads_start(p);
     p->fn = fn;
     p->arg = arg;
     p->ntasks = ntasks;
@@ -161,7 +161,7 @@ void cpu_pool_run(cpu_pool *p, int ntasks, cpu_task_fn fn, void *arg, volatile s
 
     run_tasks(p, 0);
 
-    for (int s = 0; atomic_load(&p->busy) != 0 && s < POOL_SPIN; s++)
+    for (int s = 0; atomic_load(&p->busy) != 0 && s < SPIN_ROUNDS; s++)
         cpu_relax();
     if (atomic_load(&p->busy) != 0) {
         pthread_mutex_lock(&p->mu);
@@ -171,7 +171,7 @@ void cpu_pool_run(cpu_pool *p, int ntasks, cpu_task_fn fn, void *arg, volatile s
     }
 }
 
-void cpu_pool_free(cpu_pool *p)
+void cpu_threads_free(cpu_threads *p)
 {
     if (!p)
         return;

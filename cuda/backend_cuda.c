@@ -145,8 +145,8 @@ static void gpu_destroy(backend *be)
         CUDNN_CHECK(cudnnDestroyTensorDescriptor(g->ta));
     if (g->tb)
         CUDNN_CHECK(cudnnDestroyTensorDescriptor(g->tb));
-    if (g->pool)
-        CUDNN_CHECK(cudnnDestroyPoolingDescriptor(g->pool));
+    if (g->maxpool)
+        CUDNN_CHECK(cudnnDestroyPoolingDescriptor(g->maxpool));
     if (g->relu)
         CUDNN_CHECK(cudnnDestroyActivationDescriptor(g->relu));
     if (g->dnn)
@@ -225,7 +225,7 @@ backend *backend_cuda_create(int device, errbuf *e)
         gpu_soft_cublas(e, cublasSetStream(g->blas, g->compute), "cublasSetStream") ||
         gpu_soft_cudnn(e, cudnnCreateTensorDescriptor(&g->ta), "cudnnCreateTensorDescriptor") ||
         gpu_soft_cudnn(e, cudnnCreateTensorDescriptor(&g->tb), "cudnnCreateTensorDescriptor") ||
-        gpu_soft_cudnn(e, cudnnCreatePoolingDescriptor(&g->pool), "cudnnCreatePoolingDescriptor") ||
+        gpu_soft_cudnn(e, cudnnCreatePoolingDescriptor(&g->maxpool), "cudnnCreatePoolingDescriptor") ||
         gpu_soft_cudnn(e, cudnnCreateActivationDescriptor(&g->relu),
                        "cudnnCreateActivationDescriptor")) {
         gpu_destroy(be);

@@ -23,7 +23,7 @@ typedef struct gpu_ctx {
     /* scratch descriptors re-set by each non-conv op (cuDNN reads them
      * during the call only, so one set serves every op in turn) */
     cudnnTensorDescriptor_t ta, tb;
-    cudnnPoolingDescriptor_t pool;
+    cudnnPoolingDescriptor_t maxpool;
     cudnnActivationDescriptor_t relu;
 
     /* one workspace for all convolutions: ops run in order on one stream */
@@ -81,9 +81,9 @@ void gpu_workspace_reserve(gpu_ctx *g, size_t bytes);
 /* layers.c */
 void gpu_relu_forward(backend *be, float *out, const float *in, size_t n);
 void gpu_relu_backward(backend *be, float *din, const float *dout, const float *out, size_t n);
-void gpu_maxpool_forward(backend *be, float *out, const float *in, const pool_shape *s);
+void gpu_maxpool_forward(backend *be, float *out, const float *in, const maxpool_shape *s);
 void gpu_maxpool_backward(backend *be, float *din, const float *dout, const float *out,
-                          const float *in, const pool_shape *s);
+                          const float *in, const maxpool_shape *s);
 void gpu_fc_forward(backend *be, float *out, const float *in, const float *w, const float *bias,
                     int B, int M, int N);
 void gpu_fc_backward(backend *be, float *din, float *dw, float *dbias, const float *dout,

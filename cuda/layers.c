@@ -18,7 +18,7 @@
  * only asks "was the input positive", and out > 0 exactly when in > 0, so
  * the forward output serves as both (the contract keeps only the output).
  *
- * Max pooling takes its window, stride and padding from the pool_shape (the
+ * Max pooling takes its window, stride and padding from the maxpool_shape (the
  * descriptor is re-set per call) with CUDNN_POOLING_MAX_DETERMINISTIC; cuDNN
  * documents no tie order, so on exact ties inside a window its gradient
  * may go to another maximum than the CPU's first-in-row-major one (after a
@@ -69,33 +69,33 @@ void gpu_relu_backward(backend *be, float *din, const float *dout, const float *
                                         &zero, g->ta, din));
 }
 
-static void pool_descs(gpu_ctx *g, const pool_shape *s, const char *func)
+static void maxpool_descs(gpu_ctx *g, const maxpool_shape *s, const char *func)
 {
-    CUDNN_CHECK(cudnnSetPooling2dDescriptor(g->pool, CUDNN_POOLING_MAX_DETERMINISTIC,
+    CUDNN_CHECK(cudnnSetPooling2dDescriptor(g->maxpool, CUDNN_POOLING_MAX_DETERMINISTIC,
                                             CUDNN_NOT_PROPAGATE_NAN, s->k, s->k, s->pad, s->pad,
                                             s->stride, s->stride));
     set4(g->ta, s->B, s->C, s->H, s->W);
     int n, c, h, w;
-    CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(g->pool, g->ta, &n, &c, &h, &w));
+    CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(g->maxpool, g->ta, &n, &c, &h, &w));
     if (n != s->B || c != s->C || h != s->OH || w != s->OW)
-        gpu_fatal(func, "pool_shape says %dx%dx%dx%d out, cuDNN says %dx%dx%dx%d", s->B, s->C,
+        gpu_fatal(func, "maxpool_shape says %dx%dx%dx%d out, cuDNN says %dx%dx%dx%d", s->B, s->C,
                   s->OH, s->OW, n, c, h, w);
     set4(g->tb, n, c, h, w);
 }
 
-void gpu_maxpool_forward(backend *be, float *out, const float *in, const pool_shape *s)
+void gpu_maxpool_forward(backend *be, float *out, const float *in, const maxpool_shape *s)
 {
     gpu_ctx *g = gpu_of(be);
-    pool_descs(g, s, __func__);
-    CUDNN_CHECK(cudnnPoolingForward(g->dnn, g->pool, &one, g->ta, in, &zero, g->tb, out));
+    maxpool_descs(g, s, __func__);
+    CUDNN_CHECK(cudnnPoolingForward(g->dnn, g->maxpool, &one, g->ta, in, &zero, g->tb, out));
 }
 
 void gpu_maxpool_backward(backend *be, float *din, const float *dout, const float *out,
-                          const float *in, const pool_shape *s)
+                          const float *in, const maxpool_shape *s)
 {
     gpu_ctx *g = gpu_of(be);
-    pool_descs(g, s, __func__);
-    CUDNN_CHECK(cudnnPoolingBackward(g->dnn, g->pool, &one, g->tb, out, g->tb, dout, g->ta, in,
+    maxpool_descs(g, s, __func__);
+    CUDNN_CHECK(cudnnPoolingBackward(g->dnn, g->maxpool, &one, g->tb, out, g->tb, dout, g->ta, in,
                                      &zero, g->ta, din));
 }
 

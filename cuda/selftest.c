@@ -18,12 +18,12 @@
 #include "cuda/gpu.h"
 #include "cuda/twin.h"
 
-typedef struct st {
+typedef struct selftest_run {
     FILE *out;
     int checks, fails;
-} st;
+} selftest_run;
 
-static void line_ok(st *s, const char *what, const char *how)
+static void line_ok(selftest_run *s, const char *what, const char *how)
 {
     s->checks++;
     fprintf(s->out, "selftest: %-44s ok    (%s)\n", what, how);
@@ -31,7 +31,7 @@ static void line_ok(st *s, const char *what, const char *how)
 
 static void report(void *arg, const twin_check *c)
 {
-    st *s = arg;
+    selftest_run *s = arg;
     size_t worst = 0;
     double r = twin_judge(c, &worst);
     if (r <= 1.0) {
@@ -50,7 +50,7 @@ static void report(void *arg, const twin_check *c)
             c->what, r, worst, c->n, (double)c->dev[worst], (double)c->ref[worst]);
 }
 
-static void check_staging(twin *t, st *s)
+static void check_staging(twin *t, selftest_run *s)
 {
     double busy;
     char note[256];
@@ -72,7 +72,7 @@ static void check_staging(twin *t, st *s)
 
 /* lenet on 28x28 noise: the ops composed by the real model code, with the
  * updates feeding back, on both backends */
-static void check_training(twin *t, st *s)
+static void check_training(twin *t, selftest_run *s)
 {
     enum { N = 24, B = 8, STEPS = 5 };
     twin_data d = {.n = N, .C = 1, .H = 28, .W = 28, .nclasses = 10};
@@ -103,7 +103,7 @@ int gpu_selftest_run(backend *be, FILE *out)
         fprintf(out, "selftest: cannot start the CPU backend: %s\n", e.msg);
         return 2;
     }
-    st s = {.out = out};
+    selftest_run s = {.out = out};
     twin t = {.dev = be,
               .ref = cpu,
               .r = rng_keyed(20240611, RNG_TOOL, 7, 0),

@@ -236,7 +236,7 @@ void twin_relu(twin *t, size_t n)
  * elements outside every window get nothing. Reported per window: the
  * device's gradient where that holds (NaN where it does not) against
  * dout. */
-static void maxpool_bwd_report(twin *t, const char *what, const pool_shape *s, const float *in,
+static void maxpool_bwd_report(twin *t, const char *what, const maxpool_shape *s, const float *in,
                                const float *dout, const pair *din)
 {
     size_t nin = (size_t)s->B * s->C * s->H * s->W, nout = (size_t)s->B * s->C * s->OH * s->OW;
@@ -278,7 +278,7 @@ static void maxpool_bwd_report(twin *t, const char *what, const pool_shape *s, c
  * (rounded to four values with ties, so most windows tie). per_window:
  * judge the gradient window by window, whichever tied element it lands on
  * (non-overlapping windows); else element by element (no ties). */
-static void maxpool_pair(twin *t, const pool_shape *s, int ties, int per_window, const char *name)
+static void maxpool_pair(twin *t, const maxpool_shape *s, int ties, int per_window, const char *name)
 {
     size_t nin = (size_t)s->B * s->C * s->H * s->W, nout = (size_t)s->B * s->C * s->OH * s->OW,
            f = sizeof(float);
@@ -306,8 +306,8 @@ static void maxpool_pair(twin *t, const pool_shape *s, int ties, int per_window,
 
 void twin_maxpool(twin *t, int B, int C, int H, int W, int ties)
 {
-    pool_shape s;
-    if (pool_shape_init(&s, B, C, H, W) != 0)
+    maxpool_shape s;
+    if (maxpool_shape_init(&s, B, C, H, W) != 0)
         return;
     char name[48];
     snprintf(name, sizeof name, "maxpool %dx%dx%dx%d%s", B, C, H, W, ties ? " ties" : "");
@@ -348,8 +348,8 @@ void twin_fc(twin *t, int B, int M, int N, int with_din)
 
 void twin_maxpool_k(twin *t, int B, int C, int H, int W, int k, int stride, int pad)
 {
-    pool_shape s;
-    if (pool_shape_init_k(&s, B, C, H, W, k, stride, pad) != 0)
+    maxpool_shape s;
+    if (maxpool_shape_init_k(&s, B, C, H, W, k, stride, pad) != 0)
         return;
     char name[64];
     snprintf(name, sizeof name, "maxpool %dx%dx%dx%d %dx%d/%d p%d", B, C, H, W, k, k, stride, pad);

@@ -10,8 +10,8 @@
  * Limits are lowered (FUZZ_IMAGE_MAX_*) so that valid-but-huge headers are
  * refused cheaply instead of exhausting the fuzzer's memory.
  */
-#ifndef TRAIN_FUZZ_IMAGE_H
-#define TRAIN_FUZZ_IMAGE_H
+#ifndef TRAIN_FUZZ_HARNESS_H
+#define TRAIN_FUZZ_HARNESS_H
 
 #include <fcntl.h>
 #include <stdio.h>

@@ -39,7 +39,7 @@ void img_ctx_free(img_ctx *c)
     free(c->dec);
     free(c->tmp);
     free(c->out);
-    rs_plan_free(&c->rs);
+    resize_plan_free(&c->rs);
     free(c);
 }
 
@@ -434,7 +434,7 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
         memset(out, 0, (size_t)oh * row);
     /* resizes only the rows and columns the crop keeps (copies when the
      * decoded image already has the target size) */
-    rs_resize_box_window(&c->rs, out + (size_t)sy.dst * row + (size_t)sx.dst * (size_t)C, row, rh, rw, sy.src,
+    resize_box_window(&c->rs, out + (size_t)sy.dst * row + (size_t)sx.dst * (size_t)C, row, rh, rw, sy.src,
                          sx.src, sy.len, sx.len, c->dec, dh, dw, C, box_h, box_w);
     *base = out;
     *bh = oh;
@@ -515,7 +515,7 @@ static int rrc_resample(img_ctx *c, const char *path, const img_info *info, cons
             hh = got.h - y0;
         if (x0 + ww > got.w)
             ww = got.w - x0;
-        rs_resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)got.w * (size_t)C, got.h, got.w, C, y0, x0, hh,
+        resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)got.w * (size_t)C, got.h, got.w, C, y0, x0, hh,
                       ww);
         return 0;
     }
@@ -523,7 +523,7 @@ static int rrc_resample(img_ctx *c, const char *path, const img_info *info, cons
                                                   : decode_other(c, path, info, C, &dh, &dw, e);
     if (rc != 0)
         return -1;
-    rs_resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)dw * (size_t)C, dh, dw, C, by, bx, bh, bw);
+    resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)dw * (size_t)C, dh, dw, C, by, bx, bh, bw);
     return 0;
 }
 

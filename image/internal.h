@@ -1,7 +1,7 @@
 /* internal.h — what image.c shares with its decoders (jpeg.c,
  * stb.c) and augment.c. Not for the rest of the program: use image.h. */
-#ifndef TRAIN_IMG_INTERNAL_H
-#define TRAIN_IMG_INTERNAL_H
+#ifndef TRAIN_IMAGE_INTERNAL_H
+#define TRAIN_IMAGE_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -19,7 +19,7 @@ struct img_ctx {
     size_t tmp_cap;
     uint8_t *out;        /* resized and/or cropped base */
     size_t out_cap;
-    rs_plan rs;
+    resize_plan rs;
     int max_side;
     uint64_t max_pixels;
 };

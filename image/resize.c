@@ -23,7 +23,7 @@ static double tri(double t)
     return t < 1.0 ? 1.0 - t : 0.0;
 }
 
-static void axis_reserve(rs_axis *a, int count, int taps)
+static void axis_reserve(resize_axis *a, int count, int taps)
 {
     if ((size_t)count > a->cap) {
         a->cap = (size_t)count;
@@ -41,7 +41,7 @@ static void axis_reserve(rs_axis *a, int count, int taps)
  * the source box [b0, b0 + blen) (of a source `in` long; taps stay inside
  * the box, rounded out to whole pixels) onto `out` outputs; reuses the
  * previous ones when the geometry is unchanged. */
-static void axis_build_box(rs_axis *a, int in, double b0, double blen, int out, int first, int count)
+static void axis_build_box(resize_axis *a, int in, double b0, double blen, int out, int first, int count)
 {
     if (a->lo && a->in == in && a->out == out && a->first == first && a->count == count &&
         a->b0 == b0 && a->blen == blen)
@@ -106,7 +106,7 @@ static inline uint8_t clip8(int32_t v)
 
 /* One row: ax->count outputs of c channels from a source row whose first
  * pixel is source column `off`. */
-static void hpass(uint8_t *restrict out, const uint8_t *restrict in, const rs_axis *ax, int c, int off)
+static void hpass(uint8_t *restrict out, const uint8_t *restrict in, const resize_axis *ax, int c, int off)
 {
     const int32_t half = 1 << (RS_PRECISION - 1);
     const int count = ax->count;
@@ -163,9 +163,9 @@ static void vpass_row(uint8_t *restrict out, int32_t *restrict acc, const uint8_
 }
 
 /* The source box of both axes: [y, y + h) x [x, x + w), source pixels. */
-typedef struct rs_box {
+typedef struct resize_window {
     double y, x, h, w;
-} rs_box;
+} resize_window;
 
 /* Which pass goes first: the one that leaves the other fewer pixels. The
  * horizontal pass is scalar (its taps vary per output), the vertical one
@@ -174,7 +174,7 @@ typedef struct rs_box {
  * are output rows. Decided from the box and the full output size only, so
  * a window is computed the way the whole image is (byte for byte). PIL
  * always goes horizontal first; the order changes results by rounding. */
-static int vertical_first(rs_box b, int dh, int dw)
+static int vertical_first(resize_window b, int dh, int dw)
 {
     double tx = 2.0 * (b.w > dw ? b.w / dw : 1.0) + 1.0, ty = 2.0 * (b.h > dh ? b.h / dh : 1.0) + 1.0;
     double hfirst = b.h * dw * tx * 4.0 + (double)dh * dw * ty; /* scalar work counted 4x */
@@ -182,7 +182,7 @@ static int vertical_first(rs_box b, int dh, int dw)
     return vfirst < hfirst;
 }
 
-static void grow_tmp(rs_plan *p, size_t bytes, size_t accs)
+static void grow_tmp(resize_plan *p, size_t bytes, size_t accs)
 {
     if (bytes > p->tmp_cap) {
         p->tmp_cap = bytes;
@@ -196,10 +196,10 @@ static void grow_tmp(rs_plan *p, size_t bytes, size_t accs)
 
 /* Both axes built: each output row is the vertical pass over the source
  * columns the horizontal taps need, then the horizontal pass of that row. */
-static void resize_vfirst(rs_plan *p, uint8_t *dst, size_t dst_stride, int oh, const uint8_t *src,
+static void resize_vfirst(resize_plan *p, uint8_t *dst, size_t dst_stride, int oh, const uint8_t *src,
                           size_t src_stride, int c)
 {
-    const rs_axis *ax = &p->x, *ay = &p->y;
+    const resize_axis *ax = &p->x, *ay = &p->y;
     int clo = ax->lo[0], chi = clo;
     for (int i = 0; i < ax->count; i++) {
         int end = ax->lo[i] + ax->n[i];
@@ -221,8 +221,8 @@ static int box_identity(double b0, double blen, int out)
     return b0 == floor(b0) && blen == (double)out;
 }
 
-static void resize_core(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
-                        int ow, const uint8_t *src, size_t src_stride, int sh, int sw, int c, rs_box b)
+static void resize_core(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
+                        int ow, const uint8_t *src, size_t src_stride, int sh, int sw, int c, resize_window b)
 {
     const int horiz = !box_identity(b.x, b.w, dw), vert = !box_identity(b.y, b.h, dh);
     const size_t rowb = (size_t)ow * (size_t)c;
@@ -245,7 +245,7 @@ static void resize_core(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int
         return;
     }
     axis_build_box(&p->y, sh, b.y, b.h, dh, y0, oh);
-    const rs_axis *ay = &p->y;
+    const resize_axis *ay = &p->y;
     if (horiz && vertical_first(b, dh, dw)) {
         resize_vfirst(p, dst, dst_stride, oh, src, src_stride, c);
         return;
@@ -281,35 +281,35 @@ static void resize_core(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int
                   ay->coef + (size_t)i * (size_t)ay->taps, ay->n[i], rowb);
 }
 
-void rs_resize(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
+void resize_apply(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
                int ow, const uint8_t *src, int sh, int sw, int c)
 {
-    rs_box b = {0.0, 0.0, (double)sh, (double)sw};
+    resize_window b = {0.0, 0.0, (double)sh, (double)sw};
     resize_core(p, dst, dst_stride, dh, dw, y0, x0, oh, ow, src, (size_t)sw * (size_t)c, sh, sw, c, b);
 }
 
-void rs_resize_box(rs_plan *p, uint8_t *dst, int dh, int dw, const uint8_t *src, size_t src_stride, int sh,
+void resize_box(resize_plan *p, uint8_t *dst, int dh, int dw, const uint8_t *src, size_t src_stride, int sh,
                    int sw, int c, double by, double bx, double bh, double bw)
 {
-    rs_box b = {by, bx, bh, bw};
+    resize_window b = {by, bx, bh, bw};
     resize_core(p, dst, (size_t)dw * (size_t)c, dh, dw, 0, 0, dh, dw, src, src_stride, sh, sw, c, b);
 }
 
-void rs_resize_box_window(rs_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
+void resize_box_window(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
                           int ow, const uint8_t *src, int sh, int sw, int c, double bh, double bw)
 {
-    rs_box b = {0.0, 0.0, bh, bw};
+    resize_window b = {0.0, 0.0, bh, bw};
     resize_core(p, dst, dst_stride, dh, dw, y0, x0, oh, ow, src, (size_t)sw * (size_t)c, sh, sw, c, b);
 }
 
-static void axis_free(rs_axis *a)
+static void axis_free(resize_axis *a)
 {
     free(a->lo);
     free(a->n);
     free(a->coef);
 }
 
-void rs_plan_free(rs_plan *p)
+void resize_plan_free(resize_plan *p)
 {
     if (!p)
         return;

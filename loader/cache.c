@@ -39,13 +39,13 @@ typedef struct file_stamp {
     int64_t mtime_ns, ctime_ns;
 } file_stamp;
 
-static void stamp_files(preload_cache *pc, const ds_index *ix)
+static void stamp_files(preload_cache *pc, const dataset *ix)
 {
     pc->stamps = xcalloc(ix->n ? ix->n : 1, sizeof(file_stamp));
     file_stamp *fs = pc->stamps;
     for (uint32_t i = 0; i < ix->n; i++) {
         struct stat st;
-        if (stat(ds_path(ix, i), &st) != 0)
+        if (stat(dataset_path(ix, i), &st) != 0)
             continue;
         fs[i].size = (uint64_t)st.st_size;
         fs[i].ino = (uint64_t)st.st_ino;
@@ -69,10 +69,10 @@ static void describe_changed(preload_cache *pc, const file_stamp *old)
                       : a->size != b->size                    ? "size changed"
                                                               : "modified (time stamps changed)";
     char what[ERR_MAX], where[2 * ERR_MAX];
-    snprintf(what, sizeof what, "%s, %s", ds_path(pc->ix, first), how);
+    snprintf(what, sizeof what, "%s, %s", dataset_path(pc->ix, first), how);
     snprintf(pc->note, sizeof pc->note, "cache %s: %u image file%s changed since it was built (first: %s): "
              "rebuilding it", pc->path, changed, changed == 1 ? "" : "s",
-             ds_row_message(pc->ix, first, what, where, sizeof where));
+             dataset_row_message(pc->ix, first, what, where, sizeof where));
 }
 
 static uint64_t header_sum(const cache_header *h)
@@ -80,7 +80,7 @@ static uint64_t header_sum(const cache_header *h)
     return hash64(h, offsetof(cache_header, header_sum), 0x68656164);
 }
 
-uint64_t cache_key(const ds_index *ix, const img_params *p, int base_h, int base_w)
+uint64_t cache_key(const dataset *ix, const img_params *p, int base_h, int base_w)
 {
     /* the fields that change base images; not the augmentation */
     int32_t v[12] = {CACHE_VERSION,  p->channels, p->resize_h, p->resize_w, p->resize_short,
@@ -202,7 +202,7 @@ static int create_temp(preload_cache *pc, errbuf *e)
     return 0;
 }
 
-int cache_open(preload_cache *pc, const char *path, const ds_index *ix, int c, int h, int w, uint64_t key,
+int cache_open(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w, uint64_t key,
                uint64_t mem_limit, errbuf *e)
 {
     memset(pc, 0, sizeof *pc);

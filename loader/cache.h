@@ -40,20 +40,20 @@ typedef struct preload_cache {
     size_t map_len;
     int fd;
     char *path, *tmp_path;
-    const ds_index *ix;
+    const dataset *ix;
     void *stamps;        /* file_stamp per sample (file caches) */
     char note[2 * ERR_MAX]; /* what happened, for the user ("reusing ...") */
 } preload_cache;
 
 /* Key of a cache: the CSV's content and every parameter that changes the
  * base images. */
-uint64_t cache_key(const ds_index *ix, const img_params *p, int base_h, int base_w);
+uint64_t cache_key(const dataset *ix, const img_params *p, int base_h, int base_w);
 
 /* Map (or reuse) a cache for ix's n samples of c x h x w (ix must outlive
  * the cache). mem_limit 0 means 80%
  * of MemAvailable; it only limits anonymous (file-less) caches. Call before
  * forking the loader. */
-int cache_open(preload_cache *pc, const char *path, const ds_index *ix, int c, int h, int w, uint64_t key,
+int cache_open(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w, uint64_t key,
                uint64_t mem_limit, errbuf *e);
 
 /* After a build: checksum, header, fsync, rename over the target path. A

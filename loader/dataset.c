@@ -1,4 +1,4 @@
-/* dataset.c — read a data-set CSV with libcsv into a ds_index.
+/* dataset.c — read a data-set CSV with libcsv into a dataset.
  *
  * The CSV is fed to libcsv one physical line at a time so that every record
  * knows the line it started on, even when quoted fields hold newlines. The
@@ -7,7 +7,7 @@
  * end, when they are either integers already or strings mapped to ids in
  * sorted order.
  *
- * Not handled here: checking that the files exist (ds_index_check_files
+ * Not handled here: checking that the files exist (dataset_check_files
  * does that on request) or reading them (the loader's job).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -356,7 +356,7 @@ static void settle_header(parser *p, const record *second)
         p->failed = 1;
         return;
     }
-    p->nrecords = hdr ? -1 : 0; /* remember the header for ds_index.had_header */
+    p->nrecords = hdr ? -1 : 0; /* remember the header for dataset.had_header */
     if (!hdr)
         add_row(p, &p->first);
 }
@@ -457,7 +457,7 @@ static int feed_all(parser *p, struct csv_parser *cp, const char *text, size_t l
 }
 
 /* Turn label text into ids: integers as they are, or names in sorted order. */
-static void assign_labels(parser *p, ds_index *ix, int32_t *ids)
+static void assign_labels(parser *p, dataset *ix, int32_t *ids)
 {
     const char *lt = p->labels.p;
     ix->names = p->label_mode == 2;
@@ -496,7 +496,7 @@ static void assign_labels(parser *p, ds_index *ix, int32_t *ids)
     free(sorted);
 }
 
-int ds_index_load(ds_index *ix, const char *csv_path, const csv_opts *o, errbuf *e)
+int dataset_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf *e)
 {
     memset(ix, 0, sizeof *ix);
     csv_opts defaults = CSV_OPTS_DEFAULT;
@@ -504,7 +504,7 @@ int ds_index_load(ds_index *ix, const char *csv_path, const csv_opts *o, errbuf 
         o = &defaults;
     struct stat st;
     if (stat(csv_path, &st) == 0 && S_ISDIR(st.st_mode))
-        return ds_folder_load(ix, csv_path, o, e);
+        return dataset_folder_load(ix, csv_path, o, e);
     size_t len;
     errbuf re;
     char *text = read_whole_file(csv_path, &len, &re);
@@ -550,7 +550,7 @@ int ds_index_load(ds_index *ix, const char *csv_path, const csv_opts *o, errbuf 
 
     ix->n = (uint32_t)p.nrows;
     /* worst case: every row its own class name */
-    ix->rows = xmalloc(p.nrows * sizeof(ds_row) + p.nrows * sizeof(uint64_t));
+    ix->rows = xmalloc(p.nrows * sizeof(dataset_row) + p.nrows * sizeof(uint64_t));
     int32_t *ids = xmalloc(p.nrows * sizeof *ids);
     assign_labels(&p, ix, ids);
     for (size_t i = 0; i < p.nrows; i++) {
@@ -559,7 +559,7 @@ int ds_index_load(ds_index *ix, const char *csv_path, const csv_opts *o, errbuf 
         ix->rows[i].line = p.rows[i].line;
     }
     free(ids);
-    ix->rows = xrealloc(ix->rows, p.nrows * sizeof(ds_row) +
+    ix->rows = xrealloc(ix->rows, p.nrows * sizeof(dataset_row) +
                                       (ix->names ? ix->nclasses * sizeof(uint64_t) : 0));
     if (ix->names)
         ix->class_names = (uint64_t *)(ix->rows + p.nrows);
@@ -588,7 +588,7 @@ out:
     return rc;
 }
 
-void ds_index_free(ds_index *ix)
+void dataset_free(dataset *ix)
 {
     free(ix->csv_path);
     free(ix->strs);
@@ -596,7 +596,7 @@ void ds_index_free(ds_index *ix)
     memset(ix, 0, sizeof *ix);
 }
 
-const char *ds_class_name(const ds_index *ix, uint32_t c, char *buf, size_t len)
+const char *dataset_class_name(const dataset *ix, uint32_t c, char *buf, size_t len)
 {
     if (ix->names && c < ix->nclasses)
         return ix->strs + ix->class_names[c];
@@ -604,7 +604,7 @@ const char *ds_class_name(const ds_index *ix, uint32_t c, char *buf, size_t len)
     return buf;
 }
 
-void ds_index_print_classes(const ds_index *ix, FILE *out)
+void dataset_print_classes(const dataset *ix, FILE *out)
 {
     if (!ix->names)
         return;
@@ -614,12 +614,12 @@ void ds_index_print_classes(const ds_index *ix, FILE *out)
     fputc('\n', out);
 }
 
-uint32_t ds_index_check_files(const ds_index *ix, FILE *out)
+uint32_t dataset_check_files(const dataset *ix, FILE *out)
 {
     uint32_t bad = 0;
     for (uint32_t i = 0; i < ix->n; i++) {
         struct stat st;
-        const char *path = ds_path(ix, i);
+        const char *path = dataset_path(ix, i);
         const char *why = NULL;
         if (stat(path, &st) != 0)
             why = strerror(errno);
@@ -634,7 +634,7 @@ uint32_t ds_index_check_files(const ds_index *ix, FILE *out)
             char msg[ERR_MAX], line[2 * ERR_MAX];
             snprintf(msg, sizeof msg, "%s: %s", path, why);
             if (out)
-                fprintf(out, "%s\n", ds_row_message(ix, i, msg, line, sizeof line));
+                fprintf(out, "%s\n", dataset_row_message(ix, i, msg, line, sizeof line));
         }
     }
     return bad;

@@ -6,26 +6,26 @@
  * (a row array and one string buffer) so forked workers share it
  * copy-on-write without touching it: nothing in here is written after load.
  */
-#ifndef TRAIN_CSV_INDEX_H
-#define TRAIN_CSV_INDEX_H
+#ifndef TRAIN_DATASET_H
+#define TRAIN_DATASET_H
 
 #include <stdint.h>
 #include <stdio.h>
 
 #include "common/util.h"
 
-typedef struct ds_row {
-    uint64_t path; /* offset of the resolved path in ds_index.strs */
+typedef struct dataset_row {
+    uint64_t path; /* offset of the resolved path in dataset.strs */
     int32_t label; /* class id, 0 .. nclasses-1 */
     uint32_t line; /* 1-based line in the CSV where the row starts (a
                       folder's rows: the sample's position) */
-} ds_row;
+} dataset_row;
 
-typedef struct ds_index {
+typedef struct dataset {
     char *csv_path;   /* the CSV or folder as given by the user (for messages) */
     char *strs;       /* NUL-terminated strings: paths, then class names */
     size_t strs_len;  /* bytes used in strs */
-    ds_row *rows;     /* n rows, followed in the same allocation by
+    dataset_row *rows;     /* n rows, followed in the same allocation by
                          nclasses class-name offsets when names is set */
     uint64_t *class_names; /* points into the rows allocation, or NULL */
     uint32_t n;
@@ -36,7 +36,7 @@ typedef struct ds_index {
     int folder;            /* read from a folder of class folders */
     uint32_t skipped_files; /* a folder's non-image files, skipped */
     uint64_t content_hash; /* of the CSV bytes and the resolved root */
-} ds_index;
+} dataset;
 
 typedef struct csv_opts {
     int header;            /* -1 auto (default), 0 none, 1 first row is a header */
@@ -50,38 +50,38 @@ typedef struct csv_opts {
 #define CSV_OPTS_DEFAULT {.header = -1, .path_col = NULL, .label_col = NULL, \
                           .root = NULL, .skip_bad = 0, .warn = NULL}
 
-/* Load and validate `csv_path`, a CSV or a folder (ds_folder_load). On
+/* Load and validate `csv_path`, a CSV or a folder (dataset_folder_load). On
  * failure returns -1 with e holding `FILE:LINE: reason` (or `FILE:
  * reason`) and leaves ix empty. */
-int ds_index_load(ds_index *ix, const char *csv_path, const csv_opts *o, errbuf *e);
+int dataset_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf *e);
 
 /* A folder with one sub-folder per class, as torchvision's ImageFolder
  * (rules in dataset_folder.c). Class names are the sorted folder names
  * (names = 1); skipped non-image files are counted in one note to o->warn.
  * The CSV options (header, columns, root) do not apply. */
-int ds_folder_load(ds_index *ix, const char *root, const csv_opts *o, errbuf *e);
+int dataset_folder_load(dataset *ix, const char *root, const csv_opts *o, errbuf *e);
 
 /* One message about row i, in the form every site uses: `FILE:LINE: msg`
  * for a CSV; for a folder the image path itself is the location, so
  * `msg` when it already starts with the path, else `PATH: msg`. Returns
  * buf. */
-const char *ds_row_message(const ds_index *ix, uint32_t i, const char *msg, char *buf, size_t len);
-void ds_index_free(ds_index *ix);
+const char *dataset_row_message(const dataset *ix, uint32_t i, const char *msg, char *buf, size_t len);
+void dataset_free(dataset *ix);
 
-static inline const char *ds_path(const ds_index *ix, uint32_t i)
+static inline const char *dataset_path(const dataset *ix, uint32_t i)
 {
     return ix->strs + ix->rows[i].path;
 }
 
 /* Class name for id c: the string label, or the number itself. */
-const char *ds_class_name(const ds_index *ix, uint32_t c, char *buf, size_t len);
+const char *dataset_class_name(const dataset *ix, uint32_t c, char *buf, size_t len);
 
 /* Print the class mapping (`class 0 = cat`, ...) when labels were strings. */
-void ds_index_print_classes(const ds_index *ix, FILE *out);
+void dataset_print_classes(const dataset *ix, FILE *out);
 
 /* stat() every path; print `FILE:LINE: path: reason` (a folder's: `path:
  * reason`) for each one that is missing or not a regular file. Returns the
  * number of such rows. */
-uint32_t ds_index_check_files(const ds_index *ix, FILE *out);
+uint32_t dataset_check_files(const dataset *ix, FILE *out);
 
 #endif

@@ -1,6 +1,6 @@
 /* dataset_folder.c — a data set laid out as torchvision's ImageFolder reads
  * it: ROOT/CLASS/.../IMAGE, one sub-folder per class, into the same
- * ds_index a CSV gives, so nothing past the index knows the difference.
+ * dataset a CSV gives, so nothing past the index knows the difference.
  *
  * Rules (torchvision's, except where noted):
  *   - classes are the sub-folders of ROOT in sorted (byte) order; their
@@ -16,7 +16,7 @@
  *   - a class folder with no image is an error, as in torchvision; so is a
  *     root without class folders; a symlink loop is skipped with the note.
  * Messages about one sample name the image path itself where a CSV names
- * FILE:LINE (ds_row_message).
+ * FILE:LINE (dataset_row_message).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
@@ -205,7 +205,7 @@ static char **class_folders(walker *w, size_t *nclasses)
 }
 
 /* Pack the found files of every class into ix's two flat allocations. */
-static void pack(ds_index *ix, found *files, const uint32_t *label, size_t n, char **classes,
+static void pack(dataset *ix, found *files, const uint32_t *label, size_t n, char **classes,
                  size_t nclasses)
 {
     size_t bytes = 0;
@@ -214,7 +214,7 @@ static void pack(ds_index *ix, found *files, const uint32_t *label, size_t n, ch
     for (size_t c = 0; c < nclasses; c++)
         bytes += strlen(classes[c]) + 1;
     ix->strs = xmalloc(bytes);
-    ix->rows = xmalloc(n * sizeof(ds_row) + nclasses * sizeof(uint64_t));
+    ix->rows = xmalloc(n * sizeof(dataset_row) + nclasses * sizeof(uint64_t));
     ix->class_names = (uint64_t *)(ix->rows + n);
     size_t off = 0;
     uint64_t h = 0x666f6c64;
@@ -242,7 +242,7 @@ static void pack(ds_index *ix, found *files, const uint32_t *label, size_t n, ch
     ix->content_hash = h;
 }
 
-int ds_folder_load(ds_index *ix, const char *root, const csv_opts *o, errbuf *e)
+int dataset_folder_load(dataset *ix, const char *root, const csv_opts *o, errbuf *e)
 {
     memset(ix, 0, sizeof *ix);
     walker w = {.root = root, .e = e};
@@ -295,13 +295,13 @@ out:
     return rc;
 }
 
-const char *ds_row_message(const ds_index *ix, uint32_t i, const char *msg, char *buf, size_t len)
+const char *dataset_row_message(const dataset *ix, uint32_t i, const char *msg, char *buf, size_t len)
 {
     if (!ix->folder) {
         snprintf(buf, len, "%s:%u: %s", ix->csv_path, ix->rows[i].line, msg);
         return buf;
     }
-    const char *path = ds_path(ix, i);
+    const char *path = dataset_path(ix, i);
     size_t n = strlen(path);
     if (strncmp(msg, path, n) == 0 && (msg[n] == ':' || msg[n] == ' ' || msg[n] == '\0'))
         snprintf(buf, len, "%s", msg);

@@ -1,4 +1,4 @@
-/* loader.c — the main process's side of the loader pool (see loader.h).
+/* loader.c — the main process's side of the loader (see loader.h).
  *
  * The main process owns the plan (every posted job), activates jobs into
  * the shared job table as entries free up, arms ring slots with the batch
@@ -25,40 +25,40 @@
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-static void layout(pool *p, size_t off[9])
+static void layout(loader *p, size_t off[9])
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t o = align_up(sizeof(pool_ctl), 64);
+    size_t o = align_up(sizeof(loader_ctl), 64);
     off[0] = o; /* workers */
     o = align_up(o + sizeof(worker_rec) * (size_t)(p->cfg.workers ? p->cfg.workers : 1), 64);
     off[1] = o; /* slots */
     o = align_up(o + sizeof(slot_hdr) * (size_t)p->nslots, 64);
     off[2] = o; /* jobs */
-    o = align_up(o + sizeof(job_entry) * POOL_JOBQ, 64);
+    o = align_up(o + sizeof(job_entry) * LOADER_JOBQ, 64);
     off[3] = o; /* perms */
-    o = align_up(o + sizeof(uint32_t) * POOL_JOBQ * (size_t)p->max_n, 64);
+    o = align_up(o + sizeof(uint32_t) * LOADER_JOBQ * (size_t)p->max_n, 64);
     off[4] = o; /* labels */
     o = align_up(o + sizeof(int32_t) * (size_t)p->nslots * p->cfg.batch, 64);
     off[5] = o; /* indices */
     o = align_up(o + sizeof(uint32_t) * (size_t)p->nslots * p->cfg.batch, 64);
     off[6] = o; /* skip_told */
-    o = align_up(o + (size_t)POOL_MAX_SOURCES * p->max_n, page);
+    o = align_up(o + (size_t)LOADER_MAX_SOURCES * p->max_n, page);
     off[7] = o; /* ring */
     p->slot_stride = align_up(p->cfg.batch * p->cfg.sample_bytes, page);
     p->ring_len = p->slot_stride * (size_t)p->nslots;
     off[8] = o + p->ring_len;
 }
 
-pool *pool_create(const pool_config *cfg, errbuf *e)
+loader *loader_create(const loader_config *cfg, errbuf *e)
 {
-    if (cfg->workers < 0 || cfg->workers > POOL_MAX_WORKERS)
-        return errf(e, "--workers %d: must be 0..%d", cfg->workers, POOL_MAX_WORKERS), NULL;
+    if (cfg->workers < 0 || cfg->workers > LOADER_MAX_WORKERS)
+        return errf(e, "--workers %d: must be 0..%d", cfg->workers, LOADER_MAX_WORKERS), NULL;
     if (cfg->prefetch < 1)
         return errf(e, "--prefetch %d: must be at least 1", cfg->prefetch), NULL;
-    if (cfg->batch < 1 || cfg->sample_bytes < 1 || cfg->nsrc < 1 || cfg->nsrc > POOL_MAX_SOURCES ||
+    if (cfg->batch < 1 || cfg->sample_bytes < 1 || cfg->nsrc < 1 || cfg->nsrc > LOADER_MAX_SOURCES ||
         !cfg->load)
-        return errf(e, "internal: bad pool configuration"), NULL;
-    pool *p = xcalloc(1, sizeof *p);
+        return errf(e, "internal: bad loader configuration"), NULL;
+    loader *p = xcalloc(1, sizeof *p);
     p->cfg = *cfg;
     p->nslots = cfg->workers ? cfg->workers * cfg->prefetch : 1;
     p->sup_pid = -1;
@@ -107,7 +107,7 @@ pool *pool_create(const pool_config *cfg, errbuf *e)
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
         errf(e, "socketpair: %s", strerror(errno));
-        pool_destroy(p);
+        loader_destroy(p);
         return NULL;
     }
     fflush(NULL); /* no buffered output duplicated into the children */
@@ -117,7 +117,7 @@ pool *pool_create(const pool_config *cfg, errbuf *e)
         errf(e, "cannot fork the loader supervisor: %s", strerror(errno));
         close(sv[0]);
         close(sv[1]);
-        pool_destroy(p);
+        loader_destroy(p);
         return NULL;
     }
     if (pid == 0) {
@@ -125,7 +125,7 @@ pool *pool_create(const pool_config *cfg, errbuf *e)
         if (getppid() != main_pid)
             _exit(0);
         close(sv[0]);
-        pool_supervisor_main(p, sv[1]);
+        loader_supervisor_main(p, sv[1]);
     }
     close(sv[1]);
     p->sup_pid = pid;
@@ -133,7 +133,7 @@ pool *pool_create(const pool_config *cfg, errbuf *e)
     return p;
 }
 
-int pool_post(pool *p, const pool_job *job)
+int loader_post(loader *p, const load_job *job)
 {
     if (p->nplan == p->plan_cap) {
         p->plan_cap = p->plan_cap ? p->plan_cap * 2 : 16;
@@ -145,7 +145,7 @@ int pool_post(pool *p, const pool_job *job)
     p->plan[id] = *job;
     if (p->plan[id].batch == 0 || p->plan[id].batch > p->cfg.batch)
         p->plan[id].batch = p->cfg.batch;
-    const ds_index *ix = p->cfg.src[job->src];
+    const dataset *ix = p->cfg.src[job->src];
     p->plan_nb[id] = sampler_batches(ix->n, p->plan[id].batch, job->drop_last);
     if (job->max_batches && p->plan_nb[id] > job->max_batches)
         p->plan_nb[id] = job->max_batches;
@@ -153,18 +153,18 @@ int pool_post(pool *p, const pool_job *job)
     return id;
 }
 
-uint32_t pool_job_batches(const pool *p, int id)
+uint32_t load_job_batches(const loader *p, int id)
 {
     return id >= 0 && id < p->nplan ? p->plan_nb[id] : 0;
 }
 
-static uint64_t plan_end(const pool *p)
+static uint64_t plan_end(const loader *p)
 {
     return p->nplan ? p->plan_first[p->nplan - 1] + p->plan_nb[p->nplan - 1] : 0;
 }
 
 /* The plan index of the job holding `seq`. */
-static int job_of(const pool *p, uint64_t seq)
+static int job_of(const loader *p, uint64_t seq)
 {
     int lo = 0, hi = p->nplan - 1;
     while (lo < hi) {
@@ -181,22 +181,22 @@ static int job_of(const pool *p, uint64_t seq)
 
 /* Give plan jobs entries in the shared table while entries are free: an
  * entry is free once every batch of its previous job has been released. */
-static void activate(pool *p)
+static void activate(loader *p)
 {
     while (p->active_end < p->nplan) {
         int j = p->active_end;
-        if (j >= POOL_JOBQ) {
-            int old = j - POOL_JOBQ;
+        if (j >= LOADER_JOBQ) {
+            int old = j - LOADER_JOBQ;
             if (p->released < p->plan_first[old] + p->plan_nb[old])
                 return;
         }
-        job_entry *je = &p->jobs[j % POOL_JOBQ];
+        job_entry *je = &p->jobs[j % LOADER_JOBQ];
         je->job = p->plan[j];
         je->first = p->plan_first[j];
         je->nbatches = p->plan_nb[j];
         je->n = p->cfg.src[p->plan[j].src]->n;
         je->id = j;
-        sampler_permutation(p->perms + (size_t)(j % POOL_JOBQ) * p->max_n, je->n, p->cfg.seed,
+        sampler_permutation(p->perms + (size_t)(j % LOADER_JOBQ) * p->max_n, je->n, p->cfg.seed,
                             p->plan[j].epoch, (uint32_t)p->plan[j].src, p->plan[j].shuffle);
         p->posted_end = je->first + je->nbatches;
         p->active_end++;
@@ -204,7 +204,7 @@ static void activate(pool *p)
 }
 
 /* Arm the slots of newly claimable batches and let the workers at them. */
-static void raise_limit(pool *p)
+static void raise_limit(loader *p)
 {
     uint64_t lim = p->released + (uint64_t)p->nslots;
     if (lim > p->posted_end)
@@ -221,7 +221,7 @@ static void raise_limit(pool *p)
         int j = job_of(p, seq);
         slot_hdr *h = &p->slots[seq % (uint64_t)p->nslots];
         h->seq = seq;
-        h->job = (uint32_t)(j % POOL_JOBQ);
+        h->job = (uint32_t)(j % LOADER_JOBQ);
         h->index = (uint32_t)(seq - p->plan_first[j]);
     }
     atomic_store(&p->ctl->limit, lim);
@@ -229,7 +229,7 @@ static void raise_limit(pool *p)
     futex_wake_shared(&p->ctl->work_seq, INT_MAX);
 }
 
-static void *main_ctx(pool *p)
+static void *main_ctx(loader *p)
 {
     if (!p->main_wctx_made) {
         p->main_wctx = p->cfg.worker_init ? p->cfg.worker_init(p->cfg.arg) : NULL;
@@ -238,13 +238,13 @@ static void *main_ctx(pool *p)
     return p->main_wctx;
 }
 
-static void describe_seq(const pool *p, uint64_t seq, char *buf, size_t len)
+static void describe_seq(const loader *p, uint64_t seq, char *buf, size_t len)
 {
     int j = job_of(p, seq);
-    const pool_job *job = &p->plan[j];
+    const load_job *job = &p->plan[j];
     snprintf(buf, len, "%s batch %llu of epoch %u",
-             job->kind == POOL_JOB_EVAL    ? "validation"
-             : job->kind == POOL_JOB_BUILD ? "preload"
+             job->kind == LOAD_JOB_EVAL    ? "validation"
+             : job->kind == LOAD_JOB_BUILD ? "preload"
                                            : "training",
              (unsigned long long)(seq - p->plan_first[j]), job->epoch);
 }
@@ -258,7 +258,7 @@ static void describe_death(const worker_rec *w, char *buf, size_t len)
         snprintf(buf, len, "exited with status %d", w->exit_status);
 }
 
-static int handle_deaths(pool *p, errbuf *e)
+static int handle_deaths(loader *p, errbuf *e)
 {
     p->deaths_seen = atomic_load(&p->ctl->deaths);
     for (int i = 0; i < p->cfg.workers; i++) {
@@ -268,7 +268,7 @@ static int handle_deaths(pool *p, errbuf *e)
         char how[96], what[96] = "while idle";
         describe_death(w, how, sizeof how);
         if (w->held >= 0 &&
-            atomic_load(&p->slots[w->held % p->nslots].ready_tag) != pool_tag((uint64_t)w->held)) {
+            atomic_load(&p->slots[w->held % p->nslots].ready_tag) != loader_tag((uint64_t)w->held)) {
             char b[80];
             describe_seq(p, (uint64_t)w->held, b, sizeof b);
             snprintf(what, sizeof what, "while loading %s", b);
@@ -277,7 +277,7 @@ static int handle_deaths(pool *p, errbuf *e)
             return errf(e, "loader worker %d (pid %d) %s %s%s", i, (int)atomic_load(&w->pid), how,
                         what,
                         p->cfg.respawn ? " (too many respawns)" : "; --respawn replaces dead workers"),
-                   POOL_WORKER_LOST;
+                   LOADER_WORKER_LOST;
         fprintf(stderr, "train: loader worker %d (pid %d) %s %s; starting a new one\n", i,
                 (int)atomic_load(&w->pid), how, what);
         /* mark it so that this death is not handled twice before the
@@ -286,14 +286,14 @@ static int handle_deaths(pool *p, errbuf *e)
         atomic_store(&w->current, -1);
         unsigned char cmd[2] = {'R', (unsigned char)i};
         if (send(p->cmd_fd, cmd, 2, MSG_NOSIGNAL) != 2)
-            return errf(e, "loader supervisor (pid %d) is gone", p->sup_pid), POOL_WORKER_LOST;
+            return errf(e, "loader supervisor (pid %d) is gone", p->sup_pid), LOADER_WORKER_LOST;
         p->stats.respawns++;
     }
-    return POOL_OK;
+    return LOADER_OK;
 }
 
 /* A batch claimed by a worker that died before publishing it. */
-static int orphaned(pool *p, uint64_t seq)
+static int orphaned(loader *p, uint64_t seq)
 {
     if (seq >= atomic_load(&p->ctl->next_claim))
         return 0;
@@ -304,7 +304,7 @@ static int orphaned(pool *p, uint64_t seq)
     return 1;
 }
 
-static int holder_of(pool *p, uint64_t seq)
+static int holder_of(loader *p, uint64_t seq)
 {
     for (int i = 0; i < p->cfg.workers; i++)
         if (atomic_load(&p->workers[i].current) == (int64_t)seq)
@@ -312,34 +312,34 @@ static int holder_of(pool *p, uint64_t seq)
     return -1;
 }
 
-static int wait_ready(pool *p, uint64_t seq, errbuf *e)
+static int wait_ready(loader *p, uint64_t seq, errbuf *e)
 {
     slot_hdr *h = &p->slots[seq % (uint64_t)p->nslots];
-    pool_ctl *c = p->ctl;
+    loader_ctl *c = p->ctl;
     double t0 = now_sec(), deadline = p->cfg.timeout > 0 ? t0 + p->cfg.timeout : 0;
     for (;;) {
-        if (atomic_load(&h->ready_tag) == pool_tag(seq))
-            return POOL_OK;
+        if (atomic_load(&h->ready_tag) == loader_tag(seq))
+            return LOADER_OK;
         if (atomic_load(&c->interrupted))
-            return errf(e, "interrupted"), POOL_INTERRUPTED;
+            return errf(e, "interrupted"), LOADER_INTERRUPTED;
         uint32_t ms = atomic_load(&c->main_seq);
-        if (atomic_load(&h->ready_tag) == pool_tag(seq))
-            return POOL_OK;
+        if (atomic_load(&h->ready_tag) == loader_tag(seq))
+            return LOADER_OK;
         if (atomic_load(&c->deaths) != p->deaths_seen) {
             int rc = handle_deaths(p, e);
-            if (rc != POOL_OK)
+            if (rc != LOADER_OK)
                 return rc;
         }
         if (p->stats.respawns > 0 && orphaned(p, seq) &&
-            atomic_load(&h->ready_tag) != pool_tag(seq)) {
-            pool_fill(p, seq, main_ctx(p)); /* its worker died holding it */
+            atomic_load(&h->ready_tag) != loader_tag(seq)) {
+            loader_fill(p, seq, main_ctx(p)); /* its worker died holding it */
             p->stats.redone++;
-            return POOL_OK;
+            return LOADER_OK;
         }
         int st;
         if (waitpid(p->sup_pid, &st, WNOHANG) == p->sup_pid) {
             p->sup_pid = -1;
-            return errf(e, "the loader supervisor died unexpectedly"), POOL_WORKER_LOST;
+            return errf(e, "the loader supervisor died unexpectedly"), LOADER_WORKER_LOST;
         }
         double now = now_sec(), wait = 1.0;
         if (deadline) {
@@ -351,9 +351,9 @@ static int wait_ready(pool *p, uint64_t seq, errbuf *e)
                     return errf(e, "timeout: %s not delivered within %g s (loader worker %d, pid %d, "
                                    "is still loading it)",
                                 b, p->cfg.timeout, w, (int)atomic_load(&p->workers[w].pid)),
-                           POOL_WORKER_LOST;
+                           LOADER_WORKER_LOST;
                 return errf(e, "timeout: %s not delivered within %g s", b, p->cfg.timeout),
-                       POOL_WORKER_LOST;
+                       LOADER_WORKER_LOST;
             }
             if (deadline - now < wait)
                 wait = deadline - now;
@@ -363,24 +363,24 @@ static int wait_ready(pool *p, uint64_t seq, errbuf *e)
     }
 }
 
-int pool_next(pool *p, pool_batch *b, errbuf *e)
+int loader_next(loader *p, loader_batch *b, errbuf *e)
 {
     if (p->consumed >= plan_end(p))
-        return POOL_END;
+        return LOADER_END;
     if (atomic_load(&p->ctl->interrupted))
-        return errf(e, "interrupted"), POOL_INTERRUPTED;
+        return errf(e, "interrupted"), LOADER_INTERRUPTED;
     activate(p);
     raise_limit(p);
     uint64_t seq = p->consumed;
     if (seq >= atomic_load(&p->ctl->limit))
         return errf(e, "internal: every ring slot is held; release batches before asking for more"),
-               POOL_WORKER_LOST;
+               LOADER_WORKER_LOST;
     double t0 = now_sec();
     if (p->cfg.workers == 0) {
-        pool_fill(p, seq, main_ctx(p));
+        loader_fill(p, seq, main_ctx(p));
     } else {
         int rc = wait_ready(p, seq, e);
-        if (rc != POOL_OK)
+        if (rc != LOADER_OK)
             return rc;
     }
     int s = (int)(seq % (uint64_t)p->nslots);
@@ -403,10 +403,10 @@ int pool_next(pool *p, pool_batch *b, errbuf *e)
     b->filler = h->filler;
     b->slot = s;
     p->consumed++;
-    return POOL_OK;
+    return LOADER_OK;
 }
 
-void pool_release(pool *p, const pool_batch *b)
+void loader_release(loader *p, const loader_batch *b)
 {
     p->release_mark[b->slot] = 1;
     while (p->released < p->consumed && p->release_mark[p->released % (uint64_t)p->nslots]) {
@@ -417,7 +417,7 @@ void pool_release(pool *p, const pool_batch *b)
     raise_limit(p);
 }
 
-void pool_interrupt(pool *p)
+void loader_interrupt(loader *p)
 {
     if (!p || !p->ctl)
         return;
@@ -426,7 +426,7 @@ void pool_interrupt(pool *p)
     futex_wake_shared(&p->ctl->main_seq, INT_MAX);
 }
 
-void pool_destroy(pool *p)
+void loader_destroy(loader *p)
 {
     if (!p)
         return;
@@ -455,23 +455,23 @@ void pool_destroy(pool *p)
     free(p);
 }
 
-void *pool_ring(pool *p, size_t *bytes)
+void *loader_ring(loader *p, size_t *bytes)
 {
     if (bytes)
         *bytes = p->ring_len;
     return p->ring;
 }
 
-int32_t *pool_labels_area(pool *p, size_t *bytes)
+int32_t *loader_labels_area(loader *p, size_t *bytes)
 {
     if (bytes)
         *bytes = sizeof(int32_t) * (size_t)p->nslots * p->cfg.batch;
     return p->labels;
 }
 
-size_t pool_ring_slots(const pool *p) { return (size_t)p->nslots; }
+size_t loader_ring_slots(const loader *p) { return (size_t)p->nslots; }
 
-int pool_pids(const pool *p, int *pids, int max)
+int loader_pids(const loader *p, int *pids, int max)
 {
     int n = 0;
     if (p->sup_pid > 0 && n < max)
@@ -484,4 +484,4 @@ int pool_pids(const pool *p, int *pids, int max)
     return n;
 }
 
-void pool_get_stats(const pool *p, pool_stats *s) { *s = p->stats; }
+void loader_get_stats(const loader *p, loader_stats *s) { *s = p->stats; }

@@ -7,7 +7,7 @@
  * runs on into the next epoch without a pause. With 0 workers the main
  * process fills each batch itself when asked, with the same code.
  *
- * Processes: pool_create forks a small supervisor, which forks the workers
+ * Processes: loader_create forks a small supervisor, which forks the workers
  * and is their parent: it reaps them, reports deaths (pid, signal or status,
  * the batch held) through shared memory, and forks replacements on request
  * (--respawn) from its clean single-threaded state, whatever threads or
@@ -21,8 +21,8 @@
  * What a worker does per sample is the caller's: a load function and a
  * per-worker context (image decoder, scratch buffers) created after fork.
  */
-#ifndef TRAIN_POOL_H
-#define TRAIN_POOL_H
+#ifndef TRAIN_LOADER_H
+#define TRAIN_LOADER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -31,120 +31,120 @@
 #include "common/util.h"
 #include "loader/dataset.h"
 
-#define POOL_MAX_WORKERS 64
-#define POOL_MAX_SOURCES 2
+#define LOADER_MAX_WORKERS 64
+#define LOADER_MAX_SOURCES 2
 
-typedef struct pool pool;
+typedef struct loader loader;
 
 /* What a job asks of each sample; the load function interprets it. */
-typedef enum pool_job_kind {
-    POOL_JOB_TRAIN = 0, /* augmented sample */
-    POOL_JOB_EVAL,      /* no augmentation */
-    POOL_JOB_BUILD,     /* preload: build the cache entry, no ring output */
-    POOL_JOB_READ_ONLY, /* diagnosis: read the bytes, no decode */
-} pool_job_kind;
+typedef enum load_job_kind {
+    LOAD_JOB_TRAIN = 0, /* augmented sample */
+    LOAD_JOB_EVAL,      /* no augmentation */
+    LOAD_JOB_BUILD,     /* preload: build the cache entry, no ring output */
+    LOAD_JOB_READ_ONLY, /* diagnosis: read the bytes, no decode */
+} load_job_kind;
 
 /* Produce sample `index` of `src` into out (sample_bytes), or into the
- * preload cache for POOL_JOB_BUILD. wctx is the worker context. Returns 0,
+ * preload cache for LOAD_JOB_BUILD. wctx is the worker context. Returns 0,
  * or -1 with `path: reason` in e. */
-typedef int (*pool_load_fn)(void *wctx, int src, uint32_t index, pool_job_kind kind, rng *r,
+typedef int (*loader_load_fn)(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r,
                             uint8_t *out, errbuf *e);
 
-typedef struct pool_config {
+typedef struct loader_config {
     int workers;          /* 0: the main process loads */
     int prefetch;         /* batches in flight per worker; ring = max(1, workers * prefetch) */
     uint32_t batch;       /* largest batch size any job uses */
     size_t sample_bytes;  /* bytes of one sample in the ring (u8 C*H*W) */
-    const ds_index *src[POOL_MAX_SOURCES]; /* data sets (0 training, 1 validation) */
+    const dataset *src[LOADER_MAX_SOURCES]; /* data sets (0 training, 1 validation) */
     int nsrc;
     uint64_t seed;
     int skip_bad;         /* replace a bad sample by the next good one */
     int respawn;          /* replace a dead worker and redo its batch */
     double timeout;       /* seconds a batch may take; 0 = no limit */
-    pool_load_fn load;
+    loader_load_fn load;
     void *(*worker_init)(void *arg); /* per-worker context, after fork */
     void (*worker_fini)(void *wctx);
     void *arg;
-} pool_config;
+} loader_config;
 
-typedef struct pool_job {
-    int src;              /* index into pool_config.src */
-    pool_job_kind kind;
+typedef struct load_job {
+    int src;              /* index into loader_config.src */
+    load_job_kind kind;
     uint32_t epoch;       /* keys the shuffle and the augmentation */
-    uint32_t batch;       /* batch size (<= pool_config.batch) */
+    uint32_t batch;       /* batch size (<= loader_config.batch) */
     int shuffle;
     int drop_last;
     uint32_t max_batches; /* > 0: stop the pass after this many batches */
     int after_previous;   /* no batch starts before every earlier batch is
                              released (e.g. training after the preload build) */
-} pool_job;
+} load_job;
 
-typedef struct pool_batch {
+typedef struct loader_batch {
     uint64_t seq;         /* global batch number across jobs */
-    int job;              /* id returned by pool_post */
+    int job;              /* id returned by loader_post */
     uint32_t index;       /* batch number within the job */
     uint32_t count;       /* samples in this batch */
     uint32_t skipped;     /* bad samples replaced (skip_bad) */
     uint8_t *data;        /* count x sample_bytes, in the ring */
     int32_t *labels;      /* count labels */
     uint32_t *indices;    /* count sample indices (after replacement) */
-    double wait_s;        /* how long pool_next waited for it */
+    double wait_s;        /* how long loader_next waited for it */
     double fill_t0;       /* when its filling began (now_sec()'s clock) */
     double fill_s;        /* time the filling process spent on it */
     int filler;           /* pid of the process that filled it */
     int slot;
-} pool_batch;
+} loader_batch;
 
-/* Status codes of pool_next, chosen to be the program's exit statuses. */
-enum pool_status {
-    POOL_OK = 0,
-    POOL_END = 1,          /* no more posted batches */
-    POOL_BAD_SAMPLE = 2,   /* a sample could not be loaded (message in e) */
-    POOL_WORKER_LOST = 3,  /* a worker died or a batch timed out */
-    POOL_INTERRUPTED = 130 /* pool_interrupt was called (SIGINT/SIGTERM) */
+/* Status codes of loader_next, chosen to be the program's exit statuses. */
+enum loader_status {
+    LOADER_OK = 0,
+    LOADER_END = 1,          /* no more posted batches */
+    LOADER_BAD_SAMPLE = 2,   /* a sample could not be loaded (message in e) */
+    LOADER_WORKER_LOST = 3,  /* a worker died or a batch timed out */
+    LOADER_INTERRUPTED = 130 /* loader_interrupt was called (SIGINT/SIGTERM) */
 };
 
 /* Map the shared memory and fork the supervisor and workers. Call before
  * creating any thread or touching CUDA. */
-pool *pool_create(const pool_config *cfg, errbuf *e);
+loader *loader_create(const loader_config *cfg, errbuf *e);
 
 /* Append a job to the plan; returns its id. Jobs run in the order posted;
  * post a whole run's jobs up front and prefetching crosses epochs. */
-int pool_post(pool *p, const pool_job *job);
+int loader_post(loader *p, const load_job *job);
 
 /* Number of batches job `id` has. */
-uint32_t pool_job_batches(const pool *p, int id);
+uint32_t load_job_batches(const loader *p, int id);
 
-/* Wait for the next batch in order. POOL_OK fills b; other statuses fill e
+/* Wait for the next batch in order. LOADER_OK fills b; other statuses fill e
  * with a one-line message for the user. */
-int pool_next(pool *p, pool_batch *b, errbuf *e);
+int loader_next(loader *p, loader_batch *b, errbuf *e);
 
 /* Give a batch's slot back (after its data has been consumed or copied). */
-void pool_release(pool *p, const pool_batch *b);
+void loader_release(loader *p, const loader_batch *b);
 
-/* Async-signal-safe: make a waiting pool_next return POOL_INTERRUPTED. */
-void pool_interrupt(pool *p);
+/* Async-signal-safe: make a waiting loader_next return LOADER_INTERRUPTED. */
+void loader_interrupt(loader *p);
 
-/* Stop and reap every process, unmap. Safe on a half-created pool. */
-void pool_destroy(pool *p);
+/* Stop and reap every process, unmap. Safe on a half-created loader. */
+void loader_destroy(loader *p);
 
 /* The slots' labels (every slot's, contiguous in the shared mapping) and
  * their size, for page-locking them beside the ring. */
-int32_t *pool_labels_area(pool *p, size_t *bytes);
+int32_t *loader_labels_area(loader *p, size_t *bytes);
 
 /* The ring, for page-locking: base and length (page aligned). */
-void *pool_ring(pool *p, size_t *bytes);
-size_t pool_ring_slots(const pool *p);
+void *loader_ring(loader *p, size_t *bytes);
+size_t loader_ring_slots(const loader *p);
 
 /* pids of the supervisor and the live workers (for memory accounting);
  * returns how many were written. */
-int pool_pids(const pool *p, int *pids, int max);
+int loader_pids(const loader *p, int *pids, int max);
 
 /* Counters for reports. */
-typedef struct pool_stats {
+typedef struct loader_stats {
     uint64_t respawns;    /* workers replaced */
     uint64_t redone;      /* batches the main process redid for a dead worker */
-} pool_stats;
-void pool_get_stats(const pool *p, pool_stats *s);
+} loader_stats;
+void loader_get_stats(const loader *p, loader_stats *s);
 
 #endif

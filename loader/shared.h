@@ -1,11 +1,11 @@
-/* shared.h — the memory the pool's processes share, and the futex
- * helpers. Private to loader/pool*.c.
+/* shared.h — the memory the loader's processes share, and the futex
+ * helpers. Private to loader/loader*.c.
  *
  * Layout of the one MAP_SHARED mapping (created before fork):
  *
- *   pool_ctl | worker_rec[workers] | slot_hdr[slots] | job_entry[POOL_JOBQ]
- *   | perm[POOL_JOBQ][max_n] | labels[slots][batch] | indices[slots][batch]
- *   | skip_told[POOL_MAX_SOURCES][max_n]
+ *   loader_ctl | worker_rec[workers] | slot_hdr[slots] | job_entry[LOADER_JOBQ]
+ *   | perm[LOADER_JOBQ][max_n] | labels[slots][batch] | indices[slots][batch]
+ *   | skip_told[LOADER_MAX_SOURCES][max_n]
  *   | ring: slots x round_up(batch * sample_bytes, page)
  *
  * Who writes what:
@@ -18,8 +18,8 @@
  * Every cross-process hand-over is a seq_cst atomic; plain fields are only
  * read after the atomic that published them.
  */
-#ifndef TRAIN_POOL_SHARED_H
-#define TRAIN_POOL_SHARED_H
+#ifndef TRAIN_LOADER_SHARED_H
+#define TRAIN_LOADER_SHARED_H
 
 #include <limits.h>
 #include <linux/futex.h>
@@ -31,7 +31,7 @@
 
 #include "loader/loader.h"
 
-#define POOL_JOBQ 4 /* jobs active at once (perm buffers) */
+#define LOADER_JOBQ 4 /* jobs active at once (perm buffers) */
 
 enum worker_state { WORKER_STARTING = 0, WORKER_ALIVE, WORKER_DEAD };
 
@@ -52,7 +52,7 @@ typedef struct slot_hdr {
     uint32_t index;             /* batch within the job, armed by main */
     /* written by the filler */
     uint32_t count, skipped;
-    int32_t status;             /* 0 ok, POOL_BAD_SAMPLE */
+    int32_t status;             /* 0 ok, LOADER_BAD_SAMPLE */
     double fill_t0;             /* now_sec() when filling began (one clock
                                    for every process: CLOCK_MONOTONIC) */
     double fill_s;
@@ -61,14 +61,14 @@ typedef struct slot_hdr {
 } slot_hdr;
 
 typedef struct job_entry {
-    pool_job job;
+    load_job job;
     uint64_t first;     /* first global seq */
     uint32_t nbatches;
     uint32_t n;         /* samples in the data set */
     int id;
 } job_entry;
 
-typedef struct pool_ctl {
+typedef struct loader_ctl {
     _Atomic uint64_t next_claim; /* next seq a worker may claim */
     _Atomic uint64_t limit;      /* workers claim seq < limit */
     _Atomic uint32_t work_seq;   /* futex: workers wait here for work */
@@ -76,22 +76,22 @@ typedef struct pool_ctl {
     _Atomic uint32_t stop;
     _Atomic uint32_t deaths;     /* workers that died so far */
     _Atomic uint32_t interrupted;
-} pool_ctl;
+} loader_ctl;
 
-struct pool {
-    pool_config cfg;
+struct loader {
+    loader_config cfg;
     int nslots;
     size_t map_len, slot_stride;
     uint8_t *map;
-    pool_ctl *ctl;
+    loader_ctl *ctl;
     worker_rec *workers;
     slot_hdr *slots;
     job_entry *jobs;
-    uint32_t *perms; /* POOL_JOBQ x max_n */
+    uint32_t *perms; /* LOADER_JOBQ x max_n */
     uint32_t max_n;
     int32_t *labels;
     uint32_t *indices;
-    _Atomic uint8_t *skip_told; /* POOL_MAX_SOURCES x max_n: a skipped
+    _Atomic uint8_t *skip_told; /* LOADER_MAX_SOURCES x max_n: a skipped
                                    sample's reason was printed */
     uint8_t *ring;
     size_t ring_len;
@@ -99,22 +99,22 @@ struct pool {
     /* main process only */
     int sup_pid;
     int cmd_fd;          /* write end of the supervisor's command pipe */
-    pool_job *plan;      /* every posted job */
+    load_job *plan;      /* every posted job */
     uint64_t *plan_first;
     uint32_t *plan_nb;
     int nplan, plan_cap;
     int active_end;      /* jobs [0, active_end) have entries */
     uint64_t posted_end; /* seq after the last activated job's batches */
-    uint64_t consumed;   /* next seq pool_next returns */
+    uint64_t consumed;   /* next seq loader_next returns */
     uint64_t released;   /* all seq < released are released */
     uint8_t *release_mark; /* per slot: released out of order */
     uint32_t deaths_seen;
     void *main_wctx;     /* loader context of the main process (0 workers, redo) */
     int main_wctx_made;
-    pool_stats stats;
+    loader_stats stats;
 };
 
-static inline uint32_t pool_tag(uint64_t seq) { return (uint32_t)(seq + 1); }
+static inline uint32_t loader_tag(uint64_t seq) { return (uint32_t)(seq + 1); }
 
 static inline long futex_wait_shared(_Atomic uint32_t *addr, uint32_t val,
                                      const struct timespec *rel)
@@ -129,9 +129,9 @@ static inline long futex_wake_shared(_Atomic uint32_t *addr, int n)
 
 /* Fill the batch of `seq` into its slot (worker, or main for 0 workers and
  * redone batches) and publish it. */
-void pool_fill(pool *p, uint64_t seq, void *wctx);
+void loader_fill(loader *p, uint64_t seq, void *wctx);
 
 /* The supervisor process: never returns. */
-void pool_supervisor_main(pool *p, int cmd_fd) __attribute__((noreturn));
+void loader_supervisor_main(loader *p, int cmd_fd) __attribute__((noreturn));
 
 #endif

@@ -1,5 +1,5 @@
-/* worker.c — the pool's other processes: the supervisor and the
- * workers it forks, and pool_fill, the per-batch work every filler shares.
+/* worker.c — the loader's other processes: the supervisor and the
+ * workers it forks, and loader_fill, the per-batch work every filler shares.
  *
  * The supervisor is single-threaded and does nothing but fork workers,
  * reap them and report their deaths; it is forked from the main process
@@ -23,7 +23,7 @@
 
 /* ---------------------------------------------------------------- filling */
 
-static int load_one(pool *p, void *wctx, const job_entry *je, uint32_t idx, uint32_t key,
+static int load_one(loader *p, void *wctx, const job_entry *je, uint32_t idx, uint32_t key,
                     uint8_t *out, errbuf *e)
 {
     rng r = rng_keyed(p->cfg.seed, RNG_AUGMENT, je->job.epoch, key);
@@ -33,13 +33,13 @@ static int load_one(pool *p, void *wctx, const job_entry *je, uint32_t idx, uint
 /* --skip-bad: name each bad sample once per run, whichever process meets
  * it first and however many epochs meet it again. One write(2) per line,
  * so lines from several workers do not interleave. */
-static void tell_skipped(pool *p, int src, uint32_t idx, const errbuf *e)
+static void tell_skipped(loader *p, int src, uint32_t idx, const errbuf *e)
 {
     if (atomic_exchange(&p->skip_told[(size_t)src * p->max_n + idx], 1))
         return;
-    const ds_index *ix = p->cfg.src[src];
+    const dataset *ix = p->cfg.src[src];
     char line[3 * ERR_MAX], where[2 * ERR_MAX];
-    int n = snprintf(line, sizeof line, "train: skipped %s\n", ds_row_message(ix, idx, e->msg, where, sizeof where));
+    int n = snprintf(line, sizeof line, "train: skipped %s\n", dataset_row_message(ix, idx, e->msg, where, sizeof where));
     if (n > (int)sizeof line - 1)
         n = (int)sizeof line - 1, line[n - 1] = '\n';
     if (write(2, line, (size_t)n) < 0) {
@@ -47,20 +47,20 @@ static void tell_skipped(pool *p, int src, uint32_t idx, const errbuf *e)
     }
 }
 
-void pool_fill(pool *p, uint64_t seq, void *wctx)
+void loader_fill(loader *p, uint64_t seq, void *wctx)
 {
     double t0 = now_sec();
     int s = (int)(seq % (uint64_t)p->nslots);
     slot_hdr *h = &p->slots[s];
     const job_entry *je = &p->jobs[h->job];
-    const ds_index *ix = p->cfg.src[je->job.src];
+    const dataset *ix = p->cfg.src[je->job.src];
     const uint32_t *perm = p->perms + (size_t)h->job * p->max_n;
     uint32_t B = je->job.batch;
     uint32_t count = sampler_batch_size(je->n, B, h->index);
     int32_t *labels = p->labels + (size_t)s * p->cfg.batch;
     uint32_t *indices = p->indices + (size_t)s * p->cfg.batch;
     uint8_t *data = p->ring + (size_t)s * p->slot_stride;
-    int build = je->job.kind == POOL_JOB_BUILD;
+    int build = je->job.kind == LOAD_JOB_BUILD;
 
     h->fill_t0 = t0;
     h->filler = (int32_t)getpid();
@@ -92,8 +92,8 @@ void pool_fill(pool *p, uint64_t seq, void *wctx)
         }
         if (rc != 0) {
             char where[2 * ERR_MAX];
-            snprintf(h->msg, sizeof h->msg, "%s", ds_row_message(ix, idx, e.msg, where, sizeof where));
-            h->status = POOL_BAD_SAMPLE;
+            snprintf(h->msg, sizeof h->msg, "%s", dataset_row_message(ix, idx, e.msg, where, sizeof where));
+            h->status = LOADER_BAD_SAMPLE;
             count = i;
             break;
         }
@@ -102,7 +102,7 @@ void pool_fill(pool *p, uint64_t seq, void *wctx)
     }
     h->count = count;
     h->fill_s = now_sec() - t0;
-    atomic_store(&h->ready_tag, pool_tag(seq));
+    atomic_store(&h->ready_tag, loader_tag(seq));
     atomic_fetch_add(&p->ctl->main_seq, 1);
     futex_wake_shared(&p->ctl->main_seq, 1);
 }
@@ -116,10 +116,10 @@ static void die_with_parent(pid_t parent)
         _exit(0);
 }
 
-static void worker_main(pool *p, int i) __attribute__((noreturn));
-static void worker_main(pool *p, int i)
+static void worker_main(loader *p, int i) __attribute__((noreturn));
+static void worker_main(loader *p, int i)
 {
-    pool_ctl *c = p->ctl;
+    loader_ctl *c = p->ctl;
     worker_rec *me = &p->workers[i];
     void *wctx = p->cfg.worker_init ? p->cfg.worker_init(p->cfg.arg) : NULL;
     atomic_store(&me->state, WORKER_ALIVE);
@@ -137,7 +137,7 @@ static void worker_main(pool *p, int i)
         atomic_store(&me->current, (int64_t)seq);
         if (!atomic_compare_exchange_strong(&c->next_claim, &seq, seq + 1))
             continue;
-        pool_fill(p, seq, wctx);
+        loader_fill(p, seq, wctx);
         atomic_store(&me->current, -1);
     }
     if (p->cfg.worker_fini)
@@ -147,7 +147,7 @@ static void worker_main(pool *p, int i)
 
 /* ---------------------------------------------------------------- supervisor */
 
-static pid_t spawn_worker(pool *p, int i, sigset_t *oldmask, int cmd_fd, int sfd)
+static pid_t spawn_worker(loader *p, int i, sigset_t *oldmask, int cmd_fd, int sfd)
 {
     worker_rec *w = &p->workers[i];
     atomic_store(&w->current, -1);
@@ -169,7 +169,7 @@ static pid_t spawn_worker(pool *p, int i, sigset_t *oldmask, int cmd_fd, int sfd
     return pid;
 }
 
-static void record_death(pool *p, pid_t pid, int status)
+static void record_death(loader *p, pid_t pid, int status)
 {
     for (int i = 0; i < p->cfg.workers; i++) {
         worker_rec *w = &p->workers[i];
@@ -186,7 +186,7 @@ static void record_death(pool *p, pid_t pid, int status)
     }
 }
 
-static void reap(pool *p)
+static void reap(loader *p)
 {
     int status;
     pid_t pid;
@@ -194,8 +194,8 @@ static void reap(pool *p)
         record_death(p, pid, status);
 }
 
-static void shut_down(pool *p) __attribute__((noreturn));
-static void shut_down(pool *p)
+static void shut_down(loader *p) __attribute__((noreturn));
+static void shut_down(loader *p)
 {
     /* workers hold nothing but shared memory and open files: kill them */
     for (int i = 0; i < p->cfg.workers; i++) {
@@ -208,7 +208,7 @@ static void shut_down(pool *p)
     _exit(0);
 }
 
-void pool_supervisor_main(pool *p, int cmd_fd)
+void loader_supervisor_main(loader *p, int cmd_fd)
 {
     signal(SIGINT, SIG_IGN); /* the main process decides; workers inherit this */
     signal(SIGTERM, SIG_IGN);

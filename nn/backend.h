@@ -38,16 +38,16 @@ typedef struct conv_shape {
 /* k x k max pooling with stride and padding (padding never wins: it is
  * -inf); OH = (H + 2 pad - k) / stride + 1 (floor), same for W. The 2x2/2
  * pool of lenet and convnet is k 2, stride 2, pad 0 (OH = H / 2). */
-typedef struct pool_shape {
+typedef struct maxpool_shape {
     int B, C, H, W;
     int OH, OW;
     int k, stride, pad;
-} pool_shape;
+} maxpool_shape;
 
 /* Fill OH/OW; returns -1 when the output would be empty. */
 int conv_shape_init(conv_shape *s, int B, int C, int H, int W, int K, int R, int S, int stride, int pad);
-int pool_shape_init(pool_shape *s, int B, int C, int H, int W); /* 2x2, stride 2 */
-int pool_shape_init_k(pool_shape *s, int B, int C, int H, int W, int k, int stride, int pad);
+int maxpool_shape_init(maxpool_shape *s, int B, int C, int H, int W); /* 2x2, stride 2 */
+int maxpool_shape_init_k(maxpool_shape *s, int B, int C, int H, int W, int k, int stride, int pad);
 
 /* One span of the device's timeline (backend_ops.timeline_take). */
 typedef struct backend_span {
@@ -89,12 +89,12 @@ typedef struct backend_ops {
     void (*relu_forward)(backend *be, float *out, const float *in, size_t n);
     void (*relu_backward)(backend *be, float *din, const float *dout, const float *out, size_t n);
 
-    /* ---- max pooling (pool_shape); backward routes each gradient to the
+    /* ---- max pooling (maxpool_shape); backward routes each gradient to the
      * window's maximum (the first one in row-major order on ties), adding
      * where windows overlap */
-    void (*maxpool_forward)(backend *be, float *out, const float *in, const pool_shape *s);
+    void (*maxpool_forward)(backend *be, float *out, const float *in, const maxpool_shape *s);
     void (*maxpool_backward)(backend *be, float *din, const float *dout, const float *out,
-                             const float *in, const pool_shape *s);
+                             const float *in, const maxpool_shape *s);
 
     /* ---- fully connected: out (B x N) = in (B x M) . w^T + bias, w: N x M */
     void (*fc_forward)(backend *be, float *out, const float *in, const float *w, const float *bias,

@@ -112,11 +112,11 @@ static int layer_shape(model *m, const model_def *d, int i, int *c, int *h, int 
         return 0;
     }
     case LAYER_MAXPOOL: {
-        pool_shape ps;
+        maxpool_shape ps;
         L->r = sp->r ? sp->r : 2;
         L->stride = sp->r ? sp->stride : 2;
         L->pad = sp->r ? sp->pad : 0;
-        if (pool_shape_init_k(&ps, 1, *c, *h, *w, L->r, L->stride, L->pad) != 0)
+        if (maxpool_shape_init_k(&ps, 1, *c, *h, *w, L->r, L->stride, L->pad) != 0)
             return errf(e, "model %s: input %dx%dx%d is too small (a %dx%d pool would get %dx%d)", d->name, m->C,
                         m->H, m->W, L->r, L->r, *h, *w);
         *h = ps.OH;
@@ -496,9 +496,9 @@ static float *out_of(model *m, int i)
     return i < 0 ? m->x : m->layers[i].out;
 }
 
-static void layer_pool_shape(const model_layer *L, int B, pool_shape *ps)
+static void layer_pool_shape(const model_layer *L, int B, maxpool_shape *ps)
 {
-    pool_shape_init_k(ps, B, L->in_c, L->in_h, L->in_w, L->r, L->stride, L->pad);
+    maxpool_shape_init_k(ps, B, L->in_c, L->in_h, L->in_w, L->r, L->stride, L->pad);
 }
 
 static void layer_forward(model *m, model_layer *L, int B, int train)
@@ -520,7 +520,7 @@ static void layer_forward(model *m, model_layer *L, int B, int train)
         o->relu_forward(be, out, in, n);
         break;
     case LAYER_MAXPOOL: {
-        pool_shape ps;
+        maxpool_shape ps;
         layer_pool_shape(L, B, &ps);
         o->maxpool_forward(be, out, in, &ps);
         break;
@@ -646,7 +646,7 @@ static const float *layer_backward(model *m, model_layer *L, const float *g, int
         break;
     case LAYER_MAXPOOL:
         if (din) {
-            pool_shape ps;
+            maxpool_shape ps;
             layer_pool_shape(L, B, &ps);
             o->maxpool_backward(be, din, g, L->out, in, &ps);
         }

@@ -38,6 +38,7 @@
 
 #include "common/util.h"
 #include "nn/backend.h"
+#include "nn/schedule.h"
 
 #define MODEL_MAX_CHANNELS 16
 #define MODEL_MAX_TENSORS 160
@@ -45,23 +46,10 @@
 #define MODEL_PLAN_SLOTS 3 /* conv plans kept per layer, one per batch size */
 
 /* ---------------------------------------------------------------- hyper-parameters */
-typedef enum lr_schedule {
-    LR_CONST = 0,
-    LR_STEP = 1,   /* x0.1 at 50% and again at 75% of the epochs */
-    LR_COSINE = 2, /* per step from lr down to 0 over all epochs */
-} lr_schedule;
-
 typedef struct model_hparams {
     double lr, momentum, wd;
     lr_schedule schedule;
 } model_hparams;
-
-/* The learning rate of step `step` (0-based, within the epoch) of epoch
- * `epoch` (0-based) out of `epochs`, each of steps_per_epoch steps. */
-double lr_at(lr_schedule sched, double base_lr, int epoch, int epochs, long step, long steps_per_epoch);
-/* "const" | "step" | "cosine" -> schedule; -1 for anything else */
-int lr_schedule_parse(const char *s, lr_schedule *out);
-const char *lr_schedule_name(lr_schedule s);
 
 /* ---------------------------------------------------------------- model */
 typedef enum layer_kind {

@@ -1,5 +1,5 @@
-/* model_zoo.c — the nets `--model` knows, their default hyper-parameters,
- * and the learning-rate schedules.
+/* model_zoo.c — the nets `--model` knows and their default hyper-parameters
+ * (learning-rate schedules are in schedule.c).
  *
  *   probe    E1's "model": one C->C 3x3 convolution (channels follow the
  *            data), global average pool, fc to the classes. The cheapest net
@@ -174,55 +174,4 @@ int model_defaults(const char *name, model_hparams *hp)
         return -1;
     *hp = d->hp;
     return 0;
-}
-
-/* ---------------------------------------------------------------- lr schedules */
-double lr_at(lr_schedule sched, double base_lr, int epoch, int epochs, long step, long steps_per_epoch)
-{
-    if (epochs < 1)
-        epochs = 1;
-    switch (sched) {
-    case LR_STEP:
-        if (4 * epoch >= 3 * epochs)
-            return base_lr * 0.01;
-        if (2 * epoch >= epochs)
-            return base_lr * 0.1;
-        return base_lr;
-    case LR_COSINE: {
-        const double pi = 3.14159265358979323846;
-        if (steps_per_epoch < 1)
-            steps_per_epoch = 1;
-        double t = ((double)epoch * steps_per_epoch + step) / ((double)epochs * steps_per_epoch);
-        if (t > 1.0)
-            t = 1.0;
-        return base_lr * 0.5 * (1.0 + cos(pi * t));
-    }
-    case LR_CONST:
-    default:
-        return base_lr;
-    }
-}
-
-int lr_schedule_parse(const char *s, lr_schedule *out)
-{
-    static const char *const n[] = {"const", "step", "cosine"};
-    for (int i = 0; i < 3; i++)
-        if (strcmp(s, n[i]) == 0) {
-            *out = (lr_schedule)i;
-            return 0;
-        }
-    return -1;
-}
-
-const char *lr_schedule_name(lr_schedule s)
-{
-    switch (s) {
-    case LR_STEP:
-        return "step";
-    case LR_COSINE:
-        return "cosine";
-    case LR_CONST:
-    default:
-        return "const";
-    }
 }

@@ -22,7 +22,7 @@ int conv_shape_init(conv_shape *s, int B, int C, int H, int W, int K, int R, int
     return s->OH > 0 && s->OW > 0 ? 0 : -1;
 }
 
-int pool_shape_init_k(pool_shape *s, int B, int C, int H, int W, int k, int stride, int pad)
+int maxpool_shape_init_k(maxpool_shape *s, int B, int C, int H, int W, int k, int stride, int pad)
 {
     s->B = B;
     s->C = C;
@@ -41,7 +41,7 @@ int pool_shape_init_k(pool_shape *s, int B, int C, int H, int W, int k, int stri
     return s->OH > 0 && s->OW > 0 ? 0 : -1;
 }
 
-int pool_shape_init(pool_shape *s, int B, int C, int H, int W)
+int maxpool_shape_init(maxpool_shape *s, int B, int C, int H, int W)
 {
-    return pool_shape_init_k(s, B, C, H, W, 2, 2, 0);
+    return maxpool_shape_init_k(s, B, C, H, W, 2, 2, 0);
 }

@@ -17,11 +17,11 @@ static void teardown(void) { tmpdir_remove(dir); }
 TestSuite(csv, .init = setup, .fini = teardown);
 
 /* Load `text` written as dir/name; expect success. */
-static void load_ok(ds_index *ix, const char *name, const char *text, const csv_opts *o)
+static void load_ok(dataset *ix, const char *name, const char *text, const csv_opts *o)
 {
     char *p = write_text(dir, name, text);
     errbuf e = {{0}};
-    int rc = ds_index_load(ix, p, o, &e);
+    int rc = dataset_load(ix, p, o, &e);
     cr_assert_eq(rc, 0, "load failed: %s", e.msg);
     free(p);
 }
@@ -30,9 +30,9 @@ static void load_ok(ds_index *ix, const char *name, const char *text, const csv_
 static void load_fails(const char *text, const csv_opts *o, const char *want)
 {
     char *p = write_text(dir, "bad.csv", text);
-    ds_index ix;
+    dataset ix;
     errbuf e = {{0}};
-    cr_assert_eq(ds_index_load(&ix, p, o, &e), -1, "expected failure: %s", want);
+    cr_assert_eq(dataset_load(&ix, p, o, &e), -1, "expected failure: %s", want);
     char *full;
     cr_assert(asprintf(&full, "%s%s", p, want) > 0);
     cr_assert_str_eq(e.msg, full);
@@ -41,9 +41,9 @@ static void load_fails(const char *text, const csv_opts *o, const char *want)
     free(p);
 }
 
-static const char *rel(const ds_index *ix, uint32_t i)
+static const char *rel(const dataset *ix, uint32_t i)
 {
-    const char *p = ds_path(ix, i);
+    const char *p = dataset_path(ix, i);
     size_t n = strlen(dir);
     cr_assert(strncmp(p, dir, n) == 0 && p[n] == '/', "path %s is not under %s", p, dir);
     return p + n + 1;
@@ -54,7 +54,7 @@ static const char *rel(const ds_index *ix, uint32_t i)
  * decimal numbers are the integers they equal, with or without a header. */
 Test(csv, whole_float_labels_are_integers)
 {
-    ds_index ix;
+    dataset ix;
     load_ok(&ix, "data.csv", "path,label\na.png,1.0\nb.png,2.00\nc.png,3e0\nd.png,0\ne.png,1\n", NULL);
     cr_assert(ix.had_header);
     cr_assert_not(ix.names, "labels became names");
@@ -62,13 +62,13 @@ Test(csv, whole_float_labels_are_integers)
     const int32_t want[5] = {1, 2, 3, 0, 1};
     for (int i = 0; i < 5; i++)
         cr_assert_eq(ix.rows[i].label, want[i], "row %d", i);
-    ds_index_free(&ix);
+    dataset_free(&ix);
     load_ok(&ix, "nohdr.csv", "a.png,4.0\nb.png,0.0\n", NULL);
     cr_assert_not(ix.had_header);
     cr_assert_not(ix.names);
     cr_assert_eq(ix.rows[0].label, 4);
     cr_assert_eq(ix.nclasses, 5);
-    ds_index_free(&ix);
+    dataset_free(&ix);
 }
 
 /* A fraction is an error wherever it is, first row included: never
@@ -80,16 +80,16 @@ Test(csv, fractional_labels_are_an_error)
     load_fails("path,label\na.png,1\nb.png,0.25\n", NULL,
                ":3: label '0.25' is not a whole number (class labels are integers)");
     load_fails("path,label\na.png,-1.0\n", NULL, ":2: label '-1.0' is negative");
-    ds_index ix;
+    dataset ix;
     load_ok(&ix, "names.csv", "path,label\na.png,cat\nb.png,1.5\n", NULL);
     cr_assert(ix.names);
     cr_assert_eq(ix.nclasses, 2);
-    ds_index_free(&ix);
+    dataset_free(&ix);
 }
 
 Test(csv, header_and_relative_paths)
 {
-    ds_index ix;
+    dataset ix;
     load_ok(&ix, "data.csv", "path,label\nimg/a.png,0\nimg/b.png,2\n", NULL);
     cr_assert_eq(ix.n, 2);
     cr_assert(ix.had_header);
@@ -101,22 +101,22 @@ Test(csv, header_and_relative_paths)
     cr_assert_eq(ix.rows[0].line, 2);
     cr_assert_eq(ix.rows[1].line, 3);
     cr_assert(!ix.names);
-    ds_index_free(&ix);
+    dataset_free(&ix);
 }
 
 Test(csv, no_header_detected)
 {
-    ds_index ix;
+    dataset ix;
     load_ok(&ix, "data.csv", "a.png,1\nb.png,0\n", NULL);
     cr_assert_eq(ix.n, 2);
     cr_assert(!ix.had_header);
     cr_assert_eq(ix.rows[0].line, 1);
-    ds_index_free(&ix);
+    dataset_free(&ix);
 }
 
 Test(csv, quoted_fields_with_commas_quotes_and_newlines)
 {
-    ds_index ix;
+    dataset ix;
     const char *text = "path,label,comment\n"
                        "\"x, y.png\",1,\"said \"\"hi\"\"\"\n"
                        "\"multi\nline.png\",0,\"a\nb\nc\"\n"
@@ -128,7 +128,7 @@ Test(csv, quoted_fields_with_commas_quotes_and_newlines)
     cr_assert_str_eq(rel(&ix, 2), "z.png");
     cr_assert_eq(ix.rows[1].line, 3);
     cr_assert_eq(ix.rows[2].line, 7, "line numbers count the newlines inside quotes");
-    ds_index_free(&ix);
+    dataset_free(&ix);
 }
 
 Test(csv, line_numbers_after_quoted_newlines_in_errors)
@@ -138,7 +138,7 @@ Test(csv, line_numbers_after_quoted_newlines_in_errors)
 
 Test(csv, crlf_bom_trailing_blank_lines)
 {
-    ds_index ix;
+    dataset ix;
     const char *text = "\xEF\xBB\xBFpath,label\r\na.png,3\r\nb.png,1\r\n\r\n\r\n,,\r\n  \r\n";
     load_ok(&ix, "data.csv", text, NULL);
     cr_assert_eq(ix.n, 2);
@@ -147,26 +147,26 @@ Test(csv, crlf_bom_trailing_blank_lines)
     cr_assert_str_eq(rel(&ix, 1), "b.png");
     cr_assert_eq(ix.rows[1].line, 3);
     cr_assert_eq(ix.nclasses, 4);
-    ds_index_free(&ix);
+    dataset_free(&ix);
 }
 
 Test(csv, old_mac_line_endings)
 {
-    ds_index ix;
+    dataset ix;
     load_ok(&ix, "data.csv", "path,label\ra.png,0\rb.png,1\r", NULL);
     cr_assert_eq(ix.n, 2);
     cr_assert_eq(ix.rows[1].line, 3);
-    ds_index_free(&ix);
+    dataset_free(&ix);
 }
 
 Test(csv, extra_columns_and_columns_by_name)
 {
-    ds_index ix;
+    dataset ix;
     load_ok(&ix, "data.csv", "id,label,split,path\n7,4,train,a.png\n8,2,val,b.png\n", NULL);
     cr_assert_eq(ix.n, 2);
     cr_assert_str_eq(rel(&ix, 0), "a.png");
     cr_assert_eq(ix.rows[0].label, 4);
-    ds_index_free(&ix);
+    dataset_free(&ix);
 
     csv_opts o = CSV_OPTS_DEFAULT;
     o.path_col = "file";
@@ -174,12 +174,12 @@ Test(csv, extra_columns_and_columns_by_name)
     load_ok(&ix, "named.csv", "target,file\n5,x.png\n6,y.png\n", &o);
     cr_assert_str_eq(rel(&ix, 1), "y.png");
     cr_assert_eq(ix.rows[1].label, 6);
-    ds_index_free(&ix);
+    dataset_free(&ix);
 }
 
 Test(csv, columns_by_number_without_header)
 {
-    ds_index ix;
+    dataset ix;
     csv_opts o = CSV_OPTS_DEFAULT;
     o.path_col = "2";
     o.label_col = "0";
@@ -187,84 +187,84 @@ Test(csv, columns_by_number_without_header)
     cr_assert(!ix.had_header);
     cr_assert_str_eq(rel(&ix, 0), "a.png");
     cr_assert_eq(ix.rows[0].label, 1);
-    ds_index_free(&ix);
+    dataset_free(&ix);
 }
 
 Test(csv, korean_names_and_spaces)
 {
-    ds_index ix;
+    dataset ix;
     load_ok(&ix, "data.csv", "path,label\n사진/고양이 1.jpg,0\nmy photos/dog two.png,1\n", NULL);
     cr_assert_str_eq(rel(&ix, 0), "사진/고양이 1.jpg");
     cr_assert_str_eq(rel(&ix, 1), "my photos/dog two.png");
-    ds_index_free(&ix);
+    dataset_free(&ix);
 }
 
 Test(csv, absolute_paths_and_root)
 {
-    ds_index ix;
+    dataset ix;
     load_ok(&ix, "data.csv", "path,label\n/abs/a.png,0\nrel/b.png,1\n", NULL);
-    cr_assert_str_eq(ds_path(&ix, 0), "/abs/a.png");
-    ds_index_free(&ix);
+    cr_assert_str_eq(dataset_path(&ix, 0), "/abs/a.png");
+    dataset_free(&ix);
 
     csv_opts o = CSV_OPTS_DEFAULT;
     o.root = "/data/set";
     load_ok(&ix, "data.csv", "path,label\n/abs/a.png,0\nrel/b.png,1\n", &o);
-    cr_assert_str_eq(ds_path(&ix, 0), "/abs/a.png");
-    cr_assert_str_eq(ds_path(&ix, 1), "/data/set/rel/b.png");
-    ds_index_free(&ix);
+    cr_assert_str_eq(dataset_path(&ix, 0), "/abs/a.png");
+    cr_assert_str_eq(dataset_path(&ix, 1), "/data/set/rel/b.png");
+    dataset_free(&ix);
 }
 
 Test(csv, string_labels_sorted)
 {
-    ds_index ix;
+    dataset ix;
     load_ok(&ix, "data.csv", "path,label\na.png,dog\nb.png,cat\nc.png,zebra\nd.png,cat\n", NULL);
     cr_assert(ix.names);
     cr_assert_eq(ix.nclasses, 3);
     char buf[16];
-    cr_assert_str_eq(ds_class_name(&ix, 0, buf, sizeof buf), "cat");
-    cr_assert_str_eq(ds_class_name(&ix, 1, buf, sizeof buf), "dog");
-    cr_assert_str_eq(ds_class_name(&ix, 2, buf, sizeof buf), "zebra");
+    cr_assert_str_eq(dataset_class_name(&ix, 0, buf, sizeof buf), "cat");
+    cr_assert_str_eq(dataset_class_name(&ix, 1, buf, sizeof buf), "dog");
+    cr_assert_str_eq(dataset_class_name(&ix, 2, buf, sizeof buf), "zebra");
     cr_assert_eq(ix.rows[0].label, 1);
     cr_assert_eq(ix.rows[1].label, 0);
     cr_assert_eq(ix.rows[2].label, 2);
     cr_assert_eq(ix.rows[3].label, 0);
-    ds_index_free(&ix);
+    dataset_free(&ix);
 }
 
 Test(csv, string_labels_header_detection)
 {
-    ds_index ix;
+    dataset ix;
     /* "filename" does not look like a path: header */
     load_ok(&ix, "a.csv", "filename,class\ncat/1.jpg,cat\ndog/2.jpg,dog\n", NULL);
     cr_assert(ix.had_header);
     cr_assert_eq(ix.n, 2);
-    ds_index_free(&ix);
+    dataset_free(&ix);
     /* no header: the first row is data */
     load_ok(&ix, "b.csv", "cat/1.jpg,cat\ndog/2.jpg,dog\n", NULL);
     cr_assert(!ix.had_header);
     cr_assert_eq(ix.n, 2);
-    ds_index_free(&ix);
+    dataset_free(&ix);
     /* forced */
     csv_opts o = CSV_OPTS_DEFAULT;
     o.header = 0;
     load_ok(&ix, "c.csv", "path,label\n", &o);
     cr_assert_eq(ix.n, 1, "--no-header keeps the first row as data");
     cr_assert(ix.names);
-    ds_index_free(&ix);
+    dataset_free(&ix);
 }
 
 Test(csv, class_mapping_printed)
 {
-    ds_index ix;
+    dataset ix;
     load_ok(&ix, "data.csv", "path,label\na.png,b\nb.png,a\n", NULL);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    ds_index_print_classes(&ix, f);
+    dataset_print_classes(&ix, f);
     fclose(f);
     cr_assert_str_eq(buf, "classes (2, sorted): 0=a, 1=b\n");
     free(buf);
-    ds_index_free(&ix);
+    dataset_free(&ix);
 }
 
 Test(csv, errors_name_file_line_and_reason)
@@ -291,10 +291,10 @@ Test(csv, errors_name_file_line_and_reason)
 
 Test(csv, missing_file)
 {
-    ds_index ix;
+    dataset ix;
     errbuf e;
     char *p = path_join(dir, "nope.csv");
-    cr_assert_eq(ds_index_load(&ix, p, NULL, &e), -1);
+    cr_assert_eq(dataset_load(&ix, p, NULL, &e), -1);
     char *want;
     cr_assert(asprintf(&want, "%s: No such file or directory", p) > 0);
     cr_assert_str_eq(e.msg, want);
@@ -304,7 +304,7 @@ Test(csv, missing_file)
 
 Test(csv, skip_bad_counts_and_warns)
 {
-    ds_index ix;
+    dataset ix;
     char *wbuf = NULL;
     size_t wlen = 0;
     FILE *w = open_memstream(&wbuf, &wlen);
@@ -319,12 +319,12 @@ Test(csv, skip_bad_counts_and_warns)
     cr_assert(strstr(wbuf, "skipped 2 bad rows (first: ") != NULL, "%s", wbuf);
     cr_assert(strstr(wbuf, "data.csv:3: label 'x' is not an integer") != NULL, "%s", wbuf);
     free(wbuf);
-    ds_index_free(&ix);
+    dataset_free(&ix);
 }
 
 Test(csv, check_files_reports_missing_with_lines)
 {
-    ds_index ix;
+    dataset ix;
     free(write_text(dir, "img/ok.png", "x"));
     free(write_text(dir, "img/empty.png", ""));
     load_ok(&ix, "data.csv", "path,label\nimg/ok.png,0\nimg/gone.png,1\nimg,0\nimg/empty.png,1\n",
@@ -332,14 +332,14 @@ Test(csv, check_files_reports_missing_with_lines)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    cr_assert_eq(ds_index_check_files(&ix, f), 3);
+    cr_assert_eq(dataset_check_files(&ix, f), 3);
     fclose(f);
     cr_assert(strstr(buf, "data.csv:3: ") && strstr(buf, "img/gone.png: No such file or directory"),
               "%s", buf);
     cr_assert(strstr(buf, "data.csv:4: ") && strstr(buf, "/img: is a directory"), "%s", buf);
     cr_assert(strstr(buf, "data.csv:5: ") && strstr(buf, "img/empty.png: empty file"), "%s", buf);
     free(buf);
-    ds_index_free(&ix);
+    dataset_free(&ix);
 }
 
 Test(csv, big_csv_is_flat)
@@ -350,7 +350,7 @@ Test(csv, big_csv_is_flat)
     len += (size_t)sprintf(text, "path,label\n");
     for (int i = 0; i < 50000; i++)
         len += (size_t)sprintf(text + len, "im/%05d.png,%d\n", i, i % 7);
-    ds_index ix;
+    dataset ix;
     load_ok(&ix, "big.csv", text, NULL);
     cr_assert_eq(ix.n, 50000);
     cr_assert_eq(ix.nclasses, 7);
@@ -358,20 +358,20 @@ Test(csv, big_csv_is_flat)
     cr_assert_eq(ix.rows[49999].line, 50001);
     cr_assert_eq(ix.rows[49999].label, 49999 % 7);
     free(text);
-    ds_index_free(&ix);
+    dataset_free(&ix);
 }
 
 Test(csv, content_hash_changes_with_content)
 {
-    ds_index a, b, c;
+    dataset a, b, c;
     load_ok(&a, "h1.csv", "path,label\na.png,0\n", NULL);
     load_ok(&b, "h2.csv", "path,label\na.png,0\n", NULL);
     load_ok(&c, "h3.csv", "path,label\na.png,1\n", NULL);
     cr_assert_eq(a.content_hash, b.content_hash);
     cr_assert_neq(a.content_hash, c.content_hash);
-    ds_index_free(&a);
-    ds_index_free(&b);
-    ds_index_free(&c);
+    dataset_free(&a);
+    dataset_free(&b);
+    dataset_free(&c);
 }
 
 /* The binary: a bad CSV exits 2 before any work, naming file and line. */

@@ -29,9 +29,9 @@ static void jpeg(const char *name, int h, int w, uint64_t seed)
     free(px);
 }
 
-static const char *rel(const ds_index *ix, uint32_t i)
+static const char *rel(const dataset *ix, uint32_t i)
 {
-    const char *p = ds_path(ix, i);
+    const char *p = dataset_path(ix, i);
     size_t n = strlen(dir);
     cr_assert(strncmp(p, dir, n) == 0 && p[n] == '/', "path %s is not under %s", p, dir);
     return p + n + 1;
@@ -50,21 +50,21 @@ Test(folder, classes_are_sorted_folder_names_and_images_are_found_at_any_depth)
     free(write_text(dir, "set/.git/config", "hidden folder\n"));
     free(write_text(dir, "set/list.csv", "a file beside the classes\n"));
     char *root = path_join(dir, "set");
-    ds_index ix;
+    dataset ix;
     errbuf e = {{0}};
     char *notes = NULL;
     size_t notes_len = 0;
     FILE *warn = open_memstream(&notes, &notes_len);
     csv_opts o = CSV_OPTS_DEFAULT;
     o.warn = warn;
-    cr_assert_eq(ds_index_load(&ix, root, &o, &e), 0, "%s", e.msg);
+    cr_assert_eq(dataset_load(&ix, root, &o, &e), 0, "%s", e.msg);
     fclose(warn);
     cr_assert(ix.folder && ix.names);
     cr_assert_eq(ix.nclasses, 3);
     char buf[16];
-    cr_assert_str_eq(ds_class_name(&ix, 0, buf, sizeof buf), "ant");
-    cr_assert_str_eq(ds_class_name(&ix, 1, buf, sizeof buf), "cat");
-    cr_assert_str_eq(ds_class_name(&ix, 2, buf, sizeof buf), "zebra");
+    cr_assert_str_eq(dataset_class_name(&ix, 0, buf, sizeof buf), "ant");
+    cr_assert_str_eq(dataset_class_name(&ix, 1, buf, sizeof buf), "cat");
+    cr_assert_str_eq(dataset_class_name(&ix, 2, buf, sizeof buf), "zebra");
     cr_assert_eq(ix.n, 5, "hidden and non-image files are not samples");
     /* folder path, then name: cat's own files before cat/x's (os.walk sorted) */
     const char *want[5] = {"set/ant/p.png.jpg", "set/cat/1.jpg", "set/cat/x/deep.jpg", "set/zebra/a.JPEG",
@@ -77,7 +77,7 @@ Test(folder, classes_are_sorted_folder_names_and_images_are_found_at_any_depth)
     cr_assert_eq(ix.skipped_files, 2, "readme.txt and list.csv, not the hidden ones");
     cr_assert(strstr(notes, "skipped 2 files that are not images in a class folder") && strstr(notes, "set/list.csv: not in a class folder"),
               "%s", notes);
-    ds_index_free(&ix);
+    dataset_free(&ix);
     free(notes), free(root);
 }
 
@@ -94,16 +94,16 @@ Test(folder, symlinks_are_followed_and_a_loop_is_skipped)
     char *catdir = path_join(dir, "set/cat");
     cr_assert_eq(symlink(catdir, loop), 0);
     char *root = path_join(dir, "set");
-    ds_index ix;
+    dataset ix;
     errbuf e = {{0}};
-    cr_assert_eq(ds_index_load(&ix, root, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(dataset_load(&ix, root, NULL, &e), 0, "%s", e.msg);
     cr_assert_eq(ix.nclasses, 2);
     cr_assert_eq(ix.n, 3, "b.jpg through its link, dog through its link, and the loop once");
     cr_assert_str_eq(rel(&ix, 0), "set/cat/b.jpg");
     cr_assert_str_eq(rel(&ix, 1), "set/cat/c.jpg");
     cr_assert_str_eq(rel(&ix, 2), "set/dog/a.jpg");
     cr_assert_eq(ix.skipped_files, 1, "the loop is noted");
-    ds_index_free(&ix);
+    dataset_free(&ix);
     free(src), free(link), free(fsrc), free(flink), free(loop), free(catdir), free(root);
 }
 
@@ -112,14 +112,14 @@ Test(folder, an_empty_class_or_no_class_folders_is_an_error_naming_the_folder)
     jpeg("set/cat/a.jpg", 16, 16, 1);
     free(write_text(dir, "set/dog/notes.txt", "no images here\n"));
     char *root = path_join(dir, "set");
-    ds_index ix;
+    dataset ix;
     errbuf e = {{0}};
-    cr_assert_eq(ds_index_load(&ix, root, NULL, &e), -1);
+    cr_assert_eq(dataset_load(&ix, root, NULL, &e), -1);
     cr_assert(strstr(e.msg, "set/dog: no image files in this class folder"), "%s", e.msg);
     cr_assert_null(ix.rows);
     jpeg("flat/a.jpg", 16, 16, 1);
     char *flat = path_join(dir, "flat");
-    cr_assert_eq(ds_index_load(&ix, flat, NULL, &e), -1);
+    cr_assert_eq(dataset_load(&ix, flat, NULL, &e), -1);
     cr_assert(strstr(e.msg, "flat: no class folders"), "%s", e.msg);
     free(root), free(flat);
 }
@@ -128,16 +128,16 @@ Test(folder, row_messages_name_the_image_where_a_csv_names_its_line)
 {
     jpeg("set/cat/a.jpg", 16, 16, 1);
     char *root = path_join(dir, "set");
-    ds_index ix;
+    dataset ix;
     errbuf e = {{0}};
-    cr_assert_eq(ds_index_load(&ix, root, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(dataset_load(&ix, root, NULL, &e), 0, "%s", e.msg);
     char msg[ERR_MAX], out[2 * ERR_MAX];
-    snprintf(msg, sizeof msg, "%s: corrupt JPEG", ds_path(&ix, 0));
-    cr_assert_str_eq(ds_row_message(&ix, 0, msg, out, sizeof out), msg, "the path is not said twice");
+    snprintf(msg, sizeof msg, "%s: corrupt JPEG", dataset_path(&ix, 0));
+    cr_assert_str_eq(dataset_row_message(&ix, 0, msg, out, sizeof out), msg, "the path is not said twice");
     char *want;
-    cr_assert(asprintf(&want, "%s: class 'x' is odd", ds_path(&ix, 0)) > 0);
-    cr_assert_str_eq(ds_row_message(&ix, 0, "class 'x' is odd", out, sizeof out), want);
-    ds_index_free(&ix);
+    cr_assert(asprintf(&want, "%s: class 'x' is odd", dataset_path(&ix, 0)) > 0);
+    cr_assert_str_eq(dataset_row_message(&ix, 0, "class 'x' is odd", out, sizeof out), want);
+    dataset_free(&ix);
     free(want), free(root);
 }
 
@@ -202,30 +202,30 @@ Test(folder, photo_set_makes_a_class_folder_set_and_its_csv_deterministically)
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
     char *train = path_join(out, "train"), *csv = path_join(out, "train.csv");
-    ds_index a, b;
+    dataset a, b;
     errbuf e = {{0}};
-    cr_assert_eq(ds_index_load(&a, train, NULL, &e), 0, "%s", e.msg);
-    cr_assert_eq(ds_index_load(&b, csv, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(dataset_load(&a, train, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(dataset_load(&b, csv, NULL, &e), 0, "%s", e.msg);
     cr_assert(a.n == 20 && b.n == 20 && a.nclasses == 2 && b.nclasses == 2, "%u %u", a.n, b.n);
     char buf[16];
-    cr_assert_str_eq(ds_class_name(&a, 0, buf, sizeof buf), "photo_0");
+    cr_assert_str_eq(dataset_class_name(&a, 0, buf, sizeof buf), "photo_0");
     int progressive = 0;
     for (uint32_t i = 0; i < 20; i++) {
-        cr_assert_str_eq(ds_path(&a, i), ds_path(&b, i), "same files in the same order");
+        cr_assert_str_eq(dataset_path(&a, i), dataset_path(&b, i), "same files in the same order");
         cr_assert_eq(a.rows[i].label, b.rows[i].label);
         int w, h, c;
-        cr_assert_eq(img_probe(ds_path(&a, i), &w, &h, &c, &e), 0, "%s", e.msg);
+        cr_assert_eq(img_probe(dataset_path(&a, i), &w, &h, &c, &e), 0, "%s", e.msg);
         int s = w < h ? w : h;
-        cr_assert(s >= 300 && s <= 500, "%s is %dx%d", ds_path(&a, i), w, h);
+        cr_assert(s >= 300 && s <= 500, "%s is %dx%d", dataset_path(&a, i), w, h);
         img_params p = {.channels = 3};
         int bh, bw;
-        uint8_t *px = ti_base(ds_path(&a, i), &p, &bh, &bw, &e); /* every file decodes cleanly */
+        uint8_t *px = ti_base(dataset_path(&a, i), &p, &bh, &bw, &e); /* every file decodes cleanly */
         cr_assert_not_null(px, "%s", e.msg);
         free(px);
         char other[4200];
-        snprintf(other, sizeof other, "%s%s", out2, ds_path(&a, i) + strlen(out));
+        snprintf(other, sizeof other, "%s%s", out2, dataset_path(&a, i) + strlen(out));
         size_t l1, l2;
-        char *x = read_whole_file(ds_path(&a, i), &l1, NULL), *y = read_whole_file(other, &l2, NULL);
+        char *x = read_whole_file(dataset_path(&a, i), &l1, NULL), *y = read_whole_file(other, &l2, NULL);
         cr_assert(x && y && l1 == l2 && memcmp(x, y, l1) == 0, "%s differs between runs", other);
         for (size_t k = 0; k + 1 < l1; k++)
             if ((uint8_t)x[k] == 0xFF && (uint8_t)x[k + 1] == 0xC2) {
@@ -235,8 +235,8 @@ Test(folder, photo_set_makes_a_class_folder_set_and_its_csv_deterministically)
         free(x), free(y);
     }
     cr_assert(progressive > 0 && progressive < 20, "progressive and baseline files mixed: %d", progressive);
-    ds_index_free(&a);
-    ds_index_free(&b);
+    dataset_free(&a);
+    dataset_free(&b);
     free(bin), free(src), free(out), free(out2), free(train), free(csv);
 }
 

@@ -183,7 +183,7 @@ Test(gradcheck, fc)
 typedef struct unary_ctx {
     backend *be;
     int kind; /* 0 relu, 1 maxpool 2x2/2, 2 gap, 3 maxpool 3x3/2 pad 1 */
-    pool_shape ps;
+    maxpool_shape ps;
     int B, C, HW;
     float *in, *out, *G;
     size_t nin, nout;
@@ -225,9 +225,9 @@ Test(gradcheck, relu_maxpool_gap)
             c.nout = c.nin;
         else if (c.kind == 1 || c.kind == 3) {
             if (c.kind == 1)
-                pool_shape_init(&c.ps, c.B, c.C, H, W);
+                maxpool_shape_init(&c.ps, c.B, c.C, H, W);
             else
-                pool_shape_init_k(&c.ps, c.B, c.C, H, W, 3, 2, 1);
+                maxpool_shape_init_k(&c.ps, c.B, c.C, H, W, 3, 2, 1);
             c.nout = (size_t)c.B * c.C * c.ps.OH * c.ps.OW;
         } else
             c.nout = (size_t)c.B * c.C;

@@ -21,10 +21,10 @@ TestSuite(image_geom, .init = setup, .fini = teardown, .timeout = 60);
 
 static uint8_t *resize_full(const uint8_t *src, int sh, int sw, int c, int dh, int dw)
 {
-    rs_plan plan = {0};
+    resize_plan plan = {0};
     uint8_t *out = malloc((size_t)dh * dw * c);
-    rs_resize(&plan, out, (size_t)dw * c, dh, dw, 0, 0, dh, dw, src, sh, sw, c);
-    rs_plan_free(&plan);
+    resize_apply(&plan, out, (size_t)dw * c, dh, dw, 0, 0, dh, dw, src, sh, sw, c);
+    resize_plan_free(&plan);
     return out;
 }
 
@@ -125,19 +125,19 @@ Test(image_geom, resize_window_equals_window_of_full)
     const int sh = 61, sw = 83, dh = 29, dw = 37, c = 3;
     uint8_t *src = ti_noise((size_t)sh * sw * c, 5);
     uint8_t *full = resize_full(src, sh, sw, c, dh, dw);
-    rs_plan plan = {0};
+    resize_plan plan = {0};
     const int win[][4] = {{0, 0, 29, 37}, {3, 5, 20, 11}, {28, 36, 1, 1}, {10, 0, 5, 37}};
     for (int k = 0; k < 4; k++) {
         int y0 = win[k][0], x0 = win[k][1], oh = win[k][2], ow = win[k][3];
         uint8_t *o = malloc((size_t)oh * ow * c);
-        rs_resize(&plan, o, (size_t)ow * c, dh, dw, y0, x0, oh, ow, src, sh, sw, c);
+        resize_apply(&plan, o, (size_t)ow * c, dh, dw, y0, x0, oh, ow, src, sh, sw, c);
         for (int y = 0; y < oh; y++)
             cr_assert_eq(memcmp(o + (size_t)y * ow * c, full + ((size_t)(y0 + y) * dw + x0) * c,
                                 (size_t)ow * c),
                          0, "window %d row %d", k, y);
         free(o);
     }
-    rs_plan_free(&plan);
+    resize_plan_free(&plan);
     free(src), free(full);
 }
 

@@ -70,7 +70,7 @@ Test(nn_model, probe_and_convnet_shapes)
     model_free(&m);
     create_ok(&m, "convnet", 3, 64, 64, 7, 100, be);
     cr_assert_eq(m.nparams_used, 896 + 18496 + 73856 + 128 * 7 + 7);
-    cr_assert_eq(m.layers[m.nlayers - 2].out_c, 128); /* global average pool */
+    cr_assert_eq(m.layers[m.nlayers - 2].out_c, 128); /* global average loader */
     model_free(&m);
     be->ops->destroy(be);
 }

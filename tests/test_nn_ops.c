@@ -220,8 +220,8 @@ Test(nn_ops, normalize_relu_sgd)
 static void check_maxpool(int B, int C, int H, int W, int ties)
 {
     backend *be = cpu_backend(2);
-    pool_shape s;
-    cr_assert_eq(pool_shape_init(&s, B, C, H, W), 0);
+    maxpool_shape s;
+    cr_assert_eq(maxpool_shape_init(&s, B, C, H, W), 0);
     size_t nin = (size_t)B * C * H * W, nout = (size_t)B * C * s.OH * s.OW;
     float *in = rand_floats(nin, -1, 1, 30), *dout = rand_floats(nout, -1, 1, 31);
     if (ties)

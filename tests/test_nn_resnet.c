@@ -132,8 +132,8 @@ Test(nn_resnet, maxpool_3x3_stride_2_pad_1_matches_the_reference)
 {
     int B = 2, C = 3, H = 9, W = 8;
     backend *be = cpu_backend(2);
-    pool_shape s;
-    cr_assert_eq(pool_shape_init_k(&s, B, C, H, W, 3, 2, 1), 0);
+    maxpool_shape s;
+    cr_assert_eq(maxpool_shape_init_k(&s, B, C, H, W, 3, 2, 1), 0);
     cr_assert_eq(s.OH, 5);
     cr_assert_eq(s.OW, 4);
     size_t nin = (size_t)B * C * H * W, nout = (size_t)B * C * s.OH * s.OW;
@@ -168,9 +168,9 @@ Test(nn_resnet, maxpool_3x3_stride_2_pad_1_matches_the_reference)
 
 Test(nn_resnet, pool_shapes_refuse_padding_over_half_the_window)
 {
-    pool_shape s;
-    cr_assert_eq(pool_shape_init_k(&s, 1, 1, 8, 8, 3, 2, 2), -1);
-    cr_assert_eq(pool_shape_init_k(&s, 1, 1, 1, 1, 3, 2, 1), 0);
+    maxpool_shape s;
+    cr_assert_eq(maxpool_shape_init_k(&s, 1, 1, 8, 8, 3, 2, 2), -1);
+    cr_assert_eq(maxpool_shape_init_k(&s, 1, 1, 1, 1, 3, 2, 1), 0);
     cr_assert_eq(s.OH, 1);
 }
 

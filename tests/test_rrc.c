@@ -243,8 +243,8 @@ Test(rrc, the_resampler_agrees_with_a_reference_in_either_pass_order)
     for (size_t k = 0; k < sizeof g / sizeof g[0]; k++) {
         int dh = g[k].dh, dw = g[k].dw;
         uint8_t *full = malloc((size_t)dh * dw * c), *win = malloc((size_t)20 * 30 * c);
-        rs_plan p = {0};
-        rs_resize_box(&p, full, dh, dw, src, (size_t)sw * c, sh, sw, c, g[k].by, g[k].bx, g[k].bh, g[k].bw);
+        resize_plan p = {0};
+        resize_box(&p, full, dh, dw, src, (size_t)sw * c, sh, sw, c, g[k].by, g[k].bx, g[k].bh, g[k].bw);
         double worst = 0;
         for (int y = 0; y < dh; y++)
             for (int x = 0; x < dw; x++)
@@ -255,14 +255,14 @@ Test(rrc, the_resampler_agrees_with_a_reference_in_either_pass_order)
                 }
         cr_assert(worst <= 1.5, "geometry %zu: %.2f levels from the reference", k, worst);
         if (g[k].by == 0 && g[k].bh == sh && g[k].bw == sw) { /* a window of the plain resize */
-            rs_plan q = {0};
-            rs_resize(&q, win, (size_t)30 * c, dh, dw, 5, 7, 20, 30, src, sh, sw, c);
+            resize_plan q = {0};
+            resize_apply(&q, win, (size_t)30 * c, dh, dw, 5, 7, 20, 30, src, sh, sw, c);
             for (int y = 0; y < 20; y++)
                 cr_assert(memcmp(win + (size_t)y * 30 * c, full + ((size_t)(y + 5) * dw + 7) * c, (size_t)30 * c) == 0,
                           "geometry %zu row %d", k, y);
-            rs_plan_free(&q);
+            resize_plan_free(&q);
         }
-        rs_plan_free(&p);
+        resize_plan_free(&p);
         free(full), free(win);
     }
     free(src);

@@ -34,17 +34,17 @@ Test(tools, fashion_mnist_limit)
     const char *splits[] = {"train.csv", "test.csv"};
     for (int s = 0; s < 2; s++) {
         char *csv = path_join(out, splits[s]);
-        ds_index ix;
+        dataset ix;
         errbuf e;
-        cr_assert_eq(ds_index_load(&ix, csv, NULL, &e), 0, "%s", e.msg);
+        cr_assert_eq(dataset_load(&ix, csv, NULL, &e), 0, "%s", e.msg);
         cr_assert_eq(ix.n, 40);
         cr_assert_leq(ix.nclasses, 10);
         for (uint32_t i = 0; i < ix.n; i++) {
             int w, h, c;
-            cr_assert(stbi_info(ds_path(&ix, i), &w, &h, &c), "%s", ds_path(&ix, i));
+            cr_assert(stbi_info(dataset_path(&ix, i), &w, &h, &c), "%s", dataset_path(&ix, i));
             cr_assert(w == 28 && h == 28 && c == 1);
         }
-        ds_index_free(&ix);
+        dataset_free(&ix);
         free(csv);
     }
     /* the first training item of Fashion-MNIST is an ankle boot (9) */
@@ -78,14 +78,14 @@ Test(tools, jpeg_set_counts_sizes_and_determinism)
     run_free(&r);
 
     char *csv = path_join(a, "train.csv"), *vcsv = path_join(a, "val.csv");
-    ds_index ix, vx;
+    dataset ix, vx;
     errbuf e;
-    cr_assert_eq(ds_index_load(&ix, csv, NULL, &e), 0, "%s", e.msg);
-    cr_assert_eq(ds_index_load(&vx, vcsv, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(dataset_load(&ix, csv, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(dataset_load(&vx, vcsv, NULL, &e), 0, "%s", e.msg);
     cr_assert_eq(ix.n, 12);
     cr_assert_eq(vx.n, 3);
     for (uint32_t i = 0; i < ix.n; i++) {
-        const char *p = ds_path(&ix, i);
+        const char *p = dataset_path(&ix, i);
         int w, h, c;
         cr_assert(stbi_info(p, &w, &h, &c), "%s", p);
         cr_assert(w == 512 && h == 384 && c == 3, "%s: %dx%dx%d", p, w, h, c);
@@ -102,8 +102,8 @@ Test(tools, jpeg_set_counts_sizes_and_determinism)
         free(db);
         free(other);
     }
-    ds_index_free(&ix);
-    ds_index_free(&vx);
+    dataset_free(&ix);
+    dataset_free(&vx);
     free(csv);
     free(vcsv);
     free(bin);

@@ -47,9 +47,9 @@ typedef struct set {
 
 static int set_load(set *s, const char *csv, int n)
 {
-    ds_index ix;
+    dataset ix;
     errbuf e;
-    if (ds_index_load(&ix, csv, NULL, &e) != 0) {
+    if (dataset_load(&ix, csv, NULL, &e) != 0) {
         fprintf(stderr, "bench_image: %s\n", e.msg);
         return -1;
     }
@@ -59,15 +59,15 @@ static int set_load(set *s, const char *csv, int n)
     s->bytes = xcalloc((size_t)s->n, sizeof *s->bytes);
     s->len = xcalloc((size_t)s->n, sizeof *s->len);
     for (int i = 0; i < s->n; i++) {
-        s->paths[i] = xstrdup(ds_path(&ix, (uint32_t)i));
+        s->paths[i] = xstrdup(dataset_path(&ix, (uint32_t)i));
         s->bytes[i] = (uint8_t *)read_whole_file(s->paths[i], &s->len[i], &e);
         if (!s->bytes[i]) {
             fprintf(stderr, "bench_image: %s\n", e.msg);
-            ds_index_free(&ix);
+            dataset_free(&ix);
             return -1;
         }
     }
-    ds_index_free(&ix);
+    dataset_free(&ix);
     return 0;
 }
 
@@ -161,7 +161,7 @@ static void decode_all(const set *s, tjhandle tj, decoded *d)
 
 static double time_resize(const decoded *d, int use_stbir, uint8_t *out)
 {
-    rs_plan plan = {0};
+    resize_plan plan = {0};
     size_t one = (size_t)d->h * d->w * 3;
     double t0 = cpu_now();
     for (int i = 0; i < d->n; i++) {
@@ -171,10 +171,10 @@ static double time_resize(const decoded *d, int use_stbir, uint8_t *out)
                                        STBIR_ALPHA_CHANNEL_NONE, 0, STBIR_EDGE_CLAMP,
                                        STBIR_FILTER_TRIANGLE, STBIR_COLORSPACE_LINEAR, NULL);
         else
-            rs_resize(&plan, out, E1_W * 3, E1_H, E1_W, 0, 0, E1_H, E1_W, src, d->h, d->w, 3);
+            resize_apply(&plan, out, E1_W * 3, E1_H, E1_W, 0, 0, E1_H, E1_W, src, d->h, d->w, 3);
     }
     double t = cpu_now() - t0;
-    rs_plan_free(&plan);
+    resize_plan_free(&plan);
     return t;
 }
 

@@ -123,12 +123,12 @@ static void w_relu_b(backend *be, float *di, const float *g, const float *o, siz
     (void)be;
     TIMED("relu bwd", real_ops->relu_backward(real_be, di, g, o, n));
 }
-static void w_pool_f(backend *be, float *o, const float *i, const pool_shape *s)
+static void w_pool_f(backend *be, float *o, const float *i, const maxpool_shape *s)
 {
     (void)be;
     TIMED("maxpool fwd", real_ops->maxpool_forward(real_be, o, i, s));
 }
-static void w_pool_b(backend *be, float *di, const float *g, const float *o, const float *i, const pool_shape *s)
+static void w_pool_b(backend *be, float *di, const float *g, const float *o, const float *i, const maxpool_shape *s)
 {
     (void)be;
     TIMED("maxpool bwd", real_ops->maxpool_backward(real_be, di, g, o, i, s));

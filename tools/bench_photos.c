@@ -48,9 +48,9 @@ typedef struct set {
 
 static int set_load(set *s, const char *where, int n)
 {
-    ds_index ix;
+    dataset ix;
     errbuf e;
-    if (ds_index_load(&ix, where, NULL, &e) != 0) {
+    if (dataset_load(&ix, where, NULL, &e) != 0) {
         fprintf(stderr, "bench_photos: %s\n", e.msg);
         return -1;
     }
@@ -60,14 +60,14 @@ static int set_load(set *s, const char *where, int n)
     s->len = xcalloc((size_t)s->n, sizeof *s->len);
     for (int k = 0; k < s->n; k++) {
         uint32_t i = (uint32_t)((uint64_t)k * ix.n / (uint64_t)s->n);
-        s->paths[k] = xstrdup(ds_path(&ix, i));
+        s->paths[k] = xstrdup(dataset_path(&ix, i));
         s->bytes[k] = (uint8_t *)read_whole_file(s->paths[k], &s->len[k], &e);
         if (!s->bytes[k]) {
             fprintf(stderr, "bench_photos: %s\n", e.msg);
             return -1;
         }
     }
-    ds_index_free(&ix);
+    dataset_free(&ix);
     return 0;
 }
 

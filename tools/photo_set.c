@@ -141,7 +141,7 @@ static int load_source(tjhandle tj, source *s)
  * progressive scan script on a handle, so a baseline image compressed after
  * a progressive one on the same handle comes out corrupt ("bad Huffman
  * code", "extraneous bytes before marker"). */
-static unsigned char *make_sample(rs_plan *rs, const source *s, rng *r, unsigned long *len)
+static unsigned char *make_sample(resize_plan *rs, const source *s, rng *r, unsigned long *len)
 {
     double ratio = exp(log(0.6) + (log(1.8) - log(0.6)) * rng_uniform_d(r));
     int side = 300 + (int)rng_below(r, 201);
@@ -156,7 +156,7 @@ static unsigned char *make_sample(rs_plan *rs, const source *s, rng *r, unsigned
         cw = bw, ch = bh;
     double y = (s->h - ch) * rng_uniform_d(r), x = (s->w - cw) * rng_uniform_d(r);
     uint8_t *px = xmalloc((size_t)oh * ow * 3);
-    rs_resize_box(rs, px, oh, ow, s->rgb, (size_t)s->w * 3, s->h, s->w, 3, y, x, ch, cw);
+    resize_box(rs, px, oh, ow, s->rgb, (size_t)s->w * 3, s->h, s->w, 3, y, x, ch, cw);
     int q = 75 + (int)rng_below(r, 21);
     double u = rng_uniform_d(r);
     int sub = u < 0.05 ? TJSAMP_GRAY : u < 0.15 ? TJSAMP_444 : TJSAMP_420;
@@ -193,7 +193,7 @@ static int mkdirs(const char *path)
 static int write_split(const char *out, const char *split, source *src, int nsrc, int per, uint64_t seed,
                        char **csv, size_t *csv_len, size_t *bytes)
 {
-    rs_plan rs = {0};
+    resize_plan rs = {0};
     int rc = 0;
     size_t cap = 0;
     for (int c = 0; c < nsrc && rc == 0; c++) {
@@ -227,7 +227,7 @@ static int write_split(const char *out, const char *split, source *src, int nsrc
             *csv_len += (size_t)sprintf(*csv + *csv_len, "%s,%s\n", rel, src[c].name);
         }
     }
-    rs_plan_free(&rs);
+    resize_plan_free(&rs);
     return rc;
 }
 

@@ -283,17 +283,17 @@ cudnnStatus_t cudnnConvolutionBackwardBias(cudnnHandle_t h, const void *alpha,
 
 /* ---------------------------------------------------------------- pooling */
 
-typedef struct pool_job {
+typedef struct maxpool_task {
     tens x, y;
     int wh, ww, ph, pw, sh, sw;
     float alpha, beta;
     const float *X, *Y, *dY;
     float *out; /* forward: y; backward: dx */
     int backward, corrupt;
-} pool_job;
+} maxpool_task;
 
 /* first maximum of window (n, c, oy, ox) in row-major order; -1 if empty */
-static long pool_argmax(const pool_job *j, int n, int c, int oy, int ox, int *iy, int *ix)
+static long maxpool_argmax(const maxpool_task *j, int n, int c, int oy, int ox, int *iy, int *ix)
 {
     long best = -1;
     for (int r = 0; r < j->wh; r++)
@@ -313,16 +313,16 @@ static long pool_argmax(const pool_job *j, int n, int c, int oy, int ox, int *iy
     return best;
 }
 
-static void pool_run(void *p)
+static void maxpool_run(void *p)
 {
-    pool_job *j = p;
+    maxpool_task *j = p;
     if (!j->backward) {
         for (int n = 0; n < j->y.n; n++)
             for (int c = 0; c < j->y.c; c++)
                 for (int oy = 0; oy < j->y.h; oy++)
                     for (int ox = 0; ox < j->y.w; ox++) {
                         int iy, ix;
-                        long k = pool_argmax(j, n, c, oy, ox, &iy, &ix);
+                        long k = maxpool_argmax(j, n, c, oy, ox, &iy, &ix);
                         blend(&j->out[at4(&j->y, n, c, oy, ox)], k < 0 ? 0.0 : j->X[k], j->alpha,
                               j->beta);
                     }
@@ -334,7 +334,7 @@ static void pool_run(void *p)
                 for (int oy = 0; oy < j->y.h; oy++)
                     for (int ox = 0; ox < j->y.w; ox++) {
                         int iy = 0, ix = 0;
-                        long k = pool_argmax(j, n, c, oy, ox, &iy, &ix);
+                        long k = maxpool_argmax(j, n, c, oy, ox, &iy, &ix);
                         size_t yi = at4(&j->y, n, c, oy, ox);
                         if (k < 0)
                             continue;
@@ -359,7 +359,7 @@ static void pool_run(void *p)
 }
 
 static int read_pool(const char *api, cudnnPoolingDescriptor_t pd, cudnnTensorDescriptor_t xd,
-                     cudnnTensorDescriptor_t yd, pool_job *j)
+                     cudnnTensorDescriptor_t yd, maxpool_task *j)
 {
     cudnnPoolingMode_t mode;
     cudnnNanPropagation_t nan;
@@ -392,14 +392,14 @@ cudnnStatus_t cudnnPoolingForward(cudnnHandle_t h, const cudnnPoolingDescriptor_
     const char *api = "cudnnPoolingForward";
     ENTER(api);
     NEED_HANDLE(api, h);
-    pool_job j = {.X = x, .out = y};
+    maxpool_task j = {.X = x, .out = y};
     if (!read_pool(api, pd, xd, yd, &j) || !fkd_scalars(api, alpha, beta, &j.alpha, &j.beta) ||
         !fkd_dev(api, "x", x, j.x.bytes) || !fkd_dev(api, "y", y, j.y.bytes))
         return CUDNN_STATUS_BAD_PARAM;
     j.corrupt = fk_take_corruption(api);
-    pool_job *q = malloc(sizeof *q);
+    maxpool_task *q = malloc(sizeof *q);
     *q = j;
-    if (fk_enqueue(h->stream, api, pool_run, free, q, NULL, 0) != cudaSuccess)
+    if (fk_enqueue(h->stream, api, maxpool_run, free, q, NULL, 0) != cudaSuccess)
         return CUDNN_STATUS_EXECUTION_FAILED;
     return CUDNN_STATUS_SUCCESS;
 }
@@ -413,7 +413,7 @@ cudnnStatus_t cudnnPoolingBackward(cudnnHandle_t h, const cudnnPoolingDescriptor
     const char *api = "cudnnPoolingBackward";
     ENTER(api);
     NEED_HANDLE(api, h);
-    pool_job j = {.X = x, .Y = y, .dY = dy, .out = dx, .backward = 1};
+    maxpool_task j = {.X = x, .Y = y, .dY = dy, .out = dx, .backward = 1};
     tens dyt, dxt;
     if (!read_pool(api, pd, xd, yd, &j) || !fkd_read_tensor(api, "dy", dyd, &dyt) ||
         !fkd_read_tensor(api, "dx", dxd, &dxt) || !fkd_scalars(api, alpha, beta, &j.alpha, &j.beta))
@@ -426,9 +426,9 @@ cudnnStatus_t cudnnPoolingBackward(cudnnHandle_t h, const cudnnPoolingDescriptor
         !fkd_dev(api, "x", x, j.x.bytes) || !fkd_dev(api, "dx", dx, j.x.bytes))
         return CUDNN_STATUS_BAD_PARAM;
     j.corrupt = fk_take_corruption(api);
-    pool_job *q = malloc(sizeof *q);
+    maxpool_task *q = malloc(sizeof *q);
     *q = j;
-    if (fk_enqueue(h->stream, api, pool_run, free, q, NULL, 0) != cudaSuccess)
+    if (fk_enqueue(h->stream, api, maxpool_run, free, q, NULL, 0) != cudaSuccess)
         return CUDNN_STATUS_EXECUTION_FAILED;
     return CUDNN_STATUS_SUCCESS;
 }

@@ -41,8 +41,8 @@ Test(hostref, fc_forward_by_hand)
 Test(hostref, maxpool_ties_go_to_the_first)
 {
     float in[4] = {3, 3, 1, 0}, out[1], dout[1] = {2}, din[4];
-    pool_shape s;
-    pool_shape_init(&s, 1, 1, 2, 2);
+    maxpool_shape s;
+    maxpool_shape_init(&s, 1, 1, 2, 2);
     href_maxpool_forward(out, in, &s);
     href_maxpool_backward(din, dout, in, &s);
     cr_expect_eq(out[0], 3.0f);
@@ -150,7 +150,7 @@ Test(hostref, fc_backward_is_the_gradient)
     free(k.in), free(k.w), free(k.bias), free(g);
 }
 
-static void pool_fwd(float *out, const float *x, void *c) { href_maxpool_forward(out, x, c); }
+static void maxpool_fwd(float *out, const float *x, void *c) { href_maxpool_forward(out, x, c); }
 
 static void gap_fwd(float *out, const float *x, void *c)
 {
@@ -161,15 +161,15 @@ static void gap_fwd(float *out, const float *x, void *c)
 Test(hostref, pool_and_gap_backward_are_the_gradient)
 {
     rng r = rng_keyed(13, RNG_TOOL, 0, 0);
-    pool_shape s;
-    pool_shape_init(&s, 2, 2, 5, 6);
+    maxpool_shape s;
+    maxpool_shape_init(&s, 2, 2, 5, 6);
     size_t nin = 2 * 2 * 5 * 6, nout = (size_t)2 * 2 * s.OH * s.OW;
     float *in = malloc(nin * 4);
     for (size_t i = 0; i < nin; i++) /* distinct values 0.01 apart: no kink within h */
         in[i] = (float)((i * 37) % nin) * 0.01f;
     float *g = urand(&r, nout), *din = malloc(nin * 4);
     href_maxpool_backward(din, g, in, &s);
-    fd_check("maxpool din", pool_fwd, &s, in, nin, nout, g, din, 1e-3f, 1e-3);
+    fd_check("maxpool din", maxpool_fwd, &s, in, nin, nout, g, din, 1e-3f, 1e-3);
     float *gin = urand(&r, 30), *gg = urand(&r, 6), gdin[30];
     href_gap_backward(gdin, gg, 2, 3, 5);
     fd_check("gap din", gap_fwd, NULL, gin, 30, 6, gg, gdin, 0.25f, 1e-4);

@@ -114,8 +114,8 @@ Test(gpu_ops, maxpool_odd_sizes)
 {
     backend *be = gt_backend();
     rng r = rng_keyed(3, RNG_TOOL, 0, 0);
-    pool_shape s;
-    cr_assert_eq(pool_shape_init(&s, 3, 4, 9, 11), 0);
+    maxpool_shape s;
+    cr_assert_eq(maxpool_shape_init(&s, 3, 4, 9, 11), 0);
     cr_assert_eq(s.OH, 4);
     cr_assert_eq(s.OW, 5);
     size_t nin = (size_t)s.B * s.C * s.H * s.W, nout = (size_t)s.B * s.C * s.OH * s.OW;
@@ -278,9 +278,9 @@ Test(gpu_ops, small_net_twenty_steps)
     rng r = rng_keyed(8, RNG_TOOL, 0, 0);
     enum { B = 4, C = 1, H = 8, W = 8, K = 3, R = 3, N = 5, STEPS = 20 };
     conv_shape cs;
-    pool_shape ps;
+    maxpool_shape ps;
     conv_shape_init(&cs, B, C, H, W, K, R, R, 1, 1);
-    pool_shape_init(&ps, B, K, cs.OH, cs.OW);
+    maxpool_shape_init(&ps, B, K, cs.OH, cs.OW);
     int M = K * ps.OH * ps.OW;
     size_t nx = (size_t)B * C * H * W, nc = (size_t)B * K * cs.OH * cs.OW, np = (size_t)B * M;
     size_t ncw = (size_t)K * C * R * R, nfw = (size_t)N * M;

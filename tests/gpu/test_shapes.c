@@ -1,5 +1,5 @@
 /* test_shapes.c — the shape arithmetic of nn/backend.h (conv_shape_init,
- * pool_shape_init) and the byte sizes the backend allocates agree with the
+ * maxpool_shape_init) and the byte sizes the backend allocates agree with the
  * real cuDNN's descriptor functions, over a grid of sizes. These run
  * without a GPU, in both suites.
  */
@@ -69,8 +69,8 @@ Test(gpu_shapes, pool_output_size_matches_cudnn)
                  CUDNN_STATUS_SUCCESS);
     for (int H = 2; H <= 30; H++)
         for (int W = 2; W <= 30; W += 3) {
-            pool_shape s;
-            cr_assert_eq(pool_shape_init(&s, 3, 5, H, W), 0);
+            maxpool_shape s;
+            cr_assert_eq(maxpool_shape_init(&s, 3, 5, H, W), 0);
             cr_assert_eq(
                 cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 3, 5, H, W),
                 CUDNN_STATUS_SUCCESS);

@@ -1,7 +1,7 @@
 /* test_stage.c — app/stage.c (a loader batch's way to the GPU) driven the
  * way app/run.c's training loop drives it — fetch the next batch before
  * computing on the current one when the stager looks ahead — with a real
- * loader pool (forked workers, or the main process with 0 workers) and the
+ * loader (forked workers, or the main process with 0 workers) and the
  * GPU backend, but with compute that stays queued: each batch is only
  * normalised into its own output, nothing waits for the device until the
  * end. Then every output must be its own batch's data.
@@ -33,14 +33,14 @@
 enum { NSAMPLES = 40, SB = 48, BATCH = 4 }; /* sample bytes: 1 x 48 "pixels" */
 
 static char *dir;
-static ds_index ix;
+static dataset ix;
 
 static void setup(void)
 {
 #ifdef TRAIN_FAKECUDA
     fake_reset();
 #endif
-    gpu_info g; /* skip before the pool forks its workers */
+    gpu_info g; /* skip before the loader forks its workers */
     gpu_probe(0, &g);
     if (g.status != GPU_OK)
         cr_skip_test("no CUDA device (%s)", g.reason);
@@ -51,7 +51,7 @@ static void setup(void)
         len += (size_t)sprintf(csv + len, "s/%03d.bin,%d\n", i, i % 3);
     char *p = write_text(dir, "data.csv", csv);
     errbuf e;
-    cr_assert_eq(ds_index_load(&ix, p, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(dataset_load(&ix, p, NULL, &e), 0, "%s", e.msg);
     free(p);
 }
 
@@ -59,7 +59,7 @@ static void teardown(void)
 {
     if (!dir)
         return;
-    ds_index_free(&ix);
+    dataset_free(&ix);
     tmpdir_remove(dir);
 }
 
@@ -68,7 +68,7 @@ TestSuite(stage, .init = setup, .fini = teardown);
 /* sample i's bytes: distinct per sample and position */
 static uint8_t byte_of(uint32_t i, int k) { return (uint8_t)(i * 37 + (uint32_t)k * 11 + 5); }
 
-static int load(void *wc, int src, uint32_t index, pool_job_kind kind, rng *r, uint8_t *out,
+static int load(void *wc, int src, uint32_t index, load_job_kind kind, rng *r, uint8_t *out,
                 errbuf *e)
 {
     (void)wc, (void)src, (void)kind, (void)r, (void)e;
@@ -87,8 +87,8 @@ typedef struct batch_rec {
 
 typedef struct run {
     backend *be;
-    pool *pl;
-    stager *st;
+    loader *ldr;
+    stager *stager;
     batch_rec *recs;
     int nrecs;
     int sync_steps; /* each step waits for the device, as model_train_step does */
@@ -96,21 +96,21 @@ typedef struct run {
 } run;
 
 /* run.c's fetch: room first, then the next batch onto the device */
-static int fetch(run *r, pool_batch *b, const uint8_t **dev)
+static int fetch(run *r, loader_batch *b, const uint8_t **dev)
 {
-    stager_make_room(r->st);
+    stager_make_room(r->stager);
     errbuf e;
-    int rc = pool_next(r->pl, b, &e);
-    if (rc == POOL_END)
+    int rc = loader_next(r->ldr, b, &e);
+    if (rc == LOADER_END)
         return 0;
-    cr_assert_eq(rc, POOL_OK, "%s", e.msg);
-    *dev = stager_push(r->st, b);
+    cr_assert_eq(rc, LOADER_OK, "%s", e.msg);
+    *dev = stager_push(r->stager, b);
     return 1;
 }
 
 /* run.c's step: normalise into the batch's own output, and read what the
  * slot holds besides pixels (labels there, sample indices here) */
-static void process(run *r, const pool_batch *b, const uint8_t *dev)
+static void process(run *r, const loader_batch *b, const uint8_t *dev)
 {
     static const float mean = 0.5f, sd = 0.25f;
     batch_rec *rec = &r->recs[r->nrecs++];
@@ -118,17 +118,17 @@ static void process(run *r, const pool_batch *b, const uint8_t *dev)
         usleep(3000);
     rec->count = b->count;
     memcpy(rec->indices, b->indices, b->count * sizeof *b->indices);
-    stager_begin(r->st, b);
+    stager_begin(r->stager, b);
     r->be->ops->normalize_u8(r->be, rec->out, dev, (int)b->count, 1, SB, &mean, &sd);
     if (r->sync_steps)
         r->be->ops->synchronize(r->be);
-    stager_done(r->st, b);
+    stager_done(r->stager, b);
 }
 
 static void check_case(int workers, int non_blocking, int pin, int eager, int sync_steps)
 {
     (void)eager;
-    pool_config c = {.workers = workers,
+    loader_config c = {.workers = workers,
                      .prefetch = 2,
                      .batch = BATCH,
                      .sample_bytes = SB,
@@ -140,11 +140,11 @@ static void check_case(int workers, int non_blocking, int pin, int eager, int sy
     c.src[0] = &ix;
     errbuf e = {{0}};
     run r = {.sync_steps = sync_steps, .workers = workers};
-    r.pl = pool_create(&c, &e); /* before the device, as in run.c */
-    cr_assert_not_null(r.pl, "%s", e.msg);
-    pool_job j = {.src = 0, .kind = POOL_JOB_TRAIN, .batch = BATCH, .shuffle = 1};
-    pool_post(r.pl, &j);
-    int nb = (int)pool_job_batches(r.pl, 0);
+    r.ldr = loader_create(&c, &e); /* before the device, as in run.c */
+    cr_assert_not_null(r.ldr, "%s", e.msg);
+    load_job j = {.src = 0, .kind = LOAD_JOB_TRAIN, .batch = BATCH, .shuffle = 1};
+    loader_post(r.ldr, &j);
+    int nb = (int)load_job_batches(r.ldr, 0);
     r.be = gt_backend();
 #ifdef TRAIN_FAKECUDA
     fake_set_eager_copies(eager);
@@ -153,19 +153,19 @@ static void check_case(int workers, int non_blocking, int pin, int eager, int sy
     for (int i = 0; i < nb; i++) /* alloc synchronises: all before the loop */
         r.recs[i].out = r.be->ops->alloc(r.be, sizeof(float) * BATCH * SB);
     char note[256];
-    r.st = stager_create(r.be, r.pl, SB, BATCH, pin, non_blocking, 0, note, sizeof note, &e);
-    cr_assert_not_null(r.st, "%s", e.msg);
+    r.stager = stager_create(r.be, r.ldr, SB, BATCH, pin, non_blocking, 0, note, sizeof note, &e);
+    cr_assert_not_null(r.stager, "%s", e.msg);
     if (non_blocking && !pin) /* copies from pageable memory hold the host: said */
         cr_expect(strstr(note, "pageable memory"), "%s", note);
     else
         cr_expect_str_eq(note, "");
     /* looking ahead needs a second slot: 0 workers fill the only one */
-    cr_expect_eq(stager_lookahead(r.st), non_blocking && workers > 0);
-    cr_expect_eq(stager_pinned_bytes(r.st) > 0, pin, "pinned %zu bytes", stager_pinned_bytes(r.st));
+    cr_expect_eq(stager_lookahead(r.stager), non_blocking && workers > 0);
+    cr_expect_eq(stager_pinned_bytes(r.stager) > 0, pin, "pinned %zu bytes", stager_pinned_bytes(r.stager));
 
-    pool_batch cur, nxt;
+    loader_batch cur, nxt;
     const uint8_t *cur_dev, *nxt_dev = NULL;
-    int have = fetch(&r, &nxt, &nxt_dev), look = stager_lookahead(r.st);
+    int have = fetch(&r, &nxt, &nxt_dev), look = stager_lookahead(r.stager);
     while (have) {
         cur = nxt;
         cur_dev = nxt_dev;
@@ -176,7 +176,7 @@ static void check_case(int workers, int non_blocking, int pin, int eager, int sy
             have = fetch(&r, &nxt, &nxt_dev);
     }
     cr_assert_eq(r.nrecs, nb);
-    stager_free(r.st);
+    stager_free(r.stager);
 
     float want[BATCH * SB];
     for (int i = 0; i < nb; i++) {
@@ -191,7 +191,7 @@ static void check_case(int workers, int non_blocking, int pin, int eager, int sy
     }
     free(r.recs);
     gt_done(r.be); /* on the fake: no misuse (a slot rewritten under its copy), nothing leaked */
-    pool_destroy(r.pl);
+    loader_destroy(r.ldr);
 }
 
 /* workers, non-blocking, pin: steps that wait for the device (as training's

@@ -104,7 +104,7 @@ void href_relu_backward(float *din, const float *dout, const float *out, size_t 
 }
 
 /* index (within in) of the first maximum of window (b, c, oy, ox) */
-static size_t pool_argmax(const float *in, const pool_shape *s, int b, int c, int oy, int ox)
+static size_t maxpool_argmax(const float *in, const maxpool_shape *s, int b, int c, int oy, int ox)
 {
     size_t best = 0;
     int first = 1;
@@ -119,24 +119,24 @@ static size_t pool_argmax(const float *in, const pool_shape *s, int b, int c, in
     return best;
 }
 
-void href_maxpool_forward(float *out, const float *in, const pool_shape *s)
+void href_maxpool_forward(float *out, const float *in, const maxpool_shape *s)
 {
     for (int b = 0; b < s->B; b++)
         for (int c = 0; c < s->C; c++)
             for (int oy = 0; oy < s->OH; oy++)
                 for (int ox = 0; ox < s->OW; ox++)
                     out[(((size_t)b * s->C + c) * s->OH + oy) * s->OW + ox] =
-                        in[pool_argmax(in, s, b, c, oy, ox)];
+                        in[maxpool_argmax(in, s, b, c, oy, ox)];
 }
 
-void href_maxpool_backward(float *din, const float *dout, const float *in, const pool_shape *s)
+void href_maxpool_backward(float *din, const float *dout, const float *in, const maxpool_shape *s)
 {
     memset(din, 0, sizeof(float) * (size_t)s->B * s->C * s->H * s->W);
     for (int b = 0; b < s->B; b++)
         for (int c = 0; c < s->C; c++)
             for (int oy = 0; oy < s->OH; oy++)
                 for (int ox = 0; ox < s->OW; ox++)
-                    din[pool_argmax(in, s, b, c, oy, ox)] +=
+                    din[maxpool_argmax(in, s, b, c, oy, ox)] +=
                         dout[(((size_t)b * s->C + c) * s->OH + oy) * s->OW + ox];
 }
 

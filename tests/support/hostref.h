@@ -23,8 +23,8 @@ void href_conv_backward(float *din, float *dw, float *dbias, const float *dout, 
                         const float *w, const conv_shape *s);
 void href_relu_forward(float *out, const float *in, size_t n);
 void href_relu_backward(float *din, const float *dout, const float *out, size_t n);
-void href_maxpool_forward(float *out, const float *in, const pool_shape *s);
-void href_maxpool_backward(float *din, const float *dout, const float *in, const pool_shape *s);
+void href_maxpool_forward(float *out, const float *in, const maxpool_shape *s);
+void href_maxpool_backward(float *din, const float *dout, const float *in, const maxpool_shape *s);
 void href_fc_forward(float *out, const float *in, const float *w, const float *bias, int B, int M,
                      int N);
 void href_fc_backward(float *din, float *dw, float *dbias, const float *dout, const float *in,

@@ -1,4 +1,4 @@
-/* test_pool.c — the worker pool with real forked workers and real files.
+/* test_loader.c — the loader with real forked workers and real files.
  *
  * The samples are small files whose bytes depend on the sample index; the
  * load function reads the file and mixes in bytes from the sample's rng, so
@@ -27,7 +27,7 @@
 #define NSAMPLES 57
 
 static char *dir;
-static ds_index ix;
+static dataset ix;
 
 static void make_set(int bad_index)
 {
@@ -49,14 +49,14 @@ static void make_set(int bad_index)
     char *p = write_text(dir, "data.csv", csv);
     free(csv);
     errbuf e;
-    cr_assert_eq(ds_index_load(&ix, p, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(dataset_load(&ix, p, NULL, &e), 0, "%s", e.msg);
     free(p);
 }
 
 static void setup(void) { make_set(-1); }
 static void teardown(void)
 {
-    ds_index_free(&ix);
+    dataset_free(&ix);
     tmpdir_remove(dir);
 }
 
@@ -74,11 +74,11 @@ static void *winit(void *arg)
 }
 static void wfini(void *w) { free(w); }
 
-static int load(void *wc, int src, uint32_t index, pool_job_kind kind, rng *r, uint8_t *out,
+static int load(void *wc, int src, uint32_t index, load_job_kind kind, rng *r, uint8_t *out,
                 errbuf *e)
 {
     wctx *w = wc;
-    const char *path = ds_path(&ix, index);
+    const char *path = dataset_path(&ix, index);
     (void)src;
     int fd = open(path, O_RDONLY);
     if (fd < 0)
@@ -93,13 +93,13 @@ static int load(void *wc, int src, uint32_t index, pool_job_kind kind, rng *r, u
     if (w->slow && index % 5 == 0)
         usleep((useconds_t)w->slow);
     for (int k = 0; k < SAMPLE; k++)
-        out[k] = buf[k] ^ (kind == POOL_JOB_TRAIN ? (uint8_t)rng_next(r) : 0);
+        out[k] = buf[k] ^ (kind == LOAD_JOB_TRAIN ? (uint8_t)rng_next(r) : 0);
     return 0;
 }
 
-static pool_config config(int workers, int prefetch, uint32_t batch)
+static loader_config config(int workers, int prefetch, uint32_t batch)
 {
-    pool_config c = {.workers = workers,
+    loader_config c = {.workers = workers,
                      .prefetch = prefetch,
                      .batch = batch,
                      .sample_bytes = SAMPLE,
@@ -113,21 +113,21 @@ static pool_config config(int workers, int prefetch, uint32_t batch)
 }
 
 /* Digest of every batch of `epochs` training epochs. */
-static uint64_t run_digest(pool_config c, int epochs, int drop_last, int *nbatches)
+static uint64_t run_digest(loader_config c, int epochs, int drop_last, int *nbatches)
 {
     errbuf e;
-    pool *p = pool_create(&c, &e);
+    loader *p = loader_create(&c, &e);
     cr_assert_not_null(p, "%s", e.msg);
     for (int ep = 0; ep < epochs; ep++) {
-        pool_job j = {.src = 0, .kind = POOL_JOB_TRAIN, .epoch = (uint32_t)ep, .batch = 8,
+        load_job j = {.src = 0, .kind = LOAD_JOB_TRAIN, .epoch = (uint32_t)ep, .batch = 8,
                       .shuffle = 1, .drop_last = drop_last};
-        pool_post(p, &j);
+        loader_post(p, &j);
     }
     uint64_t h = 0;
     int n = 0;
-    pool_batch b;
+    loader_batch b;
     int rc;
-    while ((rc = pool_next(p, &b, &e)) == POOL_OK) {
+    while ((rc = loader_next(p, &b, &e)) == LOADER_OK) {
         h = hash64(&b.seq, sizeof b.seq, h);
         h = hash64(&b.count, sizeof b.count, h);
         h = hash64(b.indices, b.count * sizeof *b.indices, h);
@@ -135,19 +135,19 @@ static uint64_t run_digest(pool_config c, int epochs, int drop_last, int *nbatch
         h = hash64(b.data, b.count * SAMPLE, h);
         for (uint32_t i = 0; i < b.count; i++)
             cr_assert_eq(b.labels[i], ix.rows[b.indices[i]].label);
-        pool_release(p, &b);
+        loader_release(p, &b);
         n++;
     }
-    cr_assert_eq(rc, POOL_END, "%s", e.msg);
-    pool_destroy(p);
+    cr_assert_eq(rc, LOADER_END, "%s", e.msg);
+    loader_destroy(p);
     if (nbatches)
         *nbatches = n;
     return h;
 }
 
-TestSuite(pool, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite(loader, .init = setup, .fini = teardown, .timeout = 60);
 
-Test(pool, same_batches_for_any_workers_and_prefetch)
+Test(loader, same_batches_for_any_workers_and_prefetch)
 {
     slow_us = 300;
     int nb;
@@ -163,27 +163,27 @@ Test(pool, same_batches_for_any_workers_and_prefetch)
 
 /* Digest of the training batches of epoch `epoch` alone (same size for
  * every epoch and seed, so two digests differ only through their bytes). */
-static uint64_t epoch_digest(pool_config c, uint32_t epoch)
+static uint64_t epoch_digest(loader_config c, uint32_t epoch)
 {
     errbuf e;
-    pool *p = pool_create(&c, &e);
+    loader *p = loader_create(&c, &e);
     cr_assert_not_null(p, "%s", e.msg);
-    pool_job j = {.kind = POOL_JOB_TRAIN, .epoch = epoch, .batch = 8, .shuffle = 1};
-    pool_post(p, &j);
+    load_job j = {.kind = LOAD_JOB_TRAIN, .epoch = epoch, .batch = 8, .shuffle = 1};
+    loader_post(p, &j);
     uint64_t h = 0;
-    pool_batch b;
-    while (pool_next(p, &b, &e) == POOL_OK) {
+    loader_batch b;
+    while (loader_next(p, &b, &e) == LOADER_OK) {
         h = hash64(b.indices, b.count * sizeof *b.indices, h);
         h = hash64(b.data, b.count * SAMPLE, h);
-        pool_release(p, &b);
+        loader_release(p, &b);
     }
-    pool_destroy(p);
+    loader_destroy(p);
     return h;
 }
 
-Test(pool, digest_differs_between_epochs_and_seeds)
+Test(loader, digest_differs_between_epochs_and_seeds)
 {
-    pool_config c = config(2, 2, 8);
+    loader_config c = config(2, 2, 8);
     uint64_t e0 = epoch_digest(c, 0), e1 = epoch_digest(c, 1);
     cr_assert_neq(e0, e1, "epochs 0 and 1 give the same batches");
     cr_assert_eq(epoch_digest(c, 1), e1, "an epoch is reproducible");
@@ -193,31 +193,31 @@ Test(pool, digest_differs_between_epochs_and_seeds)
 
 /* The augmentation stream of a sample: out = file bytes ^ rng bytes, so
  * data ^ file bytes is what the sample's rng drew in that epoch. */
-static void augment_of_epoch(pool_config c, uint32_t epoch, uint8_t draws[NSAMPLES][SAMPLE])
+static void augment_of_epoch(loader_config c, uint32_t epoch, uint8_t draws[NSAMPLES][SAMPLE])
 {
     errbuf e;
-    pool *p = pool_create(&c, &e);
+    loader *p = loader_create(&c, &e);
     cr_assert_not_null(p, "%s", e.msg);
-    pool_job j = {.kind = POOL_JOB_TRAIN, .epoch = epoch, .batch = 8, .shuffle = 1};
-    pool_post(p, &j);
-    pool_batch b;
-    while (pool_next(p, &b, &e) == POOL_OK) {
+    load_job j = {.kind = LOAD_JOB_TRAIN, .epoch = epoch, .batch = 8, .shuffle = 1};
+    loader_post(p, &j);
+    loader_batch b;
+    while (loader_next(p, &b, &e) == LOADER_OK) {
         for (uint32_t i = 0; i < b.count; i++) {
             uint32_t s = b.indices[i];
             for (int k = 0; k < SAMPLE; k++)
                 draws[s][k] = b.data[i * SAMPLE + k] ^ (uint8_t)(s * 31 + k * 7);
         }
-        pool_release(p, &b);
+        loader_release(p, &b);
     }
-    pool_destroy(p);
+    loader_destroy(p);
 }
 
-Test(pool, every_sample_is_augmented_differently_each_epoch)
+Test(loader, every_sample_is_augmented_differently_each_epoch)
 {
     /* the same sample, epochs 0 and 1: its augmentation (the rng stream the
      * load function gets) must change, not only the order */
     static uint8_t a[NSAMPLES][SAMPLE], b[NSAMPLES][SAMPLE], a2[NSAMPLES][SAMPLE];
-    pool_config c = config(2, 2, 8);
+    loader_config c = config(2, 2, 8);
     augment_of_epoch(c, 0, a);
     augment_of_epoch(c, 1, b);
     augment_of_epoch(config(0, 1, 8), 0, a2);
@@ -233,7 +233,7 @@ Test(pool, every_sample_is_augmented_differently_each_epoch)
     cr_assert_eq(distinct, NSAMPLES - 1, "samples share an augmentation stream");
 }
 
-Test(pool, every_order_is_possible_and_equally_likely)
+Test(loader, every_order_is_possible_and_equally_likely)
 {
     /* 4 samples, 2400 epochs: each of the 24 orders about 100 times (a
      * shuffle that can never leave a sample in place reaches only 6) */
@@ -263,28 +263,28 @@ Test(pool, every_order_is_possible_and_equally_likely)
         cr_assert_eq(perm[i], i, "no shuffle: the CSV's order");
 }
 
-Test(pool, epochs_shuffle_differently_and_cover_every_sample)
+Test(loader, epochs_shuffle_differently_and_cover_every_sample)
 {
     errbuf e;
-    pool_config c = config(2, 3, 8);
-    pool *p = pool_create(&c, &e);
+    loader_config c = config(2, 3, 8);
+    loader *p = loader_create(&c, &e);
     cr_assert_not_null(p, "%s", e.msg);
     for (int ep = 0; ep < 2; ep++) {
-        pool_job j = {.kind = POOL_JOB_TRAIN, .epoch = (uint32_t)ep, .batch = 8, .shuffle = 1};
-        pool_post(p, &j);
+        load_job j = {.kind = LOAD_JOB_TRAIN, .epoch = (uint32_t)ep, .batch = 8, .shuffle = 1};
+        loader_post(p, &j);
     }
     uint32_t order[2][NSAMPLES];
     int seen[2][NSAMPLES] = {{0}}, k[2] = {0, 0};
-    pool_batch b;
-    while (pool_next(p, &b, &e) == POOL_OK) {
+    loader_batch b;
+    while (loader_next(p, &b, &e) == LOADER_OK) {
         cr_assert(b.job == 0 || b.job == 1);
         for (uint32_t i = 0; i < b.count; i++) {
             order[b.job][k[b.job]++] = b.indices[i];
             seen[b.job][b.indices[i]]++;
         }
-        pool_release(p, &b);
+        loader_release(p, &b);
     }
-    pool_destroy(p);
+    loader_destroy(p);
     cr_assert_eq(k[0], NSAMPLES);
     cr_assert_eq(k[1], NSAMPLES);
     for (int i = 0; i < NSAMPLES; i++)
@@ -292,60 +292,60 @@ Test(pool, epochs_shuffle_differently_and_cover_every_sample)
     cr_assert(memcmp(order[0], order[1], sizeof order[0]) != 0);
 }
 
-Test(pool, ring_sizing_drop_last_and_partial_batch)
+Test(loader, ring_sizing_drop_last_and_partial_batch)
 {
     errbuf e;
-    pool_config c = config(3, 2, 8);
-    pool *p = pool_create(&c, &e);
+    loader_config c = config(3, 2, 8);
+    loader *p = loader_create(&c, &e);
     cr_assert_not_null(p, "%s", e.msg);
-    cr_assert_eq(pool_ring_slots(p), 6);
+    cr_assert_eq(loader_ring_slots(p), 6);
     size_t bytes;
-    void *ring = pool_ring(p, &bytes);
+    void *ring = loader_ring(p, &bytes);
     cr_assert_not_null(ring);
     cr_assert_eq((uintptr_t)ring % 4096, 0, "the ring is page aligned (for cudaHostRegister)");
     cr_assert_eq(bytes, 6 * 4096);
-    pool_job keep = {.kind = POOL_JOB_EVAL, .batch = 8};
-    pool_job drop = {.kind = POOL_JOB_EVAL, .batch = 8, .drop_last = 1};
-    int a = pool_post(p, &keep), d = pool_post(p, &drop);
-    cr_assert_eq(pool_job_batches(p, a), 8);
-    cr_assert_eq(pool_job_batches(p, d), 7);
-    pool_batch b;
+    load_job keep = {.kind = LOAD_JOB_EVAL, .batch = 8};
+    load_job drop = {.kind = LOAD_JOB_EVAL, .batch = 8, .drop_last = 1};
+    int a = loader_post(p, &keep), d = loader_post(p, &drop);
+    cr_assert_eq(load_job_batches(p, a), 8);
+    cr_assert_eq(load_job_batches(p, d), 7);
+    loader_batch b;
     uint32_t sizes[16];
     int n = 0;
-    while (pool_next(p, &b, &e) == POOL_OK) {
+    while (loader_next(p, &b, &e) == LOADER_OK) {
         sizes[n++] = b.count;
         if (b.job == 0) /* no shuffle: identity order */
             cr_assert_eq(b.indices[0], b.index * 8);
-        pool_release(p, &b);
+        loader_release(p, &b);
     }
-    pool_destroy(p);
+    loader_destroy(p);
     cr_assert_eq(n, 15);
     cr_assert_eq(sizes[7], 1, "57 = 7 x 8 + 1: the last batch of the first pass has 1 sample");
     for (int i = 8; i < 15; i++)
         cr_assert_eq(sizes[i], 8);
 
-    pool_config z = config(0, 2, 8);
-    p = pool_create(&z, &e);
-    cr_assert_eq(pool_ring_slots(p), 1, "0 workers: one slot");
-    pool_destroy(p);
+    loader_config z = config(0, 2, 8);
+    p = loader_create(&z, &e);
+    cr_assert_eq(loader_ring_slots(p), 1, "0 workers: one slot");
+    loader_destroy(p);
 }
 
-Test(pool, several_batches_held_at_once)
+Test(loader, several_batches_held_at_once)
 {
     /* an asynchronous copy holds slots for a while: release out of order;
      * a held batch's bytes stay as they were delivered while the workers
      * fill the other slots */
     errbuf e;
-    pool_config c = config(2, 2, 8);
-    pool *p = pool_create(&c, &e);
-    pool_job j = {.kind = POOL_JOB_TRAIN, .batch = 8, .shuffle = 1};
-    pool_post(p, &j);
-    pool_batch held[3];
+    loader_config c = config(2, 2, 8);
+    loader *p = loader_create(&c, &e);
+    load_job j = {.kind = LOAD_JOB_TRAIN, .batch = 8, .shuffle = 1};
+    loader_post(p, &j);
+    loader_batch held[3];
     uint8_t copy[3][8 * SAMPLE];
     uint32_t idx[3][8];
     int n = 0;
     for (int i = 0; i < 3; i++) {
-        cr_assert_eq(pool_next(p, &held[i], &e), POOL_OK, "%s", e.msg);
+        cr_assert_eq(loader_next(p, &held[i], &e), LOADER_OK, "%s", e.msg);
         memcpy(copy[i], held[i].data, held[i].count * SAMPLE);
         memcpy(idx[i], held[i].indices, held[i].count * sizeof(uint32_t));
         n++;
@@ -356,98 +356,98 @@ Test(pool, several_batches_held_at_once)
                   "held batch %d was overwritten", i);
         cr_assert(memcmp(idx[i], held[i].indices, held[i].count * sizeof(uint32_t)) == 0);
     }
-    pool_release(p, &held[1]);
+    loader_release(p, &held[1]);
     usleep(50000);
     cr_assert(memcmp(copy[0], held[0].data, held[0].count * SAMPLE) == 0,
               "batch 0 overwritten after batch 1 was released");
     cr_assert(memcmp(copy[2], held[2].data, held[2].count * SAMPLE) == 0,
               "batch 2 overwritten after batch 1 was released");
-    pool_release(p, &held[0]);
+    loader_release(p, &held[0]);
     usleep(50000);
     cr_assert(memcmp(copy[2], held[2].data, held[2].count * SAMPLE) == 0,
               "batch 2 overwritten after batches 0 and 1 were released");
-    pool_release(p, &held[2]);
-    pool_batch b;
-    while (pool_next(p, &b, &e) == POOL_OK) {
+    loader_release(p, &held[2]);
+    loader_batch b;
+    while (loader_next(p, &b, &e) == LOADER_OK) {
         n++;
-        pool_release(p, &b);
+        loader_release(p, &b);
     }
     cr_assert_eq(n, 8);
-    pool_destroy(p);
+    loader_destroy(p);
 }
 
-Test(pool, bad_sample_names_csv_line_and_file)
+Test(loader, bad_sample_names_csv_line_and_file)
 {
     teardown();
     make_set(17);
     for (int workers = 0; workers <= 2; workers += 2) {
         errbuf e;
-        pool_config c = config(workers, 2, 8);
-        pool *p = pool_create(&c, &e);
-        pool_job j = {.kind = POOL_JOB_EVAL, .batch = 8};
-        pool_post(p, &j);
-        pool_batch b;
+        loader_config c = config(workers, 2, 8);
+        loader *p = loader_create(&c, &e);
+        load_job j = {.kind = LOAD_JOB_EVAL, .batch = 8};
+        loader_post(p, &j);
+        loader_batch b;
         int rc;
-        while ((rc = pool_next(p, &b, &e)) == POOL_OK)
-            pool_release(p, &b);
-        pool_destroy(p);
-        cr_assert_eq(rc, POOL_BAD_SAMPLE);
+        while ((rc = loader_next(p, &b, &e)) == LOADER_OK)
+            loader_release(p, &b);
+        loader_destroy(p);
+        cr_assert_eq(rc, LOADER_BAD_SAMPLE);
         char *want;
-        cr_assert(asprintf(&want, "%s:19: %s: corrupt sample", ix.csv_path, ds_path(&ix, 17)) > 0);
+        cr_assert(asprintf(&want, "%s:19: %s: corrupt sample", ix.csv_path, dataset_path(&ix, 17)) > 0);
         cr_assert_str_eq(e.msg, want, "workers %d", workers);
         free(want);
     }
 }
 
-Test(pool, skip_bad_replaces_deterministically)
+Test(loader, skip_bad_replaces_deterministically)
 {
     teardown();
     make_set(17);
     uint64_t d[2];
     for (int k = 0; k < 2; k++) {
         errbuf e;
-        pool_config c = config(k * 3, 2, 8);
+        loader_config c = config(k * 3, 2, 8);
         c.skip_bad = 1;
-        pool *p = pool_create(&c, &e);
-        pool_job j = {.kind = POOL_JOB_TRAIN, .batch = 8, .shuffle = 1};
-        pool_post(p, &j);
-        pool_batch b;
+        loader *p = loader_create(&c, &e);
+        load_job j = {.kind = LOAD_JOB_TRAIN, .batch = 8, .shuffle = 1};
+        loader_post(p, &j);
+        loader_batch b;
         uint32_t skipped = 0;
         d[k] = 0;
-        while (pool_next(p, &b, &e) == POOL_OK) {
+        while (loader_next(p, &b, &e) == LOADER_OK) {
             skipped += b.skipped;
             for (uint32_t i = 0; i < b.count; i++)
                 cr_assert_neq(b.indices[i], 17);
             d[k] = hash64(b.data, b.count * SAMPLE, d[k]);
             d[k] = hash64(b.indices, b.count * 4, d[k]);
-            pool_release(p, &b);
+            loader_release(p, &b);
         }
-        pool_destroy(p);
+        loader_destroy(p);
         cr_assert_eq(skipped, 1);
     }
     cr_assert_eq(d[0], d[1]);
 }
 
-static void consume_killing_worker(pool_config c, uint64_t *digest, int *status, char *msg,
-                                   pool_stats *st)
+static void consume_killing_worker(loader_config c, uint64_t *digest, int *status, char *msg,
+                                   loader_stats *st)
 {
     errbuf e;
-    pool *p = pool_create(&c, &e);
+    loader *p = loader_create(&c, &e);
     cr_assert_not_null(p, "%s", e.msg);
     for (int ep = 0; ep < 2; ep++) {
-        pool_job j = {.kind = POOL_JOB_TRAIN, .epoch = (uint32_t)ep, .batch = 8, .shuffle = 1};
-        pool_post(p, &j);
+        load_job j = {.kind = LOAD_JOB_TRAIN, .epoch = (uint32_t)ep, .batch = 8, .shuffle = 1};
+        loader_post(p, &j);
     }
-    pool_batch b;
+    loader_batch b;
     int rc, n = 0;
     *digest = 0;
-    while ((rc = pool_next(p, &b, &e)) == POOL_OK) {
+    while ((rc = loader_next(p, &b, &e)) == LOADER_OK) {
         *digest = hash64(b.data, b.count * SAMPLE, *digest);
         *digest = hash64(b.indices, b.count * 4, *digest);
-        pool_release(p, &b);
+        loader_release(p, &b);
         if (++n == 3) {
             int pids[8];
-            int np = pool_pids(p, pids, 8);
+            int np = loader_pids(p, pids, 8);
             cr_assert_geq(np, 3, "supervisor + 2 workers");
             usleep(5000); /* let it claim its next batch */
             kill(pids[1], SIGKILL); /* pids[0] is the supervisor */
@@ -455,101 +455,101 @@ static void consume_killing_worker(pool_config c, uint64_t *digest, int *status,
     }
     *status = rc;
     strcpy(msg, e.msg);
-    pool_get_stats(p, st);
-    pool_destroy(p);
+    loader_get_stats(p, st);
+    loader_destroy(p);
 }
 
-Test(pool, killed_worker_is_named_and_fails)
+Test(loader, killed_worker_is_named_and_fails)
 {
     slow_us = 20000; /* slow enough that the worker is busy when killed */
     uint64_t d;
     int rc;
     char msg[ERR_MAX];
-    pool_stats st;
+    loader_stats st;
     double t0 = now_sec();
     consume_killing_worker(config(2, 1, 8), &d, &rc, msg, &st);
-    cr_assert_eq(rc, POOL_WORKER_LOST);
+    cr_assert_eq(rc, LOADER_WORKER_LOST);
     cr_assert(strstr(msg, "loader worker ") && strstr(msg, "was killed by signal 9 (Killed)"), "%s",
               msg);
     cr_assert(strstr(msg, "(pid "), "%s", msg);
     cr_assert(now_sec() - t0 < 20, "detected promptly");
 }
 
-Test(pool, respawn_survives_with_the_same_batches)
+Test(loader, respawn_survives_with_the_same_batches)
 {
     slow_us = 20000;
     uint64_t ref = run_digest(config(0, 1, 8), 2, 0, NULL);
-    pool_config c = config(2, 1, 8);
+    loader_config c = config(2, 1, 8);
     c.respawn = 1;
     uint64_t d;
     int rc;
     char msg[ERR_MAX];
-    pool_stats st;
+    loader_stats st;
     consume_killing_worker(c, &d, &rc, msg, &st);
-    cr_assert_eq(rc, POOL_END, "%s", msg);
+    cr_assert_eq(rc, LOADER_END, "%s", msg);
     cr_assert_eq(st.respawns, 1);
     /* the run continues; the two epochs match an undisturbed run */
     uint64_t ref2 = 0;
     {
         errbuf e;
-        pool_config z = config(0, 1, 8);
-        pool *p = pool_create(&z, &e);
+        loader_config z = config(0, 1, 8);
+        loader *p = loader_create(&z, &e);
         for (int ep = 0; ep < 2; ep++) {
-            pool_job j = {.kind = POOL_JOB_TRAIN, .epoch = (uint32_t)ep, .batch = 8, .shuffle = 1};
-            pool_post(p, &j);
+            load_job j = {.kind = LOAD_JOB_TRAIN, .epoch = (uint32_t)ep, .batch = 8, .shuffle = 1};
+            loader_post(p, &j);
         }
-        pool_batch b;
-        while (pool_next(p, &b, &e) == POOL_OK) {
+        loader_batch b;
+        while (loader_next(p, &b, &e) == LOADER_OK) {
             ref2 = hash64(b.data, b.count * SAMPLE, ref2);
             ref2 = hash64(b.indices, b.count * 4, ref2);
-            pool_release(p, &b);
+            loader_release(p, &b);
         }
-        pool_destroy(p);
+        loader_destroy(p);
     }
     (void)ref;
     cr_assert_eq(d, ref2);
 }
 
-Test(pool, timeout_names_the_batch_and_worker)
+Test(loader, timeout_names_the_batch_and_worker)
 {
     slow_us = 1500000; /* 1.5 s on every 5th sample */
     errbuf e;
-    pool_config c = config(1, 1, 8);
+    loader_config c = config(1, 1, 8);
     c.timeout = 0.5;
-    pool *p = pool_create(&c, &e);
-    pool_job j = {.kind = POOL_JOB_EVAL, .batch = 8};
-    pool_post(p, &j);
-    pool_batch b;
-    int rc = pool_next(p, &b, &e);
-    pool_destroy(p);
-    cr_assert_eq(rc, POOL_WORKER_LOST);
+    loader *p = loader_create(&c, &e);
+    load_job j = {.kind = LOAD_JOB_EVAL, .batch = 8};
+    loader_post(p, &j);
+    loader_batch b;
+    int rc = loader_next(p, &b, &e);
+    loader_destroy(p);
+    cr_assert_eq(rc, LOADER_WORKER_LOST);
     cr_assert(strstr(e.msg, "timeout: validation batch 0 of epoch 0 not delivered within 0.5 s "
                             "(loader worker 0, pid "),
               "%s", e.msg);
 }
 
-Test(pool, no_process_outlives_destroy)
+Test(loader, no_process_outlives_destroy)
 {
     errbuf e;
-    pool_config c = config(3, 2, 8);
-    pool *p = pool_create(&c, &e);
-    pool_job j = {.kind = POOL_JOB_TRAIN, .batch = 8};
-    pool_post(p, &j);
-    pool_batch b;
-    cr_assert_eq(pool_next(p, &b, &e), POOL_OK);
-    int pids[8], n = pool_pids(p, pids, 8);
+    loader_config c = config(3, 2, 8);
+    loader *p = loader_create(&c, &e);
+    load_job j = {.kind = LOAD_JOB_TRAIN, .batch = 8};
+    loader_post(p, &j);
+    loader_batch b;
+    cr_assert_eq(loader_next(p, &b, &e), LOADER_OK);
+    int pids[8], n = loader_pids(p, pids, 8);
     for (int t = 0; t < 1000 && n < 4; t++) { /* the supervisor forks them one by one */
         usleep(1000);
-        n = pool_pids(p, pids, 8);
+        n = loader_pids(p, pids, 8);
     }
     cr_assert_eq(n, 4);
-    pool_destroy(p); /* mid-epoch, batches in flight */
+    loader_destroy(p); /* mid-epoch, batches in flight */
     for (int i = 0; i < n; i++)
         cr_assert(!process_alive(pids[i]), "pid %d still exists", pids[i]);
     cr_assert_eq(count_children(getpid()), 0);
 }
 
-Test(pool, workers_die_with_the_main_process)
+Test(loader, workers_die_with_the_main_process)
 {
     /* a child process creates a pool and is killed: its workers follow */
     int fds[2];
@@ -558,12 +558,12 @@ Test(pool, workers_die_with_the_main_process)
     if (child == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* a failed test does not leave it paused */
         errbuf e;
-        pool_config c = config(2, 2, 8);
-        pool *p = pool_create(&c, &e);
-        int pids[8], n = pool_pids(p, pids, 8);
+        loader_config c = config(2, 2, 8);
+        loader *p = loader_create(&c, &e);
+        int pids[8], n = loader_pids(p, pids, 8);
         while (n < 3) { /* wait until both workers are forked */
             usleep(1000);
-            n = pool_pids(p, pids, 8);
+            n = loader_pids(p, pids, 8);
         }
         if (write(fds[1], pids, sizeof(int) * 3) < 0)
             _exit(1);
@@ -586,7 +586,7 @@ Test(pool, workers_die_with_the_main_process)
     }
 }
 
-Test(pool, sampler_is_a_permutation_keyed_by_seed_epoch)
+Test(loader, sampler_is_a_permutation_keyed_by_seed_epoch)
 {
     uint32_t a[100], b[100], c[100];
     sampler_permutation(a, 100, 1, 0, 0, 1);
@@ -613,40 +613,40 @@ Test(pool, sampler_is_a_permutation_keyed_by_seed_epoch)
  * before main has released every batch of the first job. */
 static volatile int *released_all;
 
-static int load_ordered(void *wc, int src, uint32_t index, pool_job_kind kind, rng *r,
+static int load_ordered(void *wc, int src, uint32_t index, load_job_kind kind, rng *r,
                         uint8_t *out, errbuf *e)
 {
-    if (kind == POOL_JOB_TRAIN && !*released_all)
+    if (kind == LOAD_JOB_TRAIN && !*released_all)
         return errf(e, "sample %u started before the previous job was released", index);
-    if (kind == POOL_JOB_BUILD) {
+    if (kind == LOAD_JOB_BUILD) {
         usleep(2000);
         return 0;
     }
     return load(wc, src, index, kind, r, out, e);
 }
 
-Test(pool, after_previous_waits_for_every_earlier_batch)
+Test(loader, after_previous_waits_for_every_earlier_batch)
 {
     released_all = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     *released_all = 0;
     errbuf e;
-    pool_config c = config(3, 2, 8);
+    loader_config c = config(3, 2, 8);
     c.load = load_ordered;
-    pool *p = pool_create(&c, &e);
-    pool_job build = {.kind = POOL_JOB_BUILD, .batch = 8};
-    pool_job train = {.kind = POOL_JOB_TRAIN, .batch = 8, .shuffle = 1, .after_previous = 1};
-    int bj = pool_post(p, &build);
-    pool_post(p, &train);
-    pool_batch b;
+    loader *p = loader_create(&c, &e);
+    load_job build = {.kind = LOAD_JOB_BUILD, .batch = 8};
+    load_job train = {.kind = LOAD_JOB_TRAIN, .batch = 8, .shuffle = 1, .after_previous = 1};
+    int bj = loader_post(p, &build);
+    loader_post(p, &train);
+    loader_batch b;
     int rc, n = 0;
-    while ((rc = pool_next(p, &b, &e)) == POOL_OK) {
-        if (b.job == bj && b.index + 1 == pool_job_batches(p, bj))
+    while ((rc = loader_next(p, &b, &e)) == LOADER_OK) {
+        if (b.job == bj && b.index + 1 == load_job_batches(p, bj))
             *released_all = 1; /* set before the release that lets training start */
-        pool_release(p, &b);
+        loader_release(p, &b);
         n++;
     }
-    pool_destroy(p);
-    cr_assert_eq(rc, POOL_END, "%s", e.msg);
+    loader_destroy(p);
+    cr_assert_eq(rc, LOADER_END, "%s", e.msg);
     cr_assert_eq(n, 16);
     munmap((void *)released_all, 4096);
 }
