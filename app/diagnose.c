@@ -10,8 +10,8 @@
 #include "app/reexec.h"
 #include "app/report.h"
 
-#define DIAG_BATCHES 200   /* per phase, unless --diagnose-batches */
-#define DIAG_SECONDS 15.0  /* per phase, unless --diagnose-seconds */
+#define DIAG_BATCHES 200  /* per phase, unless --diagnose-batches */
+#define DIAG_SECONDS 15.0 /* per phase, unless --diagnose-seconds */
 #define AUTO_BATCHES 30
 
 diag_verdict diagnose_verdict(const diag_rates *r, char *text, size_t len)
@@ -83,8 +83,12 @@ int diagnose_run(const options *o)
         snprintf(secs, sizeof secs, "--max-seconds=%g", limit);
     else /* no limit: the hidden option left out (a flag the phases pass anyway in its place) */
         snprintf(secs, sizeof secs, "--no-progress");
-    diag_rates r = {.full = NAN, .loader = NAN, .read_only = NAN, .model = NAN,
-                    .workers = o->workers.v[0] < 0 ? 0 : o->workers.v[0], .cores = cpu_count()};
+    diag_rates r = {.full = NAN,
+                    .loader = NAN,
+                    .read_only = NAN,
+                    .model = NAN,
+                    .workers = o->workers.v[0] < 0 ? 0 : o->workers.v[0],
+                    .cores = cpu_count()};
     /* a child gets the command line without the options a sweep varies:
      * give it their first values back (the model phase keeps workers 0) */
     char wk[32], pf[32], bt[32], md[32], pin[32], nbl[32];
@@ -94,7 +98,7 @@ int diagnose_run(const options *o)
         snprintf(bt, sizeof bt, "--batch=%d", o->batch.v[0]);
     else /* the model's default batch: nothing to pass */
         snprintf(bt, sizeof bt, "--no-progress");
-    snprintf(md, sizeof md, "--mode=%s", o->mode.v[0] == MODE_PRELOAD ? "preload" : "lazy");
+    snprintf(md, sizeof md, "--mode=%s", mode_name(o->mode.v[0]));
     snprintf(pin, sizeof pin, "--pin=%s", o->pin.v[0] ? "on" : "off");
     snprintf(nbl, sizeof nbl, "--non-blocking=%s", o->non_blocking.v[0] ? "on" : "off");
     char bound[64];
@@ -103,9 +107,11 @@ int diagnose_run(const options *o)
     else
         snprintf(bound, sizeof bound, "up to %d batches", nb);
     printf("diagnosis: 4 phases of %s each (--diagnose-batches, --diagnose-seconds), "
-           "workers %d, %d cores\n", bound, r.workers, r.cores);
+           "workers %d, %d cores\n",
+           bound, r.workers, r.cores);
     int status = 0;
-#define PHASE_ARGS batches, secs, pf, bt, md, pin, nbl, "--epochs=1", "--warmup-epochs=0", "--no-progress"
+#define PHASE_ARGS                                                                                 \
+    batches, secs, pf, bt, md, pin, nbl, "--epochs=1", "--warmup-epochs=0", "--no-progress"
     char *full[] = {PHASE_ARGS, wk, NULL};
     char *loader[] = {PHASE_ARGS, wk, "--loader-only", NULL};
     char *reads[] = {PHASE_ARGS, wk, "--loader-only", "--diag-phase=read-only", NULL};
@@ -149,8 +155,8 @@ int autotune_workers(const options *o)
     }
     double model = NAN;
     if (!o->loader_only) {
-        char *extra[] = {batches, "--workers=0", "--epochs=1", "--warmup-epochs=0",
-                         "--diag-phase=refeed", NULL};
+        char *extra[] = {
+            batches, "--workers=0", "--epochs=1", "--warmup-epochs=0", "--diag-phase=refeed", NULL};
         model = phase(o, "model consumes", extra, &status);
     }
     if (!(best > 0)) {
@@ -166,7 +172,8 @@ int autotune_workers(const options *o)
     char tail[64] = "";
     if (!isnan(model))
         snprintf(tail, sizeof tail, "; the model consumes %.0f img/s", model);
-    printf("workers auto: chose %d (%.0f img/s; best %.0f img/s%s)\n", pick, rate[pick], best, tail);
+    printf("workers auto: chose %d (%.0f img/s; best %.0f img/s%s)\n", pick, rate[pick], best,
+           tail);
     fflush(stdout);
     return pick;
 }

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "nn/checkpoint.h"
 #include "app/run_ctx.h"
 #include "app/trace.h"
+#include "nn/checkpoint.h"
 
 /* ---------------------------------------------------------------- jobs */
 
@@ -47,7 +47,9 @@ void run_post_jobs(run_ctx *r)
                       .after_previous = ep == r->start_epoch && r->build_job >= 0};
         int tid = add_job(r, &t, ep);
         if (r->have_val && !o->loader_only) {
-            load_job v = {.src = 1, .kind = LOAD_JOB_EVAL, .epoch = (uint32_t)ep,
+            load_job v = {.src = 1,
+                          .kind = LOAD_JOB_EVAL,
+                          .epoch = (uint32_t)ep,
                           .batch = (uint32_t)r->batch};
             int vid = add_job(r, &v, ep); /* add_job moves r->jobs */
             r->jobs[tid].val_job = vid;
@@ -64,14 +66,7 @@ static void emit_epoch(run_ctx *r, int tid)
     job_info *ji = &r->jobs[tid];
     epoch_rec er;
     memset(&er, 0, sizeof er);
-    er.cfg.device = r->dev.kind == DEVICE_CUDA ? "cuda" : "cpu";
-    er.cfg.model = r->model_name;
-    er.cfg.mode = r->c.mode == MODE_PRELOAD ? "preload" : "lazy";
-    er.cfg.workers = r->c.workers;
-    er.cfg.prefetch = r->c.prefetch;
-    er.cfg.pin = r->c.pin;
-    er.cfg.non_blocking = r->c.non_blocking;
-    er.cfg.batch = r->batch;
+    er.cfg = run_config_of(&r->c, r->batch, run_ctx_device(r), r->model_name);
     er.epoch = ji->epoch + 1;
     er.warmup = ji->epoch - r->start_epoch < o->warmup_epochs;
     er.images = a->images;
@@ -158,18 +153,22 @@ static int save_checkpoint(run_ctx *r, int epoch, errbuf *e)
 
 /* ---------------------------------------------------------------- the loop */
 
-/* Next batch from the loader, handed to the device. 1 = got one, 0 = end,
- * -status on failure. */
-static int fetch(run_ctx *r, loader_batch *b, const uint8_t **dev, errbuf *e)
+enum fetch_result { FETCH_FAILED = -1, FETCH_END = 0, FETCH_GOT = 1 };
+
+/* Next batch from the loader, handed to the device: FETCH_GOT, FETCH_END,
+ * or FETCH_FAILED with the loader's status in *status and the reason in e. */
+static int fetch(run_ctx *r, loader_batch *b, const uint8_t **dev, int *status, errbuf *e)
 {
     stager_make_room(r->stager);
     double t0 = now_sec();
     int rc = loader_next(r->ldr, b, e);
     double t1 = now_sec();
     if (rc == LOADER_END)
-        return 0;
-    if (rc != LOADER_OK)
-        return -rc;
+        return FETCH_END;
+    if (rc != LOADER_OK) {
+        *status = rc;
+        return FETCH_FAILED;
+    }
     job_acc *a = &r->acc[b->job];
     if (!a->started) {
         a->started = 1;
@@ -191,7 +190,7 @@ static int fetch(run_ctx *r, loader_batch *b, const uint8_t **dev, errbuf *e)
         a->copy += stager_take_copy_s(r->stager);
         trace_span(r->trace, (int)getpid(), "main", "stage", t1, now_sec() - t1, (long)b->index);
     }
-    return 1;
+    return FETCH_GOT;
 }
 
 /* A step cut short by SIGINT/SIGTERM (backend.cancel): the run stops as
@@ -227,35 +226,41 @@ static void trace_device(run_ctx *r)
                        -1);
 }
 
-/* Returns RUN_OK, RUN_TIME_UP or a failure status. */
-static int process(run_ctx *r, const loader_batch *b, const uint8_t *dev, errbuf *e)
+/* A batch of the preload build: its samples are in the cache already;
+ * the last one commits the cache. */
+static void build_batch(run_ctx *r, const loader_batch *b)
+{
+    const options *o = r->o;
+    job_acc *a = &r->acc[b->job];
+    uint32_t nb = load_job_batches(r->ldr, b->job);
+    loader_release(r->ldr, b);
+    a->images += b->count;
+    report_progress(r->progress, "preload", b->index + 1, nb, now_sec() - a->t0, a->images);
+    if (b->index + 1 < nb)
+        return;
+    r->build_s = now_sec() - a->t0;
+    report_progress_end(r->progress);
+    errbuf ce;
+    if (cache_commit(&r->cache, &ce) != 0)
+        fprintf(stderr, "train: warning: %s (the cache stays in memory for this run)\n", ce.msg);
+    char sz[32];
+    printf("preload: decoded %llu samples (%s) in %.2f s with %d worker%s%s%s\n",
+           (unsigned long long)a->images,
+           fmt_bytes(sz, sizeof sz, (uint64_t)r->train.n * r->cache.sample_bytes), r->build_s,
+           r->c.workers, r->c.workers == 1 ? "" : "s", o->cache ? "; saved to " : "",
+           o->cache ? o->cache : "");
+}
+
+/* One training or evaluation step on batch b (on the device at dev), and
+ * its accounting. Returns RUN_OK or a failure status; the batch goes back
+ * to the loader either way. */
+static int step_batch(run_ctx *r, const loader_batch *b, const uint8_t *dev, errbuf *e)
 {
     const options *o = r->o;
     job_info *ji = &r->jobs[b->job];
     job_acc *a = &r->acc[b->job];
     uint32_t nb = load_job_batches(r->ldr, b->job);
-    if (ji->kind == LOAD_JOB_BUILD) {
-        loader_release(r->ldr, b);
-        a->images += b->count;
-        report_progress(r->progress, "preload", b->index + 1, nb, now_sec() - a->t0, a->images);
-        if (b->index + 1 == nb) {
-            r->build_s = now_sec() - a->t0;
-            report_progress_end(r->progress);
-            errbuf ce;
-            if (cache_commit(&r->cache, &ce) != 0)
-                fprintf(stderr, "train: warning: %s (the cache stays in memory for this run)\n",
-                        ce.msg);
-            char sz[32];
-            printf("preload: decoded %llu samples (%s) in %.2f s with %d worker%s%s%s\n",
-                   (unsigned long long)a->images,
-                   fmt_bytes(sz, sizeof sz, (uint64_t)r->train.n * r->cache.sample_bytes),
-                   r->build_s, r->c.workers, r->c.workers == 1 ? "" : "s",
-                   o->cache ? "; saved to " : "", o->cache ? o->cache : "");
-        }
-        return RUN_OK;
-    }
     double t0 = now_sec();
-    int bad = 0;
     step_stats step = {0};
     if (!o->loader_only) {
         /* before busy_begin: waiting for the copy is not busy */
@@ -265,9 +270,10 @@ static int process(run_ctx *r, const loader_batch *b, const uint8_t *dev, errbuf
         if (r->be->ops->busy_begin)
             r->be->ops->busy_begin(r->be);
         if (ji->kind != LOAD_JOB_EVAL) {
-            double lr = lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, (long)b->index, (long)nb);
-            bad = model_train_step(&r->m, dev, b->labels, (int)b->count, (float)lr,
-                                   (float)r->hp.momentum, (float)r->hp.wd, &step);
+            double lr =
+                lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, (long)b->index, (long)nb);
+            int bad = model_train_step(&r->m, dev, b->labels, (int)b->count, (float)lr,
+                                       (float)r->hp.momentum, (float)r->hp.wd, &step);
             if (bad == MODEL_STEP_CANCELLED)
                 return step_cancelled(r, b);
             r->steps++;
@@ -277,7 +283,7 @@ static int process(run_ctx *r, const loader_batch *b, const uint8_t *dev, errbuf
                                     step.n ? step.loss_sum / (double)step.n : NAN, lr);
                 stager_done(r->stager, b);
                 report_progress_end(r->progress);
-                return errf(e, "%s; stopping (lower --lr?)", msg), RUN_NONFINITE;
+                return fail(e, RUN_NONFINITE, "%s; stopping (lower --lr?)", msg);
             }
         } else if (model_eval_step(&r->m, dev, b->labels, (int)b->count, &step) ==
                    MODEL_STEP_CANCELLED) {
@@ -291,38 +297,58 @@ static int process(run_ctx *r, const loader_batch *b, const uint8_t *dev, errbuf
     }
     stager_done(r->stager, b);
     a->compute += now_sec() - t0;
-    trace_span(r->trace, (int)getpid(), "main", ji->kind == LOAD_JOB_EVAL ? "eval step" : "step", t0,
-               now_sec() - t0, (long)b->index);
+    trace_span(r->trace, (int)getpid(), "main", ji->kind == LOAD_JOB_EVAL ? "eval step" : "step",
+               t0, now_sec() - t0, (long)b->index);
     a->images += b->count;
     if (ji->kind != LOAD_JOB_EVAL) {
         char what[32];
         snprintf(what, sizeof what, "epoch %d", ji->epoch + 1);
         report_progress(r->progress, what, b->index + 1, nb, now_sec() - a->t0, a->images);
     }
-    int time_up = b->index + 1 < nb && pass_time_up(r, ji, a);
-    if (b->index + 1 < nb && !time_up)
-        return RUN_OK;
+    return RUN_OK;
+}
+
+/* After the last batch of job `job` (or one that ran past --max-seconds,
+ * time_up): close the pass, and report the epoch (and save the checkpoint)
+ * once its validation pass, if any, is done. Returns RUN_OK, RUN_TIME_UP
+ * or a failure status. */
+static int end_of_pass(run_ctx *r, int job, int time_up, errbuf *e)
+{
+    job_info *ji = &r->jobs[job];
+    job_acc *a = &r->acc[job];
     a->t1 = now_sec();
     if (r->be->ops->busy_take) /* taken per pass: validation's busy time stays its own */
         a->busy = r->be->ops->busy_take(r->be);
     trace_device(r);
     if (time_up) { /* reported as it is, without its validation pass */
-        emit_epoch(r, b->job);
+        emit_epoch(r, job);
         return RUN_TIME_UP;
     }
-    /* an epoch is reported once its validation pass (if any) is done */
-    int tid = ji->kind != LOAD_JOB_EVAL ? b->job : -1;
+    int tid = ji->kind != LOAD_JOB_EVAL ? job : -1;
     if (ji->kind == LOAD_JOB_EVAL)
         for (int j = 0; j < r->njobs; j++)
-            if (r->jobs[j].val_job == b->job)
+            if (r->jobs[j].val_job == job)
                 tid = j;
-    if (tid >= 0 && (ji->kind == LOAD_JOB_EVAL || r->jobs[tid].val_job < 0)) {
-        emit_epoch(r, tid);
-        int rc = save_checkpoint(r, r->jobs[tid].epoch, e);
-        if (rc != RUN_OK)
-            return rc;
+    if (tid < 0 || (ji->kind != LOAD_JOB_EVAL && r->jobs[tid].val_job >= 0))
+        return RUN_OK;
+    emit_epoch(r, tid);
+    return save_checkpoint(r, r->jobs[tid].epoch, e);
+}
+
+/* Batch b: a build batch, or a step and, after a pass's last batch, its
+ * end. Returns RUN_OK, RUN_TIME_UP or a failure status. */
+static int process(run_ctx *r, const loader_batch *b, const uint8_t *dev, errbuf *e)
+{
+    if (r->jobs[b->job].kind == LOAD_JOB_BUILD) {
+        build_batch(r, b);
+        return RUN_OK;
     }
-    return RUN_OK;
+    int rc = step_batch(r, b, dev, e);
+    if (rc != RUN_OK)
+        return rc;
+    int last = b->index + 1 == load_job_batches(r->ldr, b->job);
+    int time_up = !last && pass_time_up(r, &r->jobs[b->job], &r->acc[b->job]);
+    return last || time_up ? end_of_pass(r, b->job, time_up, e) : RUN_OK;
 }
 
 int run_train_loop(run_ctx *r, errbuf *e)
@@ -333,32 +359,38 @@ int run_train_loop(run_ctx *r, errbuf *e)
         trace_name_process(r->trace, TRACE_DEVICE_PID, "device");
         backend_timeline_start(r->be);
     }
-    int have = fetch(r, &nxt, &nxt_dev, e);
+    int status = RUN_OK;
+    int have = fetch(r, &nxt, &nxt_dev, &status, e);
     int look = stager_lookahead(r->stager);
-    while (have > 0) {
+    while (have == FETCH_GOT) {
         cur = nxt;
         cur_dev = nxt_dev;
         /* a preload build batch goes back in process(); the first training
          * batch waits for it (after_previous), so fetch that one after */
         int ahead = look && r->jobs[cur.job].kind != LOAD_JOB_BUILD;
         if (ahead)
-            have = fetch(r, &nxt, &nxt_dev, e);
+            have = fetch(r, &nxt, &nxt_dev, &status, e);
         int rc = process(r, &cur, cur_dev, e);
         if (rc == RUN_TIME_UP)
             return RUN_OK;
         if (rc != RUN_OK)
             return rc;
-        if (have < 0)
+        if (have == FETCH_FAILED)
             break;
         if (!ahead)
-            have = fetch(r, &nxt, &nxt_dev, e);
+            have = fetch(r, &nxt, &nxt_dev, &status, e);
     }
-    if (have < 0) {
+    if (have == FETCH_FAILED)
         report_progress_end(r->progress);
-        int status = -have;
-        return status == LOADER_INTERRUPTED ? LOADER_INTERRUPTED : status;
+    return have == FETCH_FAILED ? status : RUN_OK;
+}
+
+static void free_refeed(backend *be, uint8_t **dev, int32_t **labels, int k)
+{
+    for (int j = 0; j < k; j++) {
+        be->ops->free(be, dev[j]);
+        free(labels[j]);
     }
-    return RUN_OK;
 }
 
 /* DIAG_REFEED: train on a few batches kept in device memory, with no
@@ -377,8 +409,10 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
         int got = loader_next(r->ldr, &b, e);
         if (got == LOADER_END)
             break;
-        if (got != LOADER_OK)
-            return got;
+        if (got != LOADER_OK) {
+            rc = got;
+            break;
+        }
         if (r->jobs[b.job].kind == LOAD_JOB_TRAIN && (tid < 0 || b.job == tid)) {
             tid = b.job;
             dev[k] = be->ops->alloc(be, (size_t)b.count * r->sample_bytes);
@@ -391,8 +425,12 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
         if (tid >= 0 && b.index + 1 == load_job_batches(r->ldr, tid))
             break;
     }
-    if (k == 0 || r->o->loader_only)
-        return errf(e, "internal: nothing to re-feed"), RUN_INTERNAL;
+    if (rc == RUN_OK && (k == 0 || r->o->loader_only))
+        rc = fail(e, RUN_INTERNAL, "internal: nothing to re-feed");
+    if (rc != RUN_OK) {
+        free_refeed(be, dev, labels, k);
+        return rc;
+    }
     long steps = r->o->max_batches ? r->o->max_batches : (long)load_job_batches(r->ldr, tid);
     job_acc *a = &r->acc[tid];
     a->t0 = now_sec();
@@ -423,12 +461,8 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
     a->t1 = now_sec();
     if (be->ops->busy_take)
         a->busy = be->ops->busy_take(be);
-    for (int j = 0; j < k; j++) {
-        be->ops->free(be, dev[j]);
-        free(labels[j]);
-    }
+    free_refeed(be, dev, labels, k);
     if (rc == RUN_OK)
         emit_epoch(r, tid);
     return rc;
 }
-

@@ -7,6 +7,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include "cpu/cpu.h"
+
+/* the option ids and the option table are tables: one entry per line */
+/* clang-format off */
 enum opt_id {
     O_HEADER, O_NO_HEADER, O_PATH_COL, O_LABEL_COL, O_ROOT, O_SKIP_BAD, O_CHECK, O_VAL,
     O_CHANNELS, O_RESIZE, O_CROP, O_RANDOM_CROP, O_PAD, O_HFLIP, O_RRC, O_DECODE, O_JITTER,
@@ -19,6 +23,7 @@ enum opt_id {
     O_SWEEP_CHILD, O_SUMMARY_OUT, O_TEST_SLOW_LOAD, O_TEST_SLOW_STEP, O_MAX_BATCHES, O_DIAG_PHASE,
     O_DIAG_BATCHES, O_DIAG_SECONDS, O_MAX_SECONDS,
 };
+/* clang-format on */
 
 enum arg_kind {
     ARG_NONE, /* --flag */
@@ -35,6 +40,7 @@ typedef struct opt_spec {
     int sweep;        /* accepts a comma list that a sweep varies */
 } opt_spec;
 
+/* clang-format off */
 /* a section heading in --help: no name, the title as help */
 #define SECTION(title) {NULL, ARG_NONE, 0, NULL, title, 0}
 static const opt_spec table[] = {
@@ -116,6 +122,9 @@ static const opt_spec table[] = {
     {"diag-phase", ARG_REQ, O_DIAG_PHASE, "read-only|refeed", NULL, 0},
     {"max-seconds", ARG_REQ, O_MAX_SECONDS, "S", NULL, 0},
 };
+/* clang-format on */
+
+const char *mode_name(int mode) { return mode == MODE_PRELOAD ? "preload" : "lazy"; }
 
 void options_usage(FILE *f)
 {
@@ -135,14 +144,16 @@ void options_usage(FILE *f)
         if (s->kind == ARG_OPT)
             snprintf(left, sizeof left, "--%s%s", s->name, s->meta);
         else
-            snprintf(left, sizeof left, "--%s%s%s", s->name, s->meta ? " " : "", s->meta ? s->meta : "");
+            snprintf(left, sizeof left, "--%s%s%s", s->name, s->meta ? " " : "",
+                     s->meta ? s->meta : "");
         fprintf(f, "  %-28s %s\n", left, s->help);
     }
-    fprintf(f, "\nComma lists in --workers, --prefetch, --batch, --mode, --pin and --non-blocking run\n"
-               "every combination, each in a fresh process, and end with a summary table.\n"
-               "Exit status: 0 ok, 1 internal error, 2 bad input (arguments, CSV, images),\n"
-               "3 a loader worker died or timed out, 4 the loss became NaN or infinite,\n"
-               "130/143 interrupted (SIGINT/SIGTERM).\n");
+    fprintf(
+        f, "\nComma lists in --workers, --prefetch, --batch, --mode, --pin and --non-blocking run\n"
+           "every combination, each in a fresh process, and end with a summary table.\n"
+           "Exit status: 0 ok, 1 internal error, 2 bad input (arguments, CSV, images),\n"
+           "3 a loader worker died or timed out, 4 the loss became NaN or infinite,\n"
+           "130/143 interrupted (SIGINT/SIGTERM).\n");
 }
 
 static int bad(const char *opt, const char *val, const char *why)
@@ -205,7 +216,10 @@ static int item_workers(const char *opt, const char *t, int *out)
     }
     return parse_int(opt, t, 0, 64, out);
 }
-static int item_pos(const char *opt, const char *t, int *out) { return parse_int(opt, t, 1, 1 << 20, out); }
+static int item_pos(const char *opt, const char *t, int *out)
+{
+    return parse_int(opt, t, 1, 1 << 20, out);
+}
 static int item_mode(const char *opt, const char *t, int *out)
 {
     if (!strcmp(t, "lazy"))
@@ -220,7 +234,8 @@ static int item_onoff(const char *opt, const char *t, int *out)
 {
     if (!strcasecmp(t, "on") || !strcasecmp(t, "yes") || !strcasecmp(t, "true") || !strcmp(t, "1"))
         *out = 1;
-    else if (!strcasecmp(t, "off") || !strcasecmp(t, "no") || !strcasecmp(t, "false") || !strcmp(t, "0"))
+    else if (!strcasecmp(t, "off") || !strcasecmp(t, "no") || !strcasecmp(t, "false") ||
+             !strcmp(t, "0"))
         *out = 0;
     else
         return bad(opt, t, "is not on or off");
@@ -363,19 +378,19 @@ static int set(options *o, const opt_spec *s, const char *v)
     case O_LOADER_ONLY: o->loader_only = 1; break;
     case O_MODEL: o->model = v; break;
     case O_DEVICE:
-        if (strcmp(v, "auto") && strcmp(v, "cpu") && strcmp(v, "cuda"))
+        if (device_parse(v, &o->device_want, NULL) != 0)
             return bad(n, v, "is not auto, cpu or cuda");
         o->device = v;
         break;
-    case O_THREADS: return parse_int(n, v, 1, 1024, &o->threads);
+    case O_THREADS: return parse_int(n, v, 1, CPU_MAX_THREADS, &o->threads);
     case O_EPOCHS: return parse_int(n, v, 1, 1000000, &o->epochs);
     case O_LR: return parse_num(n, v, 0, 1e9, &o->lr);
     case O_MOMENTUM: return parse_num(n, v, 0, 0.999999, &o->momentum);
     case O_WD: return parse_num(n, v, 0, 1, &o->wd);
     case O_LR_SCHEDULE:
-        if (strcmp(v, "const") && strcmp(v, "step") && strcmp(v, "cosine"))
+        if (lr_schedule_parse(v, &o->schedule) != 0)
             return bad(n, v, "is not const, step or cosine");
-        o->lr_schedule = v;
+        o->schedule_given = 1;
         break;
     case O_MEAN: return parse_floats(n, v, o->mean, &o->nmean);
     case O_NORMALIZE:
@@ -399,7 +414,10 @@ static int set(options *o, const opt_spec *s, const char *v)
             return 0;
         }
         return parse_list(n, v, &o->pin, item_onoff);
-    case O_NO_PIN: o->pin.n = 1; o->pin.v[0] = 0; break;
+    case O_NO_PIN:
+        o->pin.n = 1;
+        o->pin.v[0] = 0;
+        break;
     case O_NON_BLOCKING:
         if (!v) {
             o->non_blocking.n = 1;
@@ -407,7 +425,10 @@ static int set(options *o, const opt_spec *s, const char *v)
             return 0;
         }
         return parse_list(n, v, &o->non_blocking, item_onoff);
-    case O_NO_NON_BLOCKING: o->non_blocking.n = 1; o->non_blocking.v[0] = 0; break;
+    case O_NO_NON_BLOCKING:
+        o->non_blocking.n = 1;
+        o->non_blocking.v[0] = 0;
+        break;
     case O_PIN_FORCE: o->pin_force = 1; break;
     case O_SELFTEST: o->selftest = 1; break;
     case O_JSON: o->json = v; break;
@@ -450,18 +471,24 @@ static const opt_spec *find(const char *name, size_t len)
 static int check_rrc(const options *o)
 {
     if (o->img.random_crop) {
-        fprintf(stderr, "train: --random-resized-crop and --random-crop are two training crops: give one\n");
+        fprintf(
+            stderr,
+            "train: --random-resized-crop and --random-crop are two training crops: give one\n");
         return -1;
     }
     if (o->img.crop_h && (o->img.crop_h != o->rrc_h || o->img.crop_w != o->rrc_w)) {
-        fprintf(stderr, "train: --crop %dx%d (evaluation's) differs from --random-resized-crop %dx%d: a batch "
-                        "has one size\n", o->img.crop_h, o->img.crop_w, o->rrc_h, o->rrc_w);
+        fprintf(
+            stderr,
+            "train: --crop %dx%d (evaluation's) differs from --random-resized-crop %dx%d: a batch "
+            "has one size\n",
+            o->img.crop_h, o->img.crop_w, o->rrc_h, o->rrc_w);
         return -1;
     }
     for (int i = 0; i < o->mode.n; i++)
         if (o->mode.v[i] == MODE_PRELOAD) {
-            fprintf(stderr, "train: --mode preload keeps one decoded image per sample, but "
-                            "--random-resized-crop cuts each sample from the file: use --mode lazy\n");
+            fprintf(stderr,
+                    "train: --mode preload keeps one decoded image per sample, but "
+                    "--random-resized-crop cuts each sample from the file: use --mode lazy\n");
             return -1;
         }
     return 0;
@@ -484,6 +511,7 @@ static void defaults(options *o)
     o->shuffle = 1;
     o->seed = 1;
     o->device = "auto";
+    o->device_want = DEVICE_AUTO;
     o->lr = o->momentum = o->wd = NAN;
     o->diag_seconds = NAN;
     o->epochs = 1;
@@ -546,12 +574,14 @@ int options_parse(options *o, int argc, char **argv)
             return rc;
     }
     if (!o->csv && !o->selftest && !(o->model && !strcmp(o->model, "list"))) {
-        fprintf(stderr, "train: no data CSV or folder given (usage: train [options] data.csv|FOLDER; see --help)\n");
+        fprintf(stderr, "train: no data CSV or folder given (usage: train [options] "
+                        "data.csv|FOLDER; see --help)\n");
         return -1;
     }
     if (o->normalize_imagenet && (o->nmean || o->nstd)) {
-        fprintf(stderr, "train: --normalize imagenet names a mean and a std: leave out --mean/--std, or "
-                        "--normalize\n");
+        fprintf(stderr,
+                "train: --normalize imagenet names a mean and a std: leave out --mean/--std, or "
+                "--normalize\n");
         return -1;
     }
     if (o->nmean > 1 && o->nstd > 1 && o->nmean != o->nstd) {

@@ -12,8 +12,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "loader/dataset.h"
+#include "app/device.h"
 #include "image/image.h"
+#include "loader/dataset.h"
+#include "nn/schedule.h"
 
 #define LIST_MAX 16
 
@@ -23,6 +25,8 @@ typedef struct int_list {
 } int_list;
 
 enum load_mode { MODE_LAZY = 0, MODE_PRELOAD = 1 };
+/* "lazy" or "preload" */
+const char *mode_name(int mode);
 
 /* What a diagnosis child measures (see diagnose.h). */
 enum diag_phase {
@@ -32,7 +36,7 @@ enum diag_phase {
 };
 
 typedef struct options {
-    const char *csv;       /* the training CSV (positional) */
+    const char *csv; /* the training CSV (positional) */
 
     /* data */
     csv_opts csv_o;
@@ -40,16 +44,16 @@ typedef struct options {
     int check;
 
     /* images */
-    int channels;          /* 0 = auto (what the first image has), 1, 3 */
-    img_params img;        /* resize, crop, flip (hflip < 0: default); with
+    int channels;     /* 0 = auto (what the first image has), 1, 3 */
+    img_params img;   /* resize, crop, flip (hflip < 0: default); with
                               img.rrc, resize and crop are evaluation's */
-    int rrc_h, rrc_w;      /* --random-resized-crop's output size */
+    int rrc_h, rrc_w; /* --random-resized-crop's output size */
 
     /* loader */
-    int_list workers;      /* -1 entry = auto */
+    int_list workers; /* -1 entry = auto */
     int_list prefetch;
     int_list batch;
-    int_list mode;         /* enum load_mode */
+    int_list mode; /* enum load_mode */
     int shuffle;
     uint64_t seed;
     int drop_last;
@@ -57,15 +61,17 @@ typedef struct options {
     int respawn;
     const char *cache;
     int cold;
-    uint64_t mem_limit;    /* 0 = 80% of MemAvailable */
+    uint64_t mem_limit; /* 0 = 80% of MemAvailable */
     int loader_only;
 
     /* model and training */
-    const char *model;     /* NULL = by input size */
-    const char *device;    /* auto | cpu | cuda */
-    int threads;           /* 0 = chosen from cores and workers */
+    const char *model;       /* NULL = by input size */
+    const char *device;      /* auto | cpu | cuda, as given */
+    device_kind device_want; /* the same, parsed */
+    int threads;             /* 0 = every core */
     double lr, momentum, wd; /* NaN = the model's default */
-    const char *lr_schedule; /* NULL = the model's default */
+    int schedule_given;      /* 0 = the model's default schedule */
+    lr_schedule schedule;
     int epochs;
     const char *save, *resume;
     float mean[4], std[4];

@@ -21,20 +21,12 @@ static void on_signal(int sig)
         kill(running, sig);
 }
 
-void reexec_install_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
+void reexec_install_signals(void) { on_stop_signals(on_signal); }
 
 int reexec_signal_received(void) { return parent_signal; }
 
 int reexec_run(const options *o, char *const extra[], int quiet, summary_rec *s, char *strbuf,
-              size_t len, int *status)
+               size_t len, int *status)
 {
     *status = 1;
     if (parent_signal)

@@ -19,10 +19,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cpu/cpu.h"
-#include "nn/checkpoint.h"
 #include "app/run_ctx.h"
 #include "app/trace.h"
+#include "cpu/cpu.h"
+#include "nn/checkpoint.h"
 
 /* ---------------------------------------------------------------- signals */
 
@@ -36,17 +36,21 @@ static void on_signal(int sig)
     loader_interrupt(g_loader);
 }
 
-void run_install_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal; /* no SA_RESTART: waits return EINTR */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-}
+void run_install_signals(void) { on_stop_signals(on_signal); /* the loader's waits return EINTR */ }
 
 int run_signal_received(void) { return g_signal; }
+
+run_config run_config_of(const run_choice *c, int batch, const char *device, const char *model)
+{
+    return (run_config){.device = device,
+                        .model = model,
+                        .mode = mode_name(c->mode),
+                        .workers = c->workers,
+                        .prefetch = c->prefetch,
+                        .pin = c->pin,
+                        .non_blocking = c->non_blocking,
+                        .batch = batch};
+}
 
 void run_choice_first(const options *o, run_choice *c)
 {
@@ -67,8 +71,8 @@ static int map_val_classes(run_ctx *r, errbuf *e)
     if (!t->names && !v->names)
         return 0;
     if (t->names != v->names)
-        return errf(e, "%s: labels are %s but %s has %s", v->csv_path, v->names ? "names" : "numbers",
-                    t->csv_path, t->names ? "names" : "numbers");
+        return errf(e, "%s: labels are %s but %s has %s", v->csv_path,
+                    v->names ? "names" : "numbers", t->csv_path, t->names ? "names" : "numbers");
     int32_t *map = xmalloc(sizeof(int32_t) * v->nclasses);
     for (uint32_t c = 0; c < v->nclasses; c++) {
         const char *name = v->strs + v->class_names[c];
@@ -160,15 +164,17 @@ static int check_sizes(run_ctx *r, uint32_t first, errbuf *e)
         if (oh == r->ss.out_h && ow == r->ss.out_w && (!need_base || (bh == b0h && bw == b0w)))
             continue;
         char a[ERR_MAX], b[ERR_MAX];
-        return errf(e, "%s: images differ in size: %s is %dx%d (width x height), %s is %dx%d; "
-                       "a batch needs one size: give --resize HxW (every image to that size), or "
-                       "--resize N --crop HxW (shorter side to N, then a crop, as torchvision's "
-                       "Resize + CenterCrop)%s",
+        return errf(e,
+                    "%s: images differ in size: %s is %dx%d (width x height), %s is %dx%d; "
+                    "a batch needs one size: give --resize HxW (every image to that size), or "
+                    "--resize N --crop HxW (shorter side to N, then a crop, as torchvision's "
+                    "Resize + CenterCrop)%s",
                     t->csv_path, row_name(t, first, a, sizeof a), r->fixed_w, r->fixed_h,
                     row_name(t, i, b, sizeof b), w, h,
-                    need_base && !base_fixed ? "; --mode preload keeps one base image per sample, so it needs "
-                                               "--resize HxW or a centre crop"
-                                             : "");
+                    need_base && !base_fixed
+                        ? "; --mode preload keeps one base image per sample, so it needs "
+                          "--resize HxW or a centre crop"
+                        : "");
     }
     return 0;
 }
@@ -235,10 +241,11 @@ static int check_drop_last(run_ctx *r, errbuf *e)
 {
     if (!r->o->drop_last || (uint32_t)r->batch <= r->train.n)
         return RUN_OK;
-    return errf(e, "--drop-last with --batch %d would drop every sample: %s has %u; lower --batch to %u or "
-                   "less, or leave out --drop-last",
-                r->batch, r->train.csv_path, r->train.n, r->train.n),
-           RUN_BAD_INPUT;
+    return fail(e, RUN_BAD_INPUT,
+                "--drop-last with --batch %d would drop every sample: %s has %u; lower --batch to "
+                "%u or "
+                "less, or leave out --drop-last",
+                r->batch, r->train.csv_path, r->train.n, r->train.n);
 }
 
 /* Outputs are checked before any work: an unwritable --json or --save
@@ -252,16 +259,17 @@ static int open_outputs(run_ctx *r, errbuf *e)
     if (o->json) {
         r->json = fopen(o->json, o->sweep_child ? "a" : "w");
         if (!r->json)
-            return errf(e, "%s: cannot open for writing: %s", o->json, strerror(errno)), RUN_BAD_INPUT;
+            return fail(e, RUN_BAD_INPUT, "%s: cannot open for writing: %s", o->json,
+                        strerror(errno));
     }
     if (o->save && !o->loader_only) {
         struct stat st;
         if (stat(o->save, &st) == 0 && S_ISDIR(st.st_mode))
-            return errf(e, "--save %s: is a directory (give a file name)", o->save), RUN_BAD_INPUT;
+            return fail(e, RUN_BAD_INPUT, "--save %s: is a directory (give a file name)", o->save);
         atomic_file af;
         errbuf se;
         if (atomic_file_open(&af, o->save, &se) != 0)
-            return errf(e, "--save: %s", se.msg), RUN_BAD_INPUT;
+            return fail(e, RUN_BAD_INPUT, "--save: %s", se.msg);
         atomic_file_abort(&af);
     }
     return RUN_OK;
@@ -279,9 +287,8 @@ static int setup_model_choice(run_ctx *r, ckpt_info *ck, errbuf *e)
         if (checkpoint_read_info(o->resume, ck, e) != 0)
             return RUN_BAD_INPUT;
         if (o->model && strcmp(o->model, ck->model))
-            return errf(e, "%s: the checkpoint is a %s model, not --model %s", o->resume, ck->model,
-                        o->model),
-                   RUN_BAD_INPUT;
+            return fail(e, RUN_BAD_INPUT, "%s: the checkpoint is a %s model, not --model %s",
+                        o->resume, ck->model, o->model);
         r->model_name = ck->model;
     } else if (o->model) {
         r->model_name = o->model;
@@ -293,9 +300,9 @@ static int setup_model_choice(run_ctx *r, ckpt_info *ck, errbuf *e)
         for (const char *const *n = model_names(); *n; n++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
                      names[0] ? ", " : "", *n);
-        return errf(e, "--model %s: unknown model (known: %s; --model list shows them)",
-                    r->model_name, names),
-               RUN_BAD_INPUT;
+        return fail(e, RUN_BAD_INPUT,
+                    "--model %s: unknown model (known: %s; --model list shows them)", r->model_name,
+                    names);
     }
     if (!isnan(o->lr))
         r->hp.lr = o->lr;
@@ -303,8 +310,8 @@ static int setup_model_choice(run_ctx *r, ckpt_info *ck, errbuf *e)
         r->hp.momentum = o->momentum;
     if (!isnan(o->wd))
         r->hp.wd = o->wd;
-    if (o->lr_schedule)
-        lr_schedule_parse(o->lr_schedule, &r->hp.schedule);
+    if (o->schedule_given)
+        r->hp.schedule = o->schedule;
     r->batch = r->c.batch ? r->c.batch : 64;
     if (o->resume && !r->c.batch && ck->state.batch > 0)
         r->batch = ck->state.batch;
@@ -319,9 +326,9 @@ static int setup_cache(run_ctx *r, errbuf *e)
         return RUN_OK;
     int bh, bw;
     if (img_base_size(&r->ss.train, r->fixed_h, r->fixed_w, &bh, &bw) != 0)
-        return errf(e, "--mode preload needs every image to have the same size after resizing: "
-                       "use --resize HxW (or a centre --crop)"),
-               RUN_BAD_INPUT;
+        return fail(e, RUN_BAD_INPUT,
+                    "--mode preload needs every image to have the same size after resizing: "
+                    "use --resize HxW (or a centre --crop)");
     uint64_t key = cache_key(&r->train, &r->ss.train, bh, bw);
     if (cache_open(&r->cache, r->o->cache, &r->train, r->ss.channels, bh, bw, key, r->o->mem_limit,
                    e) != 0)
@@ -337,18 +344,18 @@ static int setup_cache(run_ctx *r, errbuf *e)
 static int setup_loader(run_ctx *r, errbuf *e)
 {
     loader_config pc = {.workers = r->c.workers,
-                      .prefetch = r->c.prefetch,
-                      .batch = (uint32_t)r->batch,
-                      .sample_bytes = r->sample_bytes,
-                      .nsrc = r->have_val ? 2 : 1,
-                      .seed = r->o->seed,
-                      .skip_bad = r->o->csv_o.skip_bad,
-                      .respawn = r->o->respawn,
-                      .timeout = r->o->timeout,
-                      .load = load_sample,
-                      .worker_init = load_worker_init,
-                      .worker_fini = load_worker_fini,
-                      .arg = &r->ss};
+                        .prefetch = r->c.prefetch,
+                        .batch = (uint32_t)r->batch,
+                        .sample_bytes = r->sample_bytes,
+                        .nsrc = r->have_val ? 2 : 1,
+                        .seed = r->o->seed,
+                        .skip_bad = r->o->csv_o.skip_bad,
+                        .respawn = r->o->respawn,
+                        .timeout = r->o->timeout,
+                        .load = load_sample,
+                        .worker_init = load_worker_init,
+                        .worker_fini = load_worker_fini,
+                        .arg = &r->ss};
     pc.src[0] = &r->train;
     pc.src[1] = &r->val;
     r->ldr = loader_create(&pc, e);
@@ -363,9 +370,7 @@ static int setup_loader(run_ctx *r, errbuf *e)
 static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
 {
     const options *o = r->o;
-    device_kind want;
-    if (device_parse(o->device, &want, e) != 0)
-        return RUN_BAD_INPUT;
+    device_kind want = o->device_want;
     if (o->loader_only && want == DEVICE_AUTO)
         want = DEVICE_CPU;
     if (device_select(want, &r->dev, e) != 0)
@@ -385,8 +390,10 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
         if (!r->be && want == DEVICE_CUDA)
             return RUN_BAD_INPUT;
         if (!r->be) { /* --device auto: a GPU that will not start is no GPU */
-            snprintf(r->dev.line, sizeof r->dev.line, "device: cpu (the GPU was found but its backend did not "
-                     "start: %.400s)", e->msg);
+            snprintf(r->dev.line, sizeof r->dev.line,
+                     "device: cpu (the GPU was found but its backend did not "
+                     "start: %.400s)",
+                     e->msg);
             r->dev.kind = DEVICE_CPU;
         }
     }
@@ -395,9 +402,10 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
         if (!r->be)
             return RUN_INTERNAL;
     }
-    r->be->cancel = &g_signal; /* Ctrl-C stops a step between layers and between the CPU backend's tasks */
+    r->be->cancel =
+        &g_signal; /* Ctrl-C stops a step between layers and between the CPU backend's tasks */
     r->stager = stager_create(r->be, r->ldr, r->sample_bytes, r->batch, r->c.pin, r->c.non_blocking,
-                          o->pin_force, note, note_len, e);
+                              o->pin_force, note, note_len, e);
     if (!r->stager)
         return RUN_BAD_INPUT;
     /* report what the run does, not what was asked: --pin on the CPU or a
@@ -417,17 +425,19 @@ static int check_model_memory(run_ctx *r, int nclasses, errbuf *e)
 {
     if (r->dev.kind != DEVICE_CPU)
         return 0;
-    uint64_t need = model_memory_bytes(r->model_name, r->ss.channels, r->ss.out_h, r->ss.out_w, nclasses,
-                                       r->batch, r->threads);
+    uint64_t need = model_memory_bytes(r->model_name, r->ss.channels, r->ss.out_h, r->ss.out_w,
+                                       nclasses, r->batch, r->threads);
     uint64_t avail = mem_available_bytes();
     if (!avail || need <= avail / 10 * 9)
         return 0;
     char nb[32], ab[32];
-    return errf(e, "model %s on %dx%dx%d inputs at batch %d needs about %s of memory for the CPU backend, "
-                   "but only %s is available: shrink the images (e.g. --resize 224 --crop 224, or "
-                   "--resize HxW) or lower --batch",
-                r->model_name, r->ss.channels, r->ss.out_h, r->ss.out_w, r->batch,
-                fmt_bytes(nb, sizeof nb, need), fmt_bytes(ab, sizeof ab, avail));
+    return errf(
+        e,
+        "model %s on %dx%dx%d inputs at batch %d needs about %s of memory for the CPU backend, "
+        "but only %s is available: shrink the images (e.g. --resize 224 --crop 224, or "
+        "--resize HxW) or lower --batch",
+        r->model_name, r->ss.channels, r->ss.out_h, r->ss.out_w, r->batch,
+        fmt_bytes(nb, sizeof nb, need), fmt_bytes(ab, sizeof ab, avail));
 }
 
 static int setup_model(run_ctx *r, errbuf *e)
@@ -439,11 +449,12 @@ static int setup_model(run_ctx *r, errbuf *e)
     for (int k = 0; k < 2; k++) {
         int n = k ? o->nstd : o->nmean;
         if (n > 1 && n != r->ss.channels)
-            return errf(e, "--%s has %d values but the input has %d channel%s%s: give 1 value (for every "
-                           "channel) or %d",
+            return fail(e, RUN_BAD_INPUT,
+                        "--%s has %d values but the input has %d channel%s%s: give 1 value (for "
+                        "every "
+                        "channel) or %d",
                         k ? "std" : "mean", n, r->ss.channels, r->ss.channels == 1 ? "" : "s",
-                        o->channels ? " (--channels)" : "", r->ss.channels),
-                   RUN_BAD_INPUT;
+                        o->channels ? " (--channels)" : "", r->ss.channels);
     }
     if (check_model_memory(r, nclasses, e) != 0)
         return RUN_BAD_INPUT;
@@ -455,7 +466,8 @@ static int setup_model(run_ctx *r, errbuf *e)
     for (int c = 0; c < r->ss.channels; c++) {
         mean[c] = o->nmean ? o->mean[o->nmean == 1 ? 0 : c] : 0.5f;
         if (o->normalize_imagenet) { /* grey: the channels' averages (torchvision has no grey preset) */
-            static const float im_mean[3] = {0.485f, 0.456f, 0.406f}, im_std[3] = {0.229f, 0.224f, 0.225f};
+            static const float im_mean[3] = {0.485f, 0.456f, 0.406f},
+                               im_std[3] = {0.229f, 0.224f, 0.225f};
             mean[c] = r->ss.channels == 3 ? im_mean[c] : 0.449f;
             stdv[c] = r->ss.channels == 3 ? im_std[c] : 0.226f;
             continue;
@@ -476,13 +488,14 @@ static int setup_model(run_ctx *r, errbuf *e)
         r->start_epoch = (int)ck.epoch;
         r->steps = (long)ck.step;
         if (ck.seed != o->seed)
-            fprintf(stderr, "train: note: resuming with --seed %llu; the checkpoint was trained with "
-                            "seed %llu, so the data order differs from an uninterrupted run\n",
+            fprintf(stderr,
+                    "train: note: resuming with --seed %llu; the checkpoint was trained with "
+                    "seed %llu, so the data order differs from an uninterrupted run\n",
                     (unsigned long long)o->seed, (unsigned long long)ck.seed);
         if (r->start_epoch >= o->epochs)
-            return errf(e, "%s: already trained %d epochs; ask for more with --epochs", o->resume,
-                        r->start_epoch),
-                   RUN_BAD_INPUT;
+            return fail(e, RUN_BAD_INPUT,
+                        "%s: already trained %d epochs; ask for more with --epochs", o->resume,
+                        r->start_epoch);
     } else {
         model_init_params(&r->m, o->seed);
     }
@@ -496,20 +509,20 @@ static void print_first_line(run_ctx *r)
     const options *o = r->o;
     printf("%s\n", r->dev.line);
     if (o->loader_only) {
-        printf("loader only (no model): %s, %u samples of %dx%dx%d, batch %d, workers %d, prefetch %d, "
+        printf("loader only (no model): %s, %u samples of %dx%dx%d, batch %d, workers %d, prefetch "
+               "%d, "
                "mode %s\n",
                o->csv, r->train.n, r->ss.channels, r->ss.out_h, r->ss.out_w, r->batch, r->c.workers,
-               r->c.prefetch, r->c.mode == MODE_PRELOAD ? "preload" : "lazy");
+               r->c.prefetch, mode_name(r->c.mode));
     } else {
         printf("model %s: %zu parameters, %.1f MFLOP/sample forward; input %dx%dx%d, %u classes; "
                "%s threads %d; lr %g momentum %g wd %g schedule %s\n",
                r->model_name, r->m.nparams_used, r->m.flops / 1e6, r->ss.channels, r->ss.out_h,
                r->ss.out_w, r->train.nclasses, r->dev.kind == DEVICE_CUDA ? "host" : "compute",
                r->threads, r->hp.lr, r->hp.momentum, r->hp.wd, lr_schedule_name(r->hp.schedule));
-        printf("data %s: %u samples%s; batch %d, workers %d, prefetch %d, mode %s, seed %llu\n", o->csv,
-               r->train.n, r->have_val ? " (+ validation)" : "", r->batch, r->c.workers,
-               r->c.prefetch, r->c.mode == MODE_PRELOAD ? "preload" : "lazy",
-               (unsigned long long)o->seed);
+        printf("data %s: %u samples%s; batch %d, workers %d, prefetch %d, mode %s, seed %llu\n",
+               o->csv, r->train.n, r->have_val ? " (+ validation)" : "", r->batch, r->c.workers,
+               r->c.prefetch, mode_name(r->c.mode), (unsigned long long)o->seed);
     }
     dataset_print_classes(&r->train, stdout);
     if (r->use_cache && r->o->cache)
@@ -597,14 +610,8 @@ int run_one(const options *o, const run_choice *c)
     if (rc != RUN_OK)
         s.reason = rc > 128 ? strsignal(rc - 128) : e.msg;
     if (r.nrecs == 0) {
-        s.cfg.device = r.dev.kind == DEVICE_CUDA ? "cuda" : "cpu";
-        s.cfg.model = r.model_name ? r.model_name : "?";
-        s.cfg.mode = r.c.mode == MODE_PRELOAD ? "preload" : "lazy";
-        s.cfg.workers = r.c.workers;
-        s.cfg.prefetch = r.c.prefetch;
-        s.cfg.pin = r.c.pin;
-        s.cfg.non_blocking = r.c.non_blocking;
-        s.cfg.batch = r.batch ? r.batch : c->batch;
+        s.cfg = run_config_of(&r.c, r.batch ? r.batch : c->batch, run_ctx_device(&r),
+                              r.model_name ? r.model_name : "?");
     }
     if (r.json) /* on every exit path: a failed run says why */
         report_summary_json(r.json, &s, &r.mi);

@@ -21,6 +21,11 @@ enum run_status {
     RUN_NONFINITE = 4,
 };
 
+/* The record's view of a configuration: choice c with the batch actually
+ * used (c->batch may be 0, the model's default) and the names of the
+ * device and the model. The one place a run_config is filled. */
+run_config run_config_of(const run_choice *c, int batch, const char *device, const char *model);
+
 /* The choice from o's first list values. */
 void run_choice_first(const options *o, run_choice *c);
 

@@ -5,15 +5,15 @@
 
 #include <stdio.h>
 
-#include "loader/cache.h"
-#include "loader/loader.h"
 #include "app/device.h"
-#include "nn/model.h"
+#include "app/load.h"
 #include "app/metrics.h"
 #include "app/report.h"
 #include "app/run.h"
-#include "app/load.h"
 #include "app/stage.h"
+#include "loader/cache.h"
+#include "loader/loader.h"
+#include "nn/model.h"
 
 typedef struct job_acc {
     double t0, t1, wait, copy, compute, busy;
@@ -27,7 +27,7 @@ typedef struct job_acc {
 
 typedef struct job_info {
     load_job_kind kind;
-    int epoch; /* 0-based */
+    int epoch;   /* 0-based */
     int val_job; /* for a training job: the id of its validation job, or -1 */
 } job_info;
 
@@ -78,6 +78,12 @@ typedef struct run_ctx {
 /* process() status (never an exit status): the training pass reached
  * --max-seconds (hidden, set by --diagnose) and was reported; stop. */
 enum { RUN_TIME_UP = -1 };
+
+/* "cpu" or "cuda": the backend chosen */
+static inline const char *run_ctx_device(const run_ctx *r)
+{
+    return r->dev.kind == DEVICE_CUDA ? "cuda" : "cpu";
+}
 
 /* With --json: the run record, first in the file (run_header.c). */
 void run_write_header(run_ctx *r);

@@ -3,8 +3,8 @@
  * revision the Makefile writes into build/version.h ("unknown" outside a
  * git checkout). */
 #define _POSIX_C_SOURCE 200809L
-#include "build/version.h"
 #include "app/run_ctx.h"
+#include "build/version.h"
 
 void run_write_header(run_ctx *r)
 {
@@ -27,13 +27,8 @@ void run_write_header(run_ctx *r)
                     .img = &r->ss.train,
                     .seed = o->seed,
                     .epochs = o->epochs};
-    h.cfg.device = o->device; /* as asked (auto, cpu, cuda): chosen after the fork; epochs name it */
-    h.cfg.model = r->model_name;
-    h.cfg.mode = r->c.mode == MODE_PRELOAD ? "preload" : "lazy";
-    h.cfg.workers = r->c.workers;
-    h.cfg.prefetch = r->c.prefetch;
-    h.cfg.pin = r->c.pin;
-    h.cfg.non_blocking = r->c.non_blocking;
-    h.cfg.batch = r->batch;
+    /* the device as asked (auto, cpu, cuda): it is chosen after the fork;
+     * the epoch records name it */
+    h.cfg = run_config_of(&r->c, r->batch, o->device, r->model_name);
     report_run_json(r->json, &h, &r->mi);
 }

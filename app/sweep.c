@@ -30,6 +30,62 @@ static char *int_arg(const char *name, int v)
     return s;
 }
 
+/* Configuration k of the sweep: k read as an odometer over the lists,
+ * --workers the fastest wheel, then --prefetch, --batch, --non-blocking,
+ * --pin and --mode. */
+static run_choice sweep_choice(const options *o, int k)
+{
+    const int_list *wheel[] = {&o->workers,      &o->prefetch, &o->batch,
+                               &o->non_blocking, &o->pin,      &o->mode};
+    int v[6];
+    for (int i = 0; i < 6; i++) {
+        v[i] = wheel[i]->v[k % wheel[i]->n];
+        k /= wheel[i]->n;
+    }
+    return (run_choice){.workers = v[0],
+                        .prefetch = v[1],
+                        .batch = v[2],
+                        .non_blocking = v[3],
+                        .pin = v[4],
+                        .mode = v[5]};
+}
+
+/* Runs configuration c as a child; its summary record (or, when it left
+ * none, one naming c) in *s, its strings in strbuf. Returns its status. */
+static int sweep_one(const options *o, const run_choice *c, int k, int total, summary_rec *s,
+                     char *strbuf, size_t len)
+{
+    char bs[16];
+    snprintf(bs, sizeof bs, "%d", c->batch);
+    printf("\n== configuration %d/%d: mode %s, workers %d, prefetch %d, batch %s, pin %s, "
+           "non-blocking %s\n",
+           k + 1, total, mode_name(c->mode), c->workers, c->prefetch, c->batch ? bs : "default",
+           c->pin ? "on" : "off", c->non_blocking ? "on" : "off");
+    fflush(stdout);
+    char *w = int_arg("workers", c->workers), *pf = int_arg("prefetch", c->prefetch),
+         *bt = int_arg("batch", c->batch), *md = NULL;
+    if (asprintf(&md, "--mode=%s", mode_name(c->mode)) < 0)
+        abort();
+    char *extra[] = {w,
+                     pf,
+                     md,
+                     c->pin ? "--pin=on" : "--pin=off",
+                     c->non_blocking ? "--non-blocking=on" : "--non-blocking=off",
+                     c->batch ? bt : NULL,
+                     NULL};
+    int status = 1;
+    if (reexec_run(o, extra, 0, s, strbuf, len, &status) != 0) {
+        memset(s, 0, sizeof *s);
+        s->cfg = run_config_of(c, c->batch, "?", NULL);
+    }
+    s->status = status;
+    free(w);
+    free(pf);
+    free(bt);
+    free(md);
+    return status;
+}
+
 int sweep_run(const options *o)
 {
     reexec_install_signals();
@@ -41,54 +97,17 @@ int sweep_run(const options *o)
         }
         fclose(f);
     }
-    int total = o->mode.n * o->pin.n * o->non_blocking.n * o->batch.n * o->prefetch.n * o->workers.n;
+    int total =
+        o->mode.n * o->pin.n * o->non_blocking.n * o->batch.n * o->prefetch.n * o->workers.n;
     summary_rec *sums = xcalloc((size_t)total, sizeof *sums);
     char *strs = xmalloc((size_t)total * 256);
     int k = 0, rc = 0;
-    for (int im = 0; im < o->mode.n; im++)
-        for (int ip = 0; ip < o->pin.n; ip++)
-            for (int in = 0; in < o->non_blocking.n; in++)
-                for (int ib = 0; ib < o->batch.n; ib++)
-                    for (int ipf = 0; ipf < o->prefetch.n; ipf++)
-                        for (int iw = 0; iw < o->workers.n; iw++) {
-                            if (rc == 2 || reexec_signal_received())
-                                continue;
-                            run_choice c = {o->workers.v[iw], o->prefetch.v[ipf], o->batch.v[ib],
-                                            o->mode.v[im], o->pin.v[ip], o->non_blocking.v[in]};
-                            char bs[16];
-                            snprintf(bs, sizeof bs, "%d", c.batch);
-                            printf("\n== configuration %d/%d: mode %s, workers %d, prefetch %d, "
-                                   "batch %s, pin %s, non-blocking %s\n",
-                                   k + 1, total, c.mode ? "preload" : "lazy", c.workers,
-                                   c.prefetch, c.batch ? bs : "default", c.pin ? "on" : "off",
-                                   c.non_blocking ? "on" : "off");
-                            fflush(stdout);
-                            char *w = int_arg("workers", c.workers), *pf = int_arg("prefetch", c.prefetch),
-                                 *bt = int_arg("batch", c.batch);
-                            char *extra[] = {w, pf, c.mode ? "--mode=preload" : "--mode=lazy",
-                                             c.pin ? "--pin=on" : "--pin=off",
-                                             c.non_blocking ? "--non-blocking=on" : "--non-blocking=off",
-                                             c.batch ? bt : NULL, NULL};
-                            int status = 1;
-                            int got = reexec_run(o, extra, 0, &sums[k], strs + k * 256, 256, &status);
-                            free(w);
-                            free(pf);
-                            free(bt);
-                            if (got != 0) {
-                                memset(&sums[k], 0, sizeof sums[k]);
-                                sums[k].cfg.device = "?";
-                                sums[k].cfg.mode = c.mode ? "preload" : "lazy";
-                                sums[k].cfg.workers = c.workers;
-                                sums[k].cfg.prefetch = c.prefetch;
-                                sums[k].cfg.batch = c.batch;
-                                sums[k].cfg.pin = c.pin;
-                                sums[k].cfg.non_blocking = c.non_blocking;
-                            }
-                            sums[k].status = status;
-                            if (status != 0 && rc == 0)
-                                rc = status;
-                            k++;
-                        }
+    for (; k < total && rc != 2 && !reexec_signal_received(); k++) {
+        run_choice c = sweep_choice(o, k);
+        int status = sweep_one(o, &c, k, total, &sums[k], strs + k * 256, 256);
+        if (status != 0 && rc == 0)
+            rc = status;
+    }
     report_sweep_table(stdout, sums, k);
     if (reexec_signal_received())
         rc = 128 + reexec_signal_received();

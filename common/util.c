@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -27,6 +28,15 @@ int errf(errbuf *e, const char *fmt, ...)
     verrf(e, fmt, ap);
     va_end(ap);
     return -1;
+}
+
+int fail(errbuf *e, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verrf(e, fmt, ap);
+    va_end(ap);
+    return status;
 }
 
 static void oom(size_t n, const char *file, int line)
@@ -328,10 +338,22 @@ int parse_bytes(const char *s, uint64_t *out)
     double mul = 1;
     switch (toupper((unsigned char)*end)) {
     case '\0': break;
-    case 'K': mul = 1024.0; end++; break;
-    case 'M': mul = 1024.0 * 1024; end++; break;
-    case 'G': mul = 1024.0 * 1024 * 1024; end++; break;
-    case 'T': mul = 1024.0 * 1024 * 1024 * 1024; end++; break;
+    case 'K':
+        mul = 1024.0;
+        end++;
+        break;
+    case 'M':
+        mul = 1024.0 * 1024;
+        end++;
+        break;
+    case 'G':
+        mul = 1024.0 * 1024 * 1024;
+        end++;
+        break;
+    case 'T':
+        mul = 1024.0 * 1024 * 1024 * 1024;
+        end++;
+        break;
     default: return -1;
     }
     if (*end == 'B' || *end == 'b')
@@ -340,4 +362,14 @@ int parse_bytes(const char *s, uint64_t *out)
         return -1;
     *out = (uint64_t)(v * mul);
     return 0;
+}
+
+void on_stop_signals(void (*fn)(int))
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = fn;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }

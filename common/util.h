@@ -24,6 +24,9 @@ typedef struct errbuf {
  * naturally. */
 int errf(errbuf *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int verrf(errbuf *e, const char *fmt, va_list ap);
+/* The same, returning `status` (an exit status, a loader status):
+ * `return fail(e, RUN_BAD_INPUT, "%s: ...", path);` */
+int fail(errbuf *e, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* Allocation that cannot fail: on exhaustion prints file:line and the size,
  * then exits with status 1. */
@@ -62,7 +65,7 @@ typedef struct atomic_file {
 } atomic_file;
 int atomic_file_open(atomic_file *af, const char *path, errbuf *e);
 int atomic_file_commit(atomic_file *af, errbuf *e); /* fsync + rename */
-void atomic_file_abort(atomic_file *af);             /* unlink temp */
+void atomic_file_abort(atomic_file *af);            /* unlink temp */
 
 /* A fast, well-mixed 64-bit hash (not cryptographic), for checksums of
  * caches and checkpoints and for fingerprints of CSV content. Chain pieces
@@ -75,6 +78,10 @@ void cpu_burn(double secs);
 
 /* Number of online CPUs (at least 1). */
 int cpu_count(void);
+
+/* SIGINT and SIGTERM to fn, without SA_RESTART: a blocking wait returns
+ * EINTR, so the caller sees the signal at once. */
+void on_stop_signals(void (*fn)(int));
 
 /* Parse helpers: strict integer/float parsing of a whole string. */
 int parse_i64(const char *s, long long *out);

@@ -28,8 +28,8 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "cpu/internal.h"
 #include "cpu/cpu.h"
+#include "cpu/internal.h"
 #include "nn/kernels.h"
 
 /* element-wise ops are cut into blocks of this many elements */
@@ -63,10 +63,7 @@ static void cpu_copy(backend *be, void *dst, const void *src, size_t bytes)
         memcpy(dst, src, bytes);
 }
 
-static void cpu_synchronize(backend *be)
-{
-    (void)be;
-}
+static void cpu_synchronize(backend *be) { (void)be; }
 
 /* ---------------------------------------------------------------- normalise */
 typedef struct norm_job {
@@ -129,7 +126,8 @@ static void relu_fwd_span(float *restrict o, const float *restrict x, size_t n)
         o[i] = k_relu(x[i]);
 }
 
-static void relu_bwd_span(float *restrict o, const float *restrict g, const float *restrict y, size_t n)
+static void relu_bwd_span(float *restrict o, const float *restrict g, const float *restrict y,
+                          size_t n)
 {
     size_t i = 0;
     for (; i + CPU_VEC <= n; i += CPU_VEC)
@@ -161,7 +159,8 @@ static void cpu_relu_forward(backend *be, float *out, const float *in, size_t n)
     cpu_run(be, cpu_ntasks(n, ELEM_BLOCK), relu_fwd_task, &j);
 }
 
-static void cpu_relu_backward(backend *be, float *din, const float *dout, const float *out, size_t n)
+static void cpu_relu_backward(backend *be, float *din, const float *dout, const float *out,
+                              size_t n)
 {
     relu_job j = {din, dout, out, n};
     cpu_run(be, cpu_ntasks(n, ELEM_BLOCK), relu_bwd_task, &j);
@@ -332,13 +331,13 @@ static void cpu_gap_backward(backend *be, float *din, const float *dout, int B, 
 }
 
 /* ---------------------------------------------------------------- softmax cross-entropy */
-static void cpu_softmax_xent(backend *be, float *dlogits, float *loss, int32_t *pred, const float *logits,
-                             const int32_t *labels, int B, int K, float scale)
+static void cpu_softmax_xent(backend *be, float *dlogits, float *loss, int32_t *pred,
+                             const float *logits, const int32_t *labels, int B, int K, float scale)
 {
     (void)be;
     for (int b = 0; b < B; b++)
-        loss[b] = k_softmax_xent_row(dlogits + (size_t)b * K, pred + b, logits + (size_t)b * K, labels[b],
-                                     K, scale);
+        loss[b] = k_softmax_xent_row(dlogits + (size_t)b * K, pred + b, logits + (size_t)b * K,
+                                     labels[b], K, scale);
 }
 
 /* ---------------------------------------------------------------- SGD */
@@ -349,8 +348,8 @@ typedef struct sgd_job {
     float lr, momentum, wd;
 } sgd_job;
 
-static void sgd_span(float *restrict w, float *restrict v, const float *restrict g, size_t n, float lr,
-                     float mom, float wd)
+static void sgd_span(float *restrict w, float *restrict v, const float *restrict g, size_t n,
+                     float lr, float mom, float wd)
 {
     size_t i = 0;
     for (; i + CPU_VEC <= n; i += CPU_VEC)
@@ -419,8 +418,9 @@ static const backend_ops cpu_ops = {
 
 backend *backend_cpu_create(int threads, errbuf *e)
 {
-    if (threads < 0 || threads > 256)
-        return errf(e, "--threads %d: expected 0 (automatic) to 256", threads), NULL;
+    if (threads < 0 || threads > CPU_MAX_THREADS)
+        return errf(e, "--threads %d: expected 0 (automatic) to %d", threads, CPU_MAX_THREADS),
+               NULL;
     if (threads == 0)
         threads = cpu_count();
     /* our threads do the threading; OpenBLAS runs in whichever of them

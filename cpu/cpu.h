@@ -6,9 +6,10 @@
 
 #include "nn/backend.h"
 
-/* threads: OpenBLAS threads and our own workers, 0 = leave OpenBLAS's own
- * choice. NULL with e filled when threads is out of range or memory is
+/* threads: our worker threads (OpenBLAS runs single-threaded in each),
+ * 0 = one per core, at most CPU_MAX_THREADS. NULL with e filled when threads is out of range or memory is
  * short. */
+#define CPU_MAX_THREADS 256
 backend *backend_cpu_create(int threads, errbuf *e);
 
 #endif

@@ -14,39 +14,40 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 
-#include "loader/shared.h"
 #include "loader/sampler.h"
+#include "loader/shared.h"
 
 #define MAX_RESPAWNS 100
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
-static void layout(loader *p, size_t off[9])
+/* Where each part of the shared mapping starts, in bytes from its start;
+ * the control block is at 0, the ring last and page-aligned. */
+typedef struct map_layout {
+    size_t workers, slots, jobs, perms, labels, indices, skip_told, ring, end;
+} map_layout;
+
+static map_layout layout(loader *p)
 {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    size_t o = align_up(sizeof(loader_ctl), 64);
-    off[0] = o; /* workers */
-    o = align_up(o + sizeof(worker_rec) * (size_t)(p->cfg.workers ? p->cfg.workers : 1), 64);
-    off[1] = o; /* slots */
-    o = align_up(o + sizeof(slot_hdr) * (size_t)p->nslots, 64);
-    off[2] = o; /* jobs */
-    o = align_up(o + sizeof(job_entry) * LOADER_JOBQ, 64);
-    off[3] = o; /* perms */
-    o = align_up(o + sizeof(uint32_t) * LOADER_JOBQ * (size_t)p->max_n, 64);
-    off[4] = o; /* labels */
-    o = align_up(o + sizeof(int32_t) * (size_t)p->nslots * p->cfg.batch, 64);
-    off[5] = o; /* indices */
-    o = align_up(o + sizeof(uint32_t) * (size_t)p->nslots * p->cfg.batch, 64);
-    off[6] = o; /* skip_told */
-    o = align_up(o + (size_t)LOADER_MAX_SOURCES * p->max_n, page);
-    off[7] = o; /* ring */
+    size_t batch = (size_t)p->nslots * p->cfg.batch;
+    map_layout l;
+    l.workers = align_up(sizeof(loader_ctl), 64);
+    l.slots = align_up(
+        l.workers + sizeof(worker_rec) * (size_t)(p->cfg.workers ? p->cfg.workers : 1), 64);
+    l.jobs = align_up(l.slots + sizeof(slot_hdr) * (size_t)p->nslots, 64);
+    l.perms = align_up(l.jobs + sizeof(job_entry) * LOADER_JOBQ, 64);
+    l.labels = align_up(l.perms + sizeof(uint32_t) * LOADER_JOBQ * (size_t)p->max_n, 64);
+    l.indices = align_up(l.labels + sizeof(int32_t) * batch, 64);
+    l.skip_told = align_up(l.indices + sizeof(uint32_t) * batch, 64);
+    l.ring = align_up(l.skip_told + (size_t)LOADER_MAX_SOURCES * p->max_n, page);
     p->slot_stride = align_up(p->cfg.batch * p->cfg.sample_bytes, page);
     p->ring_len = p->slot_stride * (size_t)p->nslots;
-    off[8] = o + p->ring_len;
+    l.end = l.ring + p->ring_len;
+    return l;
 }
 
 loader *loader_create(const loader_config *cfg, errbuf *e)
@@ -55,8 +56,8 @@ loader *loader_create(const loader_config *cfg, errbuf *e)
         return errf(e, "--workers %d: must be 0..%d", cfg->workers, LOADER_MAX_WORKERS), NULL;
     if (cfg->prefetch < 1)
         return errf(e, "--prefetch %d: must be at least 1", cfg->prefetch), NULL;
-    if (cfg->batch < 1 || cfg->sample_bytes < 1 || cfg->nsrc < 1 || cfg->nsrc > LOADER_MAX_SOURCES ||
-        !cfg->load)
+    if (cfg->batch < 1 || cfg->sample_bytes < 1 || cfg->nsrc < 1 ||
+        cfg->nsrc > LOADER_MAX_SOURCES || !cfg->load)
         return errf(e, "internal: bad loader configuration"), NULL;
     loader *p = xcalloc(1, sizeof *p);
     p->cfg = *cfg;
@@ -66,14 +67,14 @@ loader *loader_create(const loader_config *cfg, errbuf *e)
     for (int i = 0; i < cfg->nsrc; i++)
         if (cfg->src[i]->n > p->max_n)
             p->max_n = cfg->src[i]->n;
-    size_t off[9];
-    layout(p, off);
-    p->map_len = off[8];
+    map_layout off = layout(p);
+    p->map_len = off.end;
     uint64_t avail = mem_available_bytes();
     if (avail && p->map_len > avail / 10 * 8) {
         char need[32], have[32];
-        errf(e, "the loader ring needs %s (%d slots of %u samples) but only %s is available: "
-                "lower --batch, --prefetch or --workers",
+        errf(e,
+             "the loader ring needs %s (%d slots of %u samples) but only %s is available: "
+             "lower --batch, --prefetch or --workers",
              fmt_bytes(need, sizeof need, p->map_len), p->nslots, cfg->batch,
              fmt_bytes(have, sizeof have, avail));
         free(p);
@@ -88,14 +89,14 @@ loader *loader_create(const loader_config *cfg, errbuf *e)
     }
     p->map = m;
     p->ctl = m;
-    p->workers = (worker_rec *)(p->map + off[0]);
-    p->slots = (slot_hdr *)(p->map + off[1]);
-    p->jobs = (job_entry *)(p->map + off[2]);
-    p->perms = (uint32_t *)(p->map + off[3]);
-    p->labels = (int32_t *)(p->map + off[4]);
-    p->indices = (uint32_t *)(p->map + off[5]);
-    p->skip_told = (_Atomic uint8_t *)(p->map + off[6]);
-    p->ring = p->map + off[7];
+    p->workers = (worker_rec *)(p->map + off.workers);
+    p->slots = (slot_hdr *)(p->map + off.slots);
+    p->jobs = (job_entry *)(p->map + off.jobs);
+    p->perms = (uint32_t *)(p->map + off.perms);
+    p->labels = (int32_t *)(p->map + off.labels);
+    p->indices = (uint32_t *)(p->map + off.indices);
+    p->skip_told = (_Atomic uint8_t *)(p->map + off.skip_told);
+    p->ring = p->map + off.ring;
     p->release_mark = xcalloc((size_t)p->nslots, 1);
     for (int i = 0; i < cfg->workers; i++) {
         atomic_store(&p->workers[i].current, -1);
@@ -121,9 +122,7 @@ loader *loader_create(const loader_config *cfg, errbuf *e)
         return NULL;
     }
     if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != main_pid)
-            _exit(0);
+        die_with_parent(main_pid);
         close(sv[0]);
         loader_supervisor_main(p, sv[1]);
     }
@@ -267,17 +266,17 @@ static int handle_deaths(loader *p, errbuf *e)
             continue;
         char how[96], what[96] = "while idle";
         describe_death(w, how, sizeof how);
-        if (w->held >= 0 &&
-            atomic_load(&p->slots[w->held % p->nslots].ready_tag) != loader_tag((uint64_t)w->held)) {
+        if (w->held >= 0 && atomic_load(&p->slots[w->held % p->nslots].ready_tag) !=
+                                loader_tag((uint64_t)w->held)) {
             char b[80];
             describe_seq(p, (uint64_t)w->held, b, sizeof b);
             snprintf(what, sizeof what, "while loading %s", b);
         }
         if (!p->cfg.respawn || p->stats.respawns >= MAX_RESPAWNS)
-            return errf(e, "loader worker %d (pid %d) %s %s%s", i, (int)atomic_load(&w->pid), how,
-                        what,
-                        p->cfg.respawn ? " (too many respawns)" : "; --respawn replaces dead workers"),
-                   LOADER_WORKER_LOST;
+            return fail(e, LOADER_WORKER_LOST, "loader worker %d (pid %d) %s %s%s", i,
+                        (int)atomic_load(&w->pid), how, what,
+                        p->cfg.respawn ? " (too many respawns)"
+                                       : "; --respawn replaces dead workers");
         fprintf(stderr, "train: loader worker %d (pid %d) %s %s; starting a new one\n", i,
                 (int)atomic_load(&w->pid), how, what);
         /* mark it so that this death is not handled twice before the
@@ -286,7 +285,7 @@ static int handle_deaths(loader *p, errbuf *e)
         atomic_store(&w->current, -1);
         unsigned char cmd[2] = {'R', (unsigned char)i};
         if (send(p->cmd_fd, cmd, 2, MSG_NOSIGNAL) != 2)
-            return errf(e, "loader supervisor (pid %d) is gone", p->sup_pid), LOADER_WORKER_LOST;
+            return fail(e, LOADER_WORKER_LOST, "loader supervisor (pid %d) is gone", p->sup_pid);
         p->stats.respawns++;
     }
     return LOADER_OK;
@@ -321,7 +320,7 @@ static int wait_ready(loader *p, uint64_t seq, errbuf *e)
         if (atomic_load(&h->ready_tag) == loader_tag(seq))
             return LOADER_OK;
         if (atomic_load(&c->interrupted))
-            return errf(e, "interrupted"), LOADER_INTERRUPTED;
+            return fail(e, LOADER_INTERRUPTED, "interrupted");
         uint32_t ms = atomic_load(&c->main_seq);
         if (atomic_load(&h->ready_tag) == loader_tag(seq))
             return LOADER_OK;
@@ -339,7 +338,7 @@ static int wait_ready(loader *p, uint64_t seq, errbuf *e)
         int st;
         if (waitpid(p->sup_pid, &st, WNOHANG) == p->sup_pid) {
             p->sup_pid = -1;
-            return errf(e, "the loader supervisor died unexpectedly"), LOADER_WORKER_LOST;
+            return fail(e, LOADER_WORKER_LOST, "the loader supervisor died unexpectedly");
         }
         double now = now_sec(), wait = 1.0;
         if (deadline) {
@@ -348,12 +347,12 @@ static int wait_ready(loader *p, uint64_t seq, errbuf *e)
                 describe_seq(p, seq, b, sizeof b);
                 int w = holder_of(p, seq);
                 if (w >= 0)
-                    return errf(e, "timeout: %s not delivered within %g s (loader worker %d, pid %d, "
-                                   "is still loading it)",
-                                b, p->cfg.timeout, w, (int)atomic_load(&p->workers[w].pid)),
-                           LOADER_WORKER_LOST;
-                return errf(e, "timeout: %s not delivered within %g s", b, p->cfg.timeout),
-                       LOADER_WORKER_LOST;
+                    return fail(e, LOADER_WORKER_LOST,
+                                "timeout: %s not delivered within %g s (loader worker %d, pid %d, "
+                                "is still loading it)",
+                                b, p->cfg.timeout, w, (int)atomic_load(&p->workers[w].pid));
+                return fail(e, LOADER_WORKER_LOST, "timeout: %s not delivered within %g s", b,
+                            p->cfg.timeout);
             }
             if (deadline - now < wait)
                 wait = deadline - now;
@@ -368,13 +367,13 @@ int loader_next(loader *p, loader_batch *b, errbuf *e)
     if (p->consumed >= plan_end(p))
         return LOADER_END;
     if (atomic_load(&p->ctl->interrupted))
-        return errf(e, "interrupted"), LOADER_INTERRUPTED;
+        return fail(e, LOADER_INTERRUPTED, "interrupted");
     activate(p);
     raise_limit(p);
     uint64_t seq = p->consumed;
     if (seq >= atomic_load(&p->ctl->limit))
-        return errf(e, "internal: every ring slot is held; release batches before asking for more"),
-               LOADER_WORKER_LOST;
+        return fail(e, LOADER_WORKER_LOST,
+                    "internal: every ring slot is held; release batches before asking for more");
     double t0 = now_sec();
     if (p->cfg.workers == 0) {
         loader_fill(p, seq, main_ctx(p));

@@ -40,9 +40,9 @@ typedef struct worker_rec {
     _Atomic int32_t state;   /* enum worker_state */
     _Atomic int64_t current; /* batch seq being filled, or -1 */
     /* set by the supervisor when the worker dies */
-    int32_t exit_status;     /* or -1 */
-    int32_t term_signal;     /* or 0 */
-    int64_t held;            /* `current` at death */
+    int32_t exit_status; /* or -1 */
+    int32_t term_signal; /* or 0 */
+    int64_t held;        /* `current` at death */
 } worker_rec;
 
 typedef struct slot_hdr {
@@ -52,19 +52,19 @@ typedef struct slot_hdr {
     uint32_t index;             /* batch within the job, armed by main */
     /* written by the filler */
     uint32_t count, skipped;
-    int32_t status;             /* 0 ok, LOADER_BAD_SAMPLE */
-    double fill_t0;             /* now_sec() when filling began (one clock
+    int32_t status; /* 0 ok, LOADER_BAD_SAMPLE */
+    double fill_t0; /* now_sec() when filling began (one clock
                                    for every process: CLOCK_MONOTONIC) */
     double fill_s;
-    int32_t filler;             /* pid of the process that filled it */
+    int32_t filler;        /* pid of the process that filled it */
     char msg[2 * ERR_MAX]; /* `csv:line: ` + the loader's message */
 } slot_hdr;
 
 typedef struct job_entry {
     load_job job;
-    uint64_t first;     /* first global seq */
+    uint64_t first; /* first global seq */
     uint32_t nbatches;
-    uint32_t n;         /* samples in the data set */
+    uint32_t n; /* samples in the data set */
     int id;
 } job_entry;
 
@@ -74,7 +74,7 @@ typedef struct loader_ctl {
     _Atomic uint32_t work_seq;   /* futex: workers wait here for work */
     _Atomic uint32_t main_seq;   /* futex: main waits here for batches/deaths */
     _Atomic uint32_t stop;
-    _Atomic uint32_t deaths;     /* workers that died so far */
+    _Atomic uint32_t deaths; /* workers that died so far */
     _Atomic uint32_t interrupted;
 } loader_ctl;
 
@@ -98,18 +98,18 @@ struct loader {
 
     /* main process only */
     int sup_pid;
-    int cmd_fd;          /* write end of the supervisor's command pipe */
-    load_job *plan;      /* every posted job */
+    int cmd_fd;     /* write end of the supervisor's command pipe */
+    load_job *plan; /* every posted job */
     uint64_t *plan_first;
     uint32_t *plan_nb;
     int nplan, plan_cap;
-    int active_end;      /* jobs [0, active_end) have entries */
-    uint64_t posted_end; /* seq after the last activated job's batches */
-    uint64_t consumed;   /* next seq loader_next returns */
-    uint64_t released;   /* all seq < released are released */
+    int active_end;        /* jobs [0, active_end) have entries */
+    uint64_t posted_end;   /* seq after the last activated job's batches */
+    uint64_t consumed;     /* next seq loader_next returns */
+    uint64_t released;     /* all seq < released are released */
     uint8_t *release_mark; /* per slot: released out of order */
     uint32_t deaths_seen;
-    void *main_wctx;     /* loader context of the main process (0 workers, redo) */
+    void *main_wctx; /* loader context of the main process (0 workers, redo) */
     int main_wctx_made;
     loader_stats stats;
 };
@@ -133,5 +133,8 @@ void loader_fill(loader *p, uint64_t seq, void *wctx);
 
 /* The supervisor process: never returns. */
 void loader_supervisor_main(loader *p, int cmd_fd) __attribute__((noreturn));
+/* In a freshly forked child: SIGKILL when `parent` dies; exits at once
+ * when it already has (before the request took effect). */
+void die_with_parent(pid_t parent);
 
 #endif

@@ -18,8 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "loader/shared.h"
 #include "loader/sampler.h"
+#include "loader/shared.h"
 
 /* ---------------------------------------------------------------- filling */
 
@@ -39,7 +39,8 @@ static void tell_skipped(loader *p, int src, uint32_t idx, const errbuf *e)
         return;
     const dataset *ix = p->cfg.src[src];
     char line[3 * ERR_MAX], where[2 * ERR_MAX];
-    int n = snprintf(line, sizeof line, "train: skipped %s\n", dataset_row_message(ix, idx, e->msg, where, sizeof where));
+    int n = snprintf(line, sizeof line, "train: skipped %s\n",
+                     dataset_row_message(ix, idx, e->msg, where, sizeof where));
     if (n > (int)sizeof line - 1)
         n = (int)sizeof line - 1, line[n - 1] = '\n';
     if (write(2, line, (size_t)n) < 0) {
@@ -92,7 +93,8 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
         }
         if (rc != 0) {
             char where[2 * ERR_MAX];
-            snprintf(h->msg, sizeof h->msg, "%s", dataset_row_message(ix, idx, e.msg, where, sizeof where));
+            snprintf(h->msg, sizeof h->msg, "%s",
+                     dataset_row_message(ix, idx, e.msg, where, sizeof where));
             h->status = LOADER_BAD_SAMPLE;
             count = i;
             break;
@@ -109,7 +111,7 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
 
 /* ---------------------------------------------------------------- workers */
 
-static void die_with_parent(pid_t parent)
+void die_with_parent(pid_t parent)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) /* the parent died before prctl took effect */

@@ -100,14 +100,14 @@ static int load(void *wc, int src, uint32_t index, load_job_kind kind, rng *r, u
 static loader_config config(int workers, int prefetch, uint32_t batch)
 {
     loader_config c = {.workers = workers,
-                     .prefetch = prefetch,
-                     .batch = batch,
-                     .sample_bytes = SAMPLE,
-                     .nsrc = 1,
-                     .seed = 1234,
-                     .load = load,
-                     .worker_init = winit,
-                     .worker_fini = wfini};
+                       .prefetch = prefetch,
+                       .batch = batch,
+                       .sample_bytes = SAMPLE,
+                       .nsrc = 1,
+                       .seed = 1234,
+                       .load = load,
+                       .worker_init = winit,
+                       .worker_fini = wfini};
     c.src[0] = &ix;
     return c;
 }
@@ -119,8 +119,12 @@ static uint64_t run_digest(loader_config c, int epochs, int drop_last, int *nbat
     loader *p = loader_create(&c, &e);
     cr_assert_not_null(p, "%s", e.msg);
     for (int ep = 0; ep < epochs; ep++) {
-        load_job j = {.src = 0, .kind = LOAD_JOB_TRAIN, .epoch = (uint32_t)ep, .batch = 8,
-                      .shuffle = 1, .drop_last = drop_last};
+        load_job j = {.src = 0,
+                      .kind = LOAD_JOB_TRAIN,
+                      .epoch = (uint32_t)ep,
+                      .batch = 8,
+                      .shuffle = 1,
+                      .drop_last = drop_last};
         loader_post(p, &j);
     }
     uint64_t h = 0;
@@ -393,7 +397,8 @@ Test(loader, bad_sample_names_csv_line_and_file)
         loader_destroy(p);
         cr_assert_eq(rc, LOADER_BAD_SAMPLE);
         char *want;
-        cr_assert(asprintf(&want, "%s:19: %s: corrupt sample", ix.csv_path, dataset_path(&ix, 17)) > 0);
+        cr_assert(asprintf(&want, "%s:19: %s: corrupt sample", ix.csv_path, dataset_path(&ix, 17)) >
+                  0);
         cr_assert_str_eq(e.msg, want, "workers %d", workers);
         free(want);
     }
@@ -449,7 +454,7 @@ static void consume_killing_worker(loader_config c, uint64_t *digest, int *statu
             int pids[8];
             int np = loader_pids(p, pids, 8);
             cr_assert_geq(np, 3, "supervisor + 2 workers");
-            usleep(5000); /* let it claim its next batch */
+            usleep(5000);           /* let it claim its next batch */
             kill(pids[1], SIGKILL); /* pids[0] is the supervisor */
         }
     }
@@ -478,7 +483,6 @@ Test(loader, killed_worker_is_named_and_fails)
 Test(loader, respawn_survives_with_the_same_batches)
 {
     slow_us = 20000;
-    uint64_t ref = run_digest(config(0, 1, 8), 2, 0, NULL);
     loader_config c = config(2, 1, 8);
     c.respawn = 1;
     uint64_t d;
@@ -488,7 +492,8 @@ Test(loader, respawn_survives_with_the_same_batches)
     consume_killing_worker(c, &d, &rc, msg, &st);
     cr_assert_eq(rc, LOADER_END, "%s", msg);
     cr_assert_eq(st.respawns, 1);
-    /* the run continues; the two epochs match an undisturbed run */
+    /* the run continues; the two epochs match an undisturbed run (hashed
+     * as consume_killing_worker hashes) */
     uint64_t ref2 = 0;
     {
         errbuf e;
@@ -506,7 +511,6 @@ Test(loader, respawn_survives_with_the_same_batches)
         }
         loader_destroy(p);
     }
-    (void)ref;
     cr_assert_eq(d, ref2);
 }
 
@@ -613,8 +617,8 @@ Test(loader, sampler_is_a_permutation_keyed_by_seed_epoch)
  * before main has released every batch of the first job. */
 static volatile int *released_all;
 
-static int load_ordered(void *wc, int src, uint32_t index, load_job_kind kind, rng *r,
-                        uint8_t *out, errbuf *e)
+static int load_ordered(void *wc, int src, uint32_t index, load_job_kind kind, rng *r, uint8_t *out,
+                        errbuf *e)
 {
     if (kind == LOAD_JOB_TRAIN && !*released_all)
         return errf(e, "sample %u started before the previous job was released", index);

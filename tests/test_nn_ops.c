@@ -1,59 +1,35 @@
 /* test_nn_ops.c — every CPU backend operation against straightforward
- * reference loops (in double) written here, on shapes that reach the edge
- * cases: padding, stride 2, 1x1 convolutions, odd pooling sizes, ties,
+ * reference loops in double (the convolution's is the GPU tests', from
+ * tests/support/hostref.c), on shapes that reach the edge cases: padding, stride 2, 1x1 convolutions, odd pooling sizes, ties,
  * batches that split into uneven chunks, fc layers big enough to be cut
  * into blocks. Also: the results do not depend on the thread count. */
 #define _GNU_SOURCE
+#include "tests/support/hostref.h"
 #include "tests/support/nn_fixtures.h"
-
 
 TestSuite(nn_ops);
 
 /* ---------------------------------------------------------------- references */
-static void ref_conv_forward(double *out, const float *in, const float *w, const float *bias, const conv_shape *s)
+/* The convolution reference is the GPU tests' (tests/support/hostref.c:
+ * direct loops, accumulated in double, no im2col); widened to double for
+ * assert_close. */
+static double *widen(const float *x, size_t n)
 {
-    for (int b = 0; b < s->B; b++)
-        for (int k = 0; k < s->K; k++)
-            for (int oh = 0; oh < s->OH; oh++)
-                for (int ow = 0; ow < s->OW; ow++) {
-                    double acc = bias[k];
-                    for (int c = 0; c < s->C; c++)
-                        for (int r = 0; r < s->R; r++)
-                            for (int q = 0; q < s->S; q++) {
-                                int ih = oh * s->stride - s->pad + r, iw = ow * s->stride - s->pad + q;
-                                if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W)
-                                    continue;
-                                acc += (double)w[((k * s->C + c) * s->R + r) * s->S + q] *
-                                       in[((size_t)(b * s->C + c) * s->H + ih) * s->W + iw];
-                            }
-                    out[((size_t)(b * s->K + k) * s->OH + oh) * s->OW + ow] = acc;
-                }
+    double *d = xmalloc(n * sizeof *d);
+    for (size_t i = 0; i < n; i++)
+        d[i] = x[i];
+    return d;
 }
 
-static void ref_conv_backward(double *din, double *dw, double *db, const float *dout, const float *in,
-                              const float *w, const conv_shape *s)
+static double *ref_conv_forward(const float *in, const float *w, const float *bias,
+                                const conv_shape *s)
 {
-    memset(din, 0, sizeof(double) * s->B * s->C * s->H * s->W);
-    memset(dw, 0, sizeof(double) * s->K * s->C * s->R * s->S);
-    memset(db, 0, sizeof(double) * s->K);
-    for (int b = 0; b < s->B; b++)
-        for (int k = 0; k < s->K; k++)
-            for (int oh = 0; oh < s->OH; oh++)
-                for (int ow = 0; ow < s->OW; ow++) {
-                    double g = dout[((size_t)(b * s->K + k) * s->OH + oh) * s->OW + ow];
-                    db[k] += g;
-                    for (int c = 0; c < s->C; c++)
-                        for (int r = 0; r < s->R; r++)
-                            for (int q = 0; q < s->S; q++) {
-                                int ih = oh * s->stride - s->pad + r, iw = ow * s->stride - s->pad + q;
-                                if (ih < 0 || ih >= s->H || iw < 0 || iw >= s->W)
-                                    continue;
-                                size_t xi = ((size_t)(b * s->C + c) * s->H + ih) * s->W + iw;
-                                size_t wi = ((size_t)(k * s->C + c) * s->R + r) * s->S + q;
-                                dw[wi] += g * in[xi];
-                                din[xi] += g * w[wi];
-                            }
-                }
+    size_t n = (size_t)s->B * s->K * s->OH * s->OW;
+    float *out = xmalloc(n * sizeof *out);
+    href_conv_forward(out, in, w, bias, s);
+    double *d = widen(out, n);
+    free(out);
+    return d;
 }
 
 /* ---------------------------------------------------------------- convolution */
@@ -62,18 +38,22 @@ static void check_conv(int threads, int B, int C, int H, int W, int K, int R, in
     backend *be = cpu_backend(threads);
     conv_shape s;
     cr_assert_eq(conv_shape_init(&s, B, C, H, W, K, R, R, stride, pad), 0);
-    size_t nin = (size_t)B * C * H * W, nout = (size_t)B * K * s.OH * s.OW, nw = (size_t)K * C * R * R;
-    float *in = rand_floats(nin, -1, 1, 1), *w = rand_floats(nw, -1, 1, 2), *bias = rand_floats(K, -1, 1, 3);
+    size_t nin = (size_t)B * C * H * W, nout = (size_t)B * K * s.OH * s.OW,
+           nw = (size_t)K * C * R * R;
+    float *in = rand_floats(nin, -1, 1, 1), *w = rand_floats(nw, -1, 1, 2),
+          *bias = rand_floats(K, -1, 1, 3);
     float *dout = rand_floats(nout, -1, 1, 4);
     float *out = be->ops->alloc(be, nout * 4), *din = be->ops->alloc(be, nin * 4);
     float *dw = be->ops->alloc(be, nw * 4), *db = be->ops->alloc(be, (size_t)K * 4);
-    double *rout = xmalloc(nout * 8), *rdin = xmalloc(nin * 8), *rdw = xmalloc(nw * 8), *rdb = xmalloc(K * 8);
     void *plan = be->ops->conv_plan(be, &s);
     be->ops->conv_forward(be, plan, out, in, w, bias, &s);
-    ref_conv_forward(rout, in, w, bias, &s);
+    double *rout = ref_conv_forward(in, w, bias, &s);
     assert_close(out, rout, nout, 1e-4, 1e-4, "conv out");
     be->ops->conv_backward(be, plan, din, dw, db, dout, in, w, &s);
-    ref_conv_backward(rdin, rdw, rdb, dout, in, w, &s);
+    float *fdin = xmalloc(nin * 4), *fdw = xmalloc(nw * 4), *fdb = xmalloc((size_t)K * 4);
+    href_conv_backward(fdin, fdw, fdb, dout, in, w, &s);
+    double *rdin = widen(fdin, nin), *rdw = widen(fdw, nw), *rdb = widen(fdb, (size_t)K);
+    free(fdin), free(fdw), free(fdb);
     assert_close(din, rdin, nin, 1e-4, 1e-4, "conv din");
     assert_close(dw, rdw, nw, 1e-3, 1e-4, "conv dw");
     assert_close(db, rdb, K, 1e-3, 1e-4, "conv dbias");
@@ -120,12 +100,12 @@ Test(nn_ops, conv_plan_serves_smaller_batch)
     conv_shape_init(&big, 16, 2, 8, 8, 3, 3, 3, 1, 1);
     conv_shape_init(&small, 5, 2, 8, 8, 3, 3, 3, 1, 1);
     size_t nin = 5 * 2 * 64, nout = 5 * 3 * 64;
-    float *in = rand_floats(nin, -1, 1, 5), *w = rand_floats(54, -1, 1, 6), *bias = rand_floats(3, -1, 1, 7);
+    float *in = rand_floats(nin, -1, 1, 5), *w = rand_floats(54, -1, 1, 6),
+          *bias = rand_floats(3, -1, 1, 7);
     float *out = be->ops->alloc(be, nout * 4);
-    double *ref = xmalloc(nout * 8);
     void *plan = be->ops->conv_plan(be, &big);
     be->ops->conv_forward(be, plan, out, in, w, bias, &small);
-    ref_conv_forward(ref, in, w, bias, &small);
+    double *ref = ref_conv_forward(in, w, bias, &small);
     assert_close(out, ref, nout, 1e-4, 1e-4, "out");
     be->ops->conv_plan_free(be, plan);
     be->ops->free(be, out);
@@ -139,7 +119,8 @@ static void check_fc(int B, int M, int N)
     backend *be = cpu_backend(2);
     float *in = rand_floats((size_t)B * M, -1, 1, 10), *w = rand_floats((size_t)N * M, -1, 1, 11);
     float *bias = rand_floats(N, -1, 1, 12), *dout = rand_floats((size_t)B * N, -1, 1, 13);
-    float *out = be->ops->alloc(be, (size_t)B * N * 4), *din = be->ops->alloc(be, (size_t)B * M * 4);
+    float *out = be->ops->alloc(be, (size_t)B * N * 4),
+          *din = be->ops->alloc(be, (size_t)B * M * 4);
     float *dw = be->ops->alloc(be, (size_t)N * M * 4), *db = be->ops->alloc(be, (size_t)N * 4);
     double *rout = xcalloc((size_t)B * N, 8), *rdin = xcalloc((size_t)B * M, 8);
     double *rdw = xcalloc((size_t)N * M, 8), *rdb = xcalloc(N, 8);
@@ -237,7 +218,8 @@ static void check_maxpool(int B, int C, int H, int W, int ties)
         for (int oh = 0; oh < s.OH; oh++)
             for (int ow = 0; ow < s.OW; ow++) {
                 size_t base = (size_t)bc * H * W;
-                size_t idx[4] = {base + (size_t)(2 * oh) * W + 2 * ow, base + (size_t)(2 * oh) * W + 2 * ow + 1,
+                size_t idx[4] = {base + (size_t)(2 * oh) * W + 2 * ow,
+                                 base + (size_t)(2 * oh) * W + 2 * ow + 1,
                                  base + (size_t)(2 * oh + 1) * W + 2 * ow,
                                  base + (size_t)(2 * oh + 1) * W + 2 * ow + 1};
                 int best = 0;
@@ -266,8 +248,10 @@ Test(nn_ops, gap_and_softmax_xent)
 {
     backend *be = cpu_backend(1);
     int B = 4, C = 5, HW = 13, K = 7;
-    float *in = rand_floats((size_t)B * C * HW, -1, 1, 40), *g = rand_floats((size_t)B * C, -1, 1, 41);
-    float *out = be->ops->alloc(be, (size_t)B * C * 4), *din = be->ops->alloc(be, (size_t)B * C * HW * 4);
+    float *in = rand_floats((size_t)B * C * HW, -1, 1, 40),
+          *g = rand_floats((size_t)B * C, -1, 1, 41);
+    float *out = be->ops->alloc(be, (size_t)B * C * 4),
+          *din = be->ops->alloc(be, (size_t)B * C * HW * 4);
     be->ops->gap_forward(be, out, in, B, C, HW);
     be->ops->gap_backward(be, din, g, B, C, HW);
     for (int bc = 0; bc < B * C; bc++) {
@@ -313,7 +297,8 @@ Test(nn_ops, results_do_not_depend_on_thread_count)
     conv_shape s;
     conv_shape_init(&s, 37, 6, 12, 12, 10, 3, 3, 1, 1);
     size_t nin = (size_t)37 * 6 * 144, nout = (size_t)37 * 10 * 144, nw = 540;
-    float *in = rand_floats(nin, -1, 1, 50), *w = rand_floats(nw, -1, 1, 51), *bias = rand_floats(10, -1, 1, 52);
+    float *in = rand_floats(nin, -1, 1, 50), *w = rand_floats(nw, -1, 1, 51),
+          *bias = rand_floats(10, -1, 1, 52);
     float *dout = rand_floats(nout, -1, 1, 53), *fw = rand_floats(300 * 1440, -1, 1, 54);
     float *fb = rand_floats(300, -1, 1, 55);
     float *ref[6] = {0};
@@ -335,7 +320,8 @@ Test(nn_ops, results_do_not_depend_on_thread_count)
                 ref[i] = xmalloc(n[i] * 4);
                 memcpy(ref[i], got[i], n[i] * 4);
             } else {
-                cr_assert_eq(memcmp(ref[i], got[i], n[i] * 4), 0, "output %d differs with %d threads", i, t);
+                cr_assert_eq(memcmp(ref[i], got[i], n[i] * 4), 0,
+                             "output %d differs with %d threads", i, t);
             }
             be->ops->free(be, got[i]);
         }

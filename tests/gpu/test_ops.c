@@ -1,5 +1,5 @@
 /* test_ops.c — every op of the GPU backend, forward and backward, against
- * the host reference loops (cuda/hostref.c) at rtol 1e-4, on shapes that
+ * the host reference loops (tests/support/hostref.c) at rtol 1e-4, on shapes that
  * exercise padding, stride, odd sizes and non-square kernels. Runs on the
  * fake runtime (run-fakecuda) and on a real device (run-gpu; skipped
  * without one). Outputs are pre-filled with garbage to prove they are
