@@ -8,6 +8,7 @@
 #   make demo       deps + build + real Fashion-MNIST + a short training run
 #   make bench      the benchmarks (docs/BENCH-*.md; README.md, "Speed")
 #   make mutate     mutation testing of the suites (mk/mutate.mk, docs/TESTING.md)
+#   make format     lay the sources out as .clang-format says (make test checks)
 #
 # Objects live in build/<variant>/ (cpu, cuda, asan); each variant keeps a
 # stamp of its flags so changing them rebuilds, and ./train is relinked when
@@ -121,7 +122,7 @@ LDFLAGS_cpu  :=
 LDFLAGS_cuda := $(CUDA_LIBS)
 LDFLAGS_asan := $(SAN)
 
-.PHONY: all deps test test-build demo bench bench-deps fuzz clean FORCE tools
+.PHONY: all deps test test-build demo bench bench-deps fuzz clean FORCE tools format format-check
 
 all: train
 
@@ -220,6 +221,7 @@ test-build: build/cpu/train $(if $(CUDA_FOUND),build/cuda/train) build/asan/trai
 
 # The suite runs in the asan build; the tests run the asan ./train too.
 test: deps
+	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory test-build NV_WERROR=1
 	@cp build/$(VARIANT)/train train.tmp && mv -f train.tmp train
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -227,9 +229,23 @@ test: deps
 	TRAIN_ROOT=$(CURDIR) sh -c 'set -e; for s in build/asan/tests/run $(TEST_SUITES); do \
 	  echo "== $$s"; tests/run-suite $$s --jobs 2 $(TESTFLAGS); done'
 
+# ---------------------------------------------------------------- format
+# .clang-format pins the layout the code has (4 spaces, 100 columns, braces
+# of functions on their own line); `make format` applies it, `make
+# format-check` (part of `make test`) fails on any difference.
+FORMAT_SRC = $(shell git ls-files '*.c' '*.h' '*.cu' 2>/dev/null || \
+               find . -path ./build -prune -o \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) -print)
+format:
+	clang-format -i $(FORMAT_SRC)
+format-check:
+	@clang-format --dry-run --Werror $(FORMAT_SRC) || \
+	  { echo "format-check: run 'make format' (clang-format, .clang-format)" >&2; exit 1; }
+	@echo "format-check: $(words $(FORMAT_SRC)) files as .clang-format lays them out"
+
 # ---------------------------------------------------------------- dependencies
 DEB_PKGS := build-essential pkg-config zlib1g-dev libturbojpeg0-dev libjpeg62-turbo-dev libstb-dev libcsv-dev \
-            libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist webp libwebp-dev
+            libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist webp libwebp-dev \
+            clang-format
 BENCH_PKGS := python3-torch python3-torchvision python3-pil hyperfine
 FUZZ_PKGS := clang libclang-rt-dev
 

@@ -7,12 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/device.h"
 #include "app/diagnose.h"
 #include "app/options.h"
 #include "app/run.h"
 #include "app/sweep.h"
 #include "loader/dataset.h"
-#include "app/device.h"
 #include "nn/model.h"
 
 static int model_list(const options *o)
@@ -93,7 +93,6 @@ static int check(const options *o)
     printf("check: %u file%s that training would refuse\n", bad, bad == 1 ? "" : "s");
     return bad ? 2 : 0;
 }
-
 
 int main(int argc, char **argv)
 {

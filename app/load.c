@@ -58,9 +58,11 @@ int load_sample(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r,
         if (img_load_base(c->img, path, p, &base, &bh, &bw, e) != 0)
             return -1;
         if (bh != s->base_h || bw != s->base_w)
-            return errf(e, "%s: is %dx%d (HxW) after resizing%s, expected %dx%d like the first image "
-                           "(--mode preload needs one size: use --resize HxW)",
-                        path, bh, bw, s->train.crop_h > 0 && !s->train.random_crop ? " and cropping" : "",
+            return errf(e,
+                        "%s: is %dx%d (HxW) after resizing%s, expected %dx%d like the first image "
+                        "(--mode preload needs one size: use --resize HxW)",
+                        path, bh, bw,
+                        s->train.crop_h > 0 && !s->train.random_crop ? " and cropping" : "",
                         s->base_h, s->base_w);
         memcpy(s->cache + (size_t)index * s->base_bytes, base, s->base_bytes);
         return 0;

@@ -6,20 +6,20 @@
 
 #include <stdint.h>
 
-#include "loader/dataset.h"
 #include "image/image.h"
+#include "loader/dataset.h"
 #include "loader/loader.h"
 
 typedef struct load_setup {
     const dataset *src[LOADER_MAX_SOURCES];
-    img_params train;    /* augmentation on */
-    img_params eval;     /* no flip, centre crop */
+    img_params train; /* augmentation on */
+    img_params eval;  /* no flip, centre crop */
     int out_h, out_w, channels;
     /* preload: the training set's base images, one after another */
     uint8_t *cache;
     int base_h, base_w;
     size_t base_bytes;
-    double slow_load;    /* test hook: extra seconds of work per sample */
+    double slow_load; /* test hook: extra seconds of work per sample */
 } load_setup;
 
 /* The loader's callbacks; arg is the load_setup. */

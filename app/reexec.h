@@ -13,7 +13,7 @@
  * strbuf). Returns 0 when a summary was read, -1 otherwise. quiet sends the
  * child's stdout to /dev/null. */
 int reexec_run(const options *o, char *const extra[], int quiet, summary_rec *s, char *strbuf,
-              size_t len, int *status);
+               size_t len, int *status);
 
 /* Forward SIGINT/SIGTERM to the running child; returns the signal the
  * parent received (0 if none). */

@@ -18,20 +18,43 @@ static const char *onoff(int v) { return v ? "on" : "off"; }
 /* The columns, in order; a line is its cells, each padded to the width
  * (negative: left-aligned), separated by one space. */
 enum col {
-    C_DEV, C_MODEL, C_MODE, C_WK, C_PF, C_PIN, C_NB, C_BATCH, C_BAR, C_EP, C_TIME, C_RATE,
-    C_WAIT, C_COPY, C_COMP, C_GPU, C_BUSY, C_LOSS, C_ACC, C_VAL, C_RSS, C_PSS, C_PINMB, C_SKIP,
-    C_CACHE, NCOLS
+    C_DEV,
+    C_MODEL,
+    C_MODE,
+    C_WK,
+    C_PF,
+    C_PIN,
+    C_NB,
+    C_BATCH,
+    C_BAR,
+    C_EP,
+    C_TIME,
+    C_RATE,
+    C_WAIT,
+    C_COPY,
+    C_COMP,
+    C_GPU,
+    C_BUSY,
+    C_LOSS,
+    C_ACC,
+    C_VAL,
+    C_RSS,
+    C_PSS,
+    C_PINMB,
+    C_SKIP,
+    C_CACHE,
+    NCOLS
 };
 
 static const struct {
     const char *name;
     int width;
 } cols[NCOLS] = {
-    {"dev", -5},   {"model", -7}, {"mode", -7},  {"wk", 2},     {"pf", 2},          {"pin", 3},
-    {"nb", 3},     {"batch", 5},  {"|", 1},      {"ep", 3},     {"time_s", 8},      {"img/s", 8},
-    {"wait%", 5},  {"copy%", 5},  {"comp%", 5},  {"gpu%avg/mx", 9}, {"busy%", 5},   {"loss", 7},
-    {"acc", 6},    {"val", 6},    {"rss_MB", 7}, {"pss_MB", 7}, {"pin_MB", 6},      {"skip", 4},
-    {"cache", 0},
+    {"dev", -5},       {"model", -7}, {"mode", -7},  {"wk", 2},    {"pf", 2},
+    {"pin", 3},        {"nb", 3},     {"batch", 5},  {"|", 1},     {"ep", 3},
+    {"time_s", 8},     {"img/s", 8},  {"wait%", 5},  {"copy%", 5}, {"comp%", 5},
+    {"gpu%avg/mx", 9}, {"busy%", 5},  {"loss", 7},   {"acc", 6},   {"val", 6},
+    {"rss_MB", 7},     {"pss_MB", 7}, {"pin_MB", 6}, {"skip", 4},  {"cache", 0},
 };
 
 static void print_cells(FILE *f, char cell[NCOLS][32], unsigned hide)
@@ -109,7 +132,7 @@ static int table_width(const epoch_rec *r, unsigned hide)
     for (int c = 0; c < NCOLS; c++)
         if (!(hide >> c & 1))
             w += 1 + (int)(abs(cols[c].width) > (int)strlen(cell[c]) ? abs(cols[c].width)
-                                                                       : strlen(cell[c]));
+                                                                     : strlen(cell[c]));
     return w;
 }
 
@@ -125,8 +148,9 @@ unsigned report_columns(const epoch_rec *first, int width)
     const struct {
         enum col c;
         double v;
-    } na[] = {{C_GPU, first->gpu_util_avg}, {C_BUSY, first->gpu_busy_pct}, {C_COMP, first->compute_pct},
-              {C_LOSS, first->loss},        {C_ACC, first->train_acc},      {C_VAL, first->val_acc}};
+    } na[] = {{C_GPU, first->gpu_util_avg}, {C_BUSY, first->gpu_busy_pct},
+              {C_COMP, first->compute_pct}, {C_LOSS, first->loss},
+              {C_ACC, first->train_acc},    {C_VAL, first->val_acc}};
     for (size_t i = 0; i < sizeof na / sizeof na[0]; i++)
         if (isnan(na[i].v))
             hide |= 1u << na[i].c;
@@ -266,8 +290,8 @@ void report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m)
 {
     fputs("{\"record\":\"epoch\",", f);
     json_config(f, &r->cfg);
-    fprintf(f, ",\"epoch\":%d,\"warmup\":%s,\"images\":%llu", r->epoch, r->warmup ? "true" : "false",
-            (unsigned long long)r->images);
+    fprintf(f, ",\"epoch\":%d,\"warmup\":%s,\"images\":%llu", r->epoch,
+            r->warmup ? "true" : "false", (unsigned long long)r->images);
     json_num(f, "epoch_s", r->epoch_s);
     json_num(f, "images_per_s", r->images_per_s);
     json_num(f, "data_wait_pct", r->data_wait_pct);
@@ -437,10 +461,11 @@ int report_parse_summary(const char *line, summary_rec *s, char *strbuf, size_t 
 
 void report_sweep_table(FILE *f, const summary_rec *s, int n)
 {
-    fprintf(f, "\nsummary (median epoch time of counted epochs; speed-up against the first row that ran):\n");
+    fprintf(f, "\nsummary (median epoch time of counted epochs; speed-up against the first row "
+               "that ran):\n");
     fprintf(f, "%-5s %-7s %2s %2s %3s %3s %5s | %8s %8s %5s %5s %5s %6s %7s %6s %7s %8s\n", "dev",
-            "mode", "wk", "pf", "pin", "nb", "batch", "epoch_s", "img/s", "wait%", "copy%",
-            "comp%", "gpu%", "pss_MB", "val", "build_s", "speed-up");
+            "mode", "wk", "pf", "pin", "nb", "batch", "epoch_s", "img/s", "wait%", "copy%", "comp%",
+            "gpu%", "pss_MB", "val", "build_s", "speed-up");
     double base = NAN; /* a failed first configuration is no baseline */
     for (int i = 0; i < n && isnan(base); i++)
         if (s[i].status == 0 && s[i].epoch_s_median > 0)
@@ -457,10 +482,12 @@ void report_sweep_table(FILE *f, const summary_rec *s, int n)
             snprintf(up, sizeof up, "n/a");
         else
             snprintf(up, sizeof up, "%.2fx", base / r->epoch_s_median);
-        fprintf(f, "%-5s %-7s %2d %2d %3s %3s %5d | %8.2f %8.0f %5.1f %5.1f %5.1f %6s %7.1f %6s %7s %8s\n",
-                r->cfg.device, r->cfg.mode, r->cfg.workers, r->cfg.prefetch, onoff(r->cfg.pin),
-                onoff(r->cfg.non_blocking), r->cfg.batch, r->epoch_s_median, r->images_per_s,
-                r->data_wait_pct, r->copy_pct, r->compute_pct, gpu, r->pss_mb_max, val, build, up);
+        fprintf(
+            f,
+            "%-5s %-7s %2d %2d %3s %3s %5d | %8.2f %8.0f %5.1f %5.1f %5.1f %6s %7.1f %6s %7s %8s\n",
+            r->cfg.device, r->cfg.mode, r->cfg.workers, r->cfg.prefetch, onoff(r->cfg.pin),
+            onoff(r->cfg.non_blocking), r->cfg.batch, r->epoch_s_median, r->images_per_s,
+            r->data_wait_pct, r->copy_pct, r->compute_pct, gpu, r->pss_mb_max, val, build, up);
     }
     fflush(f);
 }

@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "image/image.h"
 #include "app/metrics.h"
+#include "image/image.h"
 
 typedef struct run_config {
     const char *device; /* cpu, cuda */
@@ -19,8 +19,8 @@ typedef struct run_config {
 
 typedef struct epoch_rec {
     run_config cfg;
-    int epoch;           /* 1-based */
-    int warmup;          /* left out of summaries */
+    int epoch;  /* 1-based */
+    int warmup; /* left out of summaries */
     uint64_t images;
     double epoch_s, images_per_s;
     double data_wait_pct, copy_pct, compute_pct;
@@ -29,23 +29,23 @@ typedef struct epoch_rec {
     double gpu_mem_mb;   /* device memory in use, max over the epoch (NVML); NaN if n/a */
     double loss, train_acc, val_loss, val_acc;
     double rss_mb, pss_mb, pinned_mb;
-    int procs;           /* processes in rss/pss: main, supervisor, workers */
+    int procs; /* processes in rss/pss: main, supervisor, workers */
     uint64_t skipped;
-    const char *cache;   /* warm | cold | preload */
+    const char *cache; /* warm | cold | preload */
     double lr;
 } epoch_rec;
 
 typedef struct summary_rec {
     run_config cfg;
-    int epochs;              /* counted (not warm-up) */
+    int epochs; /* counted (not warm-up) */
     double epoch_s_median;
-    double images_per_s;     /* over the counted epochs */
+    double images_per_s; /* over the counted epochs */
     double data_wait_pct, copy_pct, compute_pct, gpu_util_avg;
     double final_loss, final_train_acc, final_val_acc;
     double pss_mb_max;
-    double preload_build_s;  /* NaN when not preloading */
-    int status;              /* exit status of the run */
-    const char *reason;      /* why it failed (NULL when status is 0) */
+    double preload_build_s; /* NaN when not preloading */
+    int status;             /* exit status of the run */
+    const char *reason;     /* why it failed (NULL when status is 0) */
 } summary_rec;
 
 /* The epoch table. `hide` is a mask of columns left out (0: every one):
@@ -69,9 +69,9 @@ typedef struct run_header {
     const char *version;    /* the build's git revision */
     const char *data, *val; /* CSV paths; val NULL without --val */
     uint32_t samples, val_samples, classes;
-    int first_h, first_w;   /* the first image's size on disk */
+    int first_h, first_w;       /* the first image's size on disk */
     int channels, out_h, out_w; /* one sample as the model sees it */
-    const img_params *img;  /* transforms */
+    const img_params *img;      /* transforms */
     uint64_t seed;
     int epochs;
     run_config cfg;

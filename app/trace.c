@@ -101,17 +101,20 @@ int trace_close(trace *t, errbuf *e)
     fprintf(f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n");
     int first = 1;
     for (int i = 0; i < t->nprocs; i++, first = 0)
-        fprintf(f, "%s{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"tid\": 0, "
-                   "\"args\": {\"name\": \"%s\"}}",
+        fprintf(f,
+                "%s{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": %d, \"tid\": 0, "
+                "\"args\": {\"name\": \"%s\"}}",
                 first ? "" : ",\n", t->procs[i].pid, t->procs[i].name);
     for (int i = 0; i < t->ntracks; i++, first = 0)
-        fprintf(f, "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, "
-                   "\"args\": {\"name\": \"%s\"}}",
+        fprintf(f,
+                "%s{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": %d, \"tid\": %d, "
+                "\"args\": {\"name\": \"%s\"}}",
                 first ? "" : ",\n", t->tracks[i].pid, t->tracks[i].tid, t->tracks[i].name);
     for (size_t i = 0; i < t->n; i++, first = 0) {
         const span *s = &t->spans[i];
-        fprintf(f, "%s{\"ph\": \"X\", \"name\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, "
-                   "\"dur\": %.3f",
+        fprintf(f,
+                "%s{\"ph\": \"X\", \"name\": \"%s\", \"pid\": %d, \"tid\": %d, \"ts\": %.3f, "
+                "\"dur\": %.3f",
                 first ? "" : ",\n", s->name, s->pid, s->tid, (s->t0 - base) * 1e6, s->dur * 1e6);
         if (s->batch >= 0)
             fprintf(f, ", \"args\": {\"batch\": %ld}", s->batch);

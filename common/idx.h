@@ -28,7 +28,8 @@ static int idx_read(const char *path, idx_set *s)
     memset(s, 0, sizeof *s);
     gzFile f = gzopen(path, "rb");
     if (!f) {
-        fprintf(stderr, "%s: cannot open (is dataset-fashion-mnist installed? try: make deps)\n", path);
+        fprintf(stderr, "%s: cannot open (is dataset-fashion-mnist installed? try: make deps)\n",
+                path);
         return -1;
     }
     uint8_t h[16];

@@ -63,8 +63,8 @@ static float row_sq(const float *restrict x, size_t n, float m)
     return s;
 }
 
-static void row_apply(float *restrict y, const float *restrict x, size_t n, float mean, float invstd, float sc,
-                      float sh)
+static void row_apply(float *restrict y, const float *restrict x, size_t n, float mean,
+                      float invstd, float sc, float sh)
 {
     size_t i = 0;
     for (; i + CPU_VEC <= n; i += CPU_VEC)
@@ -93,12 +93,13 @@ static void bn_fwd_train_task(void *arg, int c, int thread)
     double var = v / N;
     float invstd = k_bn_invstd((float)var, j->eps);
     for (int b = 0; b < j->B; b++)
-        row_apply((float *)row_of(j->y, j, b, c), row_of(j->x, j, b, c), HW, mean, invstd, j->scale[c],
-                  j->shift[c]);
+        row_apply((float *)row_of(j->y, j, b, c), row_of(j->x, j, b, c), HW, mean, invstd,
+                  j->scale[c], j->shift[c]);
     j->save_mean[c] = mean;
     j->save_invstd[c] = invstd;
     j->run_mean[c] = k_bn_running(j->run_mean[c], mean, j->momentum);
-    j->run_var[c] = k_bn_running(j->run_var[c], (float)(N > 1.0 ? var * N / (N - 1.0) : var), j->momentum);
+    j->run_var[c] =
+        k_bn_running(j->run_var[c], (float)(N > 1.0 ? var * N / (N - 1.0) : var), j->momentum);
 }
 
 static void bn_fwd_infer_task(void *arg, int c, int thread)
@@ -107,8 +108,8 @@ static void bn_fwd_infer_task(void *arg, int c, int thread)
     bn_job *j = arg;
     float invstd = k_bn_invstd(j->rv[c], j->eps);
     for (int b = 0; b < j->B; b++)
-        row_apply((float *)row_of(j->y, j, b, c), row_of(j->x, j, b, c), (size_t)j->HW, j->rm[c], invstd,
-                  j->scale[c], j->shift[c]);
+        row_apply((float *)row_of(j->y, j, b, c), row_of(j->x, j, b, c), (size_t)j->HW, j->rm[c],
+                  invstd, j->scale[c], j->shift[c]);
 }
 
 static void bn_bwd_task(void *arg, int c, int thread)
@@ -150,29 +151,58 @@ static void bn_bwd_task(void *arg, int c, int thread)
     }
 }
 
-void cpu_bn_forward_train(backend *be, float *y, float *save_mean, float *save_invstd, float *run_mean,
-                          float *run_var, const float *x, const float *scale, const float *shift, int B, int C,
-                          int HW, float momentum, float eps)
+void cpu_bn_forward_train(backend *be, float *y, float *save_mean, float *save_invstd,
+                          float *run_mean, float *run_var, const float *x, const float *scale,
+                          const float *shift, int B, int C, int HW, float momentum, float eps)
 {
-    bn_job j = {.y = y, .save_mean = save_mean, .save_invstd = save_invstd, .run_mean = run_mean,
-                .run_var = run_var, .x = x, .scale = scale, .shift = shift, .B = B, .C = C, .HW = HW,
-                .momentum = momentum, .eps = eps};
+    bn_job j = {.y = y,
+                .save_mean = save_mean,
+                .save_invstd = save_invstd,
+                .run_mean = run_mean,
+                .run_var = run_var,
+                .x = x,
+                .scale = scale,
+                .shift = shift,
+                .B = B,
+                .C = C,
+                .HW = HW,
+                .momentum = momentum,
+                .eps = eps};
     cpu_run(be, C, bn_fwd_train_task, &j);
 }
 
-void cpu_bn_forward_infer(backend *be, float *y, const float *x, const float *scale, const float *shift,
-                          const float *run_mean, const float *run_var, int B, int C, int HW, float eps)
+void cpu_bn_forward_infer(backend *be, float *y, const float *x, const float *scale,
+                          const float *shift, const float *run_mean, const float *run_var, int B,
+                          int C, int HW, float eps)
 {
-    bn_job j = {.y = y, .x = x, .scale = scale, .shift = shift, .rm = run_mean, .rv = run_var, .B = B,
-                .C = C, .HW = HW, .eps = eps};
+    bn_job j = {.y = y,
+                .x = x,
+                .scale = scale,
+                .shift = shift,
+                .rm = run_mean,
+                .rv = run_var,
+                .B = B,
+                .C = C,
+                .HW = HW,
+                .eps = eps};
     cpu_run(be, C, bn_fwd_infer_task, &j);
 }
 
-void cpu_bn_backward(backend *be, float *dx, float *dscale, float *dshift, const float *dy, const float *x,
-                     const float *scale, const float *save_mean, const float *save_invstd, int B, int C, int HW)
+void cpu_bn_backward(backend *be, float *dx, float *dscale, float *dshift, const float *dy,
+                     const float *x, const float *scale, const float *save_mean,
+                     const float *save_invstd, int B, int C, int HW)
 {
-    bn_job j = {.y = dx, .dscale = dscale, .dshift = dshift, .dy = dy, .x = x, .scale = scale,
-                .mean_in = save_mean, .invstd_in = save_invstd, .B = B, .C = C, .HW = HW};
+    bn_job j = {.y = dx,
+                .dscale = dscale,
+                .dshift = dshift,
+                .dy = dy,
+                .x = x,
+                .scale = scale,
+                .mean_in = save_mean,
+                .invstd_in = save_invstd,
+                .B = B,
+                .C = C,
+                .HW = HW};
     cpu_run(be, C, bn_bwd_task, &j);
 }
 

@@ -54,10 +54,10 @@ typedef struct conv_plan_cpu {
     conv_shape s;
     int P, CRS, direct;
     int threads;
-    int nchunks;        /* partials allocated */
-    float *col;         /* threads x CRS x P im2col scratch */
-    float *dcol;        /* threads x CRS x P */
-    float *xpad;        /* padded stride-1 convs: threads x C x (H+2pad) x (W+2pad) */
+    int nchunks; /* partials allocated */
+    float *col;  /* threads x CRS x P im2col scratch */
+    float *dcol; /* threads x CRS x P */
+    float *xpad; /* padded stride-1 convs: threads x C x (H+2pad) x (W+2pad) */
     size_t xpad_n;
     float *part_w; /* nchunks x K x CRS */
     float *part_b; /* nchunks x K */
@@ -159,13 +159,14 @@ static void pad_copy(float *restrict xp, const float *restrict x, int C, int H, 
     cpu_vfill(xp, 0.0f, (size_t)C * Hp * Wp);
     for (int c = 0; c < C; c++)
         for (int h = 0; h < H; h++)
-            cpu_vcopy(xp + ((size_t)c * Hp + h + pad) * Wp + pad, x + ((size_t)c * H + h) * W, (size_t)W);
+            cpu_vcopy(xp + ((size_t)c * Hp + h + pad) * Wp + pad, x + ((size_t)c * H + h) * W,
+                      (size_t)W);
 }
 
 /* unpadded, stride 1: row (c, r, q) of col is the OH x OW window of
  * channel c at offset (r, q) */
-static void im2col_s1(float *restrict col, const float *restrict x, int C, int H, int W, int R, int S,
-                      int OH, int OW)
+static void im2col_s1(float *restrict col, const float *restrict x, int C, int H, int W, int R,
+                      int S, int OH, int OW)
 {
     size_t P = (size_t)OH * OW;
     for (int c = 0; c < C; c++)
@@ -174,8 +175,8 @@ static void im2col_s1(float *restrict col, const float *restrict x, int C, int H
                 rows_copy(col, x + ((size_t)c * H + r) * W + q, OH, OW, (size_t)W);
 }
 
-static void col2im_s1(float *restrict dx, const float *restrict col, int C, int H, int W, int R, int S,
-                      int OH, int OW)
+static void col2im_s1(float *restrict dx, const float *restrict col, int C, int H, int W, int R,
+                      int S, int OH, int OW)
 {
     size_t P = (size_t)OH * OW;
     cpu_vfill(dx, 0.0f, (size_t)C * H * W);
@@ -278,16 +279,16 @@ static void col2im(float *dx, const float *col, const conv_shape *s, float *xpad
     int Hp = s->H + 2 * s->pad, Wp = s->W + 2 * s->pad;
     col2im_s1(xpad, col, s->C, Hp, Wp, s->R, s->S, s->OH, s->OW);
     for (int c = 0; c < s->C; c++)
-        rows_copy(dx + (size_t)c * s->H * s->W, xpad + ((size_t)c * Hp + s->pad) * Wp + s->pad, s->H, s->W,
-                  (size_t)Wp);
+        rows_copy(dx + (size_t)c * s->H * s->W, xpad + ((size_t)c * Hp + s->pad) * Wp + s->pad,
+                  s->H, s->W, (size_t)Wp);
 }
 
 /* a plan serves its own shape, or the same layer at a smaller batch */
 static void check_shape(const conv_plan_cpu *p, const conv_shape *s, const char *op)
 {
     const conv_shape *q = &p->s;
-    if (s->B > q->B || s->C != q->C || s->H != q->H || s->W != q->W || s->K != q->K || s->R != q->R ||
-        s->S != q->S || s->stride != q->stride || s->pad != q->pad) {
+    if (s->B > q->B || s->C != q->C || s->H != q->H || s->W != q->W || s->K != q->K ||
+        s->R != q->R || s->S != q->S || s->stride != q->stride || s->pad != q->pad) {
         fprintf(stderr, "train: %s: shape does not match the plan (internal error)\n", op);
         exit(1);
     }
@@ -326,8 +327,8 @@ static void conv_fwd_task(void *arg, int b, int thread)
     const float *col = sample_col(p, x, thread);
     for (int k = 0; k < s->K; k++)
         cpu_vfill(y + (size_t)k * p->P, j->bias ? j->bias[k] : 0.0f, (size_t)p->P);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->K, p->P, p->CRS, 1.0f, j->w, p->CRS, col,
-                p->P, 1.0f, y, p->P);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->K, p->P, p->CRS, 1.0f, j->w, p->CRS,
+                col, p->P, 1.0f, y, p->P);
 }
 
 void cpu_conv_forward(backend *be, void *plan, float *out, const float *in, const float *w,
@@ -351,15 +352,16 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
         const float *x = j->in + (size_t)b * s->C * s->H * s->W;
         const float *dy = j->dout + (size_t)b * s->K * p->P;
         const float *col = sample_col(p, x, thread);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->K, p->CRS, p->P, 1.0f, dy, p->P, col, p->P,
-                    b == b0 ? 0.0f : 1.0f, pw, p->CRS);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->K, p->CRS, p->P, 1.0f, dy, p->P,
+                    col, p->P, b == b0 ? 0.0f : 1.0f, pw, p->CRS);
         if (j->dbias)
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1, 1.0f, pb, 1);
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1, 1.0f,
+                        pb, 1);
         if (j->din) {
             float *dcol = p->dcol + (size_t)thread * p->CRS * p->P;
             float *dx = j->din + (size_t)b * s->C * s->H * s->W;
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->CRS, p->P, s->K, 1.0f, j->w, p->CRS, dy,
-                        p->P, 0.0f, p->direct ? dx : dcol, p->P);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->CRS, p->P, s->K, 1.0f, j->w,
+                        p->CRS, dy, p->P, 0.0f, p->direct ? dx : dcol, p->P);
             if (!p->direct)
                 col2im(dx, dcol, s, xpad_of(p, thread));
         }
@@ -384,12 +386,13 @@ static void conv_reduce_task(void *arg, int t, int thread)
     }
 }
 
-void cpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *dbias, const float *dout,
-                       const float *in, const float *w, const conv_shape *s)
+void cpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *dbias,
+                       const float *dout, const float *in, const float *w, const conv_shape *s)
 {
     conv_plan_cpu *p = plan;
     check_shape(p, s, "conv_backward");
-    conv_job j = {.p = p, .s = s, .din = din, .dw = dw, .dbias = dbias, .dout = dout, .in = in, .w = w};
+    conv_job j = {
+        .p = p, .s = s, .din = din, .dw = dw, .dbias = dbias, .dout = dout, .in = in, .w = w};
     j.chunk = conv_chunk(s->B);
     j.nchunks = (s->B + j.chunk - 1) / j.chunk;
     cpu_run(be, j.nchunks, conv_bwd_chunk_task, &j);

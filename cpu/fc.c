@@ -25,7 +25,7 @@ typedef struct fc_job {
     float *out, *din, *dw, *dbias;
     const float *in, *w, *bias, *dout;
     int B, M, N;
-    int ob, dwb, dinb;   /* block sizes */
+    int ob, dwb, dinb; /* block sizes */
     int n_dw_tasks;
 } fc_job;
 
@@ -40,8 +40,8 @@ static void fc_fwd_task(void *arg, int t, int thread)
         cpu_vadd(j->out + (size_t)b * j->N + n0, j->bias + n0, (size_t)nb);
 }
 
-void cpu_fc_forward(backend *be, float *out, const float *in, const float *w, const float *bias, int B,
-                    int M, int N)
+void cpu_fc_forward(backend *be, float *out, const float *in, const float *w, const float *bias,
+                    int B, int M, int N)
 {
     fc_job j = {.out = out, .in = in, .w = w, .bias = bias, .B = B, .M = M, .N = N};
     int split = (long)B * M * N >= FC_SPLIT_MIN;
@@ -55,8 +55,8 @@ static void fc_bwd_task(void *arg, int t, int thread)
     fc_job *j = arg;
     if (t < j->n_dw_tasks) {
         int n0 = t * j->dwb, nb = n0 + j->dwb < j->N ? j->dwb : j->N - n0;
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nb, j->M, j->B, 1.0f, j->dout + n0, j->N, j->in,
-                    j->M, 0.0f, j->dw + (size_t)n0 * j->M, j->M);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nb, j->M, j->B, 1.0f, j->dout + n0,
+                    j->N, j->in, j->M, 0.0f, j->dw + (size_t)n0 * j->M, j->M);
         cpu_vfill(j->dbias + n0, 0.0f, (size_t)nb); /* sums in sample order */
         for (int b = 0; b < j->B; b++)
             cpu_vadd(j->dbias + n0, j->dout + (size_t)b * j->N + n0, (size_t)nb);
@@ -64,14 +64,22 @@ static void fc_bwd_task(void *arg, int t, int thread)
     }
     t -= j->n_dw_tasks;
     int m0 = t * j->dinb, mb = m0 + j->dinb < j->M ? j->dinb : j->M - m0;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, j->B, mb, j->N, 1.0f, j->dout, j->N, j->w + m0,
-                j->M, 0.0f, j->din + m0, j->M);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, j->B, mb, j->N, 1.0f, j->dout, j->N,
+                j->w + m0, j->M, 0.0f, j->din + m0, j->M);
 }
 
-void cpu_fc_backward(backend *be, float *din, float *dw, float *dbias, const float *dout, const float *in,
-                     const float *w, int B, int M, int N)
+void cpu_fc_backward(backend *be, float *din, float *dw, float *dbias, const float *dout,
+                     const float *in, const float *w, int B, int M, int N)
 {
-    fc_job j = {.din = din, .dw = dw, .dbias = dbias, .dout = dout, .in = in, .w = w, .B = B, .M = M, .N = N};
+    fc_job j = {.din = din,
+                .dw = dw,
+                .dbias = dbias,
+                .dout = dout,
+                .in = in,
+                .w = w,
+                .B = B,
+                .M = M,
+                .N = N};
     int split = (long)B * M * N >= FC_SPLIT_MIN;
     j.dwb = split ? FC_DW_BLOCK : N;
     j.dinb = split ? FC_DIN_BLOCK : M;

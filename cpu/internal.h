@@ -26,17 +26,15 @@ int cpu_threads_count(const cpu_threads *p);
 /* Runs fn(arg, i, thread) for i in [0, ntasks) and returns when all are
  * done, or, once cancel is non-NULL and *cancel nonzero, when the tasks
  * already started are done (the rest never run). */
-void cpu_threads_run(cpu_threads *p, int ntasks, cpu_task_fn fn, void *arg, volatile sig_atomic_t *cancel);
+void cpu_threads_run(cpu_threads *p, int ntasks, cpu_task_fn fn, void *arg,
+                     volatile sig_atomic_t *cancel);
 
 typedef struct cpu_ctx {
     int threads;
     cpu_threads *workers;
 } cpu_ctx;
 
-static inline cpu_ctx *cpu_ctx_of(backend *be)
-{
-    return (cpu_ctx *)be->ctx;
-}
+static inline cpu_ctx *cpu_ctx_of(backend *be) { return (cpu_ctx *)be->ctx; }
 
 /* An operation's tasks on the backend's threads, cut short when the backend is
  * cancelled (backend.cancel). */
@@ -64,13 +62,15 @@ void cpu_fc_backward(backend *be, float *din, float *dw, float *dbias, const flo
                      const float *in, const float *w, int B, int M, int N);
 
 /* ---- batch norm, add, copy (bn.c); see backend.h */
-void cpu_bn_forward_train(backend *be, float *y, float *save_mean, float *save_invstd, float *run_mean,
-                          float *run_var, const float *x, const float *scale, const float *shift, int B, int C,
-                          int HW, float momentum, float eps);
-void cpu_bn_forward_infer(backend *be, float *y, const float *x, const float *scale, const float *shift,
-                          const float *run_mean, const float *run_var, int B, int C, int HW, float eps);
-void cpu_bn_backward(backend *be, float *dx, float *dscale, float *dshift, const float *dy, const float *x,
-                     const float *scale, const float *save_mean, const float *save_invstd, int B, int C, int HW);
+void cpu_bn_forward_train(backend *be, float *y, float *save_mean, float *save_invstd,
+                          float *run_mean, float *run_var, const float *x, const float *scale,
+                          const float *shift, int B, int C, int HW, float momentum, float eps);
+void cpu_bn_forward_infer(backend *be, float *y, const float *x, const float *scale,
+                          const float *shift, const float *run_mean, const float *run_var, int B,
+                          int C, int HW, float eps);
+void cpu_bn_backward(backend *be, float *dx, float *dscale, float *dshift, const float *dy,
+                     const float *x, const float *scale, const float *save_mean,
+                     const float *save_invstd, int B, int C, int HW);
 void cpu_add(backend *be, float *out, const float *a, const float *b, size_t n);
 void cpu_copy_floats(backend *be, float *dst, const float *src, size_t n);
 

@@ -41,9 +41,9 @@ struct cpu_threads {
     void *arg;
     int ntasks;
     volatile sig_atomic_t *cancel; /* NULL: never */
-    atomic_int next;    /* next unclaimed task */
-    atomic_int busy;    /* workers still inside the current job */
-    atomic_ulong gen;   /* job generation */
+    atomic_int next;               /* next unclaimed task */
+    atomic_int busy;               /* workers still inside the current job */
+    atomic_ulong gen;              /* job generation */
     atomic_int stop;
 };
 
@@ -59,10 +59,7 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static int cancelled(volatile sig_atomic_t *cancel)
-{
-    return cancel && *cancel;
-}
+static int cancelled(volatile sig_atomic_t *cancel) { return cancel && *cancel; }
 
 static void run_tasks(cpu_threads *p, int thread)
 {
@@ -115,10 +112,7 @@ cpu_threads *cpu_threads_create(int threads)
     return p;
 }
 
-int cpu_threads_count(const cpu_threads *p)
-{
-    return p->threads;
-}
+int cpu_threads_count(const cpu_threads *p) { return p->threads; }
 
 static void threads_start(cpu_threads *p)
 {
@@ -129,7 +123,8 @@ static void threads_start(cpu_threads *p)
         wa->id = i;
         int rc = pthread_create(&p->tids[i], NULL, worker_main, wa);
         if (rc != 0) {
-            fprintf(stderr, "train: cannot start compute thread %d of %d (pthread_create error %d)\n", i,
+            fprintf(stderr,
+                    "train: cannot start compute thread %d of %d (pthread_create error %d)\n", i,
                     p->threads, rc);
             exit(1);
         }
@@ -137,7 +132,8 @@ static void threads_start(cpu_threads *p)
     p->started = 1;
 }
 
-void cpu_threads_run(cpu_threads *p, int ntasks, cpu_task_fn fn, void *arg, volatile sig_atomic_t *cancel)
+void cpu_threads_run(cpu_threads *p, int ntasks, cpu_task_fn fn, void *arg,
+                     volatile sig_atomic_t *cancel)
 {
     if (ntasks <= 0)
         return;

@@ -225,7 +225,8 @@ backend *backend_cuda_create(int device, errbuf *e)
         gpu_soft_cublas(e, cublasSetStream(g->blas, g->compute), "cublasSetStream") ||
         gpu_soft_cudnn(e, cudnnCreateTensorDescriptor(&g->ta), "cudnnCreateTensorDescriptor") ||
         gpu_soft_cudnn(e, cudnnCreateTensorDescriptor(&g->tb), "cudnnCreateTensorDescriptor") ||
-        gpu_soft_cudnn(e, cudnnCreatePoolingDescriptor(&g->maxpool), "cudnnCreatePoolingDescriptor") ||
+        gpu_soft_cudnn(e, cudnnCreatePoolingDescriptor(&g->maxpool),
+                       "cudnnCreatePoolingDescriptor") ||
         gpu_soft_cudnn(e, cudnnCreateActivationDescriptor(&g->relu),
                        "cudnnCreateActivationDescriptor")) {
         gpu_destroy(be);

@@ -272,12 +272,13 @@ void *gpu_conv_plan(backend *be, const conv_shape *s)
 
 static const char *algo_name(int dir, int algo)
 {
-    static const char *const fwd[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
-                                      "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
-    static const char *const data[] = {"ALGO_0", "ALGO_1", "FFT", "FFT_TILING", "WINOGRAD",
-                                       "WINOGRAD_NONFUSED"};
-    static const char *const filt[] = {"ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD",
-                                       "WINOGRAD_NONFUSED", "FFT_TILING"};
+    static const char *const fwd[] = {
+        "IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING",
+        "WINOGRAD",      "WINOGRAD_NONFUSED"};
+    static const char *const data[] = {"ALGO_0",     "ALGO_1",   "FFT",
+                                       "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
+    static const char *const filt[] = {
+        "ALGO_0", "ALGO_1", "FFT", "ALGO_3", "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
     const char *const *t = dir == DIR_FWD ? fwd : dir == DIR_DATA ? data : filt;
     int n = dir == DIR_FWD ? 8 : dir == DIR_DATA ? 6 : 7;
     return algo >= 0 && algo < n ? t[algo] : "?";
@@ -297,8 +298,8 @@ void gpu_conv_plan_describe(const void *plan, char *buf, size_t len)
     snprintf(buf, len,
              "conv %dx%dx%d -> %d %dx%d (batch %d): forward %s (%s), backward data %s (%s), "
              "backward filter %s (%s)",
-             s->C, s->H, s->W, s->K, s->R, s->S, s->B, algo_name(DIR_FWD, p->fwd),
-             math_name(p->cf), algo_name(DIR_DATA, p->bwd_data), math_name(p->cd),
+             s->C, s->H, s->W, s->K, s->R, s->S, s->B, algo_name(DIR_FWD, p->fwd), math_name(p->cf),
+             algo_name(DIR_DATA, p->bwd_data), math_name(p->cd),
              algo_name(DIR_FILTER, p->bwd_filter), math_name(p->cw));
 }
 

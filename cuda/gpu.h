@@ -11,9 +11,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "app/device.h"
 #include "common/util.h"
 #include "nn/backend.h"
-#include "app/device.h"
 
 /* ---- probing. Initialises the driver but creates no context. Processes
  * forked afterwards must not call CUDA themselves (the loader's workers do

@@ -6,8 +6,8 @@
 #ifndef TRAIN_CUDA_INTERNAL_H
 #define TRAIN_CUDA_INTERNAL_H
 
-#include "nn/backend.h"
 #include "cuda/check.h"
+#include "nn/backend.h"
 
 #define BUSY_RING 64 /* begin/end event pairs in flight before harvesting */
 #define PIN_MAX 16   /* host ranges registered at once */
@@ -43,8 +43,8 @@ typedef struct gpu_ctx {
 
     /* --trace: the device's spans (timeline.c) */
     int tl_on;
-    cudaEvent_t tl_ref;   /* recorded and waited for at timeline_start ... */
-    double tl_ref_host;   /* ... when now_sec() read this */
+    cudaEvent_t tl_ref; /* recorded and waited for at timeline_start ... */
+    double tl_ref_host; /* ... when now_sec() read this */
     cudaEvent_t tl_copy[BUSY_RING][2];
     int tl_head, tl_count;
     backend_span *tl_spans; /* harvested, not yet taken */

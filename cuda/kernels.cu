@@ -10,9 +10,9 @@
  */
 #include <stdint.h>
 
-#include "nn/kernels.h"
 #include "cuda/gpu_kernels.h"
 #include "cuda/launch.h"
+#include "nn/kernels.h"
 
 struct norm_params {
     float mean[GPU_NORM_MAX_C];
@@ -22,7 +22,8 @@ struct norm_params {
 static __global__ void normalize_u8_kernel(float *out, const uint8_t *in, size_t n, int C, int HW,
                                            norm_params p)
 {
-    KERNEL_LOOP(i, n) {
+    KERNEL_LOOP(i, n)
+    {
         int c = (int)((i / (size_t)HW) % (size_t)C);
         out[i] = k_normalize(in[i], p.mean[c], p.inv_std[c]);
     }
@@ -32,7 +33,8 @@ static __global__ void softmax_xent_kernel(float *dlogits, float *loss, int32_t 
                                            const float *logits, const int32_t *labels, int B, int K,
                                            float scale)
 {
-    KERNEL_LOOP(b, (size_t)B) {
+    KERNEL_LOOP(b, (size_t)B)
+    {
         size_t row = b * (size_t)K;
         loss[b] = k_softmax_xent_row(dlogits + row, pred + b, logits + row, labels[b], K, scale);
     }
@@ -41,14 +43,13 @@ static __global__ void softmax_xent_kernel(float *dlogits, float *loss, int32_t 
 static __global__ void sgd_kernel(float *w, float *v, const float *g, size_t n, float lr,
                                   float momentum, float wd)
 {
-    KERNEL_LOOP(i, n) {
-        k_sgd(w + i, v + i, g[i], lr, momentum, wd);
-    }
+    KERNEL_LOOP(i, n) { k_sgd(w + i, v + i, g[i], lr, momentum, wd); }
 }
 
 static __global__ void gap_forward_kernel(float *out, const float *in, size_t BC, int HW)
 {
-    KERNEL_LOOP(j, BC) {
+    KERNEL_LOOP(j, BC)
+    {
         const float *p = in + j * (size_t)HW;
         float s = 0.0f;
         for (int k = 0; k < HW; k++)
@@ -59,16 +60,12 @@ static __global__ void gap_forward_kernel(float *out, const float *in, size_t BC
 
 static __global__ void gap_backward_kernel(float *din, const float *dout, size_t n, int HW)
 {
-    KERNEL_LOOP(i, n) {
-        din[i] = dout[i / (size_t)HW] / (float)HW;
-    }
+    KERNEL_LOOP(i, n) { din[i] = dout[i / (size_t)HW] / (float)HW; }
 }
 
 static __global__ void add_kernel(float *out, const float *a, const float *b, size_t n)
 {
-    KERNEL_LOOP(i, n) {
-        out[i] = k_add(a[i], b[i]);
-    }
+    KERNEL_LOOP(i, n) { out[i] = k_add(a[i], b[i]); }
 }
 
 extern "C" void gpu_launch_add(cudaStream_t st, float *out, const float *a, const float *b,

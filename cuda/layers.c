@@ -177,8 +177,7 @@ void gpu_bn_backward(backend *be, float *dx, float *dscale, float *dshift, const
         gpu_workspace_reserve(g, bytes);
         out = g->workspace;
     }
-    CUDNN_CHECK(cudnnBatchNormalizationBackward(g->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
-                                                &one, &zero, g->ta, x, g->ta, dy, g->ta, out,
-                                                g->tb, scale, dscale, dshift, BN_BWD_EPS,
-                                                save_mean, save_invstd));
+    CUDNN_CHECK(cudnnBatchNormalizationBackward(
+        g->dnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, g->ta, x, g->ta, dy, g->ta, out,
+        g->tb, scale, dscale, dshift, BN_BWD_EPS, save_mean, save_invstd));
 }

@@ -39,8 +39,7 @@ void gpu_probe(int device, gpu_info *g)
     if (st != cudaSuccess)
         g->count = 0;
     switch (st) {
-    case cudaSuccess:
-        break;
+    case cudaSuccess: break;
     case cudaErrorInsufficientDriver:
         if (g->driver_version == 0) {
             g->status = GPU_NO_DRIVER;

@@ -278,7 +278,8 @@ static void maxpool_bwd_report(twin *t, const char *what, const maxpool_shape *s
  * (rounded to four values with ties, so most windows tie). per_window:
  * judge the gradient window by window, whichever tied element it lands on
  * (non-overlapping windows); else element by element (no ties). */
-static void maxpool_pair(twin *t, const maxpool_shape *s, int ties, int per_window, const char *name)
+static void maxpool_pair(twin *t, const maxpool_shape *s, int ties, int per_window,
+                         const char *name)
 {
     size_t nin = (size_t)s->B * s->C * s->H * s->W, nout = (size_t)s->B * s->C * s->OH * s->OW,
            f = sizeof(float);
@@ -387,9 +388,15 @@ void twin_bn(twin *t, int B, int C, int HW)
         const char *o;
         pair *p;
         size_t n;
-    } outs[] = {{"train y", &y, n},       {"save_mean", &sm, (size_t)C}, {"save_invstd", &si, (size_t)C},
-                {"run_mean", &rm, (size_t)C}, {"run_var", &rv, (size_t)C}, {"infer y", &yi, n},
-                {"dx", &dx, n},           {"dscale", &dsc, (size_t)C},  {"dshift", &dsh, (size_t)C}};
+    } outs[] = {{"train y", &y, n},
+                {"save_mean", &sm, (size_t)C},
+                {"save_invstd", &si, (size_t)C},
+                {"run_mean", &rm, (size_t)C},
+                {"run_var", &rv, (size_t)C},
+                {"infer y", &yi, n},
+                {"dx", &dx, n},
+                {"dscale", &dsc, (size_t)C},
+                {"dshift", &dsh, (size_t)C}};
     for (size_t i = 0; i < sizeof outs / sizeof *outs; i++) {
         snprintf(what, sizeof what, "%s %s", name, outs[i].o);
         pair_report(t, what, outs[i].p, outs[i].n, TWIN_RTOL_OP);

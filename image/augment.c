@@ -50,7 +50,8 @@ static void write_chw(uint8_t *out, int oh, int ow, const uint8_t *base, int bw,
         memset(out, 0, (size_t)C * (size_t)oh * (size_t)ow);
     for (int ch = 0; ch < C; ch++) {
         for (int y = 0; y < sy.len; y++) {
-            const uint8_t *s = base + ((size_t)(sy.src + y) * (size_t)bw + (size_t)sx.src) * (size_t)C + ch;
+            const uint8_t *s =
+                base + ((size_t)(sy.src + y) * (size_t)bw + (size_t)sx.src) * (size_t)C + ch;
             uint8_t *d = out + ((size_t)ch * (size_t)oh + (size_t)(sy.dst + y)) * (size_t)ow;
             if (!flip) {
                 d += sx.dst;

@@ -31,7 +31,8 @@ static uint32_t le32(const uint8_t *p)
 
 static void put_be32(uint8_t *p, uint32_t v)
 {
-    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8),
+    p[3] = (uint8_t)v;
 }
 
 /* ---------------------------------------------------------------- PNG */
@@ -46,9 +47,13 @@ typedef struct png_summary {
 static int png_ihdr_check(const png_summary *s, const char *path, errbuf *e)
 {
     static const unsigned depths[7] = {/* valid bit depths per colour type, as bit masks */
-                                       1u << 1 | 1u << 2 | 1u << 4 | 1u << 8 | 1u << 16, 0,
-                                       1u << 8 | 1u << 16, 1u << 1 | 1u << 2 | 1u << 4 | 1u << 8,
-                                       1u << 8 | 1u << 16, 0, 1u << 8 | 1u << 16};
+                                       1u << 1 | 1u << 2 | 1u << 4 | 1u << 8 | 1u << 16,
+                                       0,
+                                       1u << 8 | 1u << 16,
+                                       1u << 1 | 1u << 2 | 1u << 4 | 1u << 8,
+                                       1u << 8 | 1u << 16,
+                                       0,
+                                       1u << 8 | 1u << 16};
     if (s->w == 0 || s->h == 0 || s->w > 0x7fffffffu || s->h > 0x7fffffffu)
         return errf(e, "%s: corrupt PNG (size %ux%u)", path, s->h, s->w);
     if (s->color_type > 6 || s->depth > 16 || !(depths[s->color_type] >> s->depth & 1))
@@ -185,7 +190,9 @@ int img_bmp_prepare(const uint8_t *d, size_t n, const char *path, errbuf *e)
         return errf(e, "%s: corrupt BMP (no room for a palette before the pixels)", path);
     if (psize >= (1 << b.bpp))
         return 0; /* every index is inside */
-    size_t row = b.bpp == 1 ? ((size_t)b.w + 7) / 8 : b.bpp == 4 ? ((size_t)b.w + 1) / 2 : (size_t)b.w;
+    size_t row = b.bpp == 1   ? ((size_t)b.w + 7) / 8
+                 : b.bpp == 4 ? ((size_t)b.w + 1) / 2
+                              : (size_t)b.w;
     size_t stride = (row + 3) & ~(size_t)3, pos = b.offset;
     for (int y = 0; y < b.h && pos < n; y++, pos += stride)
         for (int x = 0; x < b.w; x++) {

@@ -52,7 +52,7 @@ void img_ctx_set_limits(img_ctx *c, int max_side, uint64_t max_pixels)
 uint8_t *img_grow(uint8_t **buf, size_t *cap, size_t need)
 {
     if (need > *cap || !*buf) {
-        free(*buf); /* contents are not kept: no copy */
+        free(*buf);             /* contents are not kept: no copy */
         *cap = need + need / 4; /* slack: sizes vary a little between files */
         *buf = xmalloc(*cap ? *cap : 1);
     }
@@ -68,7 +68,8 @@ void img_printable(char *s)
 
 const char *img_format_name(img_format f)
 {
-    static const char *const names[] = {"image", "JPEG", "PNG", "GIF", "BMP", "TGA", "PSD", "PNM", "WebP"};
+    static const char *const names[] = {"image", "JPEG", "PNG", "GIF", "BMP",
+                                        "TGA",   "PSD",  "PNM", "WebP"};
     return (unsigned)f < sizeof names / sizeof names[0] ? names[f] : "image";
 }
 
@@ -134,8 +135,9 @@ static int is_tga(const uint8_t *d, size_t n)
     int mapped = type == 1 || type == 9;
     if (!(mapped || type == 2 || type == 3 || type == 10 || type == 11))
         return 0;
-    if (mapped && (d[1] != 1 || !(d[7] == 8 || d[7] == 15 || d[7] == 16 || d[7] == 24 ||
-                                  d[7] == 32) || !(bpp == 8 || bpp == 16)))
+    if (mapped &&
+        (d[1] != 1 || !(d[7] == 8 || d[7] == 15 || d[7] == 16 || d[7] == 24 || d[7] == 32) ||
+         !(bpp == 8 || bpp == 16)))
         return 0;
     return w > 0 && h > 0 && (bpp == 8 || bpp == 15 || bpp == 16 || bpp == 24 || bpp == 32);
 }
@@ -250,7 +252,8 @@ static void dct_extent(const img_info *info, int dh, int dw, double *bh, double 
 }
 
 /* Any format but JPEG, at full size into c->dec. */
-static int decode_other(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw, errbuf *e)
+static int decode_other(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw,
+                        errbuf *e)
 {
     if (info->format == IMG_FMT_WEBP)
         return img_webp_decode(c, path, info, C, dh, dw, e);
@@ -286,10 +289,12 @@ int img_params_check(const img_params *p, errbuf *e)
     if (p->rrc && p->random_crop)
         return errf(e, "a random-resized crop and a random crop cannot both apply");
     if (p->rrc_scale[0] != 0.0f || p->rrc_scale[1] != 0.0f)
-        if (!(p->rrc_scale[0] > 0.0f && p->rrc_scale[0] <= p->rrc_scale[1] && p->rrc_scale[1] <= 1.0f))
+        if (!(p->rrc_scale[0] > 0.0f && p->rrc_scale[0] <= p->rrc_scale[1] &&
+              p->rrc_scale[1] <= 1.0f))
             return errf(e, "random-resized-crop scale must be 0 < min <= max <= 1");
     if (p->rrc_ratio[0] != 0.0f || p->rrc_ratio[1] != 0.0f)
-        if (!(p->rrc_ratio[0] > 0.0f && p->rrc_ratio[0] <= p->rrc_ratio[1] && p->rrc_ratio[1] < 1000.0f))
+        if (!(p->rrc_ratio[0] > 0.0f && p->rrc_ratio[0] <= p->rrc_ratio[1] &&
+              p->rrc_ratio[1] < 1000.0f))
             return errf(e, "random-resized-crop ratio must be 0 < min <= max");
     return 0;
 }
@@ -385,7 +390,8 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
     if (img_params_check(p, &pe) != 0)
         return errf(e, "%s: %s", path, pe.msg);
     if (p->rrc)
-        return errf(e, "%s: a random-resized crop has no base image (it is cut from the file)", path);
+        return errf(e, "%s: a random-resized crop has no base image (it is cut from the file)",
+                    path);
     img_info info;
     if (read_header(c, path, p->cold, &info, e) != 0)
         return -1;
@@ -402,8 +408,10 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
     int dh, dw, rc;
     double box_h, box_w; /* the picture's extent in the decoded pixels */
     if (info.format == IMG_FMT_JPEG) {
-        int m = p->decode == IMG_DECODE_AUTO ? 2 : 1, exact = p->full_decode || p->decode == IMG_DECODE_EXACT;
-        rc = img_jpeg_decode(c, path, &info, C, exact ? 0 : m * rh, exact ? 0 : m * rw, &dh, &dw, e);
+        int m = p->decode == IMG_DECODE_AUTO ? 2 : 1,
+            exact = p->full_decode || p->decode == IMG_DECODE_EXACT;
+        rc =
+            img_jpeg_decode(c, path, &info, C, exact ? 0 : m * rh, exact ? 0 : m * rw, &dh, &dw, e);
         dct_extent(&info, dh, dw, &box_h, &box_w);
     } else {
         rc = decode_other(c, path, &info, C, &dh, &dw, e);
@@ -434,8 +442,8 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
         memset(out, 0, (size_t)oh * row);
     /* resizes only the rows and columns the crop keeps (copies when the
      * decoded image already has the target size) */
-    resize_box_window(&c->rs, out + (size_t)sy.dst * row + (size_t)sx.dst * (size_t)C, row, rh, rw, sy.src,
-                         sx.src, sy.len, sx.len, c->dec, dh, dw, C, box_h, box_w);
+    resize_box_window(&c->rs, out + (size_t)sy.dst * row + (size_t)sx.dst * (size_t)C, row, rh, rw,
+                      sy.src, sx.src, sy.len, sx.len, c->dec, dh, dw, C, box_h, box_w);
     *base = out;
     *bh = oh;
     *bw = ow;
@@ -454,7 +462,8 @@ static double round_half_even(double v)
 
 void img_rrc_box(int h, int w, const img_params *p, rng *r, int *by, int *bx, int *bh, int *bw)
 {
-    double smin = p->rrc_scale[1] > 0 ? p->rrc_scale[0] : 0.08, smax = p->rrc_scale[1] > 0 ? p->rrc_scale[1] : 1.0;
+    double smin = p->rrc_scale[1] > 0 ? p->rrc_scale[0] : 0.08,
+           smax = p->rrc_scale[1] > 0 ? p->rrc_scale[1] : 1.0;
     double rmin = p->rrc_ratio[1] > 0 ? p->rrc_ratio[0] : 3.0 / 4.0;
     double rmax = p->rrc_ratio[1] > 0 ? p->rrc_ratio[1] : 4.0 / 3.0;
     double area = (double)h * (double)w, lr0 = log(rmin), lr1 = log(rmax);
@@ -490,8 +499,8 @@ void img_rrc_box(int h, int w, const img_params *p, rng *r, int *by, int *bx, in
 /* The box (by, bx, bh, bw) of the file, resampled to out_h x out_w HWC in
  * c->out: from a DCT-scaled decode of just that region for a JPEG, from a
  * full decode otherwise (and with full_decode, the unfused reference). */
-static int rrc_resample(img_ctx *c, const char *path, const img_info *info, const img_params *p, int by,
-                        int bx, int bh, int bw, int out_h, int out_w, errbuf *e)
+static int rrc_resample(img_ctx *c, const char *path, const img_info *info, const img_params *p,
+                        int by, int bx, int bh, int bw, int out_h, int out_w, errbuf *e)
 {
     const int C = p->channels;
     uint8_t *dst = img_grow(&c->out, &c->out_cap, (size_t)out_h * (size_t)out_w * (size_t)C);
@@ -515,23 +524,26 @@ static int rrc_resample(img_ctx *c, const char *path, const img_info *info, cons
             hh = got.h - y0;
         if (x0 + ww > got.w)
             ww = got.w - x0;
-        resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)got.w * (size_t)C, got.h, got.w, C, y0, x0, hh,
-                      ww);
+        resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)got.w * (size_t)C, got.h, got.w, C,
+                   y0, x0, hh, ww);
         return 0;
     }
-    int dh, dw, rc = info->format == IMG_FMT_JPEG ? img_jpeg_decode(c, path, info, C, 0, 0, &dh, &dw, e)
-                                                  : decode_other(c, path, info, C, &dh, &dw, e);
+    int dh, dw,
+        rc = info->format == IMG_FMT_JPEG ? img_jpeg_decode(c, path, info, C, 0, 0, &dh, &dw, e)
+                                          : decode_other(c, path, info, C, &dh, &dw, e);
     if (rc != 0)
         return -1;
-    resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)dw * (size_t)C, dh, dw, C, by, bx, bh, bw);
+    resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)dw * (size_t)C, dh, dw, C, by, bx, bh,
+               bw);
     return 0;
 }
 
-static int load_rrc(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t *out, int out_h,
-                    int out_w, errbuf *e)
+static int load_rrc(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t *out,
+                    int out_h, int out_w, errbuf *e)
 {
     if (out_h != p->crop_h || out_w != p->crop_w)
-        return errf(e, "%s: output is %dx%d but the crop is %dx%d", path, out_h, out_w, p->crop_h, p->crop_w);
+        return errf(e, "%s: output is %dx%d but the crop is %dx%d", path, out_h, out_w, p->crop_h,
+                    p->crop_w);
     img_info info;
     if (read_header(c, path, p->cold, &info, e) != 0)
         return -1;

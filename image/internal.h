@@ -10,14 +10,14 @@
 #include "image/resize.h"
 
 struct img_ctx {
-    void *tj;            /* tjhandle for decompression, made on the first JPEG */
-    uint8_t *file;       /* the file's bytes */
+    void *tj;      /* tjhandle for decompression, made on the first JPEG */
+    uint8_t *file; /* the file's bytes */
     size_t file_len, file_cap;
-    uint8_t *dec;        /* decoded image, dh x dw x C */
+    uint8_t *dec; /* decoded image, dh x dw x C */
     size_t dec_cap;
-    uint8_t *tmp;        /* CMYK pixels before conversion; a repaired PNG */
+    uint8_t *tmp; /* CMYK pixels before conversion; a repaired PNG */
     size_t tmp_cap;
-    uint8_t *out;        /* resized and/or cropped base */
+    uint8_t *out; /* resized and/or cropped base */
     size_t out_cap;
     resize_plan rs;
     int max_side;
@@ -99,7 +99,8 @@ int img_stb_decode(img_ctx *c, const char *path, const img_info *info, int C, in
 
 /* webp.c — c->file holds a WebP (RIFF....WEBP). */
 int img_webp_header(img_ctx *c, const char *path, img_info *info, errbuf *e);
-int img_webp_decode(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw, errbuf *e);
+int img_webp_decode(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw,
+                    errbuf *e);
 
 /* check.c — structural checks stb_image does not make. The headers
  * fill w, h, channels; the prepares run before decoding and may point *d

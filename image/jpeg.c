@@ -96,10 +96,7 @@ static void drop_handle(img_ctx *c)
     c->tj = NULL;
 }
 
-void img_jpeg_release(img_ctx *c)
-{
-    drop_handle(c);
-}
+void img_jpeg_release(img_ctx *c) { drop_handle(c); }
 
 int img_jpeg_complete(const img_ctx *c)
 {

@@ -41,7 +41,8 @@ static void axis_reserve(resize_axis *a, int count, int taps)
  * the source box [b0, b0 + blen) (of a source `in` long; taps stay inside
  * the box, rounded out to whole pixels) onto `out` outputs; reuses the
  * previous ones when the geometry is unchanged. */
-static void axis_build_box(resize_axis *a, int in, double b0, double blen, int out, int first, int count)
+static void axis_build_box(resize_axis *a, int in, double b0, double blen, int out, int first,
+                           int count)
 {
     if (a->lo && a->in == in && a->out == out && a->first == first && a->count == count &&
         a->b0 == b0 && a->blen == blen)
@@ -106,7 +107,8 @@ static inline uint8_t clip8(int32_t v)
 
 /* One row: ax->count outputs of c channels from a source row whose first
  * pixel is source column `off`. */
-static void hpass(uint8_t *restrict out, const uint8_t *restrict in, const resize_axis *ax, int c, int off)
+static void hpass(uint8_t *restrict out, const uint8_t *restrict in, const resize_axis *ax, int c,
+                  int off)
 {
     const int32_t half = 1 << (RS_PRECISION - 1);
     const int count = ax->count;
@@ -147,8 +149,8 @@ static void hpass(uint8_t *restrict out, const uint8_t *restrict in, const resiz
 /* One output row of the vertical pass: n source rows `stride` apart,
  * weighted. The pointers are restrict so that gcc vectorises the loops
  * over the row (u8 rows cannot alias the int32 accumulators). */
-static void vpass_row(uint8_t *restrict out, int32_t *restrict acc, const uint8_t *restrict rows, size_t stride,
-                      const int32_t *restrict k, int n, size_t rowb)
+static void vpass_row(uint8_t *restrict out, int32_t *restrict acc, const uint8_t *restrict rows,
+                      size_t stride, const int32_t *restrict k, int n, size_t rowb)
 {
     for (size_t x = 0; x < rowb; x++)
         acc[x] = 1 << (RS_PRECISION - 1);
@@ -176,7 +178,8 @@ typedef struct resize_window {
  * always goes horizontal first; the order changes results by rounding. */
 static int vertical_first(resize_window b, int dh, int dw)
 {
-    double tx = 2.0 * (b.w > dw ? b.w / dw : 1.0) + 1.0, ty = 2.0 * (b.h > dh ? b.h / dh : 1.0) + 1.0;
+    double tx = 2.0 * (b.w > dw ? b.w / dw : 1.0) + 1.0,
+           ty = 2.0 * (b.h > dh ? b.h / dh : 1.0) + 1.0;
     double hfirst = b.h * dw * tx * 4.0 + (double)dh * dw * ty; /* scalar work counted 4x */
     double vfirst = (double)dh * b.w * ty + (double)dh * dw * tx * 4.0;
     return vfirst < hfirst;
@@ -196,8 +199,8 @@ static void grow_tmp(resize_plan *p, size_t bytes, size_t accs)
 
 /* Both axes built: each output row is the vertical pass over the source
  * columns the horizontal taps need, then the horizontal pass of that row. */
-static void resize_vfirst(resize_plan *p, uint8_t *dst, size_t dst_stride, int oh, const uint8_t *src,
-                          size_t src_stride, int c)
+static void resize_vfirst(resize_plan *p, uint8_t *dst, size_t dst_stride, int oh,
+                          const uint8_t *src, size_t src_stride, int c)
 {
     const resize_axis *ax = &p->x, *ay = &p->y;
     int clo = ax->lo[0], chi = clo;
@@ -209,8 +212,8 @@ static void resize_vfirst(resize_plan *p, uint8_t *dst, size_t dst_stride, int o
     const size_t cwb = (size_t)(chi - clo) * (size_t)c;
     grow_tmp(p, cwb, cwb);
     for (int i = 0; i < oh; i++) {
-        vpass_row(p->tmp, p->acc, src + (size_t)ay->lo[i] * src_stride + (size_t)clo * (size_t)c, src_stride,
-                  ay->coef + (size_t)i * (size_t)ay->taps, ay->n[i], cwb);
+        vpass_row(p->tmp, p->acc, src + (size_t)ay->lo[i] * src_stride + (size_t)clo * (size_t)c,
+                  src_stride, ay->coef + (size_t)i * (size_t)ay->taps, ay->n[i], cwb);
         hpass(dst + (size_t)i * dst_stride, p->tmp, ax, c, clo);
     }
 }
@@ -221,8 +224,9 @@ static int box_identity(double b0, double blen, int out)
     return b0 == floor(b0) && blen == (double)out;
 }
 
-static void resize_core(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
-                        int ow, const uint8_t *src, size_t src_stride, int sh, int sw, int c, resize_window b)
+static void resize_core(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0,
+                        int x0, int oh, int ow, const uint8_t *src, size_t src_stride, int sh,
+                        int sw, int c, resize_window b)
 {
     const int horiz = !box_identity(b.x, b.w, dw), vert = !box_identity(b.y, b.h, dh);
     const size_t rowb = (size_t)ow * (size_t)c;
@@ -277,29 +281,33 @@ static void resize_core(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh,
         p->acc = xrealloc(p->acc, rowb * sizeof *p->acc);
     }
     for (int i = 0; i < oh; i++)
-        vpass_row(dst + (size_t)i * dst_stride, p->acc, rows + (size_t)(ay->lo[i] - rlo) * rstride, rstride,
-                  ay->coef + (size_t)i * (size_t)ay->taps, ay->n[i], rowb);
+        vpass_row(dst + (size_t)i * dst_stride, p->acc, rows + (size_t)(ay->lo[i] - rlo) * rstride,
+                  rstride, ay->coef + (size_t)i * (size_t)ay->taps, ay->n[i], rowb);
 }
 
-void resize_apply(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
-               int ow, const uint8_t *src, int sh, int sw, int c)
+void resize_apply(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0,
+                  int oh, int ow, const uint8_t *src, int sh, int sw, int c)
 {
     resize_window b = {0.0, 0.0, (double)sh, (double)sw};
-    resize_core(p, dst, dst_stride, dh, dw, y0, x0, oh, ow, src, (size_t)sw * (size_t)c, sh, sw, c, b);
+    resize_core(p, dst, dst_stride, dh, dw, y0, x0, oh, ow, src, (size_t)sw * (size_t)c, sh, sw, c,
+                b);
 }
 
-void resize_box(resize_plan *p, uint8_t *dst, int dh, int dw, const uint8_t *src, size_t src_stride, int sh,
-                   int sw, int c, double by, double bx, double bh, double bw)
+void resize_box(resize_plan *p, uint8_t *dst, int dh, int dw, const uint8_t *src, size_t src_stride,
+                int sh, int sw, int c, double by, double bx, double bh, double bw)
 {
     resize_window b = {by, bx, bh, bw};
-    resize_core(p, dst, (size_t)dw * (size_t)c, dh, dw, 0, 0, dh, dw, src, src_stride, sh, sw, c, b);
+    resize_core(p, dst, (size_t)dw * (size_t)c, dh, dw, 0, 0, dh, dw, src, src_stride, sh, sw, c,
+                b);
 }
 
-void resize_box_window(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
-                          int ow, const uint8_t *src, int sh, int sw, int c, double bh, double bw)
+void resize_box_window(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0,
+                       int x0, int oh, int ow, const uint8_t *src, int sh, int sw, int c, double bh,
+                       double bw)
 {
     resize_window b = {0.0, 0.0, bh, bw};
-    resize_core(p, dst, dst_stride, dh, dw, y0, x0, oh, ow, src, (size_t)sw * (size_t)c, sh, sw, c, b);
+    resize_core(p, dst, dst_stride, dh, dw, y0, x0, oh, ow, src, (size_t)sw * (size_t)c, sh, sw, c,
+                b);
 }
 
 static void axis_free(resize_axis *a)

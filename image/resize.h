@@ -22,22 +22,22 @@
 
 /* Weights along one axis for output indices [first, first + count). */
 typedef struct resize_axis {
-    int in, out;       /* source size, full output size */
-    int first, count;  /* computed window of output indices */
-    double b0, blen;   /* source box mapped onto the output */
-    int taps;          /* stride of coef */
-    int *lo;           /* (count) first source index of each output */
-    int *n;            /* (count) number of taps of each output */
-    int32_t *coef;     /* (count, taps) Q22 weights, each row sums to ~1 << 22 */
-    size_t cap;        /* entries allocated in lo/n, and taps * cap in coef */
+    int in, out;      /* source size, full output size */
+    int first, count; /* computed window of output indices */
+    double b0, blen;  /* source box mapped onto the output */
+    int taps;         /* stride of coef */
+    int *lo;          /* (count) first source index of each output */
+    int *n;           /* (count) number of taps of each output */
+    int32_t *coef;    /* (count, taps) Q22 weights, each row sums to ~1 << 22 */
+    size_t cap;       /* entries allocated in lo/n, and taps * cap in coef */
     size_t coef_cap;
 } resize_axis;
 
 typedef struct resize_plan {
     resize_axis y, x;
-    uint8_t *tmp;    /* horizontal-pass rows */
+    uint8_t *tmp; /* horizontal-pass rows */
     size_t tmp_cap;
-    int32_t *acc;    /* one row of vertical-pass accumulators */
+    int32_t *acc; /* one row of vertical-pass accumulators */
     size_t acc_cap;
 } resize_plan;
 
@@ -47,8 +47,8 @@ typedef struct resize_plan {
  * only rows [y0, y0 + oh) and columns [x0, x0 + ow) are computed and written
  * to dst (row i of the window at dst + i * dst_stride). 1 <= c <= 4, the
  * window must lie inside dh x dw. A plan starts zeroed. */
-void resize_apply(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
-               int ow, const uint8_t *src, int sh, int sw, int c);
+void resize_apply(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0,
+                  int oh, int ow, const uint8_t *src, int sh, int sw, int c);
 
 /* Resample the box [by, by + bh) x [bx, bx + bw) of src (sh x sw x c, rows
  * src_stride bytes apart; the box may be fractional and lies inside the
@@ -57,14 +57,15 @@ void resize_apply(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int d
  * what cropping it and resizing the crop would (torchvision's
  * resized_crop); a fractional one is how a DCT-scaled decode of the crop
  * region is resampled. */
-void resize_box(resize_plan *p, uint8_t *dst, int dh, int dw, const uint8_t *src, size_t src_stride, int sh,
-                   int sw, int c, double by, double bx, double bh, double bw);
+void resize_box(resize_plan *p, uint8_t *dst, int dh, int dw, const uint8_t *src, size_t src_stride,
+                int sh, int sw, int c, double by, double bx, double bh, double bw);
 
 /* resize_apply where the source image's content spans only [0, bh) x [0, bw)
  * of its sh x sw pixels (bh <= sh, bw <= sw, fractional): a JPEG decoded
  * at n/8 is ceil(h * n / 8) rows, of which h * n / 8 are the picture. */
-void resize_box_window(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0, int oh,
-                          int ow, const uint8_t *src, int sh, int sw, int c, double bh, double bw);
+void resize_box_window(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0,
+                       int x0, int oh, int ow, const uint8_t *src, int sh, int sw, int c, double bh,
+                       double bw);
 
 void resize_plan_free(resize_plan *p);
 

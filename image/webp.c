@@ -26,10 +26,12 @@ int img_webp_header(img_ctx *c, const char *path, img_info *info, errbuf *e)
     return 0;
 }
 
-int img_webp_decode(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw, errbuf *e)
+int img_webp_decode(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw,
+                    errbuf *e)
 {
     size_t npix = (size_t)info->w * (size_t)info->h;
-    uint8_t *rgb = C == 3 ? img_grow(&c->dec, &c->dec_cap, npix * 3) : img_grow(&c->tmp, &c->tmp_cap, npix * 3);
+    uint8_t *rgb = C == 3 ? img_grow(&c->dec, &c->dec_cap, npix * 3)
+                          : img_grow(&c->tmp, &c->tmp_cap, npix * 3);
     if (!WebPDecodeRGBInto(c->file, c->file_len, rgb, npix * 3, info->w * 3))
         return errf(e, "%s: corrupt or truncated WebP (the decoder stopped)", path);
     if (C == 1) {

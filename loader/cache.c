@@ -65,13 +65,16 @@ static void describe_changed(preload_cache *pc, const file_stamp *old)
         if (memcmp(&old[i], &now[i], sizeof *now) != 0 && changed++ == 0)
             first = i;
     const file_stamp *a = &old[first], *b = &now[first];
-    const char *how = !b->ino ? "missing now" : a->ino != b->ino ? "replaced by another file"
-                      : a->size != b->size                    ? "size changed"
-                                                              : "modified (time stamps changed)";
+    const char *how = !b->ino              ? "missing now"
+                      : a->ino != b->ino   ? "replaced by another file"
+                      : a->size != b->size ? "size changed"
+                                           : "modified (time stamps changed)";
     char what[ERR_MAX], where[2 * ERR_MAX];
     snprintf(what, sizeof what, "%s, %s", dataset_path(pc->ix, first), how);
-    snprintf(pc->note, sizeof pc->note, "cache %s: %u image file%s changed since it was built (first: %s): "
-             "rebuilding it", pc->path, changed, changed == 1 ? "" : "s",
+    snprintf(pc->note, sizeof pc->note,
+             "cache %s: %u image file%s changed since it was built (first: %s): "
+             "rebuilding it",
+             pc->path, changed, changed == 1 ? "" : "s",
              dataset_row_message(pc->ix, first, what, where, sizeof where));
 }
 
@@ -83,9 +86,18 @@ static uint64_t header_sum(const cache_header *h)
 uint64_t cache_key(const dataset *ix, const img_params *p, int base_h, int base_w)
 {
     /* the fields that change base images; not the augmentation */
-    int32_t v[12] = {CACHE_VERSION,  p->channels, p->resize_h, p->resize_w, p->resize_short,
-                     p->random_crop ? 0 : p->crop_h, p->random_crop ? 0 : p->crop_w,
-                     base_h,         base_w,      (int32_t)ix->n, p->decode, p->full_decode};
+    int32_t v[12] = {CACHE_VERSION,
+                     p->channels,
+                     p->resize_h,
+                     p->resize_w,
+                     p->resize_short,
+                     p->random_crop ? 0 : p->crop_h,
+                     p->random_crop ? 0 : p->crop_w,
+                     base_h,
+                     base_w,
+                     (int32_t)ix->n,
+                     p->decode,
+                     p->full_decode};
     return hash64(v, sizeof v, ix->content_hash);
 }
 
@@ -96,8 +108,9 @@ static int map_anonymous(preload_cache *pc, uint64_t mem_limit, errbuf *e)
     size_t bytes = (size_t)pc->n * pc->sample_bytes;
     if (limit && bytes > limit) {
         char need[32], have[32], lim[32];
-        return errf(e, "preload needs %s (%u samples of %dx%dx%d) but the limit is %s (%s: %s "
-                       "available); use --mode lazy, or --cache FILE to keep it on disk",
+        return errf(e,
+                    "preload needs %s (%u samples of %dx%dx%d) but the limit is %s (%s: %s "
+                    "available); use --mode lazy, or --cache FILE to keep it on disk",
                     fmt_bytes(need, sizeof need, bytes), pc->n, pc->c, pc->h, pc->w,
                     fmt_bytes(lim, sizeof lim, limit),
                     mem_limit ? "--mem-limit" : "80% of MemAvailable",
@@ -156,8 +169,8 @@ static int try_reuse(preload_cache *pc, errbuf *e)
     if (hash64(old, stamps_bytes(pc), 0x7374616d) != h.stamps_sum ||
         hash64((uint8_t *)m + CACHE_HEADER, bytes, 0x64617461) != h.data_sum) {
         munmap(m, len);
-        snprintf(pc->note, sizeof pc->note, "cache %s is corrupt (checksum mismatch): rebuilding it",
-                 pc->path);
+        snprintf(pc->note, sizeof pc->note,
+                 "cache %s is corrupt (checksum mismatch): rebuilding it", pc->path);
         return 1;
     }
     if (memcmp(old, pc->stamps, stamps_bytes(pc)) != 0) {
@@ -169,7 +182,8 @@ static int try_reuse(preload_cache *pc, errbuf *e)
     pc->map_len = len;
     pc->data = pc->map + CACHE_HEADER;
     pc->ready = 1;
-    snprintf(pc->note, sizeof pc->note, "cache %s matches: reusing it, nothing to decode", pc->path);
+    snprintf(pc->note, sizeof pc->note, "cache %s matches: reusing it, nothing to decode",
+             pc->path);
     return 0;
 }
 
@@ -202,8 +216,8 @@ static int create_temp(preload_cache *pc, errbuf *e)
     return 0;
 }
 
-int cache_open(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w, uint64_t key,
-               uint64_t mem_limit, errbuf *e)
+int cache_open(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w,
+               uint64_t key, uint64_t mem_limit, errbuf *e)
 {
     memset(pc, 0, sizeof *pc);
     pc->fd = -1;

@@ -25,8 +25,8 @@
 #include <stdint.h>
 
 #include "common/util.h"
-#include "loader/dataset.h"
 #include "image/image.h"
+#include "loader/dataset.h"
 
 typedef struct preload_cache {
     uint8_t *data;       /* n * sample_bytes */
@@ -34,14 +34,14 @@ typedef struct preload_cache {
     uint32_t n;
     int c, h, w;
     uint64_t key;
-    int ready;           /* data is complete (reused from FILE): no build */
+    int ready; /* data is complete (reused from FILE): no build */
     /* internals */
     uint8_t *map;
     size_t map_len;
     int fd;
     char *path, *tmp_path;
     const dataset *ix;
-    void *stamps;        /* file_stamp per sample (file caches) */
+    void *stamps;           /* file_stamp per sample (file caches) */
     char note[2 * ERR_MAX]; /* what happened, for the user ("reusing ...") */
 } preload_cache;
 
@@ -53,8 +53,8 @@ uint64_t cache_key(const dataset *ix, const img_params *p, int base_h, int base_
  * the cache). mem_limit 0 means 80%
  * of MemAvailable; it only limits anonymous (file-less) caches. Call before
  * forking the loader. */
-int cache_open(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w, uint64_t key,
-               uint64_t mem_limit, errbuf *e);
+int cache_open(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w,
+               uint64_t key, uint64_t mem_limit, errbuf *e);
 
 /* After a build: checksum, header, fsync, rename over the target path. A
  * file-less cache needs nothing. */

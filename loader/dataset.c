@@ -94,7 +94,7 @@ typedef struct parser {
     char *base; /* folder relative paths are joined to, or NULL */
 
     record cur, first;
-    int nrecords;   /* non-blank records seen */
+    int nrecords; /* non-blank records seen */
     int header_decided;
     int label_mode; /* 0 not yet known, 1 integers, 2 names */
     int path_idx, label_idx;
@@ -120,10 +120,7 @@ static int is_uint(const char *s)
     return 1;
 }
 
-static int is_int(const char *s)
-{
-    return is_uint(s[0] == '-' ? s + 1 : s);
-}
+static int is_int(const char *s) { return is_uint(s[0] == '-' ? s + 1 : s); }
 
 /* A label written as a decimal number: -?D+(.D*)?([eE][+-]?D+)? or -?.D+...
  * (no hex, inf or nan, no spaces). */
@@ -423,7 +420,8 @@ static int feed_all(parser *p, struct csv_parser *cp, const char *text, size_t l
     while (pos < len && !p->failed) {
         /* one physical line: up to \n, or a lone \r (old Mac files) */
         size_t end = pos;
-        while (end < len && text[end] != '\n' && !(text[end] == '\r' && (end + 1 >= len || text[end + 1] != '\n')))
+        while (end < len && text[end] != '\n' &&
+               !(text[end] == '\r' && (end + 1 >= len || text[end + 1] != '\n')))
             end++;
         if (end < len)
             end++;
@@ -435,9 +433,10 @@ static int feed_all(parser *p, struct csv_parser *cp, const char *text, size_t l
         size_t n = csv_parse(cp, text + pos, end - pos, on_field, on_record, p);
         if (n != end - pos) {
             errf(p->e, "%s:%u: %s", p->csv, p->cur_line,
-                 csv_error(cp) == CSV_EPARSE ? "malformed quoted field (a quote inside an unquoted field, "
-                                               "or text after a closing quote)"
-                                             : csv_strerror(csv_error(cp)));
+                 csv_error(cp) == CSV_EPARSE
+                     ? "malformed quoted field (a quote inside an unquoted field, "
+                       "or text after a closing quote)"
+                     : csv_strerror(csv_error(cp)));
             return -1;
         }
         pos = end;

@@ -22,20 +22,20 @@ typedef struct dataset_row {
 } dataset_row;
 
 typedef struct dataset {
-    char *csv_path;   /* the CSV or folder as given by the user (for messages) */
-    char *strs;       /* NUL-terminated strings: paths, then class names */
-    size_t strs_len;  /* bytes used in strs */
+    char *csv_path;        /* the CSV or folder as given by the user (for messages) */
+    char *strs;            /* NUL-terminated strings: paths, then class names */
+    size_t strs_len;       /* bytes used in strs */
     dataset_row *rows;     /* n rows, followed in the same allocation by
                          nclasses class-name offsets when names is set */
     uint64_t *class_names; /* points into the rows allocation, or NULL */
     uint32_t n;
     uint32_t nclasses;
-    uint32_t bad_rows;     /* rows dropped under skip_bad */
-    int names;             /* labels were strings mapped to sorted ids */
+    uint32_t bad_rows; /* rows dropped under skip_bad */
+    int names;         /* labels were strings mapped to sorted ids */
     int had_header;
-    int folder;            /* read from a folder of class folders */
+    int folder;             /* read from a folder of class folders */
     uint32_t skipped_files; /* a folder's non-image files, skipped */
-    uint64_t content_hash; /* of the CSV bytes and the resolved root */
+    uint64_t content_hash;  /* of the CSV bytes and the resolved root */
 } dataset;
 
 typedef struct csv_opts {
@@ -47,8 +47,11 @@ typedef struct csv_opts {
     FILE *warn;            /* where the skip warning goes; NULL = silent */
 } csv_opts;
 
-#define CSV_OPTS_DEFAULT {.header = -1, .path_col = NULL, .label_col = NULL, \
-                          .root = NULL, .skip_bad = 0, .warn = NULL}
+#define CSV_OPTS_DEFAULT                                                                           \
+    {                                                                                              \
+        .header = -1, .path_col = NULL, .label_col = NULL, .root = NULL, .skip_bad = 0,            \
+        .warn = NULL                                                                               \
+    }
 
 /* Load and validate `csv_path`, a CSV or a folder (dataset_folder_load). On
  * failure returns -1 with e holding `FILE:LINE: reason` (or `FILE:
@@ -65,7 +68,8 @@ int dataset_folder_load(dataset *ix, const char *root, const csv_opts *o, errbuf
  * for a CSV; for a folder the image path itself is the location, so
  * `msg` when it already starts with the path, else `PATH: msg`. Returns
  * buf. */
-const char *dataset_row_message(const dataset *ix, uint32_t i, const char *msg, char *buf, size_t len);
+const char *dataset_row_message(const dataset *ix, uint32_t i, const char *msg, char *buf,
+                                size_t len);
 void dataset_free(dataset *ix);
 
 static inline const char *dataset_path(const dataset *ix, uint32_t i)

@@ -29,7 +29,7 @@
 #include "loader/dataset.h"
 
 /* torchvision.datasets.folder.IMG_EXTENSIONS */
-static const char *const image_exts[] = {".jpg", ".jpeg", ".png", ".ppm", ".bmp",
+static const char *const image_exts[] = {".jpg", ".jpeg", ".png",  ".ppm", ".bmp",
                                          ".pgm", ".tif",  ".tiff", ".webp"};
 
 #define WALK_MAX_DEPTH 64
@@ -254,7 +254,8 @@ int dataset_folder_load(dataset *ix, const char *root, const csv_opts *o, errbuf
     uint32_t *label = NULL;
     size_t lab_cap = 0;
     if (nclasses == 0) {
-        errf(e, "%s: no class folders (a data folder holds one sub-folder of images per class)", root);
+        errf(e, "%s: no class folders (a data folder holds one sub-folder of images per class)",
+             root);
         goto out;
     }
     for (size_t c = 0; c < nclasses; c++) {
@@ -263,8 +264,11 @@ int dataset_folder_load(dataset *ix, const char *root, const csv_opts *o, errbuf
         size_t before = w.n;
         int wr = stat(dir, &st) == 0 ? walk(&w, dir, &st) : errf(e, "%s: %s", dir, strerror(errno));
         if (wr == 0 && w.n == before)
-            wr = errf(e, "%s: no image files in this class folder (extensions: .jpg .jpeg .png .ppm .bmp "
-                         ".pgm .tif .tiff .webp)", dir);
+            wr = errf(
+                e,
+                "%s: no image files in this class folder (extensions: .jpg .jpeg .png .ppm .bmp "
+                ".pgm .tif .tiff .webp)",
+                dir);
         free(dir);
         if (wr != 0)
             goto out;
@@ -284,8 +288,9 @@ int dataset_folder_load(dataset *ix, const char *root, const csv_opts *o, errbuf
     ix->csv_path = xstrdup(root);
     ix->skipped_files = w.skipped;
     if (w.skipped && o && o->warn)
-        fprintf(o->warn, "train: note: %s: skipped %u file%s that %s in a class folder (first: %s)\n",
-                root, w.skipped, w.skipped == 1 ? "" : "s",
+        fprintf(o->warn,
+                "train: note: %s: skipped %u file%s that %s in a class folder (first: %s)\n", root,
+                w.skipped, w.skipped == 1 ? "" : "s",
                 w.skipped == 1 ? "is not an image" : "are not images", w.first_skipped);
     rc = 0;
 out:
@@ -295,7 +300,8 @@ out:
     return rc;
 }
 
-const char *dataset_row_message(const dataset *ix, uint32_t i, const char *msg, char *buf, size_t len)
+const char *dataset_row_message(const dataset *ix, uint32_t i, const char *msg, char *buf,
+                                size_t len)
 {
     if (!ix->folder) {
         snprintf(buf, len, "%s:%u: %s", ix->csv_path, ix->rows[i].line, msg);

@@ -48,19 +48,19 @@ typedef enum load_job_kind {
  * preload cache for LOAD_JOB_BUILD. wctx is the worker context. Returns 0,
  * or -1 with `path: reason` in e. */
 typedef int (*loader_load_fn)(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r,
-                            uint8_t *out, errbuf *e);
+                              uint8_t *out, errbuf *e);
 
 typedef struct loader_config {
-    int workers;          /* 0: the main process loads */
-    int prefetch;         /* batches in flight per worker; ring = max(1, workers * prefetch) */
-    uint32_t batch;       /* largest batch size any job uses */
-    size_t sample_bytes;  /* bytes of one sample in the ring (u8 C*H*W) */
+    int workers;         /* 0: the main process loads */
+    int prefetch;        /* batches in flight per worker; ring = max(1, workers * prefetch) */
+    uint32_t batch;      /* largest batch size any job uses */
+    size_t sample_bytes; /* bytes of one sample in the ring (u8 C*H*W) */
     const dataset *src[LOADER_MAX_SOURCES]; /* data sets (0 training, 1 validation) */
     int nsrc;
     uint64_t seed;
-    int skip_bad;         /* replace a bad sample by the next good one */
-    int respawn;          /* replace a dead worker and redo its batch */
-    double timeout;       /* seconds a batch may take; 0 = no limit */
+    int skip_bad;   /* replace a bad sample by the next good one */
+    int respawn;    /* replace a dead worker and redo its batch */
+    double timeout; /* seconds a batch may take; 0 = no limit */
     loader_load_fn load;
     void *(*worker_init)(void *arg); /* per-worker context, after fork */
     void (*worker_fini)(void *wctx);
@@ -68,10 +68,10 @@ typedef struct loader_config {
 } loader_config;
 
 typedef struct load_job {
-    int src;              /* index into loader_config.src */
+    int src; /* index into loader_config.src */
     load_job_kind kind;
-    uint32_t epoch;       /* keys the shuffle and the augmentation */
-    uint32_t batch;       /* batch size (<= loader_config.batch) */
+    uint32_t epoch; /* keys the shuffle and the augmentation */
+    uint32_t batch; /* batch size (<= loader_config.batch) */
     int shuffle;
     int drop_last;
     uint32_t max_batches; /* > 0: stop the pass after this many batches */
@@ -80,18 +80,18 @@ typedef struct load_job {
 } load_job;
 
 typedef struct loader_batch {
-    uint64_t seq;         /* global batch number across jobs */
-    int job;              /* id returned by loader_post */
-    uint32_t index;       /* batch number within the job */
-    uint32_t count;       /* samples in this batch */
-    uint32_t skipped;     /* bad samples replaced (skip_bad) */
-    uint8_t *data;        /* count x sample_bytes, in the ring */
-    int32_t *labels;      /* count labels */
-    uint32_t *indices;    /* count sample indices (after replacement) */
-    double wait_s;        /* how long loader_next waited for it */
-    double fill_t0;       /* when its filling began (now_sec()'s clock) */
-    double fill_s;        /* time the filling process spent on it */
-    int filler;           /* pid of the process that filled it */
+    uint64_t seq;      /* global batch number across jobs */
+    int job;           /* id returned by loader_post */
+    uint32_t index;    /* batch number within the job */
+    uint32_t count;    /* samples in this batch */
+    uint32_t skipped;  /* bad samples replaced (skip_bad) */
+    uint8_t *data;     /* count x sample_bytes, in the ring */
+    int32_t *labels;   /* count labels */
+    uint32_t *indices; /* count sample indices (after replacement) */
+    double wait_s;     /* how long loader_next waited for it */
+    double fill_t0;    /* when its filling began (now_sec()'s clock) */
+    double fill_s;     /* time the filling process spent on it */
+    int filler;        /* pid of the process that filled it */
     int slot;
 } loader_batch;
 
@@ -142,8 +142,8 @@ int loader_pids(const loader *p, int *pids, int max);
 
 /* Counters for reports. */
 typedef struct loader_stats {
-    uint64_t respawns;    /* workers replaced */
-    uint64_t redone;      /* batches the main process redid for a dead worker */
+    uint64_t respawns; /* workers replaced */
+    uint64_t redone;   /* batches the main process redid for a dead worker */
 } loader_stats;
 void loader_get_stats(const loader *p, loader_stats *s);
 

@@ -28,11 +28,11 @@ typedef struct backend backend;
 
 /* 2-D convolution with bias, cross-correlation as in every DL framework. */
 typedef struct conv_shape {
-    int B;          /* batch */
-    int C, H, W;    /* input channels and size */
-    int K, R, S;    /* output channels, kernel height and width */
+    int B;       /* batch */
+    int C, H, W; /* input channels and size */
+    int K, R, S; /* output channels, kernel height and width */
     int stride, pad;
-    int OH, OW;     /* output size: (H + 2 pad - R) / stride + 1, same for W */
+    int OH, OW; /* output size: (H + 2 pad - R) / stride + 1, same for W */
 } conv_shape;
 
 /* k x k max pooling with stride and padding (padding never wins: it is
@@ -45,7 +45,8 @@ typedef struct maxpool_shape {
 } maxpool_shape;
 
 /* Fill OH/OW; returns -1 when the output would be empty. */
-int conv_shape_init(conv_shape *s, int B, int C, int H, int W, int K, int R, int S, int stride, int pad);
+int conv_shape_init(conv_shape *s, int B, int C, int H, int W, int K, int R, int S, int stride,
+                    int pad);
 int maxpool_shape_init(maxpool_shape *s, int B, int C, int H, int W); /* 2x2, stride 2 */
 int maxpool_shape_init_k(maxpool_shape *s, int B, int C, int H, int W, int k, int stride, int pad);
 
@@ -117,14 +118,15 @@ typedef struct backend_ops {
      * (N = B x HW; PyTorch's and cuDNN's conventions). Inference uses
      * run_mean and run_var instead of the batch's. Backward (training mode)
      * overwrites dscale, dshift and dx (dx may be NULL). */
-    void (*bn_forward_train)(backend *be, float *y, float *save_mean, float *save_invstd, float *run_mean,
-                             float *run_var, const float *x, const float *scale, const float *shift, int B,
-                             int C, int HW, float momentum, float eps);
-    void (*bn_forward_infer)(backend *be, float *y, const float *x, const float *scale, const float *shift,
-                             const float *run_mean, const float *run_var, int B, int C, int HW, float eps);
-    void (*bn_backward)(backend *be, float *dx, float *dscale, float *dshift, const float *dy, const float *x,
-                        const float *scale, const float *save_mean, const float *save_invstd, int B, int C,
-                        int HW);
+    void (*bn_forward_train)(backend *be, float *y, float *save_mean, float *save_invstd,
+                             float *run_mean, float *run_var, const float *x, const float *scale,
+                             const float *shift, int B, int C, int HW, float momentum, float eps);
+    void (*bn_forward_infer)(backend *be, float *y, const float *x, const float *scale,
+                             const float *shift, const float *run_mean, const float *run_var, int B,
+                             int C, int HW, float eps);
+    void (*bn_backward)(backend *be, float *dx, float *dscale, float *dshift, const float *dy,
+                        const float *x, const float *scale, const float *save_mean,
+                        const float *save_invstd, int B, int C, int HW);
 
     /* ---- element-wise: out = a + b (out may be a or b); dst = src */
     void (*add)(backend *be, float *out, const float *a, const float *b, size_t n);
@@ -202,10 +204,7 @@ struct backend {
 };
 
 /* 1 once the owner asked the backend to stop (see backend.cancel). */
-static inline int backend_cancelled(const backend *be)
-{
-    return be->cancel && *be->cancel;
-}
+static inline int backend_cancelled(const backend *be) { return be->cancel && *be->cancel; }
 
 /* The optional timeline entries, for callers that do not care whether the
  * backend has them (the CPU backend does not: it has no device). */

@@ -36,20 +36,11 @@ static void put(wbuf *w, const void *src, size_t n)
     w->len += n;
 }
 
-static void put_u32(wbuf *w, uint32_t v)
-{
-    put(w, &v, 4);
-}
+static void put_u32(wbuf *w, uint32_t v) { put(w, &v, 4); }
 
-static void put_u64(wbuf *w, uint64_t v)
-{
-    put(w, &v, 8);
-}
+static void put_u64(wbuf *w, uint64_t v) { put(w, &v, 8); }
 
-static void put_f64(wbuf *w, double v)
-{
-    put(w, &v, 8);
-}
+static void put_f64(wbuf *w, double v) { put(w, &v, 8); }
 
 static void put_str(wbuf *w, const char *s)
 {
@@ -58,12 +49,13 @@ static void put_str(wbuf *w, const char *s)
     put(w, s, n);
 }
 
-int checkpoint_save(const char *path, const model *m, const char *const *classes, const ckpt_state *st,
-                    errbuf *e)
+int checkpoint_save(const char *path, const model *m, const char *const *classes,
+                    const ckpt_state *st, errbuf *e)
 {
     for (int i = 0; i < m->nclasses; i++)
         if (!classes || !classes[i] || strlen(classes[i]) > STR_MAX)
-            return errf(e, "%s: class name %d is missing or longer than %d bytes", path, i, STR_MAX);
+            return errf(e, "%s: class name %d is missing or longer than %d bytes", path, i,
+                        STR_MAX);
     wbuf w = {0};
     put(&w, MAGIC, 8);
     put_u32(&w, CKPT_VERSION);
@@ -209,7 +201,8 @@ static int read_ckpt(const char *path, ckpt_file *f, errbuf *e)
     if (bom != BOM)
         return errf(e, "%s: checkpoint written on a machine of another byte order", path);
     if (version != CKPT_VERSION)
-        return errf(e, "%s: checkpoint version %u, this program reads version %d", path, version, CKPT_VERSION);
+        return errf(e, "%s: checkpoint version %u, this program reads version %d", path, version,
+                    CKPT_VERSION);
     if (size != len)
         return errf(e, "%s: %s checkpoint: %zu bytes, its header says %llu", path,
                     len < size ? "truncated" : "oversized", len, (unsigned long long)size);
@@ -230,8 +223,8 @@ static int read_ckpt(const char *path, ckpt_file *f, errbuf *e)
     in->H = (int)get_u32(&r);
     in->W = (int)get_u32(&r);
     in->nclasses = (int)get_u32(&r);
-    if (r.bad || in->C < 1 || in->C > MODEL_MAX_CHANNELS || in->H < 1 || in->W < 1 || in->nclasses < 1 ||
-        in->nclasses > 1000000)
+    if (r.bad || in->C < 1 || in->C > MODEL_MAX_CHANNELS || in->H < 1 || in->W < 1 ||
+        in->nclasses < 1 || in->nclasses > 1000000)
         return errf(e, "%s: checkpoint has an impossible model header", path);
     const void *q = take(&r, (size_t)in->C * sizeof(float));
     if (q)
@@ -303,31 +296,36 @@ void ckpt_info_free(ckpt_info *info)
 }
 
 /* the file's model against the run's, field by field */
-static int compare(const char *path, const ckpt_file *f, const model *m, const char *const *classes, errbuf *e)
+static int compare(const char *path, const ckpt_file *f, const model *m, const char *const *classes,
+                   errbuf *e)
 {
     const ckpt_info *in = &f->info;
     if (strcmp(in->model, m->name) != 0)
-        return errf(e, "%s: checkpoint of model '%s', this run's model is '%s'", path, in->model, m->name);
+        return errf(e, "%s: checkpoint of model '%s', this run's model is '%s'", path, in->model,
+                    m->name);
     if (in->C != m->C || in->H != m->H || in->W != m->W)
-        return errf(e, "%s: checkpoint for %dx%dx%d inputs, this run's are %dx%dx%d", path, in->C, in->H, in->W,
-                    m->C, m->H, m->W);
+        return errf(e, "%s: checkpoint for %dx%dx%d inputs, this run's are %dx%dx%d", path, in->C,
+                    in->H, in->W, m->C, m->H, m->W);
     if (in->nclasses != m->nclasses)
-        return errf(e, "%s: checkpoint has %d classes, this run has %d", path, in->nclasses, m->nclasses);
+        return errf(e, "%s: checkpoint has %d classes, this run has %d", path, in->nclasses,
+                    m->nclasses);
     if (classes)
         for (int i = 0; i < m->nclasses; i++)
             if (!classes[i] || strcmp(in->classes[i], classes[i]) != 0)
                 return errf(e, "%s: class %d is '%s' in the checkpoint, '%s' in this run", path, i,
                             in->classes[i], classes[i] ? classes[i] : "(none)");
     if (f->ntensors != m->ntensors || in->nparams != m->nparams)
-        return errf(e, "%s: checkpoint has %d tensors (%llu floats), the model %d (%zu floats)", path,
-                    f->ntensors, (unsigned long long)in->nparams, m->ntensors, m->nparams);
+        return errf(e, "%s: checkpoint has %d tensors (%llu floats), the model %d (%zu floats)",
+                    path, f->ntensors, (unsigned long long)in->nparams, m->ntensors, m->nparams);
     for (int i = 0; i < m->ntensors; i++) {
         const model_tensor *a = &f->tensors[i], *b = &m->tensors[i];
-        if (strcmp(a->name, b->name) != 0 || a->ndim != b->ndim || a->offset != b->offset || a->n != b->n ||
-            memcmp(a->shape, b->shape, sizeof a->shape) != 0)
-            return errf(e, "%s: tensor %d is %s [%d,%d,%d,%d] in the checkpoint, %s [%d,%d,%d,%d] in the model",
-                        path, i, a->name, a->shape[0], a->shape[1], a->shape[2], a->shape[3], b->name,
-                        b->shape[0], b->shape[1], b->shape[2], b->shape[3]);
+        if (strcmp(a->name, b->name) != 0 || a->ndim != b->ndim || a->offset != b->offset ||
+            a->n != b->n || memcmp(a->shape, b->shape, sizeof a->shape) != 0)
+            return errf(e,
+                        "%s: tensor %d is %s [%d,%d,%d,%d] in the checkpoint, %s [%d,%d,%d,%d] in "
+                        "the model",
+                        path, i, a->name, a->shape[0], a->shape[1], a->shape[2], a->shape[3],
+                        b->name, b->shape[0], b->shape[1], b->shape[2], b->shape[3]);
     }
     for (int c = 0; c < m->C; c++)
         if (!(in->std[c] > 0.0f))
@@ -335,7 +333,8 @@ static int compare(const char *path, const ckpt_file *f, const model *m, const c
     return 0;
 }
 
-int checkpoint_load(const char *path, model *m, const char *const *classes, ckpt_state *st, errbuf *e)
+int checkpoint_load(const char *path, model *m, const char *const *classes, ckpt_state *st,
+                    errbuf *e)
 {
     ckpt_file f;
     if (read_ckpt(path, &f, e) != 0 || compare(path, &f, m, classes, e) != 0) {

@@ -24,8 +24,8 @@
 
 /* The run's state at the end of an epoch. */
 typedef struct ckpt_state {
-    int64_t epoch;  /* epochs completed: a resume starts at this (0-based) epoch */
-    int64_t step;   /* optimiser steps taken since the run began */
+    int64_t epoch; /* epochs completed: a resume starts at this (0-based) epoch */
+    int64_t step;  /* optimiser steps taken since the run began */
     uint64_t seed;
     int64_t epochs; /* epochs the run was asked for */
     int32_t batch;
@@ -35,8 +35,8 @@ typedef struct ckpt_state {
 
 /* Writes model m (parameters and momentum from the device), its class names
  * (nclasses strings, the model's class count) and st to `path`. */
-int checkpoint_save(const char *path, const model *m, const char *const *classes, const ckpt_state *st,
-                    errbuf *e);
+int checkpoint_save(const char *path, const model *m, const char *const *classes,
+                    const ckpt_state *st, errbuf *e);
 
 /* Reads `path` into m, which must have been created with the same model
  * name, input shape and class count; `classes` (m->nclasses strings, or
@@ -44,7 +44,8 @@ int checkpoint_save(const char *path, const model *m, const char *const *classes
  * the parameters and momentum, sets the normalisation, fills *st (may be
  * NULL) and returns 0. On any mismatch or damage returns -1 with a message
  * naming the file and the reason, and m is unchanged. */
-int checkpoint_load(const char *path, model *m, const char *const *classes, ckpt_state *st, errbuf *e);
+int checkpoint_load(const char *path, model *m, const char *const *classes, ckpt_state *st,
+                    errbuf *e);
 
 /* What a checkpoint holds, without a model: for `--resume` to build the
  * right model before loading. Validated like checkpoint_load (size, magic,

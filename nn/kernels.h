@@ -25,16 +25,10 @@ KERNEL_FN float k_normalize(uint8_t v, float mean, float inv_std)
     return ((float)v * (1.0f / 255.0f) - mean) * inv_std;
 }
 
-KERNEL_FN float k_relu(float x)
-{
-    return x > 0.0f ? x : 0.0f;
-}
+KERNEL_FN float k_relu(float x) { return x > 0.0f ? x : 0.0f; }
 
 /* gradient through relu, given the forward output */
-KERNEL_FN float k_relu_grad(float dout, float out)
-{
-    return out > 0.0f ? dout : 0.0f;
-}
+KERNEL_FN float k_relu_grad(float dout, float out) { return out > 0.0f ? dout : 0.0f; }
 
 /* one parameter of SGD with momentum and L2 weight decay */
 KERNEL_FN void k_sgd(float *w, float *v, float g, float lr, float momentum, float wd)
@@ -46,10 +40,7 @@ KERNEL_FN void k_sgd(float *w, float *v, float g, float lr, float momentum, floa
 }
 
 /* ---- element-wise add (backend.h's add; out may alias a or b) */
-KERNEL_FN float k_add(float a, float b)
-{
-    return a + b;
-}
+KERNEL_FN float k_add(float a, float b) { return a + b; }
 
 /* ---- batch normalisation (backend.h's bn_*), per element of channel c */
 KERNEL_FN float k_bn_apply(float x, float mean, float invstd, float scale, float shift)
@@ -58,10 +49,7 @@ KERNEL_FN float k_bn_apply(float x, float mean, float invstd, float scale, float
 }
 
 /* 1 / sqrt(var + eps) */
-KERNEL_FN float k_bn_invstd(float var, float eps)
-{
-    return 1.0f / sqrtf(var + eps);
-}
+KERNEL_FN float k_bn_invstd(float var, float eps) { return 1.0f / sqrtf(var + eps); }
 
 /* a running statistic after one batch: (1 - momentum) r + momentum stat */
 KERNEL_FN float k_bn_running(float r, float stat, float momentum)
@@ -80,8 +68,8 @@ KERNEL_FN float k_bn_grad(float dy, float xhat, float scale_invstd, float mean_d
 
 /* Softmax cross-entropy of one sample with K logits. Writes the row of
  * dlogits ((p - onehot) * scale), the argmax to *pred, returns the loss. */
-KERNEL_FN float k_softmax_xent_row(float *dlogits, int32_t *pred, const float *logits, int32_t label,
-                                   int K, float scale)
+KERNEL_FN float k_softmax_xent_row(float *dlogits, int32_t *pred, const float *logits,
+                                   int32_t label, int K, float scale)
 {
     float mx = logits[0];
     int32_t arg = 0;

@@ -30,12 +30,10 @@ static size_t layer_out_size(const model_layer *L)
     return (size_t)L->out_c * L->out_h * L->out_w;
 }
 
-static size_t layer_in_size(const model_layer *L)
-{
-    return (size_t)L->in_c * L->in_h * L->in_w;
-}
+static size_t layer_in_size(const model_layer *L) { return (size_t)L->in_c * L->in_h * L->in_w; }
 
-static int add_tensor(model *m, const char *name, int ndim, const int *shape, tensor_role role, errbuf *e)
+static int add_tensor(model *m, const char *name, int ndim, const int *shape, tensor_role role,
+                      errbuf *e)
 {
     if (m->ntensors == MODEL_MAX_TENSORS)
         return errf(e, "model %s: more than %d parameter tensors", m->name, MODEL_MAX_TENSORS);
@@ -79,7 +77,8 @@ static void place_tensors(model *m)
 
 /* One layer's shape from its spec; c, h, w: its input, updated to its
  * output. nconv/nfc/nbn number the tensors. */
-static int layer_shape(model *m, const model_def *d, int i, int *c, int *h, int *w, int counts[3], errbuf *e)
+static int layer_shape(model *m, const model_def *d, int i, int *c, int *h, int *w, int counts[3],
+                       errbuf *e)
 {
     const layer_spec *sp = &d->layers[i];
     model_layer *L = &m->layers[i];
@@ -90,8 +89,8 @@ static int layer_shape(model *m, const model_def *d, int i, int *c, int *h, int 
         int k = sp->k ? sp->k : *c;
         int nconv = ++counts[0];
         if (conv_shape_init(&cs, 1, *c, *h, *w, k, sp->r, sp->r, sp->stride, sp->pad) != 0)
-            return errf(e, "model %s: input %dx%dx%d is too small (conv%d would get %dx%d)", d->name, m->C, m->H,
-                        m->W, nconv, *h, *w);
+            return errf(e, "model %s: input %dx%dx%d is too small (conv%d would get %dx%d)",
+                        d->name, m->C, m->H, m->W, nconv, *h, *w);
         L->k = k;
         L->r = sp->r;
         L->stride = sp->stride;
@@ -100,7 +99,8 @@ static int layer_shape(model *m, const model_def *d, int i, int *c, int *h, int 
         snprintf(name, sizeof name, "conv%d.weight", nconv);
         if ((L->w_tensor = add_tensor(m, name, 4, ws, TENSOR_WEIGHT, e)) < 0)
             return -1;
-        if (!(i + 1 < d->nlayers && d->layers[i + 1].kind == LAYER_BN && d->layers[i + 1].in == 0)) {
+        if (!(i + 1 < d->nlayers && d->layers[i + 1].kind == LAYER_BN &&
+              d->layers[i + 1].in == 0)) {
             snprintf(name, sizeof name, "conv%d.bias", nconv);
             if ((L->b_tensor = add_tensor(m, name, 1, &k, TENSOR_BIAS, e)) < 0)
                 return -1;
@@ -117,8 +117,8 @@ static int layer_shape(model *m, const model_def *d, int i, int *c, int *h, int 
         L->stride = sp->r ? sp->stride : 2;
         L->pad = sp->r ? sp->pad : 0;
         if (maxpool_shape_init_k(&ps, 1, *c, *h, *w, L->r, L->stride, L->pad) != 0)
-            return errf(e, "model %s: input %dx%dx%d is too small (a %dx%d pool would get %dx%d)", d->name, m->C,
-                        m->H, m->W, L->r, L->r, *h, *w);
+            return errf(e, "model %s: input %dx%dx%d is too small (a %dx%d pool would get %dx%d)",
+                        d->name, m->C, m->H, m->W, L->r, L->r, *h, *w);
         *h = ps.OH;
         *w = ps.OW;
         return 0;
@@ -127,13 +127,12 @@ static int layer_shape(model *m, const model_def *d, int i, int *c, int *h, int 
         *c = *c * *h * *w;
         *h = *w = 1;
         return 0;
-    case LAYER_GAP:
-        *h = *w = 1;
-        return 0;
+    case LAYER_GAP: *h = *w = 1; return 0;
     case LAYER_FC: {
         int n = sp->k ? sp->k : m->nclasses;
         if (*h != 1 || *w != 1)
-            return errf(e, "model %s: layer %d: fc needs a flatten or global pool before it", d->name, i);
+            return errf(e, "model %s: layer %d: fc needs a flatten or global pool before it",
+                        d->name, i);
         int nfc = ++counts[1];
         int ws[2] = {n, *c};
         snprintf(name, sizeof name, "fc%d.weight", nfc);
@@ -161,16 +160,16 @@ static int layer_shape(model *m, const model_def *d, int i, int *c, int *h, int 
     case LAYER_ADD: {
         int s2 = sp->in2 - 1;
         if (s2 < 0 || s2 >= i)
-            return errf(e, "model %s: layer %d: add names layer %d as its second operand", d->name, i, s2);
+            return errf(e, "model %s: layer %d: add names layer %d as its second operand", d->name,
+                        i, s2);
         const model_layer *o = &m->layers[s2];
         if (o->out_c != *c || o->out_h != *h || o->out_w != *w)
-            return errf(e, "model %s: layer %d: add of %dx%dx%d and %dx%dx%d", d->name, i, *c, *h, *w, o->out_c,
-                        o->out_h, o->out_w);
+            return errf(e, "model %s: layer %d: add of %dx%dx%d and %dx%dx%d", d->name, i, *c, *h,
+                        *w, o->out_c, o->out_h, o->out_w);
         L->src2 = s2;
         return 0;
     }
-    case LAYER_RELU:
-        return 0;
+    case LAYER_RELU: return 0;
     }
     return errf(e, "model %s: layer %d: unknown kind", d->name, i);
 }
@@ -183,7 +182,8 @@ static void layer_flow(model *m)
         model_layer *L = &m->layers[i];
         int srcs[2] = {L->src, L->src2};
         L->need_din = L->src >= 0 && m->layers[L->src].need_grad;
-        L->need_grad = L->w_tensor >= 0 || L->need_din || (L->src2 >= 0 && m->layers[L->src2].need_grad);
+        L->need_grad =
+            L->w_tensor >= 0 || L->need_din || (L->src2 >= 0 && m->layers[L->src2].need_grad);
         for (int k = 0; k < 2; k++) {
             if (srcs[k] < 0)
                 continue;
@@ -210,8 +210,8 @@ static int model_layout(model *m, const model_def *d, int C, int H, int W, int n
     m->nclasses = nclasses;
     m->decay_weights_only = d->decay_weights_only;
     if (C < 1 || C > MODEL_MAX_CHANNELS || H < 1 || W < 1)
-        return errf(e, "model %s: input %dx%dx%d: need 1 to %d channels and a positive size", d->name, C, H,
-                    W, MODEL_MAX_CHANNELS);
+        return errf(e, "model %s: input %dx%dx%d: need 1 to %d channels and a positive size",
+                    d->name, C, H, W, MODEL_MAX_CHANNELS);
     if (nclasses < 2)
         return errf(e, "model %s: %d classes: need at least 2", d->name, nclasses);
     m->nlayers = d->nlayers;
@@ -240,8 +240,8 @@ static int model_layout(model *m, const model_def *d, int C, int H, int W, int n
         L->out_w = w;
     }
     if (c != nclasses || h != 1 || w != 1)
-        return errf(e, "model %s: the last layer gives %dx%dx%d, not %d class scores", d->name, c, h, w,
-                    nclasses);
+        return errf(e, "model %s: the last layer gives %dx%dx%d, not %d class scores", d->name, c,
+                    h, w, nclasses);
     place_tensors(m);
     layer_flow(m);
     return 0;
@@ -262,7 +262,8 @@ static size_t largest_activation(const model *m)
     return biggest;
 }
 
-uint64_t model_memory_bytes(const char *name, int C, int H, int W, int nclasses, int max_batch, int threads)
+uint64_t model_memory_bytes(const char *name, int C, int H, int W, int nclasses, int max_batch,
+                            int threads)
 {
     const model_def *d = model_def_find(name);
     model m;
@@ -286,15 +287,16 @@ uint64_t model_memory_bytes(const char *name, int C, int H, int W, int nclasses,
         /* ... and each convolution's plan: im2col and its gradient, per
          * compute thread (cpu/conv.c) */
         if (L->kind == LAYER_CONV)
-            floats += 2.0 * (threads > 0 ? threads : 1) * (double)L->in_c * L->r * L->r * L->out_h * L->out_w;
+            floats += 2.0 * (threads > 0 ? threads : 1) * (double)L->in_c * L->r * L->r * L->out_h *
+                      L->out_w;
     }
     free(m.layers);
     double bytes = floats * fl;
     return bytes > 1.8e19 ? UINT64_MAX : (uint64_t)bytes;
 }
 
-int model_create(model *m, const char *name, int C, int H, int W, int nclasses, int max_batch, backend *be,
-                 errbuf *e)
+int model_create(model *m, const char *name, int C, int H, int W, int nclasses, int max_batch,
+                 backend *be, errbuf *e)
 {
     const model_def *d = model_def_find(name);
     memset(m, 0, sizeof *m);
@@ -403,7 +405,8 @@ void model_init_params(model *m, uint64_t seed)
     float *h = xcalloc(m->nparams ? m->nparams : 1, sizeof(float));
     for (int i = 0; i < m->ntensors; i++) {
         const model_tensor *t = &m->tensors[i];
-        int one = t->role == TENSOR_SCALE || (t->role == TENSOR_STAT && strstr(t->name, "running_var"));
+        int one =
+            t->role == TENSOR_SCALE || (t->role == TENSOR_STAT && strstr(t->name, "running_var"));
         if (one)
             for (size_t j = 0; j < t->n; j++)
                 h[t->offset + j] = 1.0f;
@@ -429,7 +432,8 @@ int model_set_norm(model *m, const float *mean, const float *std, errbuf *e)
     if (std)
         for (int c = 0; c < m->C; c++)
             if (!(std[c] > 0.0f) || !isfinite(std[c]))
-                return errf(e, "normalisation std of channel %d is %g: must be positive", c, (double)std[c]);
+                return errf(e, "normalisation std of channel %d is %g: must be positive", c,
+                            (double)std[c]);
     if (mean)
         for (int c = 0; c < m->C; c++)
             if (!isfinite(mean[c]))
@@ -470,31 +474,25 @@ static void layer_conv_shape(const model_layer *L, int B, conv_shape *cs)
     conv_shape_init(cs, B, L->in_c, L->in_h, L->in_w, L->k, L->r, L->r, L->stride, L->pad);
 }
 
-static float *tensor_ptr(float *base, const model *m, int t)
-{
-    return base + m->tensors[t].offset;
-}
+static float *tensor_ptr(float *base, const model *m, int t) { return base + m->tensors[t].offset; }
 
 static void check_batch(const model *m, const int32_t *labels, int B, const char *fn)
 {
     if (B < 1 || B > m->max_batch) {
-        fprintf(stderr, "train: %s: batch of %d, the model was made for 1 to %d (internal error)\n", fn, B,
-                m->max_batch);
+        fprintf(stderr, "train: %s: batch of %d, the model was made for 1 to %d (internal error)\n",
+                fn, B, m->max_batch);
         exit(1);
     }
     for (int b = 0; b < B; b++)
         if (labels[b] < 0 || labels[b] >= m->nclasses) {
-            fprintf(stderr, "train: %s: label %d of sample %d is outside 0..%d (internal error)\n", fn,
-                    (int)labels[b], b, m->nclasses - 1);
+            fprintf(stderr, "train: %s: label %d of sample %d is outside 0..%d (internal error)\n",
+                    fn, (int)labels[b], b, m->nclasses - 1);
             exit(1);
         }
 }
 
 /* the output layer i reads (-1: the normalised input) */
-static float *out_of(model *m, int i)
-{
-    return i < 0 ? m->x : m->layers[i].out;
-}
+static float *out_of(model *m, int i) { return i < 0 ? m->x : m->layers[i].out; }
 
 static void layer_pool_shape(const model_layer *L, int B, maxpool_shape *ps)
 {
@@ -516,38 +514,31 @@ static void layer_forward(model *m, model_layer *L, int B, int train)
                         L->b_tensor < 0 ? NULL : tensor_ptr(p, m, L->b_tensor), &cs);
         break;
     }
-    case LAYER_RELU:
-        o->relu_forward(be, out, in, n);
-        break;
+    case LAYER_RELU: o->relu_forward(be, out, in, n); break;
     case LAYER_MAXPOOL: {
         maxpool_shape ps;
         layer_pool_shape(L, B, &ps);
         o->maxpool_forward(be, out, in, &ps);
         break;
     }
-    case LAYER_FLATTEN:
-        break;
-    case LAYER_GAP:
-        o->gap_forward(be, out, in, B, L->in_c, L->in_h * L->in_w);
-        break;
+    case LAYER_FLATTEN: break;
+    case LAYER_GAP: o->gap_forward(be, out, in, B, L->in_c, L->in_h * L->in_w); break;
     case LAYER_FC:
-        o->fc_forward(be, out, in, tensor_ptr(p, m, L->w_tensor), tensor_ptr(p, m, L->b_tensor), B, L->in_c,
-                      L->out_c);
+        o->fc_forward(be, out, in, tensor_ptr(p, m, L->w_tensor), tensor_ptr(p, m, L->b_tensor), B,
+                      L->in_c, L->out_c);
         break;
     case LAYER_BN: {
         int HW = L->in_h * L->in_w;
         float *sc = tensor_ptr(p, m, L->w_tensor), *sh = tensor_ptr(p, m, L->b_tensor);
         float *rm = tensor_ptr(p, m, L->rm_tensor), *rv = tensor_ptr(p, m, L->rv_tensor);
         if (train)
-            o->bn_forward_train(be, out, L->save_mean, L->save_invstd, rm, rv, in, sc, sh, B, L->in_c, HW,
-                                MODEL_BN_MOMENTUM, MODEL_BN_EPS);
+            o->bn_forward_train(be, out, L->save_mean, L->save_invstd, rm, rv, in, sc, sh, B,
+                                L->in_c, HW, MODEL_BN_MOMENTUM, MODEL_BN_EPS);
         else
             o->bn_forward_infer(be, out, in, sc, sh, rm, rv, B, L->in_c, HW, MODEL_BN_EPS);
         break;
     }
-    case LAYER_ADD:
-        o->add(be, out, in, out_of(m, L->src2), n);
-        break;
+    case LAYER_ADD: o->add(be, out, in, out_of(m, L->src2), n); break;
     }
 }
 
@@ -572,8 +563,8 @@ static int forward_loss(model *m, const uint8_t *x, const int32_t *labels, int B
         if (backend_cancelled(be))
             return -1;
     }
-    o->softmax_xent(be, m->dlogits, m->loss, m->pred, m->layers[m->nlayers - 1].out, dlabels, B, m->nclasses,
-                    1.0f / (float)B);
+    o->softmax_xent(be, m->dlogits, m->loss, m->pred, m->layers[m->nlayers - 1].out, dlabels, B,
+                    m->nclasses, 1.0f / (float)B);
     return backend_cancelled(be) ? -1 : 0;
 }
 
@@ -651,19 +642,18 @@ static const float *layer_backward(model *m, model_layer *L, const float *g, int
             o->maxpool_backward(be, din, g, L->out, in, &ps);
         }
         break;
-    case LAYER_FLATTEN:
-        return grad_pass(m, L->src, g, B);
+    case LAYER_FLATTEN: return grad_pass(m, L->src, g, B);
     case LAYER_GAP:
         if (din)
             o->gap_backward(be, din, g, B, L->in_c, L->in_h * L->in_w);
         break;
     case LAYER_FC:
-        o->fc_backward(be, din, tensor_ptr(gr, m, L->w_tensor), tensor_ptr(gr, m, L->b_tensor), g, in,
-                       tensor_ptr(p, m, L->w_tensor), B, L->in_c, L->out_c);
+        o->fc_backward(be, din, tensor_ptr(gr, m, L->w_tensor), tensor_ptr(gr, m, L->b_tensor), g,
+                       in, tensor_ptr(p, m, L->w_tensor), B, L->in_c, L->out_c);
         break;
     case LAYER_BN:
-        o->bn_backward(be, din, tensor_ptr(gr, m, L->w_tensor), tensor_ptr(gr, m, L->b_tensor), g, in,
-                       tensor_ptr(p, m, L->w_tensor), L->save_mean, L->save_invstd, B, L->in_c,
+        o->bn_backward(be, din, tensor_ptr(gr, m, L->w_tensor), tensor_ptr(gr, m, L->b_tensor), g,
+                       in, tensor_ptr(p, m, L->w_tensor), L->save_mean, L->save_invstd, B, L->in_c,
                        L->in_h * L->in_w);
         break;
     case LAYER_ADD: {
@@ -751,8 +741,8 @@ void model_sgd_step(model *m, float lr, float momentum, float wd)
 
 void model_stage_labels(model *m, const int32_t *dev_labels) { m->staged_labels = dev_labels; }
 
-int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, float lr, float momentum,
-                     float wd, step_stats *st)
+int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, float lr,
+                     float momentum, float wd, step_stats *st)
 {
     check_batch(m, labels, B, "model_train_step");
     /* the flag never goes back to 0, so an operation cut short anywhere
@@ -779,7 +769,8 @@ void step_stats_add(step_stats *a, const step_stats *b)
     a->nonfinite += b->nonfinite;
 }
 
-const char *model_nonfinite_msg(char *buf, size_t len, long epoch, long batch, double loss, double lr)
+const char *model_nonfinite_msg(char *buf, size_t len, long epoch, long batch, double loss,
+                                double lr)
 {
     const char *what = isnan(loss) ? "nan" : loss > 0 ? "inf" : "-inf";
     snprintf(buf, len, "epoch %ld batch %ld: loss is %s (lr %g)", epoch, batch, what, lr);
@@ -789,8 +780,8 @@ const char *model_nonfinite_msg(char *buf, size_t len, long epoch, long batch, d
 /* ---------------------------------------------------------------- catalogue */
 void model_print_list(FILE *fp, int C, int H, int W, int nclasses)
 {
-    fprintf(fp, "models for %dx%dx%d inputs, %d classes (FLOPs: forward, per sample, conv + fc):\n", C, H, W,
-            nclasses);
+    fprintf(fp, "models for %dx%dx%d inputs, %d classes (FLOPs: forward, per sample, conv + fc):\n",
+            C, H, W, nclasses);
     for (const char *const *n = model_names(); *n; n++) {
         const model_def *d = model_def_find(*n);
         model m;
@@ -798,9 +789,9 @@ void model_print_list(FILE *fp, int C, int H, int W, int nclasses)
         if (model_layout(&m, d, C, H, W, nclasses, &e) != 0)
             fprintf(fp, "  %-8s  does not fit: %s\n", d->name, e.msg);
         else
-            fprintf(fp, "  %-8s %9zu params %9.2f MFLOP  %s; defaults lr %g momentum %g wd %g %s\n", d->name,
-                    m.nparams_used, m.flops / 1e6, d->desc, d->hp.lr, d->hp.momentum, d->hp.wd,
-                    lr_schedule_name(d->hp.schedule));
+            fprintf(fp, "  %-8s %9zu params %9.2f MFLOP  %s; defaults lr %g momentum %g wd %g %s\n",
+                    d->name, m.nparams_used, m.flops / 1e6, d->desc, d->hp.lr, d->hp.momentum,
+                    d->hp.wd, lr_schedule_name(d->hp.schedule));
         free(m.layers);
     }
 }

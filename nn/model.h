@@ -57,10 +57,10 @@ typedef enum layer_kind {
     LAYER_RELU,
     LAYER_MAXPOOL, /* r x r, stride, pad (2x2/2 by default) */
     LAYER_FLATTEN,
-    LAYER_GAP,     /* global average pool */
+    LAYER_GAP, /* global average pool */
     LAYER_FC,
-    LAYER_BN,      /* batch norm over each channel */
-    LAYER_ADD,     /* out = src's output + src2's output (a residual shortcut) */
+    LAYER_BN,  /* batch norm over each channel */
+    LAYER_ADD, /* out = src's output + src2's output (a residual shortcut) */
 } layer_kind;
 
 #define MODEL_BN_MOMENTUM 0.1f /* PyTorch's defaults */
@@ -69,9 +69,9 @@ typedef enum layer_kind {
 /* What a tensor of the parameter array is, for init and SGD. */
 typedef enum tensor_role {
     TENSOR_WEIGHT = 0, /* conv / fc weight: Kaiming normal, weight decay */
-    TENSOR_BIAS,       /* bias, bn shift: zero; decayed unless the model says not (decay_weights_only) */
-    TENSOR_SCALE,      /* bn scale: one; decayed like a bias */
-    TENSOR_STAT,       /* bn running mean (zero) / variance (one): no gradient, not touched by SGD */
+    TENSOR_BIAS,  /* bias, bn shift: zero; decayed unless the model says not (decay_weights_only) */
+    TENSOR_SCALE, /* bn scale: one; decayed like a bias */
+    TENSOR_STAT,  /* bn running mean (zero) / variance (one): no gradient, not touched by SGD */
 } tensor_role;
 
 /* A named slice of the parameter array. */
@@ -88,17 +88,17 @@ typedef struct model_layer {
     layer_kind kind;
     int in_c, in_h, in_w;    /* per-sample input */
     int out_c, out_h, out_w; /* per-sample output (fc/gap: out_c features, 1 x 1) */
-    int k, r, stride, pad;   /* conv: filters, kernel size, stride, padding; maxpool: r x r window */
-    int src, src2;           /* layers whose outputs are the input (-1: the net's input) and, for add,
+    int k, r, stride, pad; /* conv: filters, kernel size, stride, padding; maxpool: r x r window */
+    int src, src2;         /* layers whose outputs are the input (-1: the net's input) and, for add,
                                 the second operand (-1 otherwise) */
-    int w_tensor, b_tensor;  /* tensor indices, -1 when the layer has none (bn: scale, shift) */
+    int w_tensor, b_tensor;   /* tensor indices, -1 when the layer has none (bn: scale, shift) */
     int rm_tensor, rv_tensor; /* bn: running mean and variance (TENSOR_STAT), else -1 */
-    int need_din;            /* the input (src) needs a gradient: a layer below has parameters */
-    int need_grad;           /* this output needs a gradient */
-    int branch;              /* this output is read by more than the next layer: it has gacc */
-    float *out;              /* device, max_batch x out size (flatten: its input) */
-    float *gacc;             /* device, max_batch x out size, when branch: its gradient, summed */
-    int gacc_set;            /* backward: gacc holds a first contribution */
+    int need_din;             /* the input (src) needs a gradient: a layer below has parameters */
+    int need_grad;            /* this output needs a gradient */
+    int branch;               /* this output is read by more than the next layer: it has gacc */
+    float *out;               /* device, max_batch x out size (flatten: its input) */
+    float *gacc;              /* device, max_batch x out size, when branch: its gradient, summed */
+    int gacc_set;             /* backward: gacc holds a first contribution */
     float *save_mean, *save_invstd; /* bn: device, out_c each, the last training forward's */
     struct {
         int B;
@@ -115,26 +115,26 @@ typedef struct model {
     model_layer *layers;
     int ntensors;
     model_tensor tensors[MODEL_MAX_TENSORS];
-    size_t nparams;      /* floats in params, grads, momentum (with alignment gaps) */
-    size_t nparams_used; /* real parameters (bn running statistics not counted) */
+    size_t nparams;         /* floats in params, grads, momentum (with alignment gaps) */
+    size_t nparams_used;    /* real parameters (bn running statistics not counted) */
     int decay_weights_only; /* weight decay on TENSOR_WEIGHT only (the resnets); else on everything */
-    double flops;        /* forward FLOPs per sample (2 x multiply-adds of conv and fc) */
-    float *params;       /* device (nparams) */
-    float *grads;        /* device (nparams), written by the last backward pass */
-    float *momentum;     /* device (nparams) */
+    double flops;           /* forward FLOPs per sample (2 x multiply-adds of conv and fc) */
+    float *params;          /* device (nparams) */
+    float *grads;           /* device (nparams), written by the last backward pass */
+    float *momentum;        /* device (nparams) */
     float mean[MODEL_MAX_CHANNELS], std[MODEL_MAX_CHANNELS];
 
     /* private: activations and scratch */
-    float *x;           /* device, max_batch x C x H x W normalised input */
-    float *gbuf[2];     /* device, gradient ping-pong, max_batch x largest activation */
-    float *gtmp;        /* device, max_batch x largest activation: a part added into a gacc */
-    float *dlogits;     /* device, max_batch x nclasses */
-    float *loss;        /* device, max_batch */
-    int32_t *pred;      /* device, max_batch */
-    int32_t *labels;    /* device, max_batch */
+    float *x;        /* device, max_batch x C x H x W normalised input */
+    float *gbuf[2];  /* device, gradient ping-pong, max_batch x largest activation */
+    float *gtmp;     /* device, max_batch x largest activation: a part added into a gacc */
+    float *dlogits;  /* device, max_batch x nclasses */
+    float *loss;     /* device, max_batch */
+    int32_t *pred;   /* device, max_batch */
+    int32_t *labels; /* device, max_batch */
     const int32_t *staged_labels; /* device: the next step's labels, already there (or NULL) */
-    float *loss_host;   /* host copies, max_batch: losses, then */
-    int32_t *pred_host; /* predictions, in one (page-locked on a GPU) buffer */
+    float *loss_host;             /* host copies, max_batch: losses, then */
+    int32_t *pred_host;           /* predictions, in one (page-locked on a GPU) buffer */
     int results_pinned;
     unsigned long tick; /* plan-cache clock */
 } model;
@@ -154,8 +154,8 @@ void step_stats_add(step_stats *a, const step_stats *b);
  * for batches up to max_batch. Parameters start at zero: call
  * model_init_params (or load a checkpoint). Returns -1 with a message for an
  * unknown name or an input too small for the net. */
-int model_create(model *m, const char *name, int C, int H, int W, int nclasses, int max_batch, backend *be,
-                 errbuf *e);
+int model_create(model *m, const char *name, int C, int H, int W, int nclasses, int max_batch,
+                 backend *be, errbuf *e);
 void model_free(model *m);
 
 /* About how many bytes model_create and the first steps' convolution plans
@@ -163,7 +163,8 @@ void model_free(model *m);
  * (activations dominate: they grow with the batch and the image area); 0
  * for an unknown name or an input the net cannot take. For refusing a run
  * that would not fit before anything is allocated. */
-uint64_t model_memory_bytes(const char *name, int C, int H, int W, int nclasses, int max_batch, int threads);
+uint64_t model_memory_bytes(const char *name, int C, int H, int W, int nclasses, int max_batch,
+                            int threads);
 
 /* He (Kaiming) normal init of every weight (std sqrt(2/fan_in)), zero
  * biases and bn shifts, bn scales one, running means zero and variances
@@ -190,7 +191,8 @@ enum model_step_status {
  * model_step_status. B in [1, max_batch]; a bad B or
  * label is a programming error (message, exit 1): validate labels up front.
  * The cancellation flag is looked at after every layer. */
-int model_forward_backward(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st);
+int model_forward_backward(model *m, const uint8_t *x, const int32_t *labels, int B,
+                           step_stats *st);
 /* One SGD step with momentum and weight decay (on every parameter, or on
  * the conv and fc weights only when m->decay_weights_only); running
  * statistics are left alone. */
@@ -200,8 +202,8 @@ void model_sgd_step(model *m, float lr, float momentum, float wd);
  * step's compute. Returns MODEL_STEP_NONFINITE (the update applied, the
  * parameters now suspect) when some loss was NaN or infinite: stop the run;
  * MODEL_STEP_CANCELLED (no update) when cancelled before the update. */
-int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, float lr, float momentum,
-                     float wd, step_stats *st);
+int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, float lr,
+                     float momentum, float wd, step_stats *st);
 /* The next step's labels are on the device already at dev_labels (the
  * stager copied them with the batch), equal to the host labels it is
  * given; the step then uploads nothing. One step only. */
@@ -211,7 +213,8 @@ int model_eval_step(model *m, const uint8_t *x, const int32_t *labels, int B, st
 
 /* "epoch 3 batch 17: loss is nan (lr 0.1)" into buf; the numbers are
  * printed as given. */
-const char *model_nonfinite_msg(char *buf, size_t len, long epoch, long batch, double loss, double lr);
+const char *model_nonfinite_msg(char *buf, size_t len, long epoch, long batch, double loss,
+                                double lr);
 
 /* ---------------------------------------------------------------- catalogue */
 /* Default hyper-parameters of model `name`; -1 if unknown. */

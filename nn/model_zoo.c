@@ -36,6 +36,8 @@
 
 #include "nn/model_defs.h"
 
+/* the layer tables read as the nets are drawn: one line per net */
+/* clang-format off */
 #define CONV(k, r, stride, pad) {LAYER_CONV, k, r, stride, pad, 0, 0}
 #define RELU {LAYER_RELU, 0, 0, 0, 0, 0, 0}
 #define POOL {LAYER_MAXPOOL, 0, 0, 0, 0, 0, 0}
@@ -52,6 +54,7 @@ static const layer_spec lenet_layers[] = {CONV(20, 5, 1, 0), POOL,    RELU,    C
                                           RELU,              FLATTEN, FC(512), RELU,              FC(0)};
 static const layer_spec convnet_layers[] = {CONV(32, 3, 1, 1), POOL, RELU, CONV(64, 3, 1, 1), POOL, RELU,
                                             CONV(128, 3, 1, 1), POOL, RELU, GAP, FC(0)};
+/* clang-format on */
 
 #define N_OF(a) (int)(sizeof(a) / sizeof((a)[0]))
 
@@ -123,21 +126,46 @@ static layer_spec resnet20_layers[RESNET_MAX_LAYERS], resnet8_layers[RESNET_MAX_
     resnet18_layers[RESNET_MAX_LAYERS];
 
 static model_def defs[] = {
-    {"probe", "one CxC 3x3 conv, global avg pool, fc: the loader dominates (E1)", probe_layers,
-     N_OF(probe_layers), {0.01, 0.9, 0.0, LR_CONST}, 0},
-    {"lenet", "conv20@5 relu pool conv50@5 relu pool fc512 relu fc (E2)", lenet_layers, N_OF(lenet_layers),
-     {0.01, 0.95, 5e-4, LR_COSINE}, 0},
-    {"convnet", "3 x (conv3x3 relu pool) 32-64-128, global avg pool, fc: 64x64 RGB crops", convnet_layers,
-     N_OF(convnet_layers), {0.02, 0.9, 5e-4, LR_COSINE}, 0},
-    {"resnet20", "CIFAR ResNet-20: conv, 3 stages x 3 BasicBlocks 16-32-64 with bn, gap, fc: 32-64 px",
-     resnet20_layers, 0, {0.1, 0.9, 5e-4, LR_COSINE}, 1},
-    {"resnet8", "CIFAR ResNet-8: resnet20 with 1 block per stage (tests, quick runs)", resnet8_layers, 0,
-     {0.1, 0.9, 5e-4, LR_COSINE}, 1},
-    {"resnet18", "ResNet-18: conv7x7/2, maxpool, 4 stages x 2 BasicBlocks 64-512 with bn, gap, fc: 64-224 px",
-     resnet18_layers, 0, {0.1, 0.9, 1e-4, LR_COSINE}, 1},
+    {"probe",
+     "one CxC 3x3 conv, global avg pool, fc: the loader dominates (E1)",
+     probe_layers,
+     N_OF(probe_layers),
+     {0.01, 0.9, 0.0, LR_CONST},
+     0},
+    {"lenet",
+     "conv20@5 relu pool conv50@5 relu pool fc512 relu fc (E2)",
+     lenet_layers,
+     N_OF(lenet_layers),
+     {0.01, 0.95, 5e-4, LR_COSINE},
+     0},
+    {"convnet",
+     "3 x (conv3x3 relu pool) 32-64-128, global avg pool, fc: 64x64 RGB crops",
+     convnet_layers,
+     N_OF(convnet_layers),
+     {0.02, 0.9, 5e-4, LR_COSINE},
+     0},
+    {"resnet20",
+     "CIFAR ResNet-20: conv, 3 stages x 3 BasicBlocks 16-32-64 with bn, gap, fc: 32-64 px",
+     resnet20_layers,
+     0,
+     {0.1, 0.9, 5e-4, LR_COSINE},
+     1},
+    {"resnet8",
+     "CIFAR ResNet-8: resnet20 with 1 block per stage (tests, quick runs)",
+     resnet8_layers,
+     0,
+     {0.1, 0.9, 5e-4, LR_COSINE},
+     1},
+    {"resnet18",
+     "ResNet-18: conv7x7/2, maxpool, 4 stages x 2 BasicBlocks 64-512 with bn, gap, fc: 64-224 px",
+     resnet18_layers,
+     0,
+     {0.1, 0.9, 1e-4, LR_COSINE},
+     1},
 };
 
-static const char *const names[] = {"probe", "lenet", "convnet", "resnet8", "resnet20", "resnet18", NULL};
+static const char *const names[] = {"probe",    "lenet",    "convnet", "resnet8",
+                                    "resnet20", "resnet18", NULL};
 
 /* the resnets' layer lists, written once (before any thread exists: the
  * first lookup is at option parsing) */
@@ -162,10 +190,7 @@ const model_def *model_def_find(const char *name)
     return NULL;
 }
 
-const char *const *model_names(void)
-{
-    return names;
-}
+const char *const *model_names(void) { return names; }
 
 int model_defaults(const char *name, model_hparams *hp)
 {

@@ -6,7 +6,8 @@
 
 static const char *const schedule_names[] = {"const", "step", "cosine"};
 
-double lr_at(lr_schedule sched, double base_lr, int epoch, int epochs, long step, long steps_per_epoch)
+double lr_at(lr_schedule sched, double base_lr, int epoch, int epochs, long step,
+             long steps_per_epoch)
 {
     if (epochs < 1)
         epochs = 1;
@@ -27,8 +28,7 @@ double lr_at(lr_schedule sched, double base_lr, int epoch, int epochs, long step
         return base_lr * 0.5 * (1.0 + cos(pi * t));
     }
     case LR_CONST:
-    default:
-        return base_lr;
+    default: return base_lr;
     }
 }
 

@@ -12,7 +12,8 @@ typedef enum lr_schedule {
 
 /* The learning rate of step `step` (0-based, within the epoch) of epoch
  * `epoch` (0-based) out of `epochs`, each of steps_per_epoch steps. */
-double lr_at(lr_schedule sched, double base_lr, int epoch, int epochs, long step, long steps_per_epoch);
+double lr_at(lr_schedule sched, double base_lr, int epoch, int epochs, long step,
+             long steps_per_epoch);
 /* "const" | "step" | "cosine" -> schedule; -1 for anything else */
 int lr_schedule_parse(const char *s, lr_schedule *out);
 const char *lr_schedule_name(lr_schedule s);

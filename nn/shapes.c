@@ -1,7 +1,8 @@
 /* shapes.c — output sizes of the shaped layers (see backend.h). */
 #include "nn/backend.h"
 
-int conv_shape_init(conv_shape *s, int B, int C, int H, int W, int K, int R, int S, int stride, int pad)
+int conv_shape_init(conv_shape *s, int B, int C, int H, int W, int K, int R, int S, int stride,
+                    int pad)
 {
     s->B = B;
     s->C = C;

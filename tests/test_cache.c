@@ -67,10 +67,28 @@ Test(cache, a_run_reading_the_cache_survives_another_run_rebuilding_it)
      * other transforms (a smaller sample), rebuilds the same path. A must
      * finish with exactly the losses of a run that has the cache to itself. */
     char *cache = path_join(dir, "shared.cache"), *ja = path_join(dir, "a.json"),
-         *jr = path_join(dir, "ref.json"), *oa = path_join(dir, "a.out"), *ea = path_join(dir, "a.err");
-    char *a_argv[] = {(char *)train_bin(), "--mode", "preload", "--cache", cache, "--workers", "2",
-                      "--batch", "16", "--epochs", "6", "--lr-schedule", "const",
-                      "--test-slow-step", "0.1", "--no-progress", "--json", ja, csv, NULL};
+         *jr = path_join(dir, "ref.json"), *oa = path_join(dir, "a.out"),
+         *ea = path_join(dir, "a.err");
+    char *a_argv[] = {(char *)train_bin(),
+                      "--mode",
+                      "preload",
+                      "--cache",
+                      cache,
+                      "--workers",
+                      "2",
+                      "--batch",
+                      "16",
+                      "--epochs",
+                      "6",
+                      "--lr-schedule",
+                      "const",
+                      "--test-slow-step",
+                      "0.1",
+                      "--no-progress",
+                      "--json",
+                      ja,
+                      csv,
+                      NULL};
     pid_t a = spawn_bg(a_argv, oa, ea);
     int started = 0;
     for (int t = 0; t < 2000 && !started; t++) {
@@ -85,8 +103,11 @@ Test(cache, a_run_reading_the_cache_survives_another_run_rebuilding_it)
     train(&r, "--mode", "preload", "--cache", cache, "--resize", "32", "--crop", "24", "--batch",
           "16", "--max-batches", "1", "--no-progress", csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_assert(strstr(r.out, "was built for other transforms (--resize, --crop, --channels, --decode): rebuilding"), "%s",
-              r.out);
+    cr_assert(
+        strstr(
+            r.out,
+            "was built for other transforms (--resize, --crop, --channels, --decode): rebuilding"),
+        "%s", r.out);
     run_free(&r);
     cr_assert(process_alive(a), "run A finished before run B rebuilt the cache: nothing tested");
     int st = spawn_wait(a, 100);
@@ -124,9 +145,22 @@ Test(cache, the_cache_path_never_holds_a_partial_file)
     char *cdir = path_join(dir, "c"), *cache = path_join(dir, "c/fm.cache");
     char *out = path_join(dir, "b.out"), *err = path_join(dir, "b.err");
     mkdir(cdir, 0755);
-    char *argv[] = {(char *)train_bin(), "--mode", "preload", "--cache", cache, "--workers", "1",
-                    "--batch", "16", "--max-batches", "1", "--test-slow-load", "0.005",
-                    "--no-progress", csv, NULL};
+    char *argv[] = {(char *)train_bin(),
+                    "--mode",
+                    "preload",
+                    "--cache",
+                    cache,
+                    "--workers",
+                    "1",
+                    "--batch",
+                    "16",
+                    "--max-batches",
+                    "1",
+                    "--test-slow-load",
+                    "0.005",
+                    "--no-progress",
+                    csv,
+                    NULL};
     pid_t pid = spawn_bg(argv, out, err);
     int others = 0, polls = 0;
     while (process_alive(pid)) {
@@ -192,8 +226,17 @@ static void cached_run(const char *cache, const char *data, const char *note, ch
         }
         for (int i = 0; args[i]; i++)
             argv[n++] = args[i];
-        char *tail[] = {"--batch", "16", "--max-batches", "1", "--lr-schedule", "const",
-                        "--no-progress", "--json", with ? j2 : j1, (char *)data, NULL};
+        char *tail[] = {"--batch",
+                        "16",
+                        "--max-batches",
+                        "1",
+                        "--lr-schedule",
+                        "const",
+                        "--no-progress",
+                        "--json",
+                        with ? j2 : j1,
+                        (char *)data,
+                        NULL};
         for (int i = 0; tail[i]; i++)
             argv[n++] = tail[i];
         argv[n] = NULL;
@@ -218,16 +261,20 @@ Test(cache, every_transform_and_the_csv_rows_are_in_the_key)
     /* each step changes one input but keeps the cached sample's size (so
      * the header's sizes cannot tell), then one that changes the size */
     char *cache = path_join(dir, "key.cache");
-    const char *rebuilt = "was built for other transforms (--resize, --crop, --channels, --decode): rebuilding";
-    const char *other_csv = "was built from another CSV (its content or --root changed): rebuilding";
+    const char *rebuilt =
+        "was built for other transforms (--resize, --crop, --channels, --decode): rebuilding";
+    const char *other_csv =
+        "was built from another CSV (its content or --root changed): rebuilding";
     cached_run(cache, csv, "does not exist: building it",
                (char *[]){"--resize", "32x32", "--crop", "28", NULL});
-    cached_run(cache, csv, "matches: reusing it", (char *[]){"--resize", "32x32", "--crop", "28", NULL});
+    cached_run(cache, csv, "matches: reusing it",
+               (char *[]){"--resize", "32x32", "--crop", "28", NULL});
     cached_run(cache, csv, rebuilt, (char *[]){"--resize", "32x30", "--crop", "28", NULL});
     cached_run(cache, csv, rebuilt, (char *[]){"--resize", "30x30", "--crop", "28", NULL});
     cached_run(cache, csv, rebuilt, (char *[]){"--resize", "30", "--crop", "28", NULL});
     cached_run(cache, csv, rebuilt, (char *[]){"--resize", "32", "--crop", "28", NULL});
-    cached_run(cache, csv, "matches: reusing it", (char *[]){"--resize", "32", "--crop", "28", NULL});
+    cached_run(cache, csv, "matches: reusing it",
+               (char *[]){"--resize", "32", "--crop", "28", NULL});
     /* the same files in another order: sample i is another image */
     size_t len;
     char *text = read_whole_file(csv, &len, NULL);
@@ -244,9 +291,11 @@ Test(cache, every_transform_and_the_csv_rows_are_in_the_key)
     free(rev);
     free(text);
     cached_run(cache, rcsv, other_csv, (char *[]){"--resize", "32", "--crop", "28", NULL});
-    cached_run(cache, rcsv, "matches: reusing it", (char *[]){"--resize", "32", "--crop", "28", NULL});
+    cached_run(cache, rcsv, "matches: reusing it",
+               (char *[]){"--resize", "32", "--crop", "28", NULL});
     /* sizes the header already tells apart */
-    cached_run(cache, rcsv, rebuilt, (char *[]){"--resize", "32", "--crop", "28", "--channels", "1", NULL});
+    cached_run(cache, rcsv, rebuilt,
+               (char *[]){"--resize", "32", "--crop", "28", "--channels", "1", NULL});
     cached_run(cache, rcsv, rebuilt, (char *[]){"--resize", "28", "--channels", "1", NULL});
     free(rcsv);
     free(cache);

@@ -12,14 +12,8 @@
 #include "tests/support/nn_fixtures.h"
 
 static char *dir;
-static void setup(void)
-{
-    dir = tmpdir_make();
-}
-static void teardown(void)
-{
-    tmpdir_remove(dir);
-}
+static void setup(void) { dir = tmpdir_make(); }
+static void teardown(void) { tmpdir_remove(dir); }
 TestSuite(checkpoint, .init = setup, .fini = teardown);
 
 static const char *const classes10[10] = {"t-shirt", "trouser", "pullover", "dress", "coat",
@@ -45,8 +39,15 @@ static void trained_lenet(model *m, backend *be)
     nn_set_free(&s);
 }
 
-static const ckpt_state state1 = {.epoch = 3, .step = 2811, .seed = 42, .epochs = 10, .batch = 64,
-                                  .schedule = LR_COSINE, .lr = 0.02, .momentum = 0.9, .wd = 5e-4};
+static const ckpt_state state1 = {.epoch = 3,
+                                  .step = 2811,
+                                  .seed = 42,
+                                  .epochs = 10,
+                                  .batch = 64,
+                                  .schedule = LR_COSINE,
+                                  .lr = 0.02,
+                                  .momentum = 0.9,
+                                  .wd = 5e-4};
 
 static char *save_ok(const model *m, const char *name)
 {
@@ -60,11 +61,13 @@ static char *save_ok(const model *m, const char *name)
  * m's parameters, momentum and normalisation as they were */
 static void load_refused(const char *path, model *m, const char *const *classes, const char *want)
 {
-    float *p0 = download_floats(m->be, m->params, m->nparams), *v0 = download_floats(m->be, m->momentum, m->nparams);
+    float *p0 = download_floats(m->be, m->params, m->nparams),
+          *v0 = download_floats(m->be, m->momentum, m->nparams);
     float mean0 = m->mean[0];
     ckpt_state st = {0};
     errbuf e = {{0}};
-    cr_assert_eq(checkpoint_load(path, m, classes, &st, &e), -1, "loaded a bad file (want: %s)", want);
+    cr_assert_eq(checkpoint_load(path, m, classes, &st, &e), -1, "loaded a bad file (want: %s)",
+                 want);
     cr_assert(strstr(e.msg, path) != NULL, "message does not name the file: %s", e.msg);
     cr_assert(strstr(e.msg, want) != NULL, "message '%s' lacks '%s'", e.msg, want);
     cr_assert_eq(memcmp(p0, m->params, m->nparams * 4), 0, "parameters changed by a refused load");
@@ -101,8 +104,9 @@ Test(checkpoint, round_trip_is_bit_exact_and_atomic)
     cr_assert_eq(memcmp(a.momentum, b.momentum, a.nparams * 4), 0);
     cr_assert_eq(b.mean[0], 0.286f);
     cr_assert_eq(b.std[0], 0.353f);
-    cr_assert(st.epoch == 3 && st.step == 2811 && st.seed == 42 && st.epochs == 10 && st.batch == 64 &&
-              st.schedule == LR_COSINE && st.lr == 0.02 && st.momentum == 0.9 && st.wd == 5e-4);
+    cr_assert(st.epoch == 3 && st.step == 2811 && st.seed == 42 && st.epochs == 10 &&
+              st.batch == 64 && st.schedule == LR_COSINE && st.lr == 0.02 && st.momentum == 0.9 &&
+              st.wd == 5e-4);
     /* and without a class check */
     cr_assert_eq(checkpoint_load(p, &b, NULL, NULL, &e), 0, "%s", e.msg);
 
@@ -283,8 +287,15 @@ static void resume_check(const char *name, int images)
     model_init_params(&resumed.m, 42);
     train_epoch(&resumed, &s, 0, 2, 64);
     char *p = path_join(dir, "resume.bin");
-    ckpt_state st = {.epoch = 1, .step = resumed.step, .seed = 42, .epochs = 2, .batch = 64,
-                     .schedule = LR_COSINE, .lr = 0.05, .momentum = 0.9, .wd = 5e-4};
+    ckpt_state st = {.epoch = 1,
+                     .step = resumed.step,
+                     .seed = 42,
+                     .epochs = 2,
+                     .batch = 64,
+                     .schedule = LR_COSINE,
+                     .lr = 0.05,
+                     .momentum = 0.9,
+                     .wd = 5e-4};
     cr_assert_eq(checkpoint_save(p, &resumed.m, classes10, &st, &e), 0, "%s", e.msg);
     double first[64];
     memcpy(first, resumed.losses, sizeof first);
@@ -304,8 +315,8 @@ static void resume_check(const char *name, int images)
 
     cr_assert_eq(again.step, straight.step);
     for (long i = 0; i < straight.step; i++)
-        cr_assert_eq(again.losses[i], straight.losses[i], "step %ld: %.17g vs %.17g", i, again.losses[i],
-                     straight.losses[i]);
+        cr_assert_eq(again.losses[i], straight.losses[i], "step %ld: %.17g vs %.17g", i,
+                     again.losses[i], straight.losses[i]);
     cr_assert_eq(memcmp(again.m.params, straight.m.params, straight.m.nparams * 4), 0);
     cr_assert_eq(memcmp(again.m.momentum, straight.m.momentum, straight.m.nparams * 4), 0);
     free(p);

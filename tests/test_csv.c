@@ -55,7 +55,8 @@ static const char *rel(const dataset *ix, uint32_t i)
 Test(csv, whole_float_labels_are_integers)
 {
     dataset ix;
-    load_ok(&ix, "data.csv", "path,label\na.png,1.0\nb.png,2.00\nc.png,3e0\nd.png,0\ne.png,1\n", NULL);
+    load_ok(&ix, "data.csv", "path,label\na.png,1.0\nb.png,2.00\nc.png,3e0\nd.png,0\ne.png,1\n",
+            NULL);
     cr_assert(ix.had_header);
     cr_assert_not(ix.names, "labels became names");
     cr_assert_eq(ix.nclasses, 4);
@@ -133,7 +134,8 @@ Test(csv, quoted_fields_with_commas_quotes_and_newlines)
 
 Test(csv, line_numbers_after_quoted_newlines_in_errors)
 {
-    load_fails("path,label\n\"a\nb.png\",1\n\"c.png\",x\n", NULL, ":4: label 'x' is not an integer");
+    load_fails("path,label\n\"a\nb.png\",1\n\"c.png\",x\n", NULL,
+               ":4: label 'x' is not an integer");
 }
 
 Test(csv, crlf_bom_trailing_blank_lines)
@@ -284,8 +286,10 @@ Test(csv, errors_name_file_line_and_reason)
                "closing quote)");
     csv_opts o = CSV_OPTS_DEFAULT;
     o.label_col = "klass";
-    load_fails("path,label\na.png,1\n", &o, ":1: no column named 'klass' (header has 'path', 'label')");
-    load_fails("path,label\na.png,99999999\n", NULL, ":2: label 99999999 is too large (limit 1000000)");
+    load_fails("path,label\na.png,1\n", &o,
+               ":1: no column named 'klass' (header has 'path', 'label')");
+    load_fails("path,label\na.png,99999999\n", NULL,
+               ":2: label 99999999 is too large (limit 1000000)");
     load_fails("path,label\na.png,1\nb.png,-1\n", NULL, ":3: label '-1' is negative");
 }
 
@@ -396,9 +400,9 @@ static char *write_tiff(const char *d, const char *name)
 {
     uint8_t t[166] = {'I', 'I', 42, 0, 8, 0, 0, 0};
     static const uint16_t tags[11][3] = {/* tag, type (3 SHORT, 4 LONG, 5 RATIONAL), value */
-                                         {256, 3, 2},   {257, 3, 2}, {258, 3, 8},   {259, 3, 1},
-                                         {262, 3, 1},   {273, 4, 162}, {277, 3, 1}, {278, 3, 2},
-                                         {279, 4, 4},   {282, 5, 146}, {283, 5, 154}};
+                                         {256, 3, 2}, {257, 3, 2},   {258, 3, 8},  {259, 3, 1},
+                                         {262, 3, 1}, {273, 4, 162}, {277, 3, 1},  {278, 3, 2},
+                                         {279, 4, 4}, {282, 5, 146}, {283, 5, 154}};
     size_t at = 8;
     t[at++] = 11;
     t[at++] = 0;
@@ -408,9 +412,9 @@ static char *write_tiff(const char *d, const char *name)
         t[at + 4] = 1; /* count */
         t[at + 8] = (uint8_t)tags[i][2], t[at + 9] = (uint8_t)(tags[i][2] >> 8);
     }
-    at += 4;                      /* no next IFD */
-    t[146] = 72, t[150] = 1;      /* XResolution 72/1 */
-    t[154] = 72, t[158] = 1;      /* YResolution 72/1 */
+    at += 4;                                             /* no next IFD */
+    t[146] = 72, t[150] = 1;                             /* XResolution 72/1 */
+    t[154] = 72, t[158] = 1;                             /* YResolution 72/1 */
     t[162] = 0, t[163] = 85, t[164] = 170, t[165] = 255; /* the pixels */
     cr_assert_eq(at, 146);
     return write_file(d, name, t, sizeof t);
@@ -432,10 +436,12 @@ Test(csv, train_binary_check_sniffs_formats_training_refuses)
     cr_assert_eq(r.status, 0, "cwebp (package webp, make deps installs it): %s", r.err);
     run_free(&r);
     free(write_tiff(dir, "scan.tif"));
-    free(write_text(dir, "logo.svg",
-                    "<?xml version=\"1.0\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"8\" "
-                    "height=\"8\"><rect width=\"8\" height=\"8\" fill=\"red\"/></svg>\n"));
-    char *p = write_text(dir, "d.csv", "path,label\ngood.png,0\nphoto.webp,1\nscan.tif,0\nlogo.svg,1\n");
+    free(
+        write_text(dir, "logo.svg",
+                   "<?xml version=\"1.0\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"8\" "
+                   "height=\"8\"><rect width=\"8\" height=\"8\" fill=\"red\"/></svg>\n"));
+    char *p =
+        write_text(dir, "d.csv", "path,label\ngood.png,0\nphoto.webp,1\nscan.tif,0\nlogo.svg,1\n");
     char *argv[] = {(char *)train_bin(), "--check", p, NULL};
     run_argv(argv, NULL, 60, &r);
     cr_assert_eq(r.status, 2, "status %d, stderr: %s", r.status, r.err);
@@ -443,7 +449,8 @@ Test(csv, train_binary_check_sniffs_formats_training_refuses)
                           "d.csv:5: ", "logo.svg: not an image (a text file)\n"};
     for (int i = 0; i < 4; i++)
         cr_assert(strstr(r.err, want[i]), "no '%s' in stderr: %s", want[i], r.err);
-    cr_assert(!strstr(r.err, "good.png") && !strstr(r.err, "photo.webp"), "PNG and WebP are fine: %s", r.err);
+    cr_assert(!strstr(r.err, "good.png") && !strstr(r.err, "photo.webp"),
+              "PNG and WebP are fine: %s", r.err);
     cr_assert(strstr(r.out, "check: 2 files that training would refuse"), "%s", r.out);
     run_free(&r);
     free(p);

@@ -14,12 +14,13 @@
 
 Test(verdict, compute_bound_when_the_pipeline_runs_at_model_speed)
 {
-    diag_rates r = {.full = 950, .loader = 5000, .read_only = 40000, .model = 1000, .workers = 2,
-                    .cores = 2};
+    diag_rates r = {
+        .full = 950, .loader = 5000, .read_only = 40000, .model = 1000, .workers = 2, .cores = 2};
     char t[512];
     cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_COMPUTE_BOUND);
-    cr_assert(strstr(t, "compute-bound: the model consumes 1000 img/s and the loader delivers 5000"),
-              "%s", t);
+    cr_assert(
+        strstr(t, "compute-bound: the model consumes 1000 img/s and the loader delivers 5000"),
+        "%s", t);
 }
 
 /* Each clause of the verdict decides on its own: the pipeline running at
@@ -28,8 +29,8 @@ Test(verdict, compute_bound_when_the_pipeline_runs_at_model_speed)
  * documented ones (0.85 of the model, 1.15 of the model, 1.3 of the loader). */
 Test(verdict, pipeline_at_model_speed_alone_is_compute_bound)
 {
-    diag_rates r = {.full = 900, .loader = 1000, .read_only = 40000, .model = 1000, .workers = 2,
-                    .cores = 2};
+    diag_rates r = {
+        .full = 900, .loader = 1000, .read_only = 40000, .model = 1000, .workers = 2, .cores = 2};
     char t[512];
     cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_COMPUTE_BOUND, "%s", t);
     cr_assert(strstr(t, "the full pipeline runs at 900 img/s"), "%s", t);
@@ -41,8 +42,8 @@ Test(verdict, pipeline_at_model_speed_alone_is_compute_bound)
 
 Test(verdict, loader_with_room_to_spare_alone_is_compute_bound)
 {
-    diag_rates r = {.full = 500, .loader = 1151, .read_only = 40000, .model = 1000, .workers = 2,
-                    .cores = 2};
+    diag_rates r = {
+        .full = 500, .loader = 1151, .read_only = 40000, .model = 1000, .workers = 2, .cores = 2};
     char t[512];
     cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_COMPUTE_BOUND, "%s", t);
     r.loader = 1149;
@@ -53,8 +54,8 @@ Test(verdict, loader_with_room_to_spare_alone_is_compute_bound)
 Test(verdict, storage_threshold_and_advice_arithmetic)
 {
     /* reading alone at 1.3x the loader is storage-bound; above it decode */
-    diag_rates r = {.full = 400, .loader = 500, .read_only = 650, .model = 2000, .workers = 3,
-                    .cores = 64};
+    diag_rates r = {
+        .full = 400, .loader = 500, .read_only = 650, .model = 2000, .workers = 3, .cores = 64};
     char t[512];
     cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_STORAGE_BOUND, "%s", t);
     cr_assert(strstr(t, "reading the files alone runs at 650 img/s (77% of loader time)"), "%s", t);
@@ -78,8 +79,8 @@ Test(verdict, storage_threshold_and_advice_arithmetic)
 
 Test(verdict, unknown_when_any_phase_failed)
 {
-    const diag_rates base = {.full = 300, .loader = 320, .read_only = 350, .model = 9000,
-                             .workers = 1, .cores = 2};
+    const diag_rates base = {
+        .full = 300, .loader = 320, .read_only = 350, .model = 9000, .workers = 1, .cores = 2};
     char t[512];
     for (int k = 0; k < 3; k++) {
         diag_rates r = base;
@@ -91,12 +92,13 @@ Test(verdict, unknown_when_any_phase_failed)
 
 Test(verdict, decode_bound_names_the_decode_share_and_workers)
 {
-    diag_rates r = {.full = 1100, .loader = 1150, .read_only = 6050, .model = 8900, .workers = 2,
-                    .cores = 16};
+    diag_rates r = {
+        .full = 1100, .loader = 1150, .read_only = 6050, .model = 8900, .workers = 2, .cores = 16};
     char t[512];
     cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_DECODE_BOUND);
-    cr_assert(strstr(t, "data-bound: the loader delivers 1150 img/s, the model consumes 8900 img/s; "
-                        "decode is 81% of loader time -> try --workers 16 or --mode preload"),
+    cr_assert(strstr(t,
+                     "data-bound: the loader delivers 1150 img/s, the model consumes 8900 img/s; "
+                     "decode is 81% of loader time -> try --workers 16 or --mode preload"),
               "%s", t);
     r.cores = 4;
     diagnose_verdict(&r, t, sizeof t);
@@ -106,8 +108,8 @@ Test(verdict, decode_bound_names_the_decode_share_and_workers)
 
 Test(verdict, storage_bound_when_reading_alone_is_as_slow)
 {
-    diag_rates r = {.full = 300, .loader = 320, .read_only = 350, .model = 9000, .workers = 4,
-                    .cores = 8};
+    diag_rates r = {
+        .full = 300, .loader = 320, .read_only = 350, .model = 9000, .workers = 4, .cores = 8};
     char t[512];
     cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_STORAGE_BOUND);
     cr_assert(strstr(t, "storage-bound"), "%s", t);
@@ -153,8 +155,8 @@ static void run(run_result *r, char *const extra[])
 Test(diagnose, heavy_model_is_compute_bound)
 {
     run_result r;
-    char *a[] = {"--diagnose", "--max-batches", "6", "--batch", "16", "--workers", "1",
-                 "--test-slow-step", "0.05", NULL};
+    char *a[] = {"--diagnose", "--max-batches",    "6",    "--batch", "16", "--workers",
+                 "1",          "--test-slow-step", "0.05", NULL};
     run(&r, a);
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
     cr_assert(strstr(r.out, "(a) full pipeline") && strstr(r.out, "(d) model only"), "%s", r.out);
@@ -165,8 +167,8 @@ Test(diagnose, heavy_model_is_compute_bound)
 Test(diagnose, slow_loader_is_data_bound)
 {
     run_result r;
-    char *a[] = {"--diagnose", "--max-batches", "6", "--batch", "16", "--workers", "1",
-                 "--test-slow-load", "0.004", NULL};
+    char *a[] = {"--diagnose", "--max-batches",    "6",     "--batch", "16", "--workers",
+                 "1",          "--test-slow-load", "0.004", NULL};
     run(&r, a);
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
     cr_assert(strstr(r.out, "verdict: data-bound: the loader delivers"), "%s", r.out);
@@ -204,8 +206,8 @@ static void phase_numbers(const char *out, const char *phase, double *images, do
 Test(diagnose, each_phase_stops_after_diagnose_seconds)
 {
     run_result r;
-    char *a[] = {"--diagnose", "--diagnose-seconds", "1", "--batch", "8", "--workers", "1",
-                 "--test-slow-step", "0.1", NULL};
+    char *a[] = {"--diagnose", "--diagnose-seconds", "1",   "--batch", "8", "--workers",
+                 "1",          "--test-slow-step",   "0.1", NULL};
     run(&r, a);
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
     cr_assert(strstr(r.out, "up to 200 batches or 1 s each"), "%s", r.out);
@@ -222,8 +224,11 @@ Test(diagnose, each_phase_stops_after_diagnose_seconds)
 Test(diagnose, diagnose_batches_bounds_each_phase)
 {
     run_result r;
-    char *a[] = {"--diagnose", "--diagnose-batches", "3", "--diagnose-seconds", "0", "--batch", "8",
-                 "--workers", "1", NULL};
+    char *a[] = {"--diagnose", "--diagnose-batches",
+                 "3",          "--diagnose-seconds",
+                 "0",          "--batch",
+                 "8",          "--workers",
+                 "1",          NULL};
     run(&r, a);
     cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
     cr_assert(strstr(r.out, "4 phases of up to 3 batches each"), "%s", r.out);

@@ -37,7 +37,6 @@ static const char *rel(const dataset *ix, uint32_t i)
     return p + n + 1;
 }
 
-
 Test(folder, classes_are_sorted_folder_names_and_images_are_found_at_any_depth)
 {
     jpeg("set/zebra/b.jpg", 16, 16, 1);
@@ -67,15 +66,16 @@ Test(folder, classes_are_sorted_folder_names_and_images_are_found_at_any_depth)
     cr_assert_str_eq(dataset_class_name(&ix, 2, buf, sizeof buf), "zebra");
     cr_assert_eq(ix.n, 5, "hidden and non-image files are not samples");
     /* folder path, then name: cat's own files before cat/x's (os.walk sorted) */
-    const char *want[5] = {"set/ant/p.png.jpg", "set/cat/1.jpg", "set/cat/x/deep.jpg", "set/zebra/a.JPEG",
-                           "set/zebra/b.jpg"};
+    const char *want[5] = {"set/ant/p.png.jpg", "set/cat/1.jpg", "set/cat/x/deep.jpg",
+                           "set/zebra/a.JPEG", "set/zebra/b.jpg"};
     const int labels[5] = {0, 1, 1, 2, 2};
     for (uint32_t i = 0; i < 5; i++) {
         cr_assert_str_eq(rel(&ix, i), want[i]);
         cr_assert_eq(ix.rows[i].label, labels[i], "row %u", i);
     }
     cr_assert_eq(ix.skipped_files, 2, "readme.txt and list.csv, not the hidden ones");
-    cr_assert(strstr(notes, "skipped 2 files that are not images in a class folder") && strstr(notes, "set/list.csv: not in a class folder"),
+    cr_assert(strstr(notes, "skipped 2 files that are not images in a class folder") &&
+                  strstr(notes, "set/list.csv: not in a class folder"),
               "%s", notes);
     dataset_free(&ix);
     free(notes), free(root);
@@ -133,7 +133,8 @@ Test(folder, row_messages_name_the_image_where_a_csv_names_its_line)
     cr_assert_eq(dataset_load(&ix, root, NULL, &e), 0, "%s", e.msg);
     char msg[ERR_MAX], out[2 * ERR_MAX];
     snprintf(msg, sizeof msg, "%s: corrupt JPEG", dataset_path(&ix, 0));
-    cr_assert_str_eq(dataset_row_message(&ix, 0, msg, out, sizeof out), msg, "the path is not said twice");
+    cr_assert_str_eq(dataset_row_message(&ix, 0, msg, out, sizeof out), msg,
+                     "the path is not said twice");
     char *want;
     cr_assert(asprintf(&want, "%s: class 'x' is odd", dataset_path(&ix, 0)) > 0);
     cr_assert_str_eq(dataset_row_message(&ix, 0, "class 'x' is odd", out, sizeof out), want);
@@ -154,8 +155,8 @@ Test(folder, check_and_training_take_a_folder_wherever_a_csv_goes)
     }
     char *train = path_join(dir, "train"), *val = path_join(dir, "val");
     run_result r;
-    run_train(&r, "--resize", "32x32", "--batch", "2", "--epochs", "1", "--workers", "1", "--val", val, train,
-              NULL);
+    run_train(&r, "--resize", "32x32", "--batch", "2", "--epochs", "1", "--workers", "1", "--val",
+              val, train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "classes (2, sorted): 0=cat, 1=dog"), "%s", r.out);
     run_free(&r);
@@ -169,7 +170,8 @@ Test(folder, check_and_training_take_a_folder_wherever_a_csv_goes)
     char *err = NULL;
     cr_assert(asprintf(&err, "\n%s", r.err) > 0);
     cr_assert(strstr(err, line), "the image path is the location: %s", r.err);
-    cr_assert(strstr(r.err, "skipped 1 file that is not an image") && strstr(r.out, "5 images, 2 class folders"),
+    cr_assert(strstr(r.err, "skipped 1 file that is not an image") &&
+                  strstr(r.out, "5 images, 2 class folders"),
               "%s%s", r.out, r.err);
     run_free(&r);
     run_train(&r, "--resize", "32x32", "--batch", "2", "--epochs", "1", train, NULL);
@@ -190,8 +192,8 @@ Test(folder, photo_set_makes_a_class_folder_set_and_its_csv_deterministically)
         snprintf(name, sizeof name, "src/Photo %d.jpg", k);
         jpeg(name, 700, 900, (uint64_t)k + 5);
     }
-    char *bin = path_join(tools_dir(), "photo_set"), *src = path_join(dir, "src"), *out = path_join(dir, "set"),
-         *out2 = path_join(dir, "set2");
+    char *bin = path_join(tools_dir(), "photo_set"), *src = path_join(dir, "src"),
+         *out = path_join(dir, "set"), *out2 = path_join(dir, "set2");
     char *argv[] = {bin, "--src", src, "--out", out, "--per-class", "10", "--val", "2", NULL};
     run_result r;
     run_argv(argv, NULL, 120, &r);
@@ -219,13 +221,15 @@ Test(folder, photo_set_makes_a_class_folder_set_and_its_csv_deterministically)
         cr_assert(s >= 300 && s <= 500, "%s is %dx%d", dataset_path(&a, i), w, h);
         img_params p = {.channels = 3};
         int bh, bw;
-        uint8_t *px = ti_base(dataset_path(&a, i), &p, &bh, &bw, &e); /* every file decodes cleanly */
+        uint8_t *px =
+            ti_base(dataset_path(&a, i), &p, &bh, &bw, &e); /* every file decodes cleanly */
         cr_assert_not_null(px, "%s", e.msg);
         free(px);
         char other[4200];
         snprintf(other, sizeof other, "%s%s", out2, dataset_path(&a, i) + strlen(out));
         size_t l1, l2;
-        char *x = read_whole_file(dataset_path(&a, i), &l1, NULL), *y = read_whole_file(other, &l2, NULL);
+        char *x = read_whole_file(dataset_path(&a, i), &l1, NULL),
+             *y = read_whole_file(other, &l2, NULL);
         cr_assert(x && y && l1 == l2 && memcmp(x, y, l1) == 0, "%s differs between runs", other);
         for (size_t k = 0; k + 1 < l1; k++)
             if ((uint8_t)x[k] == 0xFF && (uint8_t)x[k + 1] == 0xC2) {
@@ -234,7 +238,8 @@ Test(folder, photo_set_makes_a_class_folder_set_and_its_csv_deterministically)
             }
         free(x), free(y);
     }
-    cr_assert(progressive > 0 && progressive < 20, "progressive and baseline files mixed: %d", progressive);
+    cr_assert(progressive > 0 && progressive < 20, "progressive and baseline files mixed: %d",
+              progressive);
     dataset_free(&a);
     dataset_free(&b);
     free(bin), free(src), free(out), free(out2), free(train), free(csv);
@@ -257,10 +262,12 @@ Test(folder, checkpoints_keep_the_folders_class_names)
     run_train(&r, "--batch", "2", "--epochs", "1", "--lr-schedule", "const", "--save", ck, a, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
-    run_train(&r, "--batch", "2", "--epochs", "2", "--lr-schedule", "const", "--resume", ck, a, NULL);
+    run_train(&r, "--batch", "2", "--epochs", "2", "--lr-schedule", "const", "--resume", ck, a,
+              NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
-    run_train(&r, "--batch", "2", "--epochs", "2", "--lr-schedule", "const", "--resume", ck, b, NULL);
+    run_train(&r, "--batch", "2", "--epochs", "2", "--lr-schedule", "const", "--resume", ck, b,
+              NULL);
     cr_assert_eq(r.status, 2);
     cr_assert(strstr(r.err, "'cat' in the checkpoint, 'cow' in this run"), "%s", r.err);
     run_free(&r);

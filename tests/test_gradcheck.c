@@ -29,8 +29,8 @@ typedef double (*loss_fn)(void *ctx);
  * can balance (a bias moves a whole channel across many kinks at once)
  * and make a kinked difference look symmetric; they do not balance the
  * same way at two steps. */
-static double derivative(float *theta, size_t j, float eps, loss_fn f, void *ctx, double atol, double rtol,
-                         int kinks)
+static double derivative(float *theta, size_t j, float eps, loss_fn f, void *ctx, double atol,
+                         double rtol, int kinks)
 {
     float v = theta[j];
     theta[j] = v + eps;
@@ -57,15 +57,16 @@ static double derivative(float *theta, size_t j, float eps, loss_fn f, void *ctx
  * elements of a float32 net a kink away from eps are off by a few percent
  * on any seed; a wiring bug (a missing branch, a wrong scale, a dropped
  * term) is off by far more over the whole tensor. */
-static void gradcheck_k(const char *what, float *theta, const float *analytic, size_t n, float eps, loss_fn f,
-                        void *ctx, double atol, double rtol, int kinks)
+static void gradcheck_k(const char *what, float *theta, const float *analytic, size_t n, float eps,
+                        loss_fn f, void *ctx, double atol, double rtol, int kinks)
 {
     rng r = rng_keyed(99, RNG_TOOL, n, 0);
     int count = n < CHECKS ? (int)n : CHECKS, checked = 0;
     double err2 = 0, norm2 = 0, worst = -1, worst_num = 0;
     size_t worst_j = 0;
     for (int i = 0; i < count; i++) {
-        size_t j = n <= CHECKS ? (size_t)i : (size_t)i * (n / CHECKS) + rng_below(&r, (uint32_t)(n / CHECKS));
+        size_t j = n <= CHECKS ? (size_t)i
+                               : (size_t)i * (n / CHECKS) + rng_below(&r, (uint32_t)(n / CHECKS));
         double num = derivative(theta, j, eps, f, ctx, atol, rtol, kinks);
         if (isnan(num))
             continue;
@@ -81,14 +82,17 @@ static void gradcheck_k(const char *what, float *theta, const float *analytic, s
     if (!kinks)
         return;
     f(ctx); /* leave the state as it was */
-    cr_assert(checked * 2 >= count, "%s: only %d of %d elements away from kinks", what, checked, count);
-    cr_assert(sqrt(err2) <= 0.05 * sqrt(norm2) + atol * sqrt(checked),
-              "%s: relative L2 error %.3g over %d elements; worst [%zu]: analytic %.6g, numeric %.6g", what,
-              sqrt(err2 / (norm2 > 0 ? norm2 : 1)), checked, worst_j, (double)analytic[worst_j], worst_num);
+    cr_assert(checked * 2 >= count, "%s: only %d of %d elements away from kinks", what, checked,
+              count);
+    cr_assert(
+        sqrt(err2) <= 0.05 * sqrt(norm2) + atol * sqrt(checked),
+        "%s: relative L2 error %.3g over %d elements; worst [%zu]: analytic %.6g, numeric %.6g",
+        what, sqrt(err2 / (norm2 > 0 ? norm2 : 1)), checked, worst_j, (double)analytic[worst_j],
+        worst_num);
 }
 
-static void gradcheck(const char *what, float *theta, const float *analytic, size_t n, float eps, loss_fn f,
-                      void *ctx, double atol, double rtol)
+static void gradcheck(const char *what, float *theta, const float *analytic, size_t n, float eps,
+                      loss_fn f, void *ctx, double atol, double rtol)
 {
     gradcheck_k(what, theta, analytic, n, eps, f, ctx, atol, rtol, 0);
 }
@@ -259,8 +263,8 @@ typedef struct bn_ctx {
 static double bn_loss(void *p)
 {
     bn_ctx *c = p;
-    c->be->ops->bn_forward_train(c->be, c->out, c->mean, c->invstd, c->rm, c->rv, c->in, c->scale, c->shift, c->B,
-                                 c->C, c->HW, 0.1f, 1e-5f);
+    c->be->ops->bn_forward_train(c->be, c->out, c->mean, c->invstd, c->rm, c->rv, c->in, c->scale,
+                                 c->shift, c->B, c->C, c->HW, 0.1f, 1e-5f);
     return dot(c->out, c->G, (size_t)c->B * c->C * c->HW);
 }
 
@@ -275,7 +279,8 @@ Test(gradcheck, batchnorm_train_mode)
     c.shift = rand_floats(c.C, -1, 1, 52);
     c.G = rand_floats(n, -1, 1, 53);
     c.out = xmalloc(n * 4);
-    c.mean = xmalloc(c.C * 4), c.invstd = xmalloc(c.C * 4), c.rm = xmalloc(c.C * 4), c.rv = xmalloc(c.C * 4);
+    c.mean = xmalloc(c.C * 4), c.invstd = xmalloc(c.C * 4), c.rm = xmalloc(c.C * 4),
+    c.rv = xmalloc(c.C * 4);
     for (int i = 0; i < c.C; i++)
         c.rm[i] = 0.0f, c.rv[i] = 1.0f;
     float *din = xmalloc(n * 4), *ds = xmalloc(c.C * 4), *dh = xmalloc(c.C * 4);
@@ -300,7 +305,8 @@ typedef struct xent_ctx {
 static double xent_loss(void *p)
 {
     xent_ctx *c = p;
-    c->be->ops->softmax_xent(c->be, c->dl, c->loss, c->pred, c->logits, c->labels, c->B, c->K, 1.0f);
+    c->be->ops->softmax_xent(c->be, c->dl, c->loss, c->pred, c->logits, c->labels, c->B, c->K,
+                             1.0f);
     double s = 0;
     for (int b = 0; b < c->B; b++)
         s += c->loss[b];
@@ -368,7 +374,8 @@ static void model_check(const char *name, int C, int H, int W, int nclasses, int
             continue; /* running statistics: no gradient */
         char what[64];
         snprintf(what, sizeof what, "%s %s", name, tt->name);
-        gradcheck_k(what, c.host + tt->offset, g + tt->offset, tt->n, 1e-3f, model_loss, &c, 3e-4, 2e-2, 1);
+        gradcheck_k(what, c.host + tt->offset, g + tt->offset, tt->n, 1e-3f, model_loss, &c, 3e-4,
+                    2e-2, 1);
     }
     free(g), free(c.host);
     nn_set_free(&s);
@@ -387,7 +394,4 @@ Test(gradcheck, models)
  * a projection shortcut, so the gradient must reach each block's input by
  * both paths (a missing one is off by far more than the 5% allowed). In
  * training mode, with batch statistics. */
-Test(gradcheck, resnet8_residual_blocks)
-{
-    model_check("resnet8", 2, 8, 8, 3, 4);
-}
+Test(gradcheck, resnet8_residual_blocks) { model_check("resnet8", 2, 8, 8, 3, 4); }

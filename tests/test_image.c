@@ -21,10 +21,7 @@ static void setup(void) { dir = tmpdir_make(); }
 static void teardown(void) { tmpdir_remove(dir); }
 TestSuite(image, .init = setup, .fini = teardown, .timeout = 60);
 
-static img_params plain(int channels)
-{
-    return (img_params){.channels = channels};
-}
+static img_params plain(int channels) { return (img_params){.channels = channels}; }
 
 /* Load with no resize, crop or flip and expect exactly `hwc` (as CHW). */
 static void expect_exact(const char *path, int channels, const uint8_t *hwc, int h, int w)
@@ -212,7 +209,8 @@ Test(image, jpeg_baseline_progressive_gray_within_tolerance)
     const int h = 96, w = 128;
     uint8_t *rgb = ti_picture(h, w, 3, 9), *gray = ti_picture(h, w, 1, 10);
     char *base = ti_write_jpeg(dir, "b.jpg", rgb, h, w, TJPF_RGB, TJSAMP_444, 95, 0);
-    char *prog = ti_write_jpeg(dir, "p.jpg", rgb, h, w, TJPF_RGB, TJSAMP_420, 90, TJFLAG_PROGRESSIVE);
+    char *prog =
+        ti_write_jpeg(dir, "p.jpg", rgb, h, w, TJPF_RGB, TJSAMP_420, 90, TJFLAG_PROGRESSIVE);
     char *gj = ti_write_jpeg(dir, "g.jpg", gray, h, w, TJPF_GRAY, TJSAMP_GRAY, 95, 0);
     const char *paths[2] = {base, prog};
     for (int k = 0; k < 2; k++) {
@@ -246,7 +244,8 @@ Test(image, jpeg_baseline_progressive_gray_within_tolerance)
     cr_assert_not_null(c1, "%s", e.msg);
     uint8_t *c3 = ti_base(base, &(img_params){.channels = 3}, &bh, &bw, &e);
     for (int i = 0; i < h * w; i++)
-        cr_assert(abs(c1[i] - img_luma(c3[3 * i], c3[3 * i + 1], c3[3 * i + 2])) <= 2, "pixel %d", i);
+        cr_assert(abs(c1[i] - img_luma(c3[3 * i], c3[3 * i + 1], c3[3 * i + 2])) <= 2, "pixel %d",
+                  i);
     free(g1), free(g3), free(c1), free(c3), free(rgb), free(gray), free(base), free(prog), free(gj);
 }
 
@@ -257,7 +256,8 @@ Test(image, cmyk_jpeg_is_read_as_adobe_inverted)
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++) { /* smooth, so JPEG error stays small */
             uint8_t *q = cmyk + 4 * (y * w + x);
-            q[0] = (uint8_t)(40 + 5 * x), q[1] = (uint8_t)(200 - 4 * y), q[2] = (uint8_t)(90 + 2 * x + y);
+            q[0] = (uint8_t)(40 + 5 * x), q[1] = (uint8_t)(200 - 4 * y),
+            q[2] = (uint8_t)(90 + 2 * x + y);
             q[3] = (uint8_t)(255 - 3 * y);
             for (int k = 0; k < 3; k++) /* stored values inverted: R = C * K / 255 */
                 want[3 * (y * w + x) + k] = (uint8_t)(q[k] * q[3] / 255.0 + 0.5);
@@ -349,8 +349,13 @@ Test(image, same_key_same_sample_and_lazy_equals_preload)
 {
     uint8_t *rgb = ti_picture(120, 160, 3, 13);
     char *path = ti_write_jpeg(dir, "s.jpg", rgb, 120, 160, TJPF_RGB, TJSAMP_420, 90, 0);
-    img_params p = {.channels = 3, .resize_h = 72, .resize_w = 96, .crop_h = 48, .crop_w = 40,
-                    .random_crop = 1, .hflip = 0.5f};
+    img_params p = {.channels = 3,
+                    .resize_h = 72,
+                    .resize_w = 96,
+                    .crop_h = 48,
+                    .crop_w = 40,
+                    .random_crop = 1,
+                    .hflip = 0.5f};
     img_ctx *lazy = img_ctx_create(), *pre = img_ctx_create();
     const uint8_t *base;
     int bh, bw;

@@ -3,12 +3,12 @@
  * for the next (good) file. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <stb/stb_image_write.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <turbojpeg.h>
-#include <stb/stb_image_write.h>
 #include <unistd.h>
 
 #include "image/image.h"
@@ -70,10 +70,7 @@ static void expect_error(const char *path, const char *reason)
     img_ctx_free(c);
 }
 
-static char *put(const char *name, const void *d, size_t n)
-{
-    return write_file(dir, name, d, n);
-}
+static char *put(const char *name, const void *d, size_t n) { return write_file(dir, name, d, n); }
 
 Test(image_bad, file_system_failures)
 {
@@ -122,7 +119,8 @@ Test(image_bad, not_images_and_unsupported_formats)
     char *webp = put("a.webp", "RIFF\x10\0\0\0WEBPVP8 \0\0\0\0", 20);
     expect_error(webp, "truncated WebP (the data ends before the header)");
     char *ascii = put("a.pgm", "P2\n2 1\n255\n0 255\n", 17);
-    expect_error(ascii, "unsupported image format: ASCII or 1-bit PNM (only binary P5/P6 are read)");
+    expect_error(ascii,
+                 "unsupported image format: ASCII or 1-bit PNM (only binary P5/P6 are read)");
     free(junk), free(text), free(bin), free(tiff), free(webp), free(ascii);
 }
 
@@ -135,7 +133,8 @@ Test(image_bad, truncated_and_corrupt_jpeg)
     char *tables = put("tables.jpg", jpeg, 100); /* inside the quantisation tables */
     expect_error(tables, "truncated JPEG (no image data)");
     char *sof = put("sof.jpg", jpeg, 200); /* headers end before the scan */
-    expect_error(sof, "truncated or corrupt JPEG (Invalid JPEG file structure: missing SOS marker)");
+    expect_error(sof,
+                 "truncated or corrupt JPEG (Invalid JPEG file structure: missing SOS marker)");
     char *garbage = put("garbage.jpg", "\xff\xd8\xffhello world", 14);
     expect_error(garbage, "truncated or corrupt JPEG (Unsupported marker type 0x68)");
 
@@ -218,8 +217,8 @@ Test(image_bad, truncated_and_corrupt_png)
              "corrupt PNG (%u bytes of image data cannot hold 16000x16000 pixels)",
              (unsigned)(png[33] << 24 | png[34] << 16 | png[35] << 8 | png[36]));
     expect_error(bomb, reason);
-    free(q), free(half), free(no_iend), free(sig), free(zlib), free(w0), free(depth),
-        free(first), free(bomb);
+    free(q), free(half), free(no_iend), free(sig), free(zlib), free(w0), free(depth), free(first),
+        free(bomb);
 }
 
 Test(image_bad, truncated_other_formats)
@@ -269,7 +268,8 @@ Test(image_bad, absurd_dimensions_refused_from_the_header)
     memcpy(q, png, png_len);
     q[16] = 0, q[17] = 0, q[18] = 0x4e, q[19] = 0x20; /* 20000 wide */
     char *wide = put("wide.png", q, png_len);
-    expect_error(wide, "image too large: 48x20000 (the limit is 16384 per side and 268435456 pixels)");
+    expect_error(wide,
+                 "image too large: 48x20000 (the limit is 16384 per side and 268435456 pixels)");
     uint8_t *k = malloc(jpeg_len);
     memcpy(k, jpeg, jpeg_len);
     for (size_t i = 2; i + 9 < jpeg_len; i++)
@@ -278,7 +278,8 @@ Test(image_bad, absurd_dimensions_refused_from_the_header)
             break;
         }
     char *tall = put("tall.jpg", k, jpeg_len);
-    expect_error(tall, "image too large: 30000x64 (the limit is 16384 per side and 268435456 pixels)");
+    expect_error(tall,
+                 "image too large: 30000x64 (the limit is 16384 per side and 268435456 pixels)");
     /* the pixel limit, lowered for the test */
     img_ctx *c = img_ctx_create();
     img_ctx_set_limits(c, 100, 4000);

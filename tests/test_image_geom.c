@@ -48,7 +48,8 @@ Test(image_geom, resize_known_values)
     cr_assert(o[0] == 0 && o[1] == 25 && o[2] == 75 && o[3] == 100);
     free(o);
     const uint8_t sq[4] = {0, 100, 100, 200};
-    const uint8_t want[16] = {0, 25, 75, 100, 25, 50, 100, 125, 75, 100, 150, 175, 100, 125, 175, 200};
+    const uint8_t want[16] = {0,  25,  75,  100, 25,  50,  100, 125,
+                              75, 100, 150, 175, 100, 125, 175, 200};
     o = resize_full(sq, 2, 2, 1, 4, 4);
     cr_assert_eq(memcmp(o, want, 16), 0);
     free(o);
@@ -112,8 +113,8 @@ Test(image_geom, resize_matches_a_float_reference)
                 double d = fabs(num / (wy * wx) - o[y * dw + x]);
                 total += d;
                 /* rounding the u8 intermediate and the result: at most 1 */
-                cr_assert_leq(d, 1.0 + 1e-6, "%dx%d -> %dx%d at (%d, %d): %.2f vs %d", sh, sw, dh, dw,
-                              y, x, num / (wy * wx), o[y * dw + x]);
+                cr_assert_leq(d, 1.0 + 1e-6, "%dx%d -> %dx%d at (%d, %d): %.2f vs %d", sh, sw, dh,
+                              dw, y, x, num / (wy * wx), o[y * dw + x]);
             }
         cr_assert_lt(total / (dh * dw), 0.5, "mean error %.3f", total / (dh * dw));
         free(src), free(o);
@@ -187,7 +188,8 @@ Test(image_geom, pad_only_when_asked)
     uint8_t *b = ti_base(path, &p, &bh, &bw, &e);
     cr_assert_null(b);
     char want[600];
-    snprintf(want, sizeof want, "%s: image is 3x4, smaller than the 6x3 crop (--pad pads it)", path);
+    snprintf(want, sizeof want, "%s: image is 3x4, smaller than the 6x3 crop (--pad pads it)",
+             path);
     cr_assert_str_eq(e.msg, want);
     p.pad = 1; /* rows padded: image at top floor((6 - 3) / 2) = 1; columns cropped */
     b = ti_base(path, &p, &bh, &bw, &e);
@@ -276,7 +278,8 @@ Test(image_geom, random_crop_with_padding_places_image_in_canvas)
     errbuf e;
     cr_assert_eq(img_load(c, path, &p, &r, out, 7, 6, &e), -1);
     char want[600];
-    snprintf(want, sizeof want, "%s: image is 4x10, smaller than the 7x6 crop (--pad pads it)", path);
+    snprintf(want, sizeof want, "%s: image is 4x10, smaller than the 7x6 crop (--pad pads it)",
+             path);
     cr_assert_str_eq(e.msg, want);
     img_ctx_free(c);
     free(path);
@@ -306,7 +309,11 @@ Test(image_geom, shorter_side_resize_and_sizes)
     cr_assert(bh == 64 && bw == 64);
     p.random_crop = 1; /* the base is the resized image */
     cr_assert_eq(img_base_size(&p, 0, 0, &bh, &bw), -1);
-    img_params q = {.channels = 1, .resize_h = 96, .resize_w = 128, .crop_h = 64, .crop_w = 64,
+    img_params q = {.channels = 1,
+                    .resize_h = 96,
+                    .resize_w = 128,
+                    .crop_h = 64,
+                    .crop_w = 64,
                     .random_crop = 1};
     cr_assert_eq(img_base_size(&q, 0, 0, &bh, &bw), 0);
     cr_assert(bh == 96 && bw == 128);
@@ -327,14 +334,14 @@ Test(image_geom, parse_size_and_check_params)
     cr_assert(h == 64 && w == 64 && single);
     cr_assert_eq(img_parse_size("7X9", &h, &w, &single), 0);
     cr_assert(h == 7 && w == 9);
-    const char *bad[] = {"", "x", "0", "-3", "96x", "x128", "96x0", "1.5", "16385", "3x16385",
-                         "12 ", " 12", "2x3x4", "abc"};
+    const char *bad[] = {"",    "x",     "0",       "-3",  "96x", "x128",  "96x0",
+                         "1.5", "16385", "3x16385", "12 ", " 12", "2x3x4", "abc"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         cr_assert_eq(img_parse_size(bad[i], &h, &w, &single), -1, "'%s' accepted", bad[i]);
 
     errbuf e;
-    img_params ok = {.channels = 3, .resize_h = 96, .resize_w = 128, .crop_h = 64, .crop_w = 64,
-                     .hflip = 0.5f};
+    img_params ok = {
+        .channels = 3, .resize_h = 96, .resize_w = 128, .crop_h = 64, .crop_w = 64, .hflip = 0.5f};
     cr_assert_eq(img_params_check(&ok, &e), 0, "%s", e.msg);
     struct {
         img_params p;

@@ -44,8 +44,9 @@ static double now(void)
 Test(interrupt, sigint_during_a_long_cpu_step_exits_130_within_seconds)
 {
     char *out = path_join(dir, "o.txt"), *err = path_join(dir, "e.txt");
-    char *argv[] = {(char *)train_bin(), "--resize", "224x224", "--model", "convnet", "--batch", "64",
-                    "--workers", "0", "--threads", "1", "--no-progress", csv, NULL};
+    char *argv[] = {
+        (char *)train_bin(), "--resize", "224x224",   "--model", "convnet",       "--batch", "64",
+        "--workers",         "0",        "--threads", "1",       "--no-progress", csv,       NULL};
     pid_t pid = fork();
     if (pid == 0) {
         if (!freopen(out, "w", stdout) || !freopen(err, "w", stderr))
@@ -74,7 +75,8 @@ Test(interrupt, sigint_during_a_long_cpu_step_exits_130_within_seconds)
     cr_assert_eq(WEXITSTATUS(st), 130);
     char *o = read_whole_file(out, NULL, NULL), *e = read_whole_file(err, NULL, NULL);
     cr_assert(strstr(e, "interrupted"), "%s", e);
-    cr_assert(!strstr(o, "| "), "the first epoch finished before the signal, so this tests nothing:\n%s", o);
+    cr_assert(!strstr(o, "| "),
+              "the first epoch finished before the signal, so this tests nothing:\n%s", o);
     cr_assert(took < 3.0, "exit took %.2f s after SIGINT (a step is not cut short)", took);
     free(o);
     free(e);

@@ -43,7 +43,10 @@ static void expected_draws(rng *r, const float x[3], int order[3], double f[3])
 
 static uint8_t rc(double v) { return v <= 0 ? 0 : v >= 255 ? 255 : (uint8_t)(v + 0.5); }
 
-static uint8_t luma(int r, int g, int b) { return (uint8_t)((19595u * r + 38470u * g + 7471u * b + 0x8000u) >> 16); }
+static uint8_t luma(int r, int g, int b)
+{
+    return (uint8_t)((19595u * r + 38470u * g + 7471u * b + 0x8000u) >> 16);
+}
 
 /* An independent CHW implementation of the three adjustments. */
 static void reference(uint8_t *img, const int order[3], const double f[3], const float x[3])
@@ -91,8 +94,8 @@ Test(jitter, adjustments_follow_torchvisions_definitions_in_the_drawn_order)
             expected_draws(&r2, p.jitter, order, f);
             uint8_t *want = ti_chw(hwc, H, W, 3);
             reference(want, order, f, p.jitter);
-            cr_assert(memcmp(want, got, sizeof got) == 0, "case %d sample %d (order %d%d%d)", cs, k, order[0],
-                      order[1], order[2]);
+            cr_assert(memcmp(want, got, sizeof got) == 0, "case %d sample %d (order %d%d%d)", cs, k,
+                      order[0], order[1], order[2]);
             orders_seen |= 1 << (order[0] * 3 + order[1]);
             free(want);
             if (cs == 3 && k == 0) { /* the jitter did something */
@@ -136,7 +139,6 @@ Test(jitter, saturation_zero_gives_the_luma_and_grey_is_left_alone)
     free(rgb), free(grey);
 }
 
-
 /* --normalize imagenet is exactly ImageNet's numbers given by hand; the
  * jitter changes training and works in preload mode too. */
 Test(jitter, normalize_imagenet_is_the_preset_and_jitter_trains_lazy_and_preloaded)
@@ -154,12 +156,12 @@ Test(jitter, normalize_imagenet_is_the_preset_and_jitter_trains_lazy_and_preload
     for (int i = 0; i < 5; i++)
         j[i] = path_join(dir, names[i]);
     run_result r;
-#define RUN(json, ...)                                                                                         \
-    do {                                                                                                       \
-        run_train(&r, "--resize", "32x32", "--batch", "3", "--epochs", "1", "--json", json, __VA_ARGS__, set, \
-                  NULL);                                                                                       \
-        cr_assert_eq(r.status, 0, "%s", r.err);                                                                \
-        run_free(&r);                                                                                          \
+#define RUN(json, ...)                                                                             \
+    do {                                                                                           \
+        run_train(&r, "--resize", "32x32", "--batch", "3", "--epochs", "1", "--json", json,        \
+                  __VA_ARGS__, set, NULL);                                                         \
+        cr_assert_eq(r.status, 0, "%s", r.err);                                                    \
+        run_free(&r);                                                                              \
     } while (0)
     RUN(j[0], "--normalize", "imagenet");
     RUN(j[1], "--mean", "0.485,0.456,0.406", "--std", "0.229,0.224,0.225");

@@ -29,8 +29,8 @@ Test(nn_fashion, lenet_one_epoch_on_10k_reaches_80_percent)
         int i = (int)st * 64, b = tr.n - i < 64 ? tr.n - i : 64;
         float lr = (float)lr_at(hp.schedule, hp.lr, 0, 3, st, steps);
         step_stats s;
-        cr_assert_eq(model_train_step(&m, tr.x + (size_t)i * 784, tr.y + i, b, lr, (float)hp.momentum,
-                                      (float)hp.wd, &s),
+        cr_assert_eq(model_train_step(&m, tr.x + (size_t)i * 784, tr.y + i, b, lr,
+                                      (float)hp.momentum, (float)hp.wd, &s),
                      0, "loss is not finite at step %ld", st);
         step_stats_add(&tot, &s);
     }
@@ -63,8 +63,9 @@ Test(nn_fashion, resnet8_learns_from_3k_images)
     model_init_params(&m, 1);
     double acc, loss = run_epoch(&m, &tr, tr.n, 64, 0.05f, 0.9f, 5e-4f, &acc);
     double tacc, tloss = run_epoch(&m, &te, te.n, 64, 0, 0, 0, &tacc);
-    cr_log_info("resnet8, 3k images, 1 epoch: train loss %.4f accuracy %.4f, test loss %.4f accuracy %.4f", loss,
-                acc, tloss, tacc);
+    cr_log_info(
+        "resnet8, 3k images, 1 epoch: train loss %.4f accuracy %.4f, test loss %.4f accuracy %.4f",
+        loss, acc, tloss, tacc);
     cr_assert(tacc >= 0.55, "test accuracy %.4f < 0.55", tacc);
     model_free(&m);
     be->ops->destroy(be);

@@ -33,7 +33,8 @@ Test(nn_model, lenet_shapes_params_flops)
     cr_assert_eq(m.nparams_used, 520 + 25050 + 410112 + 5130);
     cr_assert_eq(m.ntensors, 8);
     const model_tensor *t = tensor(&m, "conv2.weight");
-    cr_assert(t->ndim == 4 && t->shape[0] == 50 && t->shape[1] == 20 && t->shape[2] == 5 && t->shape[3] == 5);
+    cr_assert(t->ndim == 4 && t->shape[0] == 50 && t->shape[1] == 20 && t->shape[2] == 5 &&
+              t->shape[3] == 5);
     t = tensor(&m, "fc1.weight");
     cr_assert(t->ndim == 2 && t->shape[0] == 512 && t->shape[1] == 800);
     for (int i = 0; i < m.ntensors; i++) {
@@ -135,7 +136,8 @@ Test(nn_model, he_init_statistics)
         double mean = sum / t->n, var = sq / t->n - mean * mean;
         /* within 5 standard errors of N(0, 2/fan_in) */
         cr_assert(fabs(mean) < 5 * sd / sqrt((double)t->n), "%s mean %g", t->name, mean);
-        cr_assert(fabs(var / (sd * sd) - 1) < 5 * sqrt(2.0 / t->n), "%s var %g, want %g", t->name, var, sd * sd);
+        cr_assert(fabs(var / (sd * sd) - 1) < 5 * sqrt(2.0 / t->n), "%s var %g, want %g", t->name,
+                  var, sd * sd);
     }
     for (size_t j = 0; j < m.nparams; j++)
         cr_assert_eq(m.momentum[j], 0.0f);
@@ -190,7 +192,8 @@ Test(nn_model, sgd_step_is_the_formula)
     float lr = 0.05f, mom = 0.9f, wd = 1e-3f;
     /* two steps, so momentum is non-zero in the second */
     cr_assert_eq(model_train_step(&m, s.x, s.y, 16, lr, mom, wd, &st), 0);
-    float *w = download_floats(be, m.params, m.nparams), *v = download_floats(be, m.momentum, m.nparams);
+    float *w = download_floats(be, m.params, m.nparams),
+          *v = download_floats(be, m.momentum, m.nparams);
     cr_assert_eq(model_forward_backward(&m, s.x, s.y, 16, &st), 0);
     float *g = download_floats(be, m.grads, m.nparams);
     model_sgd_step(&m, lr, mom, wd);
@@ -285,7 +288,8 @@ Test(nn_model, nan_loss_is_reported)
     char msg[128];
     cr_assert_str_eq(model_nonfinite_msg(msg, sizeof msg, 3, 17, st.loss_sum, 0.1),
                      "epoch 3 batch 17: loss is nan (lr 0.1)");
-    cr_assert_str_eq(model_nonfinite_msg(msg, sizeof msg, 1, 0, INFINITY, 2.5), "epoch 1 batch 0: loss is inf (lr 2.5)");
+    cr_assert_str_eq(model_nonfinite_msg(msg, sizeof msg, 1, 0, INFINITY, 2.5),
+                     "epoch 1 batch 0: loss is inf (lr 2.5)");
     nn_set_free(&s);
     model_free(&m);
     be->ops->destroy(be);
@@ -310,7 +314,8 @@ Test(nn_model, training_is_bit_identical_across_thread_counts)
             ref_loss = loss;
         } else {
             cr_assert_eq(loss, ref_loss, "loss with %d threads: %.17g vs %.17g", t, loss, ref_loss);
-            cr_assert_eq(memcmp(ref, m.params, m.nparams * 4), 0, "parameters differ with %d threads", t);
+            cr_assert_eq(memcmp(ref, m.params, m.nparams * 4), 0,
+                         "parameters differ with %d threads", t);
         }
         model_free(&m);
         be->ops->destroy(be);

@@ -33,7 +33,8 @@ static void bn_alloc(bn_bufs *b, int B, int C, int HW, float offset)
 
 static void bn_free(bn_bufs *b)
 {
-    free(b->x), free(b->y), free(b->scale), free(b->shift), free(b->mean), free(b->invstd), free(b->rm);
+    free(b->x), free(b->y), free(b->scale), free(b->shift), free(b->mean), free(b->invstd),
+        free(b->rm);
     free(b->rv);
 }
 
@@ -44,8 +45,8 @@ static void check_bn_train(int B, int C, int HW, float offset, int threads)
     bn_alloc(&b, B, C, HW, offset);
     float *rm0 = xmalloc(C * 4), *rv0 = xmalloc(C * 4);
     memcpy(rm0, b.rm, C * 4), memcpy(rv0, b.rv, C * 4);
-    be->ops->bn_forward_train(be, b.y, b.mean, b.invstd, b.rm, b.rv, b.x, b.scale, b.shift, B, C, HW, 0.1f,
-                              1e-5f);
+    be->ops->bn_forward_train(be, b.y, b.mean, b.invstd, b.rm, b.rv, b.x, b.scale, b.shift, B, C,
+                              HW, 0.1f, 1e-5f);
     double N = (double)B * HW;
     for (int c = 0; c < C; c++) {
         double s = 0, v = 0;
@@ -59,7 +60,8 @@ static void check_bn_train(int B, int C, int HW, float offset, int threads)
                 v += d * d;
             }
         double var = v / N, inv = 1.0 / sqrt(var + 1e-5);
-        double rmean = 0.9 * rm0[c] + 0.1 * mean, rvar = 0.9 * rv0[c] + 0.1 * (N > 1 ? var * N / (N - 1) : var);
+        double rmean = 0.9 * rm0[c] + 0.1 * mean,
+               rvar = 0.9 * rv0[c] + 0.1 * (N > 1 ? var * N / (N - 1) : var);
         assert_close(&b.mean[c], &mean, 1, 1e-5, 1e-6, "save_mean");
         assert_close(&b.invstd[c], &inv, 1, 0, 1e-4, "save_invstd");
         assert_close(&b.rm[c], &rmean, 1, 1e-5, 1e-6, "running_mean");
@@ -79,9 +81,9 @@ static void check_bn_train(int B, int C, int HW, float offset, int threads)
 Test(nn_resnet, batchnorm_train_matches_the_reference)
 {
     check_bn_train(4, 3, 25, 0.0f, 2);
-    check_bn_train(3, 5, 7, 0.0f, 1);       /* HW not a multiple of the vector width */
-    check_bn_train(2, 2, 200, 1000.0f, 2);  /* mean 1000, spread 2: two-pass variance */
-    check_bn_train(1, 4, 1, 0.0f, 2);       /* N = 1: variance 0, no division by N - 1 = 0 */
+    check_bn_train(3, 5, 7, 0.0f, 1);      /* HW not a multiple of the vector width */
+    check_bn_train(2, 2, 200, 1000.0f, 2); /* mean 1000, spread 2: two-pass variance */
+    check_bn_train(1, 4, 1, 0.0f, 2);      /* N = 1: variance 0, no division by N - 1 = 0 */
 }
 
 Test(nn_resnet, batchnorm_inference_uses_the_running_statistics)
@@ -110,8 +112,8 @@ Test(nn_resnet, batchnorm_does_not_depend_on_the_thread_count)
         backend *be = cpu_backend(t ? 3 : 1);
         bn_bufs b;
         bn_alloc(&b, B, C, HW, 0.0f);
-        be->ops->bn_forward_train(be, b.y, b.mean, b.invstd, b.rm, b.rv, b.x, b.scale, b.shift, B, C, HW,
-                                  0.1f, 1e-5f);
+        be->ops->bn_forward_train(be, b.y, b.mean, b.invstd, b.rm, b.rv, b.x, b.scale, b.shift, B,
+                                  C, HW, 0.1f, 1e-5f);
         dx[t] = xmalloc(n * 4), ds[t] = xmalloc(C * 4), dh[t] = xmalloc(C * 4);
         be->ops->bn_backward(be, dx[t], ds[t], dh[t], dy, b.x, b.scale, b.mean, b.invstd, B, C, HW);
         y[t] = b.y, b.y = NULL;
@@ -137,7 +139,8 @@ Test(nn_resnet, maxpool_3x3_stride_2_pad_1_matches_the_reference)
     cr_assert_eq(s.OH, 5);
     cr_assert_eq(s.OW, 4);
     size_t nin = (size_t)B * C * H * W, nout = (size_t)B * C * s.OH * s.OW;
-    float *in = rand_floats(nin, -3, -1, 80), *dout = rand_floats(nout, -1, 1, 81); /* all < 0: pad never wins */
+    float *in = rand_floats(nin, -3, -1, 80),
+          *dout = rand_floats(nout, -1, 1, 81); /* all < 0: pad never wins */
     float *out = xmalloc(nout * 4), *din = xmalloc(nin * 4);
     for (size_t i = 0; i < nin; i++)
         din[i] = 77.0f; /* every element must be written */
@@ -207,7 +210,7 @@ Test(nn_resnet, resnet_shapes_and_parameter_counts)
     /* torchvision's resnet18(num_classes=10): 11,181,642 parameters */
     cr_assert_eq(model_create(&m, "resnet18", 3, 64, 64, 10, 2, be, &e), 0, "%s", e.msg);
     cr_assert_eq(m.nparams_used, 11181642);
-    cr_assert_eq(count_role(&m, TENSOR_WEIGHT), 21);    /* 17 3x3/7x7 convs, 3 projections, fc */
+    cr_assert_eq(count_role(&m, TENSOR_WEIGHT), 21);   /* 17 3x3/7x7 convs, 3 projections, fc */
     cr_assert_eq(count_role(&m, TENSOR_STAT), 2 * 20); /* 20 bns */
     model_free(&m);
     /* resnet20 with 1x1 projections (option B): the CIFAR paper's 0.27M */
@@ -240,7 +243,8 @@ Test(nn_resnet, eval_uses_running_statistics_and_leaves_them)
     step_stats a, b, c;
     cr_assert_eq(model_eval_step(&m, s.x, s.y, 8, &a), 0);
     float *p1 = download_floats(be, m.params, m.nparams);
-    cr_assert_eq(memcmp(p0, p1, m.nparams * 4), 0, "eval changed the parameters or running statistics");
+    cr_assert_eq(memcmp(p0, p1, m.nparams * 4), 0,
+                 "eval changed the parameters or running statistics");
     cr_assert_eq(model_forward_backward(&m, s.x, s.y, 8, &b), 0);
     cr_assert(fabs(a.loss_sum - b.loss_sum) > 1e-3, "eval and train losses equal: %g", a.loss_sum);
     float *p2 = download_floats(be, m.params, m.nparams);
@@ -249,7 +253,8 @@ Test(nn_resnet, eval_uses_running_statistics_and_leaves_them)
         if (strcmp(m.tensors[i].name, "bn1.running_mean") == 0)
             rm = &m.tensors[i];
     cr_assert_not_null(rm);
-    cr_assert_neq(memcmp(p0 + rm->offset, p2 + rm->offset, rm->n * 4), 0, "training did not update bn1's mean");
+    cr_assert_neq(memcmp(p0 + rm->offset, p2 + rm->offset, rm->n * 4), 0,
+                  "training did not update bn1's mean");
     cr_assert_eq(model_eval_step(&m, s.x, s.y, 8, &c), 0);
     cr_assert(fabs(a.loss_sum - c.loss_sum) > 1e-6, "eval ignored the running statistics");
     free(p0), free(p1), free(p2);
@@ -277,7 +282,8 @@ Test(nn_resnet, no_weight_decay_on_bn_parameters_and_biases)
             cr_assert(!same, "%s was not decayed", t->name);
         else
             cr_assert(same, "%s changed", t->name);
-        if (strstr(t->name, "running_var") || (strncmp(t->name, "bn", 2) == 0 && strstr(t->name, "weight")))
+        if (strstr(t->name, "running_var") ||
+            (strncmp(t->name, "bn", 2) == 0 && strstr(t->name, "weight")))
             cr_assert_eq(p0[t->offset], 1.0f, "%s starts at %g", t->name, (double)p0[t->offset]);
     }
     free(p0), free(p1);
@@ -298,7 +304,8 @@ Test(nn_resnet, resnet8_learns_the_synthetic_task)
     for (int ep = 0; ep < 3; ep++)
         last = run_epoch(&m, &tr, tr.n, 32, 0.05f, 0.9f, 5e-4f, &acc);
     double eval = run_epoch(&m, &tr, tr.n, 32, 0, 0, 0, &acc);
-    cr_log_info("resnet8 synthetic: loss %.3f -> %.3f, eval loss %.3f accuracy %.3f", first, last, eval, acc);
+    cr_log_info("resnet8 synthetic: loss %.3f -> %.3f, eval loss %.3f accuracy %.3f", first, last,
+                eval, acc);
     cr_assert(last < 0.5 * first, "loss %.3f -> %.3f", first, last);
     cr_assert(acc >= 0.9, "eval accuracy %.3f with running statistics", acc);
     nn_set_free(&tr);

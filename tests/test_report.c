@@ -139,7 +139,8 @@ Test(report, slow_loader_shows_as_waiting_at_its_real_rate)
               NIMG * 0.01, r.secs);
     cr_assert(ips <= NIMG / (0.9 * NIMG * 0.01) && ips >= NIMG / r.secs,
               "img/s %.1f: 64 images at <= 100/s, in a process of %.3f s", ips, r.secs);
-    cr_assert(fabs(ips * epoch - NIMG) < 0.01 * NIMG, "img/s x epoch time = images: %g", ips * epoch);
+    cr_assert(fabs(ips * epoch - NIMG) < 0.01 * NIMG, "img/s x epoch time = images: %g",
+              ips * epoch);
     cr_assert(wait >= 75 && wait <= 100.5, "waiting is the epoch: wait%% %.2f", wait);
     cr_assert(comp >= 0 && comp <= 25, "compute%% %.2f", comp);
     cr_assert(copy >= 0 && copy <= 5, "copy%% on the CPU %.2f", copy);
@@ -209,8 +210,8 @@ Test(report, warmup_epochs_are_reported_and_left_out_of_the_summary)
           "--test-slow-step", "0.02", "--no-progress", "--json", j, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(fabs(summary_num(j, "epoch_s_median") - json_num(j, "epoch_s", 1)) <= 1e-4);
-    cr_assert(fabs(summary_num(j, "images_per_s") - json_num(j, "images_per_s", 1)) <= 0.01 *
-              json_num(j, "images_per_s", 1));
+    cr_assert(fabs(summary_num(j, "images_per_s") - json_num(j, "images_per_s", 1)) <=
+              0.01 * json_num(j, "images_per_s", 1));
     run_free(&r);
     free(j);
 }
@@ -253,8 +254,8 @@ Test(report, every_sweep_dimension_runs_every_value)
 {
     run_result r;
     char *j = path_join(dir, "sweep1.json");
-    train(&r, "--mode", "lazy,preload", "--batch", "16,32", "--workers", "0,1", "--max-batches", "1",
-          "--no-progress", "--json", j, NULL);
+    train(&r, "--mode", "lazy,preload", "--batch", "16,32", "--workers", "0,1", "--max-batches",
+          "1", "--no-progress", "--json", j, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     /* --workers varies fastest, then batch, then mode */
     const char *want1[] = {"\"lazy\" 0 2 16 false false",    "\"lazy\" 1 2 16 false false",
@@ -306,8 +307,9 @@ Test(report, a_configuration_killed_by_a_signal_is_reported_as_128_plus_it)
     /* the first configuration's process is killed with SIGKILL: the sweep
      * goes on, its table says failed(137), and it exits 137 */
     char *out = path_join(dir, "sk.out"), *err = path_join(dir, "sk.err");
-    char *argv[] = {(char *)train_bin(), "--workers", "0,1", "--batch", "16", "--epochs", "30",
-                    "--test-slow-step", "0.02", "--no-progress", csv, NULL};
+    char *argv[] = {
+        (char *)train_bin(), "--workers", "0,1",           "--batch", "16", "--epochs", "30",
+        "--test-slow-step",  "0.02",      "--no-progress", csv,       NULL};
     pid_t pid = spawn_bg(argv, out, err);
     int kids[8], n = 0;
     for (int t = 0; t < 2000 && n == 0; t++) {
@@ -371,22 +373,44 @@ static int signalled(char *const argv[], const char *ready, int sig, char **err_
 Test(report, sigterm_exits_143_in_a_run_a_sweep_and_a_diagnosis)
 {
     char *e;
-    char *run[] = {(char *)train_bin(), "--workers", "2", "--batch", "16", "--epochs", "50",
-                   "--test-slow-step", "0.02", "--no-progress", csv, NULL};
+    char *run[] = {(char *)train_bin(),
+                   "--workers",
+                   "2",
+                   "--batch",
+                   "16",
+                   "--epochs",
+                   "50",
+                   "--test-slow-step",
+                   "0.02",
+                   "--no-progress",
+                   csv,
+                   NULL};
     int st = signalled(run, "| ", SIGTERM, &e);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 143, "run: status %d: %s", st, e);
     cr_assert(strstr(e, "interrupted by Terminated"), "%s", e);
     free(e);
-    char *sweep[] = {(char *)train_bin(), "--workers", "0,1", "--batch", "16", "--epochs", "50",
-                     "--test-slow-step", "0.02", "--no-progress", csv, NULL};
+    char *sweep[] = {
+        (char *)train_bin(), "--workers", "0,1",           "--batch", "16", "--epochs", "50",
+        "--test-slow-step",  "0.02",      "--no-progress", csv,       NULL};
     st = signalled(sweep, "| ", SIGTERM, &e);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 143, "sweep: status %d: %s", st, e);
     free(e);
     st = signalled(sweep, "| ", SIGINT, &e);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 130, "sweep: status %d: %s", st, e);
     free(e);
-    char *diag[] = {(char *)train_bin(), "--diagnose", "--workers", "1", "--batch", "16",
-                    "--max-batches", "400", "--test-slow-step", "0.02", "--no-progress", csv, NULL};
+    char *diag[] = {(char *)train_bin(),
+                    "--diagnose",
+                    "--workers",
+                    "1",
+                    "--batch",
+                    "16",
+                    "--max-batches",
+                    "400",
+                    "--test-slow-step",
+                    "0.02",
+                    "--no-progress",
+                    csv,
+                    NULL};
     st = signalled(diag, "diagnosis:", SIGTERM, &e);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 143, "diagnose: status %d: %s", st, e);
     free(e);
@@ -440,9 +464,22 @@ static void resume_continues(char *sched)
           ja, "--no-progress", NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
-    char *argv[] = {(char *)train_bin(), "--workers", "1", "--batch", "16", "--epochs", "4",
-                    "--lr-schedule", sched, "--save", ck, "--test-slow-step", "0.1",
-                    "--no-progress", csv, NULL};
+    char *argv[] = {(char *)train_bin(),
+                    "--workers",
+                    "1",
+                    "--batch",
+                    "16",
+                    "--epochs",
+                    "4",
+                    "--lr-schedule",
+                    sched,
+                    "--save",
+                    ck,
+                    "--test-slow-step",
+                    "0.1",
+                    "--no-progress",
+                    csv,
+                    NULL};
     char *out = path_join(dir, "leg1.out"), *err = path_join(dir, "leg1.err");
     pid_t pid = spawn_bg(argv, out, err);
     struct stat sb;
@@ -478,15 +515,9 @@ static void resume_continues(char *sched)
     free(jb);
 }
 
-Test(report, resume_continues_a_step_schedule)
-{
-    resume_continues("step");
-}
+Test(report, resume_continues_a_step_schedule) { resume_continues("step"); }
 
-Test(report, resume_continues_a_cosine_schedule)
-{
-    resume_continues("cosine");
-}
+Test(report, resume_continues_a_cosine_schedule) { resume_continues("cosine"); }
 
 /* The summary's median from epoch records the test makes itself, times far
  * apart so no tolerance hides the middle pair: an even count takes the

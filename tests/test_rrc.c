@@ -22,7 +22,8 @@ TestSuite(rrc, .init = setup, .fini = teardown);
 
 static img_params rrc_params(int s, int decode)
 {
-    img_params p = {.channels = 3, .crop_h = s, .crop_w = s, .rrc = 1, .hflip = 0.5f, .decode = decode};
+    img_params p = {
+        .channels = 3, .crop_h = s, .crop_w = s, .rrc = 1, .hflip = 0.5f, .decode = decode};
     p.rrc_scale[0] = 0.08f, p.rrc_scale[1] = 1.0f;
     p.rrc_ratio[0] = 0.75f, p.rrc_ratio[1] = 4.0f / 3.0f;
     return p;
@@ -58,8 +59,8 @@ Test(rrc, boxes_stay_inside_the_ranges_and_depend_only_on_the_key)
         img_rrc_box(H, W, &p, &r, &y, &x, &h, &w);
         img_rrc_box(H, W, &p, &r2, &y2, &x2, &h2, &w2);
         cr_assert(y == y2 && x == x2 && h == h2 && w == w2);
-        cr_assert(y >= 0 && x >= 0 && h >= 1 && w >= 1 && y + h <= H && x + w <= W, "%dx%d: %d,%d %dx%d", H, W,
-                  y, x, h, w);
+        cr_assert(y >= 0 && x >= 0 && h >= 1 && w >= 1 && y + h <= H && x + w <= W,
+                  "%dx%d: %d,%d %dx%d", H, W, y, x, h, w);
         double frac = (double)h * w / ((double)H * W), ratio = (double)w / h;
         cr_assert(frac <= 1.0 && frac > 0.07, "area fraction %g", frac);
         cr_assert(ratio > 0.7 && ratio < 1.4, "ratio %g", ratio);
@@ -67,11 +68,13 @@ Test(rrc, boxes_stay_inside_the_ranges_and_depend_only_on_the_key)
     }
     /* uniform on [0.08, 1] before rejection (mean 0.54), large boxes of
      * extreme ratios rejected more often: the mean is about 0.42 */
-    cr_assert(area_sum / 2000 > 0.35 && area_sum / 2000 < 0.6, "mean area fraction %g", area_sum / 2000);
+    cr_assert(area_sum / 2000 > 0.35 && area_sum / 2000 < 0.6, "mean area fraction %g",
+              area_sum / 2000);
 }
 
 /* The samples of one file under three decodes, same keys. */
-static void load_three(const char *path, int s, int k, uint8_t *ref, uint8_t *exact, uint8_t *fast, uint8_t *aut)
+static void load_three(const char *path, int s, int k, uint8_t *ref, uint8_t *exact, uint8_t *fast,
+                       uint8_t *aut)
 {
     img_params p = rrc_params(s, IMG_DECODE_EXACT);
     p.full_decode = 1;
@@ -110,8 +113,8 @@ Test(rrc, the_fused_decode_matches_full_decode_crop_and_resample)
     struct {
         int h, w, sub, flags, pf;
     } kinds[] = {
-        {333, 501, TJSAMP_420, 0, TJPF_RGB},  {480, 357, TJSAMP_444, 0, TJPF_RGB},
-        {401, 299, TJSAMP_422, 0, TJPF_RGB},  {377, 505, TJSAMP_420, TJFLAG_PROGRESSIVE, TJPF_RGB},
+        {333, 501, TJSAMP_420, 0, TJPF_RGB},   {480, 357, TJSAMP_444, 0, TJPF_RGB},
+        {401, 299, TJSAMP_422, 0, TJPF_RGB},   {377, 505, TJSAMP_420, TJFLAG_PROGRESSIVE, TJPF_RGB},
         {350, 420, TJSAMP_GRAY, 0, TJPF_GRAY},
     };
     const int S = 64;
@@ -123,11 +126,12 @@ Test(rrc, the_fused_decode_matches_full_decode_crop_and_resample)
         uint8_t *px = ti_picture(kinds[i].h, kinds[i].w, c, 40 + i);
         char name[32];
         snprintf(name, sizeof name, "k%zu.jpg", i);
-        char *path = ti_write_jpeg(dir, name, px, kinds[i].h, kinds[i].w, kinds[i].pf, kinds[i].sub, 88,
-                                   kinds[i].flags);
+        char *path = ti_write_jpeg(dir, name, px, kinds[i].h, kinds[i].w, kinds[i].pf, kinds[i].sub,
+                                   88, kinds[i].flags);
         for (int k = 0; k < 12; k++, n++) {
             load_three(path, S, k, ref, exact, fast, aut);
-            cr_assert(memcmp(ref, exact, sizeof ref) == 0, "%s sample %d: exact region decode differs", name, k);
+            cr_assert(memcmp(ref, exact, sizeof ref) == 0,
+                      "%s sample %d: exact region decode differs", name, k);
             int mx;
             fast_mean += ti_mean_diff(ref, fast, sizeof ref, &mx);
             auto_mean += ti_mean_diff(ref, aut, sizeof ref, &mx);
@@ -139,7 +143,8 @@ Test(rrc, the_fused_decode_matches_full_decode_crop_and_resample)
     fast_mean /= n, auto_mean /= n;
     cr_assert(auto_mean <= 0.5 && auto_p99 <= 4, "auto: mean %.3f p99 %d", auto_mean, auto_p99);
     cr_assert(fast_mean <= 2.0, "fast: mean %.3f", fast_mean);
-    cr_assert(fast_mean > auto_mean, "the DCT scale is used: fast %.3f auto %.3f", fast_mean, auto_mean);
+    cr_assert(fast_mean > auto_mean, "the DCT scale is used: fast %.3f auto %.3f", fast_mean,
+              auto_mean);
 }
 
 /* The region decoder reads only the rows it needs, so it must still
@@ -164,7 +169,6 @@ Test(rrc, a_truncated_jpeg_fails_whatever_the_crop)
     free(px), free(jpg), free(path);
 }
 
-
 /* The ImageNet recipe on a folder of mixed-size JPEGs: random-resized
  * crop for training, Resize + CenterCrop for validation; losses do not
  * depend on the worker count; preload is refused with the reason. */
@@ -178,14 +182,15 @@ Test(rrc, the_imagenet_recipe_trains_on_mixed_sizes_whatever_the_workers)
         free(ti_write_jpeg(dir, name, px, h, w, TJPF_RGB, k % 3 ? TJSAMP_420 : TJSAMP_444, 85, 0));
         free(px);
     }
-    char *set = path_join(dir, "set"), *j0 = path_join(dir, "w0.json"), *j2 = path_join(dir, "w2.json");
+    char *set = path_join(dir, "set"), *j0 = path_join(dir, "w0.json"),
+         *j2 = path_join(dir, "w2.json");
     run_result r;
-    run_train(&r, "--random-resized-crop", "32", "--resize", "36", "--crop", "32", "--batch", "3", "--epochs", "2",
-              "--workers", "0", "--val", set, "--json", j0, set, NULL);
+    run_train(&r, "--random-resized-crop", "32", "--resize", "36", "--crop", "32", "--batch", "3",
+              "--epochs", "2", "--workers", "0", "--val", set, "--json", j0, set, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
-    run_train(&r, "--random-resized-crop", "32", "--resize", "36", "--crop", "32", "--batch", "3", "--epochs", "2",
-              "--workers", "2", "--val", set, "--json", j2, set, NULL);
+    run_train(&r, "--random-resized-crop", "32", "--resize", "36", "--crop", "32", "--batch", "3",
+              "--epochs", "2", "--workers", "2", "--val", set, "--json", j2, set, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
     char a[8][JSON_VALUE_MAX], b[8][JSON_VALUE_MAX];
@@ -206,8 +211,8 @@ Test(rrc, the_imagenet_recipe_trains_on_mixed_sizes_whatever_the_workers)
 
 /* A reference resample in double: the triangle kernel of resize.h over
  * the box, one output pixel (y, x) of channel ch. */
-static double ref_pixel(const uint8_t *src, int sh, int sw, int c, double by, double bx, double bh, double bw,
-                        int dh, int dw, int y, int x, int ch)
+static double ref_pixel(const uint8_t *src, int sh, int sw, int c, double by, double bx, double bh,
+                        double bw, int dh, int dw, int y, int x, int ch)
 {
     double sy = bh / dh, sx = bw / dw, ry = sy > 1 ? sy : 1, rx = sx > 1 ? sx : 1;
     double cy = by + (y + 0.5) * sy, cx = bx + (x + 0.5) * sx, sum = 0, wsum = 0;
@@ -238,19 +243,24 @@ Test(rrc, the_resampler_agrees_with_a_reference_in_either_pass_order)
     const struct {
         double by, bx, bh, bw;
         int dh, dw;
-    } g[] = {{0, 0, 300, 260, 60, 200}, {0, 0, 300, 260, 200, 60}, {7.25, 3.5, 250.5, 240.75, 50, 120},
-             {0, 0, 300, 260, 224, 224}, {12, 9, 100, 90, 150, 140}};
+    } g[] = {{0, 0, 300, 260, 60, 200},
+             {0, 0, 300, 260, 200, 60},
+             {7.25, 3.5, 250.5, 240.75, 50, 120},
+             {0, 0, 300, 260, 224, 224},
+             {12, 9, 100, 90, 150, 140}};
     for (size_t k = 0; k < sizeof g / sizeof g[0]; k++) {
         int dh = g[k].dh, dw = g[k].dw;
         uint8_t *full = malloc((size_t)dh * dw * c), *win = malloc((size_t)20 * 30 * c);
         resize_plan p = {0};
-        resize_box(&p, full, dh, dw, src, (size_t)sw * c, sh, sw, c, g[k].by, g[k].bx, g[k].bh, g[k].bw);
+        resize_box(&p, full, dh, dw, src, (size_t)sw * c, sh, sw, c, g[k].by, g[k].bx, g[k].bh,
+                   g[k].bw);
         double worst = 0;
         for (int y = 0; y < dh; y++)
             for (int x = 0; x < dw; x++)
                 for (int ch = 0; ch < c; ch++) {
                     double d = fabs(full[((size_t)y * dw + x) * c + ch] -
-                                    ref_pixel(src, sh, sw, c, g[k].by, g[k].bx, g[k].bh, g[k].bw, dh, dw, y, x, ch));
+                                    ref_pixel(src, sh, sw, c, g[k].by, g[k].bx, g[k].bh, g[k].bw,
+                                              dh, dw, y, x, ch));
                     worst = d > worst ? d : worst;
                 }
         cr_assert(worst <= 1.5, "geometry %zu: %.2f levels from the reference", k, worst);
@@ -258,7 +268,8 @@ Test(rrc, the_resampler_agrees_with_a_reference_in_either_pass_order)
             resize_plan q = {0};
             resize_apply(&q, win, (size_t)30 * c, dh, dw, 5, 7, 20, 30, src, sh, sw, c);
             for (int y = 0; y < 20; y++)
-                cr_assert(memcmp(win + (size_t)y * 30 * c, full + ((size_t)(y + 5) * dw + 7) * c, (size_t)30 * c) == 0,
+                cr_assert(memcmp(win + (size_t)y * 30 * c, full + ((size_t)(y + 5) * dw + 7) * c,
+                                 (size_t)30 * c) == 0,
                           "geometry %zu row %d", k, y);
             resize_plan_free(&q);
         }

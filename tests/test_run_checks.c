@@ -25,7 +25,6 @@ static void teardown(void) { tmpdir_remove(dir); }
 
 TestSuite(runchecks, .init = setup, .fini = teardown);
 
-
 /* dir/name: an h x w RGB JPEG of a textured picture. */
 static void jpeg(const char *name, int h, int w, uint64_t seed)
 {
@@ -67,8 +66,8 @@ Test(runchecks, mixed_sizes_are_refused_up_front_naming_two_files_and_the_fix)
     run_train(&r, "--epochs", "1", "--batch", "2", csv, NULL);
     cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
     cr_assert(strstr(r.err, "images differ in size"), "%s", r.err);
-    cr_assert(strstr(r.err, "line 2 ") && strstr(r.err, "img/wide.jpg is 64x48") && strstr(r.err, "line 4 ") &&
-                  strstr(r.err, "img/square.jpg is 40x40"),
+    cr_assert(strstr(r.err, "line 2 ") && strstr(r.err, "img/wide.jpg is 64x48") &&
+                  strstr(r.err, "line 4 ") && strstr(r.err, "img/square.jpg is 40x40"),
               "both files, their lines and sizes: %s", r.err);
     cr_assert(strstr(r.err, "--resize"), "the fix: %s", r.err);
     cr_assert(!strstr(r.out, "dev "), "no epoch started: %s", r.out);
@@ -88,7 +87,8 @@ Test(runchecks, a_model_too_big_for_memory_is_refused_with_the_number_and_the_fi
     run_result r;
     run_train(&r, "--device", "cpu", "--epochs", "1", csv, NULL);
     cr_assert_eq(r.status, 2, "exit %d (137 = killed by the OOM killer): %s", r.status, r.err);
-    cr_assert(strstr(r.err, "3x3000x4000") && strstr(r.err, "GB of memory") && strstr(r.err, "available"),
+    cr_assert(strstr(r.err, "3x3000x4000") && strstr(r.err, "GB of memory") &&
+                  strstr(r.err, "available"),
               "%s", r.err);
     cr_assert(strstr(r.err, "--resize") && strstr(r.err, "--batch"), "the fix: %s", r.err);
     cr_assert_lt(r.secs, 30, "refused in seconds, not after allocating: %.1f s", r.secs);
@@ -96,18 +96,17 @@ Test(runchecks, a_model_too_big_for_memory_is_refused_with_the_number_and_the_fi
     free(csv);
 }
 
-
 Test(runchecks, preload_with_random_crop_trains_like_lazy)
 {
     char *csv = jpeg_set("d.csv", "p", 6, 72, 80);
     char *ja = path_join(dir, "lazy.json"), *jb = path_join(dir, "pre.json");
     run_result r;
-    run_train(&r, "--mode", "lazy", "--resize", "64x64", "--crop", "56", "--random-crop", "--batch", "2", "--epochs",
-          "2", "--json", ja, csv, NULL);
+    run_train(&r, "--mode", "lazy", "--resize", "64x64", "--crop", "56", "--random-crop", "--batch",
+              "2", "--epochs", "2", "--json", ja, csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
-    run_train(&r, "--mode", "preload", "--resize", "64x64", "--crop", "56", "--random-crop", "--batch", "2",
-          "--epochs", "2", "--json", jb, csv, NULL);
+    run_train(&r, "--mode", "preload", "--resize", "64x64", "--crop", "56", "--random-crop",
+              "--batch", "2", "--epochs", "2", "--json", jb, csv, NULL);
     cr_assert_eq(r.status, 0, "the standard recipe with preload: %s", r.err);
     run_free(&r);
     assert_same_losses(ja, jb, 2);
@@ -126,9 +125,9 @@ Test(runchecks, the_preload_cache_is_rebuilt_when_an_image_file_changes)
     char *csv = jpeg_set("d.csv", "c", 6, 40, 40);
     char *cache = path_join(dir, "x.cache"), *j = path_join(dir, "j.json");
     run_result r;
-#define CACHED_RUN()                                                                                    \
-    run_train(&r, "--mode", "preload", "--resize", "32x32", "--batch", "3", "--epochs", "1", "--cache", cache, \
-          "--json", j, csv, NULL)
+#define CACHED_RUN()                                                                               \
+    run_train(&r, "--mode", "preload", "--resize", "32x32", "--batch", "3", "--epochs", "1",       \
+              "--cache", cache, "--json", j, csv, NULL)
     CACHED_RUN();
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
@@ -143,7 +142,8 @@ Test(runchecks, the_preload_cache_is_rebuilt_when_an_image_file_changes)
     CACHED_RUN();
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "1 image file changed") && strstr(r.out, "d.csv:5: ") &&
-                  strstr(r.out, "img/c3.jpg, modified"), "%s", r.out);
+                  strstr(r.out, "img/c3.jpg, modified"),
+              "%s", r.out);
     cr_assert(strstr(r.out, "preload: decoded 6 samples"), "rebuilt: %s", r.out);
     run_free(&r);
 
@@ -178,7 +178,8 @@ Test(runchecks, the_preload_cache_is_rebuilt_when_an_image_file_changes)
     cr_assert(strstr(r.out, "changed since it was built"), "edited in place: %s", r.out);
     run_free(&r);
     cached = epoch_loss(j);
-    run_train(&r, "--mode", "preload", "--resize", "32x32", "--batch", "3", "--epochs", "1", "--json", j, csv, NULL);
+    run_train(&r, "--mode", "preload", "--resize", "32x32", "--batch", "3", "--epochs", "1",
+              "--json", j, csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
     char *fresh = epoch_loss(j);
@@ -191,19 +192,21 @@ Test(runchecks, skip_bad_skips_a_bad_first_row_and_names_each_skipped_file_once)
 {
     char *good = jpeg_set("good.csv", "g", 5, 32, 32);
     free(write_text(dir, "img/bad.jpg", "not a picture\n"));
-    char *csv = write_text(dir, "d.csv",
-                           "path,label\nimg/bad.jpg,0\nimg/missing.jpg,1\nimg/g0.jpg,0\nimg/g1.jpg,1\n"
-                           "img/g2.jpg,2\nimg/g3.jpg,0\nimg/g4.jpg,1\n");
+    char *csv =
+        write_text(dir, "d.csv",
+                   "path,label\nimg/bad.jpg,0\nimg/missing.jpg,1\nimg/g0.jpg,0\nimg/g1.jpg,1\n"
+                   "img/g2.jpg,2\nimg/g3.jpg,0\nimg/g4.jpg,1\n");
     run_result r;
     run_train(&r, "--skip-bad", "--workers", "2", "--batch", "3", "--epochs", "2", csv, NULL);
     cr_assert_eq(r.status, 0, "a bad first row is skipped like any other: %s", r.err);
     const char *a = strstr(r.err, "skipped "), *bad = strstr(r.err, "d.csv:2: "),
                *missing = strstr(r.err, "d.csv:3: ");
-    cr_assert(strstr(r.err, "img/bad.jpg: not an image") && strstr(r.err, "img/missing.jpg: cannot open"), "%s",
-              r.err);
+    cr_assert(strstr(r.err, "img/bad.jpg: not an image") &&
+                  strstr(r.err, "img/missing.jpg: cannot open"),
+              "%s", r.err);
     cr_assert(a && bad && missing, "each skipped file named with its line and reason: %s", r.err);
-    cr_assert(!strstr(bad + 1, "d.csv:2:") && !strstr(missing + 1, "d.csv:3:"), "once, over 2 epochs: %s",
-              r.err);
+    cr_assert(!strstr(bad + 1, "d.csv:2:") && !strstr(missing + 1, "d.csv:3:"),
+              "once, over 2 epochs: %s", r.err);
     run_free(&r);
     free(good), free(csv);
 }
@@ -247,14 +250,15 @@ Test(runchecks, loader_only_preload_rates_never_exceed_what_the_loader_made)
     char *csv = jpeg_set("d.csv", "r", 6, 32, 32);
     char *j = path_join(dir, "j.json");
     run_result r;
-    run_train(&r, "--loader-only", "--mode", "preload", "--resize", "32x32", "--workers", "2", "--batch", "2",
-          "--epochs", "3", "--test-slow-load", "0.05", "--json", j, csv, NULL);
+    run_train(&r, "--loader-only", "--mode", "preload", "--resize", "32x32", "--workers", "2",
+              "--batch", "2", "--epochs", "3", "--test-slow-load", "0.05", "--json", j, csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
     char v[8][JSON_VALUE_MAX];
     cr_assert_eq(json_epoch_values(j, "images_per_s", v, 8), 3);
     for (int i = 0; i < 3; i++)
-        cr_assert_leq(atof(v[i]), 40 * 1.05, "epoch %d: %s img/s from workers that make at most 40", i + 1, v[i]);
+        cr_assert_leq(atof(v[i]), 40 * 1.05, "epoch %d: %s img/s from workers that make at most 40",
+                      i + 1, v[i]);
     free(j), free(csv);
 }
 
@@ -288,21 +292,24 @@ Test(runchecks, pin_on_the_cpu_is_reported_as_off)
 Test(runchecks, the_json_file_says_why_a_run_failed_or_was_interrupted)
 {
     char *csv = jpeg_set("d.csv", "f", 6, 32, 32);
-    char *badcsv = write_text(dir, "bad.csv", "path,label\nimg/f0.jpg,0\nimg/f1.jpg,1\nimg/nope.jpg,2\n");
+    char *badcsv =
+        write_text(dir, "bad.csv", "path,label\nimg/f0.jpg,0\nimg/f1.jpg,1\nimg/nope.jpg,2\n");
     char *j = path_join(dir, "j.json");
     run_result r;
     run_train(&r, "--batch", "2", "--json", j, badcsv, NULL);
     cr_assert_eq(r.status, 2, "%s", r.err);
     run_free(&r);
     char *t = json_text(j);
-    cr_assert(strstr(t, "\"record\":\"summary\"") && strstr(t, "\"status\":2") && strstr(t, "img/nope.jpg"),
+    cr_assert(strstr(t, "\"record\":\"summary\"") && strstr(t, "\"status\":2") &&
+                  strstr(t, "img/nope.jpg"),
               "a bad file in the first epoch: %s", t);
     free(t);
 
     /* SIGINT in the first epoch (each step made to take 0.5 s) */
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
-             "'%s' --batch 2 --epochs 3 --test-slow-step 0.5 --json '%s' '%s' & p=$!; sleep 1.5; kill -INT $p; "
+             "'%s' --batch 2 --epochs 3 --test-slow-step 0.5 --json '%s' '%s' & p=$!; sleep 1.5; "
+             "kill -INT $p; "
              "wait $p",
              train_bin(), j, csv);
     char *argv[] = {"/bin/sh", "-c", cmd, NULL};

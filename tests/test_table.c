@@ -89,7 +89,8 @@ Test(table, narrow_columns_drop_what_does_not_apply_on_the_cpu)
     char *unset[] = {"COLUMNS=", NULL};
     train(&r, unset, NULL);
     head = line_of(r.out, "dev ");
-    cr_assert(strstr(head, "gpu%avg/mx") && strstr(head, "pin_MB") && strstr(head, " val "), "%s", head);
+    cr_assert(strstr(head, "gpu%avg/mx") && strstr(head, "pin_MB") && strstr(head, " val "), "%s",
+              head);
     cr_assert_gt(strlen(head), 140);
     free(head);
     run_free(&r);
@@ -105,11 +106,13 @@ Test(table, json_starts_with_a_run_record)
     char *text = read_whole_file(json, NULL, NULL);
     char *first = strndup(text, strcspn(text, "\n"));
     cr_assert(!strncmp(first, "{\"record\":\"run\",\"version\":\"", 27), "%s", first);
-    char *want[] = {"\"argv\":[\"", "\"--resize\",\"32x32\",\"--crop\",\"28\"", "\"data\":\"",
-                    "\"samples\":64,", "\"classes\":10,", "\"first_image\":[28,28]",
-                    "\"input\":[1,28,28]", "\"resize\":[32,32]", "\"crop\":[28,28]",
-                    "\"random_crop\":false", "\"hflip\":0.5", "\"seed\":7,", "\"model\":\"lenet\"",
-                    "\"batch\":32"};
+    char *want[] = {"\"argv\":[\"",        "\"--resize\",\"32x32\",\"--crop\",\"28\"",
+                    "\"data\":\"",         "\"samples\":64,",
+                    "\"classes\":10,",     "\"first_image\":[28,28]",
+                    "\"input\":[1,28,28]", "\"resize\":[32,32]",
+                    "\"crop\":[28,28]",    "\"random_crop\":false",
+                    "\"hflip\":0.5",       "\"seed\":7,",
+                    "\"model\":\"lenet\"", "\"batch\":32"};
     for (size_t i = 0; i < sizeof want / sizeof *want; i++)
         cr_assert(strstr(first, want[i]), "no %s in %s", want[i], first);
     cr_assert(strstr(first, csv), "the data path: %s", first);
@@ -118,7 +121,8 @@ Test(table, json_starts_with_a_run_record)
     cr_assert_not_null(t, "%s", first);
     int y, mo, d, h, mi, s;
     char z;
-    cr_assert_eq(sscanf(t + 8, "%4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &d, &h, &mi, &s, &z), 7, "%s", t);
+    cr_assert_eq(sscanf(t + 8, "%4d-%2d-%2dT%2d:%2d:%2d%c", &y, &mo, &d, &h, &mi, &s, &z), 7, "%s",
+                 t);
     cr_assert(y >= 2024 && z == 'Z', "%s", t);
     /* then the epoch and the summary */
     const char *second = text + strlen(first) + 1;

@@ -17,10 +17,7 @@ static void setup(void) { dir = tmpdir_make(); }
 static void teardown(void) { tmpdir_remove(dir); }
 TestSuite(tools, .init = setup, .fini = teardown, .timeout = 120);
 
-static char *tool(const char *name)
-{
-    return path_join(tools_dir(), name);
-}
+static char *tool(const char *name) { return path_join(tools_dir(), name); }
 
 Test(tools, fashion_mnist_limit)
 {

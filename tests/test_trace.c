@@ -39,8 +39,10 @@ static const char *check_py =
     "import json, sys\n"
     "d = json.load(open(sys.argv[1]))\n"
     "ev = d['traceEvents']\n"
-    "procs = {e['pid']: e['args']['name'] for e in ev if e['ph'] == 'M' and e['name'] == 'process_name'}\n"
-    "tracks = {(e['pid'], e['tid']): e['args']['name'] for e in ev if e['ph'] == 'M' and e['name'] == 'thread_name'}\n"
+    "procs = {e['pid']: e['args']['name'] for e in ev if e['ph'] == 'M' and e['name'] == "
+    "'process_name'}\n"
+    "tracks = {(e['pid'], e['tid']): e['args']['name'] for e in ev if e['ph'] == 'M' and e['name'] "
+    "== 'thread_name'}\n"
     "x = [e for e in ev if e['ph'] == 'X']\n"
     "assert all(e['ts'] >= 0 and e['dur'] >= 0 for e in x), 'negative time'\n"
     "names = {}\n"
@@ -50,11 +52,13 @@ static const char *check_py =
     "need = [('loader worker', 'loader', 'fill'), ('train', 'main', 'wait'),\n"
     "        ('train', 'main', 'stage'), ('train', 'main', 'step')]\n"
     "for k in need:\n"
-    "    assert names.get(k, 0) == 8, 'track %s: %d spans, not 8 (%s)' % (k, names.get(k, 0), names)\n"
+    "    assert names.get(k, 0) == 8, 'track %s: %d spans, not 8 (%s)' % (k, names.get(k, 0), "
+    "names)\n"
     "fill = {e['args']['batch']: e for e in x if e['name'] == 'fill'}\n"
     "wait = {e['args']['batch']: e for e in x if e['name'] == 'wait'}\n"
     "for b in wait:\n"
-    "    assert fill[b]['ts'] + fill[b]['dur'] <= wait[b]['ts'] + wait[b]['dur'] + 1, 'clock %d' % b\n"
+    "    assert fill[b]['ts'] + fill[b]['dur'] <= wait[b]['ts'] + wait[b]['dur'] + 1, 'clock %d' % "
+    "b\n"
     "print('ok', len(x))\n";
 
 Test(trace, a_run_writes_a_chrome_trace_with_loader_and_main_tracks)
@@ -62,8 +66,8 @@ Test(trace, a_run_writes_a_chrome_trace_with_loader_and_main_tracks)
     if (access("/usr/bin/python3", X_OK) != 0)
         cr_skip_test("no /usr/bin/python3 to parse the trace");
     char *tr = path_join(dir, "trace.json");
-    char *argv[] = {(char *)train_bin(), "--model", "probe", "--epochs", "1", "--batch", "8",
-                    "--workers", "2", "--trace", tr, csv, NULL};
+    char *argv[] = {(char *)train_bin(), "--model", "probe",   "--epochs", "1", "--batch", "8",
+                    "--workers",         "2",       "--trace", tr,         csv, NULL};
     run_result r;
     run_argv(argv, NULL, 120, &r);
     cr_assert_eq(r.status, 0, "status %d\n%s\n%s", r.status, r.out, r.err);
@@ -80,8 +84,9 @@ Test(trace, a_run_writes_a_chrome_trace_with_loader_and_main_tracks)
 
 Test(trace, an_unwritable_trace_is_refused_before_work)
 {
-    char *argv[] = {(char *)train_bin(), "--model", "probe", "--epochs", "1", "--batch", "8",
-                    "--trace", "/nonexistent/dir/t.json", csv, NULL};
+    char *argv[] = {
+        (char *)train_bin(),       "--model", "probe", "--epochs", "1", "--batch", "8", "--trace",
+        "/nonexistent/dir/t.json", csv,       NULL};
     run_result r;
     run_argv(argv, NULL, 120, &r);
     cr_expect_neq(r.status, 0);

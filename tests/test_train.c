@@ -43,8 +43,6 @@ static void teardown(void)
 
 TestSuite(train, .init = setup, .fini = teardown, .timeout = 240);
 
-
-
 Test(train, workers_0_and_3_give_bit_identical_losses)
 {
     run_result r;
@@ -53,8 +51,8 @@ Test(train, workers_0_and_3_give_bit_identical_losses)
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "device: cpu"), "first line names the device: %s", r.out);
     run_free(&r);
-    run_train(&r, "--workers", "3", "--prefetch", "3", "--epochs", "2", "--batch", "32", "--json", jb,
-          fm_train, NULL);
+    run_train(&r, "--workers", "3", "--prefetch", "3", "--epochs", "2", "--batch", "32", "--json",
+              jb, fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
     assert_same_losses(ja, jb, 2);
@@ -66,10 +64,12 @@ Test(train, preload_and_lazy_give_identical_losses)
 {
     run_result r;
     char *ja = path_join(dir, "lazy.json"), *jb = path_join(dir, "pre.json");
-    run_train(&r, "--mode", "lazy", "--workers", "2", "--batch", "32", "--json", ja, fm_train, NULL);
+    run_train(&r, "--mode", "lazy", "--workers", "2", "--batch", "32", "--json", ja, fm_train,
+              NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
-    run_train(&r, "--mode", "preload", "--workers", "2", "--batch", "32", "--json", jb, fm_train, NULL);
+    run_train(&r, "--mode", "preload", "--workers", "2", "--batch", "32", "--json", jb, fm_train,
+              NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "preload: decoded 320 samples"), "%s", r.out);
     run_free(&r);
@@ -82,15 +82,17 @@ Test(train, json_records_carry_every_field)
 {
     run_result r;
     char *j = path_join(dir, "r.json");
-    run_train(&r, "--workers", "2", "--batch", "32", "--epochs", "2", "--warmup-epochs", "1", "--val",
-          fm_test, "--json", j, fm_train, NULL);
+    run_train(&r, "--workers", "2", "--batch", "32", "--epochs", "2", "--warmup-epochs", "1",
+              "--val", fm_test, "--json", j, fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
-    const char *keys[] = {"device", "model", "mode", "workers", "prefetch", "pin", "non_blocking",
-                          "batch", "epoch", "epoch_s", "images_per_s", "data_wait_pct",
-                          "copy_pct", "compute_pct", "gpu_util_avg", "gpu_util_max", "loss",
-                          "train_acc", "val_loss", "val_acc", "rss_mb", "pss_mb", "pinned_mb",
-                          "skipped", "cache", "cores", "cpu_model", "gpu_name", "procs"};
+    const char *keys[] = {
+        "device",       "model",         "mode",      "workers",     "prefetch",
+        "pin",          "non_blocking",  "batch",     "epoch",       "epoch_s",
+        "images_per_s", "data_wait_pct", "copy_pct",  "compute_pct", "gpu_util_avg",
+        "gpu_util_max", "loss",          "train_acc", "val_loss",    "val_acc",
+        "rss_mb",       "pss_mb",        "pinned_mb", "skipped",     "cache",
+        "cores",        "cpu_model",     "gpu_name",  "procs"};
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
         char v[8][JSON_VALUE_MAX];
         cr_assert_eq(json_epoch_values(j, keys[k], v, 8), 2, "%s", keys[k]);
@@ -202,8 +204,8 @@ static void wait_for_workers(pid_t pid, int want, int *pids, int *n)
 Test(train, sigint_exits_130_and_leaves_no_process)
 {
     char *out = path_join(dir, "o.txt"), *err = path_join(dir, "e.txt");
-    char *argv[] = {(char *)train_bin(), "--workers", "3", "--batch", "16", "--epochs", "50",
-                    "--test-slow-step", "0.02", fm_train, NULL};
+    char *argv[] = {(char *)train_bin(), "--workers", "3",      "--batch", "16", "--epochs", "50",
+                    "--test-slow-step",  "0.02",      fm_train, NULL};
     pid_t pid = start_train(argv, out, err);
     int pids[64], n;
     wait_for_workers(pid, 4, pids, &n); /* supervisor + 3 workers */
@@ -233,9 +235,20 @@ Test(train, killed_worker_is_named_exit_3_and_respawn_recovers)
     char *out = path_join(dir, "o.txt"), *err = path_join(dir, "e.txt");
     char *ja = path_join(dir, "ref.json"), *jb = path_join(dir, "resp.json");
     for (int respawn = 0; respawn < 2; respawn++) {
-        char *argv[] = {(char *)train_bin(), "--workers", "2", "--batch", "16", "--epochs", "2",
-                        "--test-slow-load", "0.002", "--json", jb, fm_train,
-                        respawn ? "--respawn" : NULL, NULL};
+        char *argv[] = {(char *)train_bin(),
+                        "--workers",
+                        "2",
+                        "--batch",
+                        "16",
+                        "--epochs",
+                        "2",
+                        "--test-slow-load",
+                        "0.002",
+                        "--json",
+                        jb,
+                        fm_train,
+                        respawn ? "--respawn" : NULL,
+                        NULL};
         pid_t pid = start_train(argv, out, err);
         int pids[64], n;
         wait_for_workers(pid, 3, pids, &n);
@@ -273,16 +286,16 @@ Test(train, resume_is_bit_exact)
     char *ja = path_join(dir, "a.json"), *jb = path_join(dir, "b.json");
     /* a constant lr: cosine and step schedules depend on --epochs, which a
      * shorter first leg changes */
-    run_train(&r, "--epochs", "2", "--batch", "32", "--lr-schedule", "const", "--save", c1, "--json", ja,
-          fm_train, NULL);
+    run_train(&r, "--epochs", "2", "--batch", "32", "--lr-schedule", "const", "--save", c1,
+              "--json", ja, fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
-    run_train(&r, "--epochs", "1", "--batch", "32", "--lr-schedule", "const", "--save", c2, fm_train,
-          NULL);
+    run_train(&r, "--epochs", "1", "--batch", "32", "--lr-schedule", "const", "--save", c2,
+              fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
-    run_train(&r, "--epochs", "2", "--batch", "32", "--lr-schedule", "const", "--resume", c2, "--save",
-          c2, "--json", jb, fm_train, NULL);
+    run_train(&r, "--epochs", "2", "--batch", "32", "--lr-schedule", "const", "--resume", c2,
+              "--save", c2, "--json", jb, fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
     char va[4][JSON_VALUE_MAX], vb[4][JSON_VALUE_MAX];
@@ -315,7 +328,9 @@ Test(train, nan_loss_stops_with_status_4)
     run_result r;
     run_train(&r, "--lr", "1e9", "--batch", "32", fm_train, NULL);
     cr_assert_eq(r.status, 4, "%s", r.err);
-    cr_assert(strstr(r.err, "epoch 1 batch ") && strstr(r.err, ": loss is ") && strstr(r.err, " (lr "), "%s", r.err);
+    cr_assert(strstr(r.err, "epoch 1 batch ") && strstr(r.err, ": loss is ") &&
+                  strstr(r.err, " (lr "),
+              "%s", r.err);
     run_free(&r);
 }
 
@@ -323,29 +338,34 @@ Test(train, preload_cache_reused_invalidated_and_checked)
 {
     run_result r;
     char *cache = path_join(dir, "fm.cache");
-    run_train(&r, "--mode", "preload", "--cache", cache, "--workers", "2", "--batch", "32", fm_train,
-          NULL);
+    run_train(&r, "--mode", "preload", "--cache", cache, "--workers", "2", "--batch", "32",
+              fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "does not exist: building it"), "%s", r.out);
     cr_assert(strstr(r.out, "preload: decoded 320 samples"), "%s", r.out);
     run_free(&r);
-    run_train(&r, "--mode", "preload", "--cache", cache, "--workers", "2", "--batch", "32", fm_train,
-          NULL);
+    run_train(&r, "--mode", "preload", "--cache", cache, "--workers", "2", "--batch", "32",
+              fm_train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "matches: reusing it, nothing to decode"), "%s", r.out);
     cr_assert(!strstr(r.out, "preload: decoded"), "%s", r.out);
     run_free(&r);
     /* other transforms: rebuilt */
-    run_train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fm_train, NULL);
+    run_train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fm_train,
+              NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_assert(strstr(r.out, "was built for other transforms (--resize, --crop, --channels, --decode): rebuilding"),
-              "%s", r.out);
+    cr_assert(
+        strstr(
+            r.out,
+            "was built for other transforms (--resize, --crop, --channels, --decode): rebuilding"),
+        "%s", r.out);
     run_free(&r);
     /* truncated */
     struct stat st;
     stat(cache, &st);
     cr_assert_eq(truncate(cache, st.st_size - 100), 0);
-    run_train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fm_train, NULL);
+    run_train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fm_train,
+              NULL);
     cr_assert(strstr(r.out, "has the wrong size (truncated?): rebuilding"), "%s", r.out);
     run_free(&r);
     /* one flipped byte in the pixels (just past the 4096-byte header), then
@@ -357,9 +377,10 @@ Test(train, preload_cache_reused_invalidated_and_checked)
         fseek(f, where ? -10 : 4096 + 10, where ? SEEK_END : SEEK_SET);
         fputc(ch ^ 0xff, f);
         fclose(f);
-        run_train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fm_train, NULL);
-        cr_assert(strstr(r.out, "corrupt (checksum mismatch): rebuilding"), "%s: %s", where ? "stamps" : "pixels",
-                  r.out);
+        run_train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32",
+                  fm_train, NULL);
+        cr_assert(strstr(r.out, "corrupt (checksum mismatch): rebuilding"), "%s: %s",
+                  where ? "stamps" : "pixels", r.out);
         if (!where)
             run_free(&r);
     }
@@ -371,18 +392,23 @@ Test(train, preload_cache_reused_invalidated_and_checked)
     *(strrchr(text, '\n') + 1) = '\0';
     char *fewer = write_text(dir, "fm/fewer.csv", text);
     free(text);
-    run_train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fewer, NULL);
+    run_train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", fewer,
+              NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_assert(strstr(r.out, "was built from another CSV (its content or --root changed): rebuilding"), "%s",
-              r.out);
+    cr_assert(
+        strstr(r.out, "was built from another CSV (its content or --root changed): rebuilding"),
+        "%s", r.out);
     cr_assert(strstr(r.out, "preload: decoded 319 samples"), "%s", r.out);
     run_free(&r);
     /* another --decode makes other base pixels (issue 16): rebuilt */
-    run_train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32", "--decode", "exact", fewer,
-          NULL);
+    run_train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32",
+              "--decode", "exact", fewer, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
-    cr_assert(strstr(r.out, "was built for other transforms (--resize, --crop, --channels, --decode): rebuilding"),
-              "%s", r.out);
+    cr_assert(
+        strstr(
+            r.out,
+            "was built for other transforms (--resize, --crop, --channels, --decode): rebuilding"),
+        "%s", r.out);
     run_free(&r);
     free(fewer);
     /* no temporary file left behind */
@@ -399,8 +425,9 @@ Test(train, two_runs_building_one_cache_at_once)
     char *cache = path_join(dir, "shared.cache");
     char *o1 = path_join(dir, "o1"), *e1 = path_join(dir, "e1"), *o2 = path_join(dir, "o2"),
          *e2 = path_join(dir, "e2");
-    char *argv[] = {(char *)train_bin(), "--mode", "preload", "--cache", cache, "--workers", "1",
-                    "--batch", "32", "--no-progress", fm_train, NULL};
+    char *argv[] = {
+        (char *)train_bin(), "--mode", "preload",       "--cache", cache, "--workers", "1",
+        "--batch",           "32",     "--no-progress", fm_train,  NULL};
     pid_t a = start_train(argv, o1, e1), b = start_train(argv, o2, e2);
     int sa = spawn_wait(a, 120), sb = spawn_wait(b, 120);
     cr_assert(WIFEXITED(sa) && WEXITSTATUS(sa) == 0 && WIFEXITED(sb) && WEXITSTATUS(sb) == 0);
@@ -422,8 +449,9 @@ Test(train, memory_guard_refuses_preload)
     run_result r;
     run_train(&r, "--mode", "preload", "--mem-limit", "100K", fm_train, NULL);
     cr_assert_eq(r.status, 2, "%s", r.err);
-    cr_assert(strstr(r.err, "preload needs 735.0 KB (320 samples of 3x28x28) but the limit is 100.0 "
-                            "KB (--mem-limit"),
+    cr_assert(strstr(r.err,
+                     "preload needs 735.0 KB (320 samples of 3x28x28) but the limit is 100.0 "
+                     "KB (--mem-limit"),
               "%s", r.err);
     cr_assert(strstr(r.err, "use --mode lazy, or --cache FILE"), "%s", r.err);
     run_free(&r);

@@ -26,9 +26,8 @@ Test(util, parse_bytes_suffixes_and_junk)
     const struct {
         const char *s;
         uint64_t want;
-    } ok[] = {{"100", 100},           {"100K", 102400},         {"2M", 2u << 20},
-              {"2mb", 2u << 20},      {"1G", 1ull << 30},       {"1.5KB", 1536},
-              {"3T", 3ull << 40}};
+    } ok[] = {{"100", 100},       {"100K", 102400}, {"2M", 2u << 20},  {"2mb", 2u << 20},
+              {"1G", 1ull << 30}, {"1.5KB", 1536},  {"3T", 3ull << 40}};
     for (size_t i = 0; i < sizeof ok / sizeof *ok; i++) {
         cr_assert_eq(parse_bytes(ok[i].s, &v), 0, "%s", ok[i].s);
         cr_assert_eq(v, ok[i].want, "%s: %llu", ok[i].s, (unsigned long long)v);

@@ -20,7 +20,8 @@ static void teardown(void) { tmpdir_remove(dir); }
 TestSuite(webp, .init = setup, .fini = teardown);
 
 /* dir/name.webp from px through a PPM and cwebp with the given options. */
-static char *cwebp(const char *name, const uint8_t *px, int h, int w, const char *opt1, const char *opt2)
+static char *cwebp(const char *name, const uint8_t *px, int h, int w, const char *opt1,
+                   const char *opt2)
 {
     char ppm_name[64], webp_name[64];
     snprintf(ppm_name, sizeof ppm_name, "%s.ppm", name);
@@ -39,7 +40,8 @@ Test(webp, lossless_decodes_exactly_and_lossy_closely)
 {
     const int h = 37, w = 53;
     uint8_t *px = ti_picture(h, w, 3, 5);
-    char *lossless = cwebp("ll", px, h, w, "-lossless", "-exact"), *lossy = cwebp("ly", px, h, w, "-q", "90");
+    char *lossless = cwebp("ll", px, h, w, "-lossless", "-exact"),
+         *lossy = cwebp("ly", px, h, w, "-q", "90");
     img_params p = {.channels = 3};
     int bh, bw, iw, ih, ic;
     errbuf e = {{0}};
@@ -47,7 +49,8 @@ Test(webp, lossless_decodes_exactly_and_lossy_closely)
     cr_assert(iw == w && ih == h && ic == 3);
     uint8_t *got = ti_base(lossless, &p, &bh, &bw, &e);
     cr_assert_not_null(got, "%s", e.msg);
-    cr_assert(bh == h && bw == w && memcmp(got, px, (size_t)h * w * 3) == 0, "lossless WebP pixels differ");
+    cr_assert(bh == h && bw == w && memcmp(got, px, (size_t)h * w * 3) == 0,
+              "lossless WebP pixels differ");
     free(got);
     got = ti_base(lossy, &p, &bh, &bw, &e);
     cr_assert_not_null(got, "%s", e.msg);

@@ -21,9 +21,9 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <turbojpeg.h>
 #include <unistd.h>
 
@@ -31,9 +31,9 @@
 #include <stb/stb_image_resize.h>
 
 #include "common/util.h"
-#include "loader/dataset.h"
 #include "image/image.h"
 #include "image/resize.h"
+#include "loader/dataset.h"
 
 enum { E1_H = 96, E1_W = 128, E1_CROP = 64, MAX_RUNS = 64 };
 
@@ -253,8 +253,9 @@ static void agreement(const char *cmd, const set *s, tjhandle tj)
     }
     const char *names[3] = {"ours, full decode + resize", "ours, DCT-scaled decode",
                             "stb_image_resize v1 triangle"};
-    printf("\nagreement with PIL + torchvision Resize((96, 128)) on %d E1 images (%zu values each):\n",
-           k, one);
+    printf(
+        "\nagreement with PIL + torchvision Resize((96, 128)) on %d E1 images (%zu values each):\n",
+        k, one);
     for (int m = 0; m < 3; m++)
         printf("  %-30s mean |d| %.4f   max |d| %3d   values that differ %.3f%%\n", names[m],
                sum[m] / (double)(one * (size_t)k), max[m],
@@ -282,15 +283,29 @@ static double median(const double *v, int n)
 }
 
 enum {
-    R_TJ_FULL, R_TJ_SCALED, R_OURS_DCT, R_OURS_FULL, R_PEER_E1, R_RS_OURS, R_RS_STBIR,
-    R_PNG_STBI, R_PNG_OURS, R_PNG_PEER, R_COUNT
+    R_TJ_FULL,
+    R_TJ_SCALED,
+    R_OURS_DCT,
+    R_OURS_FULL,
+    R_PEER_E1,
+    R_RS_OURS,
+    R_RS_STBIR,
+    R_PNG_STBI,
+    R_PNG_OURS,
+    R_PNG_PEER,
+    R_COUNT
 };
 static const char *row_names[R_COUNT] = {
-    "E1  bare TurboJPEG decode, full size",     "E1  bare TurboJPEG decode at 1/4 (floor)",
-    "E1  ours: DCT-scaled pipeline",            "E1  ours: full decode + resize pipeline",
-    "E1  PIL + torchvision",                    "    resize only 512x384->96x128, ours",
-    "    resize only, stb_image_resize v1",     "PNG bare stbi_load",
-    "PNG ours (decode, flip, CHW)",             "PNG PIL + torchvision",
+    "E1  bare TurboJPEG decode, full size",
+    "E1  bare TurboJPEG decode at 1/4 (floor)",
+    "E1  ours: DCT-scaled pipeline",
+    "E1  ours: full decode + resize pipeline",
+    "E1  PIL + torchvision",
+    "    resize only 512x384->96x128, ours",
+    "    resize only, stb_image_resize v1",
+    "PNG bare stbi_load",
+    "PNG ours (decode, flip, CHW)",
+    "PNG PIL + torchvision",
 };
 
 int main(int argc, char **argv)
@@ -310,7 +325,8 @@ int main(int argc, char **argv)
         } else if (argv[i][0] != '-' && ncsv < 2) {
             csv[ncsv++] = argv[i];
         } else {
-            fprintf(stderr, "usage: bench_image [--n N] [--runs R] [--peer CMD] E1_CSV [PNG_CSV]\n");
+            fprintf(stderr,
+                    "usage: bench_image [--n N] [--runs R] [--peer CMD] E1_CSV [PNG_CSV]\n");
             return 2;
         }
     }
@@ -322,8 +338,13 @@ int main(int argc, char **argv)
     tjhandle tj = tjInitDecompress();
     img_ctx *c = img_ctx_create();
     uint8_t out[3 * E1_CROP * E1_CROP], small[28 * 28];
-    img_params pd = {.channels = 3, .resize_h = E1_H, .resize_w = E1_W, .crop_h = E1_CROP,
-                     .crop_w = E1_CROP, .hflip = 0.5f, .decode = IMG_DECODE_FAST};
+    img_params pd = {.channels = 3,
+                     .resize_h = E1_H,
+                     .resize_w = E1_W,
+                     .crop_h = E1_CROP,
+                     .crop_w = E1_CROP,
+                     .hflip = 0.5f,
+                     .decode = IMG_DECODE_FAST};
     img_params pf = pd;
     pf.full_decode = 1;
     img_params pp = {.channels = 1, .hflip = 0.5f};
@@ -390,8 +411,9 @@ int main(int argc, char **argv)
     if (have[R_PEER_E1])
         printf("  ours / PIL + torchvision          %5.2fx   (goal >= 2.5x)\n",
                median(ratio_peer, (int)runs));
-    printf("  ours / bare decode at 1/4         %5.2f    (goal >= 0.85: within 15%% of the floor)\n",
-           median(ratio_floor, (int)runs));
+    printf(
+        "  ours / bare decode at 1/4         %5.2f    (goal >= 0.85: within 15%% of the floor)\n",
+        median(ratio_floor, (int)runs));
     printf("  full decode + resize / DCT path   %5.2f\n", med[R_OURS_FULL] / med[R_OURS_DCT]);
     printf("  our resize / stb_image_resize     %5.2fx faster\n", med[R_RS_OURS] / med[R_RS_STBIR]);
     if (have[R_PNG_PEER])

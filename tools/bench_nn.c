@@ -23,11 +23,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/idx.h"
 #include "common/rng.h"
 #include "common/util.h"
-#include "nn/model.h"
 #include "cpu/cpu.h"
-#include "common/idx.h"
+#include "nn/model.h"
 
 /* ---------------------------------------------------------------- --ops */
 /* A backend whose ops call the CPU backend's and add up their time per
@@ -56,11 +56,11 @@ static void op_add(const char *label, double secs)
     op_times[i].calls++;
 }
 
-#define TIMED(label, call)                  \
-    do {                                    \
-        double t0_ = now_sec();             \
-        call;                               \
-        op_add(label, now_sec() - t0_);     \
+#define TIMED(label, call)                                                                         \
+    do {                                                                                           \
+        double t0_ = now_sec();                                                                    \
+        call;                                                                                      \
+        op_add(label, now_sec() - t0_);                                                            \
     } while (0)
 
 static void *w_alloc(backend *be, size_t n)
@@ -78,11 +78,9 @@ static void w_copy(backend *be, void *d, const void *s, size_t n)
     (void)be;
     real_ops->upload(real_be, d, s, n);
 }
-static void w_sync(backend *be)
-{
-    (void)be;
-}
-static void w_norm(backend *be, float *o, const uint8_t *i, int B, int C, int HW, const float *m, const float *sd)
+static void w_sync(backend *be) { (void)be; }
+static void w_norm(backend *be, float *o, const uint8_t *i, int B, int C, int HW, const float *m,
+                   const float *sd)
 {
     (void)be;
     TIMED("normalize", real_ops->normalize_u8(real_be, o, i, B, C, HW, m, sd));
@@ -105,8 +103,8 @@ static void w_conv_f(backend *be, void *p, float *o, const float *i, const float
     snprintf(l, sizeof l, "conv fwd %dx%dx%d->%d", s->C, s->H, s->W, s->K);
     TIMED(l, real_ops->conv_forward(real_be, p, o, i, w, b, s));
 }
-static void w_conv_b(backend *be, void *p, float *di, float *dw, float *db, const float *g, const float *i,
-                     const float *w, const conv_shape *s)
+static void w_conv_b(backend *be, void *p, float *di, float *dw, float *db, const float *g,
+                     const float *i, const float *w, const conv_shape *s)
 {
     (void)be;
     char l[48];
@@ -128,20 +126,22 @@ static void w_pool_f(backend *be, float *o, const float *i, const maxpool_shape 
     (void)be;
     TIMED("maxpool fwd", real_ops->maxpool_forward(real_be, o, i, s));
 }
-static void w_pool_b(backend *be, float *di, const float *g, const float *o, const float *i, const maxpool_shape *s)
+static void w_pool_b(backend *be, float *di, const float *g, const float *o, const float *i,
+                     const maxpool_shape *s)
 {
     (void)be;
     TIMED("maxpool bwd", real_ops->maxpool_backward(real_be, di, g, o, i, s));
 }
-static void w_fc_f(backend *be, float *o, const float *i, const float *w, const float *b, int B, int M, int N)
+static void w_fc_f(backend *be, float *o, const float *i, const float *w, const float *b, int B,
+                   int M, int N)
 {
     (void)be;
     char l[48];
     snprintf(l, sizeof l, "fc fwd %d->%d", M, N);
     TIMED(l, real_ops->fc_forward(real_be, o, i, w, b, B, M, N));
 }
-static void w_fc_b(backend *be, float *di, float *dw, float *db, const float *g, const float *i, const float *w,
-                   int B, int M, int N)
+static void w_fc_b(backend *be, float *di, float *dw, float *db, const float *g, const float *i,
+                   const float *w, int B, int M, int N)
 {
     (void)be;
     char l[48];
@@ -158,31 +158,35 @@ static void w_gap_b(backend *be, float *di, const float *g, int B, int C, int HW
     (void)be;
     TIMED("gap bwd", real_ops->gap_backward(real_be, di, g, B, C, HW));
 }
-static void w_xent(backend *be, float *dl, float *l, int32_t *p, const float *lg, const int32_t *y, int B, int K,
-                   float sc)
+static void w_xent(backend *be, float *dl, float *l, int32_t *p, const float *lg, const int32_t *y,
+                   int B, int K, float sc)
 {
     (void)be;
     TIMED("softmax xent", real_ops->softmax_xent(real_be, dl, l, p, lg, y, B, K, sc));
 }
-static void w_sgd(backend *be, float *w, float *v, const float *g, size_t n, float lr, float m, float wd)
+static void w_sgd(backend *be, float *w, float *v, const float *g, size_t n, float lr, float m,
+                  float wd)
 {
     (void)be;
     TIMED("sgd", real_ops->sgd_update(real_be, w, v, g, n, lr, m, wd));
 }
-static void w_bn_t(backend *be, float *y, float *sm, float *si, float *rm, float *rv, const float *x,
-                   const float *sc, const float *sh, int B, int C, int HW, float mom, float eps)
+static void w_bn_t(backend *be, float *y, float *sm, float *si, float *rm, float *rv,
+                   const float *x, const float *sc, const float *sh, int B, int C, int HW,
+                   float mom, float eps)
 {
     (void)be;
-    TIMED("bn fwd", real_ops->bn_forward_train(real_be, y, sm, si, rm, rv, x, sc, sh, B, C, HW, mom, eps));
+    TIMED("bn fwd",
+          real_ops->bn_forward_train(real_be, y, sm, si, rm, rv, x, sc, sh, B, C, HW, mom, eps));
 }
-static void w_bn_i(backend *be, float *y, const float *x, const float *sc, const float *sh, const float *rm,
-                   const float *rv, int B, int C, int HW, float eps)
+static void w_bn_i(backend *be, float *y, const float *x, const float *sc, const float *sh,
+                   const float *rm, const float *rv, int B, int C, int HW, float eps)
 {
     (void)be;
-    TIMED("bn fwd (eval)", real_ops->bn_forward_infer(real_be, y, x, sc, sh, rm, rv, B, C, HW, eps));
+    TIMED("bn fwd (eval)",
+          real_ops->bn_forward_infer(real_be, y, x, sc, sh, rm, rv, B, C, HW, eps));
 }
-static void w_bn_b(backend *be, float *dx, float *ds, float *dh, const float *dy, const float *x, const float *sc,
-                   const float *sm, const float *si, int B, int C, int HW)
+static void w_bn_b(backend *be, float *dx, float *ds, float *dh, const float *dy, const float *x,
+                   const float *sc, const float *sm, const float *si, int B, int C, int HW)
 {
     (void)be;
     TIMED("bn bwd", real_ops->bn_backward(real_be, dx, ds, dh, dy, x, sc, sm, si, B, C, HW));
@@ -246,13 +250,15 @@ static backend *timed_backend(backend *inner)
 static void ops_report(int threads, long steps, double step_secs)
 {
     double sum = 0;
-    printf("threads %d: time per step by operation (%ld steps; mean ms per step):\n", threads, steps);
+    printf("threads %d: time per step by operation (%ld steps; mean ms per step):\n", threads,
+           steps);
     for (int i = 0; i < op_n; i++) {
         printf("  %-32s %8.3f ms %5.1f%%\n", op_times[i].label, op_times[i].secs / steps * 1e3,
                100 * op_times[i].secs / step_secs);
         sum += op_times[i].secs;
     }
-    printf("  %-32s %8.3f ms (step %.3f ms)\n", "all operations", sum / steps * 1e3, step_secs / steps * 1e3);
+    printf("  %-32s %8.3f ms (step %.3f ms)\n", "all operations", sum / steps * 1e3,
+           step_secs / steps * 1e3);
     memset(op_times, 0, sizeof op_times);
     op_n = 0;
 }
@@ -263,10 +269,7 @@ typedef struct set {
     int32_t *y;
 } set;
 
-static size_t set_px(const set *s)
-{
-    return (size_t)s->C * s->H * s->W;
-}
+static size_t set_px(const set *s) { return (size_t)s->C * s->H * s->W; }
 
 /* --synthetic CxHxW: n random images and labels (speed only) */
 static int synthetic(const char *shape, long n, set *s)
@@ -317,7 +320,8 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void evaluate(model *m, const set *t, int batch, uint8_t *xb, int32_t *yb, double *loss, double *acc)
+static void evaluate(model *m, const set *t, int batch, uint8_t *xb, int32_t *yb, double *loss,
+                     double *acc)
 {
     step_stats tot = {0};
     for (int i = 0; i < t->n; i += batch) {
@@ -334,7 +338,8 @@ static void evaluate(model *m, const set *t, int batch, uint8_t *xb, int32_t *yb
 
 int main(int argc, char **argv)
 {
-    const char *src = "/usr/share/datasets/fashion-mnist", *model_name = "lenet", *threads_arg = "1,2";
+    const char *src = "/usr/share/datasets/fashion-mnist", *model_name = "lenet",
+               *threads_arg = "1,2";
     int runs = 3, epochs = 1, batch = 64, do_eval = 0, do_ops = 0;
     long limit = 0;
     uint64_t seed = 1;
@@ -414,8 +419,8 @@ int main(int argc, char **argv)
     size_t px = set_px(&tr);
     printf("bench_nn: %s on %s, %d training images, batch %d, %d epoch(s), lr %g momentum %g wd %g "
            "%s, seed %llu\n",
-           model_name, synth ? "random images" : "Fashion-MNIST", tr.n, batch, epochs, hp.lr, hp.momentum, hp.wd, lr_schedule_name(hp.schedule),
-           (unsigned long long)seed);
+           model_name, synth ? "random images" : "Fashion-MNIST", tr.n, batch, epochs, hp.lr,
+           hp.momentum, hp.wd, lr_schedule_name(hp.schedule), (unsigned long long)seed);
 
     uint8_t *xb = xmalloc((size_t)batch * px);
     int32_t *yb = xmalloc((size_t)batch * sizeof(int32_t));
@@ -466,7 +471,8 @@ int main(int argc, char **argv)
                     float cur = (float)lr_at(hp.schedule, hp.lr, ep, epochs, s, steps);
                     step_stats st;
                     double t0 = now_sec();
-                    int rc = model_train_step(&m, xb, yb, B, cur, (float)hp.momentum, (float)hp.wd, &st);
+                    int rc =
+                        model_train_step(&m, xb, yb, B, cur, (float)hp.momentum, (float)hp.wd, &st);
                     compute += now_sec() - t0;
                     if (rc) {
                         char msg[128];
@@ -480,8 +486,9 @@ int main(int argc, char **argv)
                 if (do_eval && r == 0) {
                     double tl, ta;
                     evaluate(&m, &te, batch, xb, yb, &tl, &ta);
-                    printf("  threads %d epoch %d: train loss %.4f acc %.4f  test loss %.4f acc %.4f\n", threads,
-                           ep + 1, last_loss, (double)tot.correct / (double)tot.n, tl, ta);
+                    printf("  threads %d epoch %d: train loss %.4f acc %.4f  test loss %.4f acc "
+                           "%.4f\n",
+                           threads, ep + 1, last_loss, (double)tot.correct / (double)tot.n, tl, ta);
                 }
             }
             secs[r] = compute / epochs;
@@ -491,16 +498,17 @@ int main(int argc, char **argv)
             h = hash64(p, m.nparams * sizeof(float), 0);
             free(p);
             model_free(&m);
-            printf("  threads %d run %d: %.2f s/epoch compute (%.0f images/s), last epoch loss %.6f\n", threads,
-                   r + 1, secs[r], tr.n / secs[r], last_loss);
+            printf(
+                "  threads %d run %d: %.2f s/epoch compute (%.0f images/s), last epoch loss %.6f\n",
+                threads, r + 1, secs[r], tr.n / secs[r], last_loss);
             fflush(stdout);
         }
         if (do_ops)
             ops_report(threads, steps * epochs * runs, total_compute);
         qsort(secs, (size_t)runs, sizeof(double), cmp_double);
         double med = secs[runs / 2];
-        printf("threads %d: median %.2f s/epoch, %.0f images/s, params hash %016llx\n", threads, med,
-               tr.n / med, (unsigned long long)h);
+        printf("threads %d: median %.2f s/epoch, %.0f images/s, params hash %016llx\n", threads,
+               med, tr.n / med, (unsigned long long)h);
         if (first)
             first_hash = h;
         else if (h != first_hash)

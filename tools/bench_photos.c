@@ -34,8 +34,8 @@
 #include <turbojpeg.h>
 
 #include "common/util.h"
-#include "loader/dataset.h"
 #include "image/internal.h"
+#include "loader/dataset.h"
 
 enum { S = 224, VAL_RESIZE = 256, BLOCK = 50, MAX_RUNS = 64, NVAR = 8 };
 
@@ -80,7 +80,12 @@ static double cpu_now(void)
 
 static img_params rrc(int decode, int full)
 {
-    img_params p = {.channels = 3, .crop_h = S, .crop_w = S, .rrc = 1, .hflip = 0.5f, .decode = decode,
+    img_params p = {.channels = 3,
+                    .crop_h = S,
+                    .crop_w = S,
+                    .rrc = 1,
+                    .hflip = 0.5f,
+                    .decode = decode,
                     .full_decode = full};
     p.rrc_scale[0] = 0.08f, p.rrc_scale[1] = 1.0f;
     p.rrc_ratio[0] = 0.75f, p.rrc_ratio[1] = 4.0f / 3.0f;
@@ -89,7 +94,11 @@ static img_params rrc(int decode, int full)
 
 static img_params val(int full, int decode)
 {
-    return (img_params){.channels = 3, .resize_short = VAL_RESIZE, .crop_h = S, .crop_w = S, .full_decode = full,
+    return (img_params){.channels = 3,
+                        .resize_short = VAL_RESIZE,
+                        .crop_h = S,
+                        .crop_w = S,
+                        .full_decode = full,
                         .decode = decode};
 }
 
@@ -162,7 +171,8 @@ static void fidelity(const char *name, const set *s, int keys)
                 diff_add(&d[2 + m], ref, got, 3 * S * S);
         }
     }
-    printf("\nfidelity on %s (%d images, %d crops each), levels against the exact path:\n\n", name, s->n, keys);
+    printf("\nfidelity on %s (%d images, %d crops each), levels against the exact path:\n\n", name,
+           s->n, keys);
     printf("| %-40s | mean | p99 | max | > 2 |\n|---|---:|---:|---:|---:|\n", "variant");
     diff_print("rrc 224, --decode auto (default)", &d[0]);
     diff_print("rrc 224, --decode fast", &d[1]);
@@ -175,21 +185,26 @@ static void fidelity(const char *name, const set *s, int keys)
 /* ---------------------------------------------------------------- speed */
 
 static const char *const var_name[NVAR] = {
-    "ours: rrc 224 + flip, --decode auto", "ours: rrc 224 + flip, --decode fast",
-    "ours: rrc 224 + flip, --decode exact", "unfused: full decode + crop + resample",
-    "floor: region decode at the auto scale", "floor: tjDecompress2 full size",
+    "ours: rrc 224 + flip, --decode auto",         "ours: rrc 224 + flip, --decode fast",
+    "ours: rrc 224 + flip, --decode exact",        "unfused: full decode + crop + resample",
+    "floor: region decode at the auto scale",      "floor: tjDecompress2 full size",
     "ours: val Resize 256 + CenterCrop 224, auto", "floor: val decode at its DCT scale",
 };
 
 /* Images [a, b) of variant v; returns CPU seconds. */
-static double run_block(int v, const set *s, int a, int b, img_ctx *c, tjhandle tj, uint8_t *out, uint8_t *scratch)
+static double run_block(int v, const set *s, int a, int b, img_ctx *c, tjhandle tj, uint8_t *out,
+                        uint8_t *scratch)
 {
     errbuf e;
     double t0 = cpu_now();
     for (int i = a; i < b; i++) {
         rng r = rng_keyed(2, RNG_AUGMENT, 0, (uint64_t)i);
-        img_params p = v < 3 ? rrc(v == 0 ? IMG_DECODE_AUTO : v == 1 ? IMG_DECODE_FAST : IMG_DECODE_EXACT, 0)
-                             : v == 3 ? rrc(IMG_DECODE_EXACT, 1) : val(0, IMG_DECODE_AUTO);
+        img_params p = v < 3 ? rrc(v == 0   ? IMG_DECODE_AUTO
+                                   : v == 1 ? IMG_DECODE_FAST
+                                            : IMG_DECODE_EXACT,
+                                   0)
+                       : v == 3 ? rrc(IMG_DECODE_EXACT, 1)
+                                : val(0, IMG_DECODE_AUTO);
         if (v <= 3 || v == 6) {
             if (img_load(c, s->paths[i], &p, &r, out, S, S, &e) != 0)
                 fprintf(stderr, "bench_photos: %s\n", e.msg);
@@ -220,7 +235,8 @@ static double run_block(int v, const set *s, int a, int b, img_ctx *c, tjhandle 
         if (v == 7) {
             long long rh = w < h ? (long long)VAL_RESIZE * h / w : VAL_RESIZE,
                       rw = w < h ? VAL_RESIZE : (long long)VAL_RESIZE * w / h;
-            img_jpeg_scaled_size(w, h, 2 * (int)rh, 2 * (int)rw, &sh, &sw); /* --decode auto's scale */
+            img_jpeg_scaled_size(w, h, 2 * (int)rh, 2 * (int)rw, &sh,
+                                 &sw); /* --decode auto's scale */
         }
         tjDecompress2(tj, s->bytes[i], (unsigned long)s->len[i], scratch, sw, 0, sh, TJPF_RGB, 0);
     }
@@ -240,7 +256,8 @@ static void speed(const set *s, int runs)
     size_t maxpix = 0;
     for (int i = 0; i < s->n; i++) {
         int w, h, sub, cs;
-        if (tjDecompressHeader3(tj, s->bytes[i], (unsigned long)s->len[i], &w, &h, &sub, &cs) == 0 &&
+        if (tjDecompressHeader3(tj, s->bytes[i], (unsigned long)s->len[i], &w, &h, &sub, &cs) ==
+                0 &&
             (size_t)w * h > maxpix)
             maxpix = (size_t)w * h;
     }
@@ -252,7 +269,8 @@ static void speed(const set *s, int runs)
         double t[NVAR] = {0};
         for (int a = 0; a < s->n; a += BLOCK)
             for (int v = 0; v < NVAR; v++)
-                t[v] += run_block(v, s, a, a + BLOCK < s->n ? a + BLOCK : s->n, c, tj, out, scratch);
+                t[v] +=
+                    run_block(v, s, a, a + BLOCK < s->n ? a + BLOCK : s->n, c, tj, out, scratch);
         for (int v = 0; v < NVAR; v++)
             rate[v][r] = s->n / t[v];
         fprintf(stderr, "round %d:", r + 1);
@@ -271,11 +289,13 @@ static void speed(const set *s, int runs)
     }
     qsort(ratio_floor, (size_t)runs, sizeof(double), cmp_d);
     qsort(ratio_val, (size_t)runs, sizeof(double), cmp_d);
-    printf("\nspeed per core (%d images, %d rounds, medians):\n\n| %-44s | images/s | us/image |\n|---|---:|---:|\n",
+    printf("\nspeed per core (%d images, %d rounds, medians):\n\n| %-44s | images/s | us/image "
+           "|\n|---|---:|---:|\n",
            s->n, runs, "variant");
     for (int v = 0; v < NVAR; v++)
         printf("| %-44s | %8.0f | %8.0f |\n", var_name[v], med[v], 1e6 / med[v]);
-    printf("\nratios (medians of per-round ratios): rrc auto / region-decode floor %.3f; val / its decode floor %.3f\n",
+    printf("\nratios (medians of per-round ratios): rrc auto / region-decode floor %.3f; val / its "
+           "decode floor %.3f\n",
            ratio_floor[runs / 2], ratio_val[runs / 2]);
     printf("speedup of the fused auto path over unfused: %.2fx\n", med[0] / med[3]);
     free(out), free(scratch);
@@ -292,10 +312,11 @@ int main(int argc, char **argv)
         long long v;
         if (!strcmp(argv[i], "--n") && i + 1 < argc && parse_i64(argv[i + 1], &v) == 0 && v > 0)
             n = (int)v, i++;
-        else if (!strcmp(argv[i], "--runs") && i + 1 < argc && parse_i64(argv[i + 1], &v) == 0 && v > 0 &&
-                 v <= MAX_RUNS)
+        else if (!strcmp(argv[i], "--runs") && i + 1 < argc && parse_i64(argv[i + 1], &v) == 0 &&
+                 v > 0 && v <= MAX_RUNS)
             runs = (int)v, i++;
-        else if (!strcmp(argv[i], "--keys") && i + 1 < argc && parse_i64(argv[i + 1], &v) == 0 && v > 0)
+        else if (!strcmp(argv[i], "--keys") && i + 1 < argc && parse_i64(argv[i + 1], &v) == 0 &&
+                 v > 0)
             keys = (int)v, i++;
         else if (!strcmp(argv[i], "--fidelity-only"))
             fid_only = 1;
@@ -304,12 +325,15 @@ int main(int argc, char **argv)
         else if (argv[i][0] != '-' && nw < 2)
             where[nw++] = argv[i];
         else {
-            fprintf(stderr, "usage: bench_photos [--n N] [--runs R] [--keys K] [--fidelity-only] SET [BIG]\n");
+            fprintf(
+                stderr,
+                "usage: bench_photos [--n N] [--runs R] [--keys K] [--fidelity-only] SET [BIG]\n");
             return 2;
         }
     }
     if (!nw) {
-        fprintf(stderr, "usage: bench_photos [--n N] [--runs R] [--keys K] [--fidelity-only] SET [BIG]\n");
+        fprintf(stderr,
+                "usage: bench_photos [--n N] [--runs R] [--keys K] [--fidelity-only] SET [BIG]\n");
         return 2;
     }
     set s;

@@ -83,8 +83,8 @@ static void mem_write(void *ctx, void *data, int size)
     m->n += (size_t)size;
 }
 
-static int seed_jpeg(const char *dir, const char *name, uint8_t sel, const uint8_t *px, int h, int w,
-                     int pf, int samp, int flags)
+static int seed_jpeg(const char *dir, const char *name, uint8_t sel, const uint8_t *px, int h,
+                     int w, int pf, int samp, int flags)
 {
     tjhandle tj = tjInitCompress();
     unsigned char *j = NULL;
@@ -116,7 +116,8 @@ static int seeds(const char *dir)
         const char *name;
         int comp;
         uint8_t sel;
-    } pngs[] = {{"png-gray", 1, 0x01}, {"png-ga", 2, 0x12}, {"png-rgb", 3, 0x4c}, {"png-rgba", 4, 0x3e}};
+    } pngs[] = {
+        {"png-gray", 1, 0x01}, {"png-ga", 2, 0x12}, {"png-rgb", 3, 0x4c}, {"png-rgba", 4, 0x3e}};
     for (int k = 0; k < 4; k++) {
         mem m = {0};
         stbi_write_png_to_func(mem_write, &m, W, H, pngs[k].comp, px, W * pngs[k].comp);

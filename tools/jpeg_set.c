@@ -22,9 +22,9 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
+#include "common/idx.h"
 #include "common/rng.h"
 #include "common/util.h"
-#include "common/idx.h"
 
 typedef struct gen {
     int w, h, quality;
@@ -34,10 +34,7 @@ typedef struct gen {
     tjhandle tj;
 } gen;
 
-static uint8_t clamp_u8(float v)
-{
-    return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)(v + 0.5f);
-}
+static uint8_t clamp_u8(float v) { return v < 0 ? 0 : v > 255 ? 255 : (uint8_t)(v + 0.5f); }
 
 /* Background: two colours blended by a sum of sinusoids along x, y and the
  * diagonal, plus per-pixel noise. */
@@ -84,7 +81,12 @@ static void place_item(gen *g, const uint8_t *item, int side, int ox, int oy, co
             float sx = ((float)x + 0.5f) * 28.0f / (float)side - 0.5f;
             int x0 = (int)floorf(sx);
             float fx = sx - (float)x0;
-            int x0c = x0 < 0 ? 0 : x0 > 27 ? 27 : x0, x1c = x0 + 1 > 27 ? 27 : x0 + 1 < 0 ? 0 : x0 + 1;
+            int x0c = x0 < 0    ? 0
+                      : x0 > 27 ? 27
+                                : x0,
+                x1c = x0 + 1 > 27  ? 27
+                      : x0 + 1 < 0 ? 0
+                                   : x0 + 1;
             float v = (1 - fy) * ((1 - fx) * item[y0c * 28 + x0c] + fx * item[y0c * 28 + x1c]) +
                       fy * ((1 - fx) * item[y1c * 28 + x0c] + fx * item[y1c * 28 + x1c]);
             float a = v / 255.0f;

@@ -82,7 +82,9 @@ static int collect(source *s, int *n, const char *arg)
     struct stat st;
     if (stat(arg, &st) != 0) {
         fprintf(stderr, "photo-set: %s: %s%s\n", arg, strerror(errno),
-                strncmp(arg, "/usr/share/backgrounds/mate", 27) ? "" : " (make photos installs mate-backgrounds)");
+                strncmp(arg, "/usr/share/backgrounds/mate", 27)
+                    ? ""
+                    : " (make photos installs mate-backgrounds)");
         return -1;
     }
     if (!S_ISDIR(st.st_mode)) {
@@ -145,7 +147,8 @@ static unsigned char *make_sample(resize_plan *rs, const source *s, rng *r, unsi
 {
     double ratio = exp(log(0.6) + (log(1.8) - log(0.6)) * rng_uniform_d(r));
     int side = 300 + (int)rng_below(r, 201);
-    int oh = ratio >= 1 ? side : (int)lround(side / ratio), ow = ratio >= 1 ? (int)lround(side * ratio) : side;
+    int oh = ratio >= 1 ? side : (int)lround(side / ratio),
+        ow = ratio >= 1 ? (int)lround(side * ratio) : side;
     /* the largest box of that ratio, then 20-100% of its area */
     double bw = s->w, bh = bw / ratio;
     if (bh > s->h)
@@ -190,8 +193,8 @@ static int mkdirs(const char *path)
 }
 
 /* Every sample of one split; the CSV text is appended to *csv. */
-static int write_split(const char *out, const char *split, source *src, int nsrc, int per, uint64_t seed,
-                       char **csv, size_t *csv_len, size_t *bytes)
+static int write_split(const char *out, const char *split, source *src, int nsrc, int per,
+                       uint64_t seed, char **csv, size_t *csv_len, size_t *bytes)
 {
     resize_plan rs = {0};
     int rc = 0;
@@ -205,7 +208,8 @@ static int write_split(const char *out, const char *split, source *src, int nsrc
             break;
         }
         for (int k = 0; k < per && rc == 0; k++) {
-            rng r = rng_keyed(seed, RNG_TOOL, (uint64_t)c * 1000003u + (split[0] == 'v'), (uint64_t)k);
+            rng r =
+                rng_keyed(seed, RNG_TOOL, (uint64_t)c * 1000003u + (split[0] == 'v'), (uint64_t)k);
             unsigned long len;
             unsigned char *jpg = make_sample(&rs, &src[c], &r, &len);
             char rel[512], path[4800];
@@ -249,7 +253,9 @@ static int write_csv(const char *out, const char *split, const char *rows, size_
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: photo-set [--src DIR|FILE]... [--out DIR] [--per-class N] [--val M] [--seed S]\n");
+    fprintf(
+        stderr,
+        "usage: photo-set [--src DIR|FILE]... [--out DIR] [--per-class N] [--val M] [--seed S]\n");
 }
 
 int main(int argc, char **argv)
@@ -299,7 +305,8 @@ int main(int argc, char **argv)
     qsort(src, (size_t)n, sizeof *src, cmp_src);
     for (int i = 1; i < n; i++)
         if (!strcmp(src[i].name, src[i - 1].name)) {
-            fprintf(stderr, "photo-set: two sources named %s (%s, %s)\n", src[i].name, src[i - 1].path, src[i].path);
+            fprintf(stderr, "photo-set: two sources named %s (%s, %s)\n", src[i].name,
+                    src[i - 1].path, src[i].path);
             return 1;
         }
     tjhandle tj = tjInitDecompress();
@@ -317,8 +324,10 @@ int main(int argc, char **argv)
         rc = rc ? rc : write_csv(out, "val", csv, len);
     }
     if (rc == 0)
-        printf("photo-set: %s: %d classes from real photographs, %lld train + %lld val images per class, "
-               "mean %.1f KB\n", out, n, per, val, bytes / 1024.0 / (double)(n * (per + val)));
+        printf("photo-set: %s: %d classes from real photographs, %lld train + %lld val images per "
+               "class, "
+               "mean %.1f KB\n",
+               out, n, per, val, bytes / 1024.0 / (double)(n * (per + val)));
     free(csv);
     for (int i = 0; i < n; i++)
         free(src[i].path), free(src[i].name), free(src[i].rgb);

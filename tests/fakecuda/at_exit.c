@@ -30,8 +30,9 @@ static void write_clock(void)
         fprintf(stderr, "fakecuda: at exit: cannot write %s\n", path);
         return;
     }
-    fprintf(f, "host_ms %.6f\ncompute_ms %.6f\nh2d_ms %.6f\nd2h_ms %.6f\nhost_syncs %d\n"
-               "launches %d\nspin_waits %d\n",
+    fprintf(f,
+            "host_ms %.6f\ncompute_ms %.6f\nh2d_ms %.6f\nd2h_ms %.6f\nhost_syncs %d\n"
+            "launches %d\nspin_waits %d\n",
             c.host_ms, c.compute_ms, c.h2d_ms, c.d2h_ms, c.host_syncs, c.launches, c.spin_waits);
     fclose(f);
 }

@@ -47,8 +47,12 @@ typedef struct cost_model {
 } cost_model;
 
 static const cost_model defaults = {
-    .launch_us = 5.0, .h2d_gbps = 12.0, .d2h_gbps = 12.0,
-    .kernel_us = 10.0, .tflops = 10.0, .dev_gbps = 500.0,
+    .launch_us = 5.0,
+    .h2d_gbps = 12.0,
+    .d2h_gbps = 12.0,
+    .kernel_us = 10.0,
+    .tflops = 10.0,
+    .dev_gbps = 500.0,
 };
 
 static struct {
@@ -69,8 +73,10 @@ static void parse_costs(const char *spec)
     for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
         char *eq = strchr(tok, '=');
         if (!eq || fake_set_cost((*eq = '\0', tok), atof(eq + 1)) != 0)
-            fk_violation("FAKECUDA_COST", "cannot use '%s' (keys: launch_us h2d_gbps d2h_gbps "
-                         "kernel_us tflops dev_gbps)", tok);
+            fk_violation("FAKECUDA_COST",
+                         "cannot use '%s' (keys: launch_us h2d_gbps d2h_gbps "
+                         "kernel_us tflops dev_gbps)",
+                         tok);
     }
 }
 
@@ -175,7 +181,4 @@ void fake_clock(fake_clock_stats *st)
     st->spin_waits = K.spins;
 }
 
-void fk_clock_reset(void)
-{
-    memset(&K, 0, sizeof K);
-}
+void fk_clock_reset(void) { memset(&K, 0, sizeof K); }

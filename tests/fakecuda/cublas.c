@@ -105,32 +105,22 @@ cublasStatus_t cublasGetStream_v2(cublasHandle_t h, cudaStream_t *s)
 const char *cublasGetStatusName(cublasStatus_t s)
 {
     switch (s) {
-    case CUBLAS_STATUS_SUCCESS:
-        return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_NOT_INITIALIZED:
-        return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED:
-        return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE:
-        return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_EXECUTION_FAILED:
-        return "CUBLAS_STATUS_EXECUTION_FAILED";
-    default:
-        return "CUBLAS_STATUS_(other)";
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    default: return "CUBLAS_STATUS_(other)";
     }
 }
 
 const char *cublasGetStatusString(cublasStatus_t s)
 {
     switch (s) {
-    case CUBLAS_STATUS_SUCCESS:
-        return "success";
-    case CUBLAS_STATUS_NOT_INITIALIZED:
-        return "library not initialised (fake)";
-    case CUBLAS_STATUS_INVALID_VALUE:
-        return "an argument is invalid (fake)";
-    default:
-        return "failure (fake)";
+    case CUBLAS_STATUS_SUCCESS: return "success";
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "library not initialised (fake)";
+    case CUBLAS_STATUS_INVALID_VALUE: return "an argument is invalid (fake)";
+    default: return "failure (fake)";
     }
 }
 

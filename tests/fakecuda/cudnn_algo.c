@@ -50,15 +50,9 @@ static const algo_row filter_rows[] = {
 static const algo_row *rows_of(int dir, int *n)
 {
     switch (dir) {
-    case FWD:
-        *n = sizeof fwd_rows / sizeof *fwd_rows;
-        return fwd_rows;
-    case DATA:
-        *n = sizeof data_rows / sizeof *data_rows;
-        return data_rows;
-    default:
-        *n = sizeof filter_rows / sizeof *filter_rows;
-        return filter_rows;
+    case FWD: *n = sizeof fwd_rows / sizeof *fwd_rows; return fwd_rows;
+    case DATA: *n = sizeof data_rows / sizeof *data_rows; return data_rows;
+    default: *n = sizeof filter_rows / sizeof *filter_rows; return filter_rows;
     }
 }
 
@@ -70,12 +64,10 @@ size_t fake_workspace_need(int dir, int algo, const int *xd, const int *wd, cons
     size_t im2col = f * wd[1] * wd[2] * wd[3] * yd[2] * yd[3];
     if (dir == FWD) {
         switch (algo) {
-        case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM:
-            return 0;
+        case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return 0;
         case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM:
             return sizeof(int) * wd[1] * wd[2] * wd[3];
-        case CUDNN_CONVOLUTION_FWD_ALGO_GEMM:
-            return im2col;
+        case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return im2col;
         default:
             return f * ((size_t)xd[0] * xd[1] + (size_t)wd[0] * wd[1]) * (xd[2] + wd[2]) *
                    (xd[3] + wd[3]);
@@ -83,24 +75,19 @@ size_t fake_workspace_need(int dir, int algo, const int *xd, const int *wd, cons
     }
     if (dir == DATA) {
         switch (algo) {
-        case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0:
-            return 0;
-        case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1:
-            return f * xd[1] * xd[2] * xd[3];
+        case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0: return 0;
+        case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1: return f * xd[1] * xd[2] * xd[3];
         default:
             return 4 * f *
                    ((size_t)xd[0] * xd[1] * xd[2] * xd[3] + (size_t)wd[0] * wd[1] * wd[2] * wd[3]);
         }
     }
     switch (algo) {
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0:
-        return 0;
-    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3:
-        return 64;
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0: return 0;
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3: return 64;
     case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1: /* the largest of every deterministic choice */
         return im2col + f * xd[1] * xd[2] * xd[3] + sizeof(int) * wd[1] * wd[2] * wd[3] + 4096;
-    default:
-        return 1u << 20;
+    default: return 1u << 20;
     }
 }
 
@@ -140,11 +127,11 @@ size_t fkd_need(int dir, int algo, const tens *x, const filt *w, const tens *y, 
             (res)[i_].status = r_[i_].status;                                                      \
             (res)[i_].time = 0.1f * (float)(i_ + 1);                                               \
             (res)[i_].memory = need_for(dir, r_[i_].algo, x, w, y);                                \
-            (res)[i_].determinism = fkd_tensor_op_nondet_only() ? CUDNN_NON_DETERMINISTIC          \
-                                                                : r_[i_].det;                      \
+            (res)[i_].determinism =                                                                \
+                fkd_tensor_op_nondet_only() ? CUDNN_NON_DETERMINISTIC : r_[i_].det;                \
             (res)[i_].mathType = fkd_tensor_op_nondet_only() ? CUDNN_TENSOR_OP_MATH                \
                                  : fkd_default_math_only()   ? CUDNN_DEFAULT_MATH                  \
-                                                             : r_[i_].math;                        \
+                                                             : r_[i_].math;                          \
         }                                                                                          \
         *(returned) = n_;                                                                          \
     } while (0)

@@ -680,9 +680,18 @@ cudnnStatus_t cudnnBatchNormalizationForwardTraining(
     const char *api = "cudnnBatchNormalizationForwardTraining";
     ENTER(api);
     NEED_HANDLE(api, h);
-    bn_job j = {.kind = BN_TRAIN, .X = x, .out = y, .scale = scale, .bias = bias, .rmean = rmean,
-                .rvar = rvar, .osmean = smean, .osinv = sinv, .factor = factor};
-    if (!read_bn(api, mode, xd, yd, pd, eps, &j) || !fkd_scalars(api, alpha, beta, &j.alpha, &j.beta))
+    bn_job j = {.kind = BN_TRAIN,
+                .X = x,
+                .out = y,
+                .scale = scale,
+                .bias = bias,
+                .rmean = rmean,
+                .rvar = rvar,
+                .osmean = smean,
+                .osinv = sinv,
+                .factor = factor};
+    if (!read_bn(api, mode, xd, yd, pd, eps, &j) ||
+        !fkd_scalars(api, alpha, beta, &j.alpha, &j.beta))
         return CUDNN_STATUS_BAD_PARAM;
     if (!(factor >= 0.0 && factor <= 1.0)) {
         BAD(api, "exponentialAverageFactor %g outside [0, 1]", factor);
@@ -712,9 +721,15 @@ cudnnStatus_t cudnnBatchNormalizationForwardInference(
     const char *api = "cudnnBatchNormalizationForwardInference";
     ENTER(api);
     NEED_HANDLE(api, h);
-    bn_job j = {.kind = BN_INFER, .X = x, .out = y, .scale = scale, .bias = bias, .emean = emean,
+    bn_job j = {.kind = BN_INFER,
+                .X = x,
+                .out = y,
+                .scale = scale,
+                .bias = bias,
+                .emean = emean,
                 .evar = evar};
-    if (!read_bn(api, mode, xd, yd, pd, eps, &j) || !fkd_scalars(api, alpha, beta, &j.alpha, &j.beta))
+    if (!read_bn(api, mode, xd, yd, pd, eps, &j) ||
+        !fkd_scalars(api, alpha, beta, &j.alpha, &j.beta))
         return CUDNN_STATUS_BAD_PARAM;
     size_t pb = j.p.bytes;
     if (!fkd_dev(api, "x", x, j.x.bytes) || !fkd_dev(api, "y", y, j.x.bytes) ||
@@ -734,8 +749,15 @@ cudnnStatus_t cudnnBatchNormalizationBackward(
     const char *api = "cudnnBatchNormalizationBackward";
     ENTER(api);
     NEED_HANDLE(api, h);
-    bn_job j = {.kind = BN_BWD, .X = x, .dY = dy, .out = dx, .scale = scale, .dscale = dscale,
-                .dbias = dbias, .smean = smean, .sinv = sinv};
+    bn_job j = {.kind = BN_BWD,
+                .X = x,
+                .dY = dy,
+                .out = dx,
+                .scale = scale,
+                .dscale = dscale,
+                .dbias = dbias,
+                .smean = smean,
+                .sinv = sinv};
     tens dxt;
     if (!read_bn(api, mode, xd, dyd, pd, eps, &j) || !fkd_read_tensor(api, "dx", dxd, &dxt) ||
         !same_shape(api, &j.x, &dxt, "x and dx") ||

@@ -38,14 +38,10 @@ int nvmlShutdown(void) { return 0; }
 const char *nvmlErrorString(int r)
 {
     switch (r) {
-    case 3:
-        return "Not Supported (fake)";
-    case 6:
-        return "Not Found (fake)";
-    case 9:
-        return "Driver Not Loaded (fake)";
-    default:
-        return "Unknown Error (fake)";
+    case 3: return "Not Supported (fake)";
+    case 6: return "Not Found (fake)";
+    case 9: return "Driver Not Loaded (fake)";
+    default: return "Unknown Error (fake)";
     }
 }
 

@@ -236,16 +236,11 @@ static void copy_run(void *a)
 static const char *kind_name(enum cudaMemcpyKind k)
 {
     switch (k) {
-    case cudaMemcpyHostToHost:
-        return "HostToHost";
-    case cudaMemcpyHostToDevice:
-        return "HostToDevice";
-    case cudaMemcpyDeviceToHost:
-        return "DeviceToHost";
-    case cudaMemcpyDeviceToDevice:
-        return "DeviceToDevice";
-    default:
-        return "Default";
+    case cudaMemcpyHostToHost: return "HostToHost";
+    case cudaMemcpyHostToDevice: return "HostToDevice";
+    case cudaMemcpyDeviceToHost: return "DeviceToHost";
+    case cudaMemcpyDeviceToDevice: return "DeviceToDevice";
+    default: return "Default";
     }
 }
 

@@ -59,7 +59,7 @@ static struct {
     cudaStream_t streams[STREAM_MAX];
     cudaEvent_t events[EVENT_MAX];
     struct CUstream_st legacy; /* the legacy default stream (NULL) */
-    int eager; /* fake_set_eager_copies */
+    int eager;                 /* fake_set_eager_copies */
 } S;
 
 /* ---------------------------------------------------------------- queues */

@@ -12,8 +12,8 @@
 
 #include "cuda/gpu.h"
 #include "cuda/internal.h"
-#include "tests/support/gpu_test.h"
 #include "tests/fakecuda/fake.h"
+#include "tests/support/gpu_test.h"
 
 static void setup(void)
 {

@@ -300,9 +300,11 @@ Test(fake, batch_norm_descriptor_and_running_variance)
     cudnnHandle_t h;
     cudnnCreate(&h);
     cudnnTensorDescriptor_t x, p, bad;
-    cudnnCreateTensorDescriptor(&x), cudnnCreateTensorDescriptor(&p), cudnnCreateTensorDescriptor(&bad);
+    cudnnCreateTensorDescriptor(&x), cudnnCreateTensorDescriptor(&p),
+        cudnnCreateTensorDescriptor(&bad);
     cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 2, 1, 1, 1);
-    cr_assert_eq(cudnnDeriveBNTensorDescriptor(p, x, CUDNN_BATCHNORM_SPATIAL), CUDNN_STATUS_SUCCESS);
+    cr_assert_eq(cudnnDeriveBNTensorDescriptor(p, x, CUDNN_BATCHNORM_SPATIAL),
+                 CUDNN_STATUS_SUCCESS);
     cudnnSetTensor4dDescriptor(bad, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 2, 1, 1, 1);
     float hx[2] = {1, 3}, one1[1] = {1}, zero1[1] = {0};
     float *dx = dmalloc(8), *dy = dmalloc(8), *sc = dmalloc(4), *sh = dmalloc(4), *rm = dmalloc(4),
@@ -313,20 +315,22 @@ Test(fake, batch_norm_descriptor_and_running_variance)
     cudaMemcpy(rm, zero1, 4, cudaMemcpyHostToDevice);
     cudaMemcpy(rv, zero1, 4, cudaMemcpyHostToDevice);
     float one = 1.0f, zero = 0.0f;
-    cr_expect_eq(cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x, dx,
-                                                        x, dy, bad, sc, sh, 1.0, rm, rv, 1e-5, sm, si),
+    cr_expect_eq(cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x,
+                                                        dx, x, dy, bad, sc, sh, 1.0, rm, rv, 1e-5,
+                                                        sm, si),
                  CUDNN_STATUS_BAD_PARAM);
     char msg[256];
     cudnnGetLastErrorString(msg, sizeof msg);
     cr_expect(strstr(msg, "spatial mode wants 1x1x1x1") != NULL, "%s", msg);
-    cr_expect_eq(cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_PER_ACTIVATION, &one, &zero,
-                                                        x, dx, x, dy, p, sc, sh, 1.0, rm, rv, 1e-5, sm,
-                                                        si),
+    cr_expect_eq(cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_PER_ACTIVATION, &one,
+                                                        &zero, x, dx, x, dy, p, sc, sh, 1.0, rm, rv,
+                                                        1e-5, sm, si),
                  CUDNN_STATUS_BAD_PARAM);
     int refused = fake_violations();
     cr_expect_eq(refused, 2, "both misuses reported");
-    cr_assert_eq(cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x, dx,
-                                                        x, dy, p, sc, sh, 1.0, rm, rv, 0.0, sm, si),
+    cr_assert_eq(cudnnBatchNormalizationForwardTraining(h, CUDNN_BATCHNORM_SPATIAL, &one, &zero, x,
+                                                        dx, x, dy, p, sc, sh, 1.0, rm, rv, 0.0, sm,
+                                                        si),
                  CUDNN_STATUS_SUCCESS);
     float y[2], m, v, inv;
     cudaMemcpy(y, dy, 8, cudaMemcpyDeviceToHost);
@@ -340,7 +344,8 @@ Test(fake, batch_norm_descriptor_and_running_variance)
     cr_expect_eq(fake_violations(), refused, "%s", fake_last_violation());
     cudaFree(dx), cudaFree(dy), cudaFree(sc), cudaFree(sh), cudaFree(rm), cudaFree(rv);
     cudaFree(sm), cudaFree(si);
-    cudnnDestroyTensorDescriptor(x), cudnnDestroyTensorDescriptor(p), cudnnDestroyTensorDescriptor(bad);
+    cudnnDestroyTensorDescriptor(x), cudnnDestroyTensorDescriptor(p),
+        cudnnDestroyTensorDescriptor(bad);
     cudnnDestroy(h);
 }
 

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cuda/gpu.h"
 #include "app/device.h"
+#include "cuda/gpu.h"
 
 static const char *bus = "00000000:01:00.0";
 

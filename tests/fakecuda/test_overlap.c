@@ -68,8 +68,8 @@ static void run_clocked(clock_run *c, int epochs, const char *pin, const char *n
      * the probe model's operations a step at 80 us take about as long */
     char *env[] = {env_clock, "FAKECUDA_COST=kernel_us=80,h2d_gbps=0.0375,launch_us=2",
                    "TRAIN_NVML_LIB=/nonexistent/libnvidia-ml.so.1", NULL};
-    char *argv[] = {bin,     "--model", "probe", "--epochs", ep, "--batch", "16", "--workers", "2",
-                    (char *)pin, (char *)nb, csv, NULL};
+    char *argv[] = {bin,         "--model", "probe",     "--epochs", ep,  "--batch", "16",
+                    "--workers", "2",       (char *)pin, (char *)nb, csv, NULL};
     run_result r;
     run_argv(argv, env, 240, &r);
     cr_assert_eq(r.status, 0, "status %d\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
@@ -163,8 +163,8 @@ Test(overlap, the_trace_shows_copies_under_compute)
     char *tr = path_join(dir, "trace.json");
     char *env[] = {"FAKECUDA_COST=kernel_us=80,h2d_gbps=0.0375,launch_us=2",
                    "TRAIN_NVML_LIB=/nonexistent/libnvidia-ml.so.1", NULL};
-    char *argv[] = {bin, "--model", "probe", "--epochs", "1", "--batch", "16", "--workers", "2",
-                    "--pin", "--non-blocking", "--trace", tr, csv, NULL};
+    char *argv[] = {bin, "--model", "probe",          "--epochs", "1", "--batch", "16", "--workers",
+                    "2", "--pin",   "--non-blocking", "--trace",  tr,  csv,       NULL};
     run_result r;
     run_argv(argv, env, 240, &r);
     cr_assert_eq(r.status, 0, "status %d\n%s\n%s", r.status, r.out, r.err);
@@ -172,16 +172,20 @@ Test(overlap, the_trace_shows_copies_under_compute)
     static const char *py =
         "import json, sys\n"
         "ev = json.load(open(sys.argv[1]))['traceEvents']\n"
-        "procs = {e['pid']: e['args']['name'] for e in ev if e['ph'] == 'M' and e['name'] == 'process_name'}\n"
-        "tracks = {(e['pid'], e['tid']): e['args']['name'] for e in ev if e['ph'] == 'M' and e['name'] == 'thread_name'}\n"
+        "procs = {e['pid']: e['args']['name'] for e in ev if e['ph'] == 'M' and e['name'] == "
+        "'process_name'}\n"
+        "tracks = {(e['pid'], e['tid']): e['args']['name'] for e in ev if e['ph'] == 'M' and "
+        "e['name'] == 'thread_name'}\n"
         "dev = [e for e in ev if e['ph'] == 'X' and procs[e['pid']] == 'device']\n"
         "copy = [e for e in dev if tracks[(e['pid'], e['tid'])] == 'copy']\n"
         "comp = [e for e in dev if tracks[(e['pid'], e['tid'])] == 'compute']\n"
         "assert len(comp) == 12, 'compute spans: %d' % len(comp)\n"
         "assert len(copy) == 24, 'copy spans: %d (labels and pixels per batch)' % len(copy)\n"
         "big = [c for c in copy if c['dur'] > 100]\n"
-        "under = [c for c in big if any(s['ts'] < c['ts'] + c['dur'] and c['ts'] < s['ts'] + s['dur'] for s in comp)]\n"
-        "assert len(under) >= 10, 'only %d of %d batch copies overlap a step' % (len(under), len(big))\n"
+        "under = [c for c in big if any(s['ts'] < c['ts'] + c['dur'] and c['ts'] < s['ts'] + "
+        "s['dur'] for s in comp)]\n"
+        "assert len(under) >= 10, 'only %d of %d batch copies overlap a step' % (len(under), "
+        "len(big))\n"
         "print('ok', len(under))\n";
     char *pyf = write_text(dir, "check.py", py);
     char *pargv[] = {"/usr/bin/python3", pyf, tr, NULL};

@@ -8,8 +8,8 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
-#include "cuda/gpu.h"
 #include "app/device.h"
+#include "cuda/gpu.h"
 #include "tests/fakecuda/fake.h"
 
 static void setup(void) { fake_reset(); }

@@ -12,10 +12,10 @@
 #include <string.h>
 
 #include "cuda/gpu.h"
-#include "tests/support/gpu_test.h"
-#include "tests/support/hostref.h"
 #include "tests/fakecuda/fake.h"
 #include "tests/fakecuda/forked.h"
+#include "tests/support/gpu_test.h"
+#include "tests/support/hostref.h"
 
 static void setup(void) { fake_reset(); }
 

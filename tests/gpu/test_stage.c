@@ -24,8 +24,8 @@
 #include "app/stage.h"
 #include "cuda/gpu.h"
 #include "loader/loader.h"
-#include "tests/support/helpers.h"
 #include "tests/support/gpu_test.h"
+#include "tests/support/helpers.h"
 #ifdef TRAIN_FAKECUDA
 #include "tests/fakecuda/fake.h"
 #endif
@@ -129,14 +129,14 @@ static void check_case(int workers, int non_blocking, int pin, int eager, int sy
 {
     (void)eager;
     loader_config c = {.workers = workers,
-                     .prefetch = 2,
-                     .batch = BATCH,
-                     .sample_bytes = SB,
-                     .nsrc = 1,
-                     .seed = 3,
-                     .load = load,
-                     .worker_init = winit,
-                     .worker_fini = wfini};
+                       .prefetch = 2,
+                       .batch = BATCH,
+                       .sample_bytes = SB,
+                       .nsrc = 1,
+                       .seed = 3,
+                       .load = load,
+                       .worker_init = winit,
+                       .worker_fini = wfini};
     c.src[0] = &ix;
     errbuf e = {{0}};
     run r = {.sync_steps = sync_steps, .workers = workers};
@@ -161,7 +161,8 @@ static void check_case(int workers, int non_blocking, int pin, int eager, int sy
         cr_expect_str_eq(note, "");
     /* looking ahead needs a second slot: 0 workers fill the only one */
     cr_expect_eq(stager_lookahead(r.stager), non_blocking && workers > 0);
-    cr_expect_eq(stager_pinned_bytes(r.stager) > 0, pin, "pinned %zu bytes", stager_pinned_bytes(r.stager));
+    cr_expect_eq(stager_pinned_bytes(r.stager) > 0, pin, "pinned %zu bytes",
+                 stager_pinned_bytes(r.stager));
 
     loader_batch cur, nxt;
     const uint8_t *cur_dev, *nxt_dev = NULL;

@@ -176,7 +176,8 @@ static void pin_nb_case(const char *pin, const char *nb)
         "2", pin, nb, "--json", jg, fm_train, NULL);
     expect_gpu_run(&r);
     int pinned = !strcmp(pin, "--pin");
-    char pmb[8][JSON_VALUE_MAX], col[8][JSON_VALUE_MAX], tnb[8][JSON_VALUE_MAX], tpin[8][JSON_VALUE_MAX];
+    char pmb[8][JSON_VALUE_MAX], col[8][JSON_VALUE_MAX], tnb[8][JSON_VALUE_MAX],
+        tpin[8][JSON_VALUE_MAX];
     cr_assert_eq(json_epoch_values(jg, "pinned_mb", pmb, 8), 2);
     cr_assert_eq(table_column(r.out, "pin_MB", col, 8), 2, "%s", r.out);
     cr_assert_eq(table_column(r.out, "nb", tnb, 8), 2);
@@ -251,11 +252,13 @@ Test(train_e2e, auto_falls_back_to_the_cpu_when_the_gpu_backend_does_not_start)
 {
     char *fail[] = {"FAKECUDA_CUDNN_CREATE=fail", no_nvml[0], NULL};
     run_result r;
-    run(&r, gpu_bin, fail, "--model", "probe", "--epochs", "1", "--batch", "32", "--max-batches", "2",
-        fm_train, NULL);
+    run(&r, gpu_bin, fail, "--model", "probe", "--epochs", "1", "--batch", "32", "--max-batches",
+        "2", fm_train, NULL);
     cr_assert_eq(r.status, 0, "falls back: %s", r.err);
-    cr_assert(strstr(r.out, "device: cpu (the GPU was found but its backend did not start:"), "%s", r.out);
-    cr_assert(strstr(r.out, "cudnnCreate") || strstr(r.out, "CUDNN_STATUS"), "the reason: %s", r.out);
+    cr_assert(strstr(r.out, "device: cpu (the GPU was found but its backend did not start:"), "%s",
+              r.out);
+    cr_assert(strstr(r.out, "cudnnCreate") || strstr(r.out, "CUDNN_STATUS"), "the reason: %s",
+              r.out);
     cr_assert(strstr(r.out, "\ncpu "), "the epoch ran on the cpu: %s", r.out);
     run_free(&r);
     run(&r, gpu_bin, fail, "--device", "cuda", "--model", "probe", "--epochs", "1", fm_train, NULL);
@@ -312,10 +315,7 @@ Test(train_e2e, preload_blocking_matches_the_cpu) { preload_case("--no-non-block
 /* The first training batch waits for every preload build batch
  * (after_previous), so the look-ahead must not fetch it while a build batch
  * is still held: this run once stopped with "every ring slot is held". */
-Test(train_e2e, preload_non_blocking_matches_the_cpu)
-{
-    preload_case("--non-blocking");
-}
+Test(train_e2e, preload_non_blocking_matches_the_cpu) { preload_case("--non-blocking"); }
 
 /* NVML missing: every epoch says n/a, stderr says why exactly once */
 Test(train_e2e, nvml_missing_is_na_with_one_note)

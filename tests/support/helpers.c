@@ -5,11 +5,11 @@
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <errno.h>
-#include <stdarg.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -353,8 +353,8 @@ int json_epoch_values(const char *path, const char *key, char vals[][JSON_VALUE_
     return json_record_values(path, "epoch", key, vals, max);
 }
 
-int json_record_values(const char *path, const char *record, const char *key, char vals[][JSON_VALUE_MAX],
-                       int max)
+int json_record_values(const char *path, const char *record, const char *key,
+                       char vals[][JSON_VALUE_MAX], int max)
 {
     FILE *f = fopen(path, "r");
     cr_assert_not_null(f, "%s: %s", path, strerror(errno));

@@ -70,8 +70,8 @@ int json_epoch_values(const char *path, const char *key, char vals[][JSON_VALUE_
 void assert_same_losses(const char *a, const char *b, int epochs);
 
 /* The same for the records of another kind ("run", "summary"). */
-int json_record_values(const char *path, const char *record, const char *key, char vals[][JSON_VALUE_MAX],
-                       int max);
+int json_record_values(const char *path, const char *record, const char *key,
+                       char vals[][JSON_VALUE_MAX], int max);
 
 /* The process exists and is not a zombie (an orphaned zombie waits for
  * init to reap it, so kill(pid, 0) would still succeed). */

@@ -25,7 +25,8 @@ uint8_t *ti_picture(int h, int w, int c, uint64_t seed)
         for (int x = 0; x < w; x++) {
             float in = ((x - cx) * (x - cx) + (y - cy) * (y - cy) < rad * rad) ? 1.0f : 0.0f;
             for (int k = 0; k < c; k++) {
-                float v = 40 + 150.0f * x / w * (k != 1) + 120.0f * y / h * (k != 0) + 60 * in * (k + 1) / 3;
+                float v = 40 + 150.0f * x / w * (k != 1) + 120.0f * y / h * (k != 0) +
+                          60 * in * (k + 1) / 3;
                 v += (float)(rng_next(&r) % 9) - 4;
                 px[((size_t)y * w + x) * c + k] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
             }
@@ -147,7 +148,8 @@ char *ti_write_gif(const char *dir, const char *name, const uint8_t *idx, int h,
     size_t n = 0, nbits = 0;
     memcpy(g, "GIF89a", 6);
     n = 6;
-    g[n++] = (uint8_t)w, g[n++] = (uint8_t)(w >> 8), g[n++] = (uint8_t)h, g[n++] = (uint8_t)(h >> 8);
+    g[n++] = (uint8_t)w, g[n++] = (uint8_t)(w >> 8), g[n++] = (uint8_t)h,
+    g[n++] = (uint8_t)(h >> 8);
     g[n++] = 0xF7; /* global colour table, 256 entries */
     g[n++] = 0;
     g[n++] = 0;
@@ -155,7 +157,8 @@ char *ti_write_gif(const char *dir, const char *name, const uint8_t *idx, int h,
     n += 768;
     g[n++] = 0x2C; /* image descriptor at 0,0, w x h, no local table */
     g[n++] = 0, g[n++] = 0, g[n++] = 0, g[n++] = 0;
-    g[n++] = (uint8_t)w, g[n++] = (uint8_t)(w >> 8), g[n++] = (uint8_t)h, g[n++] = (uint8_t)(h >> 8);
+    g[n++] = (uint8_t)w, g[n++] = (uint8_t)(w >> 8), g[n++] = (uint8_t)h,
+    g[n++] = (uint8_t)(h >> 8);
     g[n++] = 0;
     g[n++] = 8; /* LZW minimum code size */
 #define EMIT(code)                                                                                 \
@@ -213,7 +216,8 @@ char *ti_write_psd(const char *dir, const char *name, const uint8_t *rgb, int h,
 
 static void put_le32(uint8_t *p, uint32_t v)
 {
-    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16), p[3] = (uint8_t)(v >> 24);
+    p[0] = (uint8_t)v, p[1] = (uint8_t)(v >> 8), p[2] = (uint8_t)(v >> 16),
+    p[3] = (uint8_t)(v >> 24);
 }
 
 char *ti_write_bmp8(const char *dir, const char *name, const uint8_t *idx, int h, int w,

@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/idx.h"
 #include "common/rng.h"
 #include "common/util.h"
-#include "nn/backend.h"
 #include "cpu/cpu.h"
+#include "nn/backend.h"
 #include "nn/model.h"
-#include "common/idx.h"
 
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist"
 
@@ -53,7 +53,8 @@ static inline void assert_close(const float *a, const double *b, size_t n, doubl
 {
     for (size_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - b[i]);
-        cr_assert(d <= atol + rtol * fabs(b[i]), "%s[%zu]: got %.8g, want %.8g", what, i, (double)a[i], b[i]);
+        cr_assert(d <= atol + rtol * fabs(b[i]), "%s[%zu]: got %.8g, want %.8g", what, i,
+                  (double)a[i], b[i]);
     }
 }
 
@@ -119,8 +120,8 @@ static inline void synth_set(nn_set *s, int n, int C, int H, int W, int nclasses
 
 /* One pass over the first n samples of s in order, batch B; returns the
  * mean loss; *acc gets accuracy. Training when lr > 0, else evaluation. */
-static inline double run_epoch(model *m, const nn_set *s, int n, int B, float lr, float mom, float wd,
-                               double *acc)
+static inline double run_epoch(model *m, const nn_set *s, int n, int B, float lr, float mom,
+                               float wd, double *acc)
 {
     size_t px = (size_t)s->C * s->H * s->W;
     step_stats tot = {0};
