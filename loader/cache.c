@@ -13,7 +13,7 @@
 
 #define CACHE_MAGIC "TRAINPC\n"
 /* 3: base images of DCT-scaled JPEGs are resampled by their true extent
- * and --decode is part of the key (issue 16) */
+ * and --decode is part of the key */
 #define CACHE_VERSION 3u
 #define CACHE_HEADER 4096u
 

@@ -1,4 +1,4 @@
-/* test_folder.c — a folder of class folders as the data set (issue 16):
+/* test_folder.c — a folder of class folders as the data set:
  * the index torchvision's ImageFolder would build, on real files, and the
  * real binary's messages and --check on such a folder. */
 #define _GNU_SOURCE

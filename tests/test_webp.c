@@ -1,4 +1,4 @@
-/* test_webp.c — WebP through libwebp (issue 16: gnome-backgrounds ships
+/* test_webp.c — WebP through libwebp (gnome-backgrounds ships
  * only WebP), on files made by Debian's cwebp: lossless ones decode to the
  * source pixels exactly, lossy ones closely, and the DCT-free path serves
  * resize, grey output and the random-resized crop like any other format. */
