@@ -2,6 +2,7 @@
 #
 #   make            build ./train (CUDA when the toolkit and cuDNN are found)
 #   make CUDA=0     force a CPU-only build;  make CUDA=1 insist on CUDA
+#   make MPI=0      build without MPI (one process only);  make MPI=1 insist on it
 #   make deps       install the Debian packages the project needs
 #   make test       deps + every build variant + the Criterion suite under
 #                   AddressSanitizer and UndefinedBehaviorSanitizer
@@ -90,13 +91,14 @@ SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-om
 # top to bottom: a call from a lower folder into a higher one (image/ into
 # loader/, nn/ into cpu/ ...) finds no definition and fails the link.
 #   app     command line, runs, loop, staging glue, report, sweeps, device choice
+#   dist    ranks: MPI, the gradient allreduce (MPI on the CPU, NCCL on GPUs)
 #   cuda    the GPU backend (cuda variants only)
 #   cpu     the CPU backend
 #   nn      models, the backend interface, checkpoints, schedules
 #   loader  data set index, sampler, worker processes and ring, preload cache
 #   image   decode, resize, crop, flip, colour
 #   common  errors, allocation, clocks, hashing, keyed RNG
-LAYERS     := app cuda cpu nn loader image common
+LAYERS     := app dist cuda cpu nn loader image common
 layer_src   = $(sort $(wildcard $(1)/*.c))
 CUDA_CSRC  := $(call layer_src,cuda)
 CUDA_CU    := $(sort $(wildcard cuda/*.cu))
@@ -253,7 +255,7 @@ format-check:
 # ---------------------------------------------------------------- dependencies
 DEB_PKGS := build-essential pkg-config zlib1g-dev libturbojpeg0-dev libjpeg62-turbo-dev libstb-dev libcsv-dev \
             libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist webp libwebp-dev \
-            clang-format
+            clang-format libopenmpi-dev openmpi-bin
 BENCH_PKGS := python3-torch python3-torchvision python3-pil hyperfine
 FUZZ_PKGS := clang libclang-rt-dev
 

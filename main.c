@@ -12,6 +12,7 @@
 #include "app/options.h"
 #include "app/run.h"
 #include "app/sweep.h"
+#include "dist/dist.h"
 #include "loader/dataset.h"
 #include "nn/model.h"
 
@@ -94,6 +95,34 @@ static int check(const options *o)
     return bad ? 2 : 0;
 }
 
+/* Under an MPI launcher a run is one configuration: sweeps, --diagnose and
+ * --workers auto start train again per configuration, which a launcher's
+ * ranks cannot do (each child would join the job as another rank). */
+static int launcher_refuses(const options *o)
+{
+    dist d;
+    errbuf e;
+    if (dist_from_env(&d, &e) != 0) {
+        fprintf(stderr, "train: %s\n", e.msg);
+        return 1;
+    }
+    int auto_workers = 0;
+    for (int i = 0; i < o->workers.n; i++)
+        auto_workers |= o->workers.v[i] < 0;
+    const char *what = o->diagnose           ? "--diagnose"
+                       : auto_workers        ? "--workers auto"
+                       : options_is_sweep(o) ? "a sweep (a comma list)"
+                                             : NULL;
+    if (!d.launched || !what || o->sweep_child)
+        return 0;
+    if (d.rank == 0)
+        fprintf(stderr,
+                "train: %s runs train once per configuration and cannot run under an MPI "
+                "launcher; run it without mpirun, or give one configuration per job\n",
+                what);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -101,6 +130,10 @@ int main(int argc, char **argv)
     if (rc != 0) {
         options_free(&o);
         return rc > 0 ? 0 : 2;
+    }
+    if (launcher_refuses(&o)) {
+        options_free(&o);
+        return 2;
     }
     for (int i = 0; i < o.workers.n && !o.sweep_child && !o.check && !o.diagnose; i++)
         if (o.workers.v[i] < 0) { /* --workers auto: measure once, use everywhere */

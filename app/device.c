@@ -44,6 +44,11 @@ static void choose_cpu(device_choice *c, const char *why)
 
 int device_select(device_kind want, device_choice *c, errbuf *e)
 {
+    return device_select_gpu(want, 0, c, e);
+}
+
+int device_select_gpu(device_kind want, int local_rank, device_choice *c, errbuf *e)
+{
     memset(c, 0, sizeof *c);
     if (want == DEVICE_CPU) {
         choose_cpu(c, "--device cpu");
@@ -52,6 +57,8 @@ int device_select(device_kind want, device_choice *c, errbuf *e)
 #ifdef TRAIN_CUDA
     gpu_info g;
     gpu_probe(0, &g);
+    if (g.status == GPU_OK && local_rank > 0 && local_rank % g.count != 0)
+        gpu_probe(local_rank % g.count, &g);
     if (g.status != GPU_OK) {
         if (want == DEVICE_CUDA)
             return errf(e, "--device cuda: no usable GPU: %s", g.reason);
@@ -68,6 +75,7 @@ int device_select(device_kind want, device_choice *c, errbuf *e)
              gpu_describe(&g, desc, sizeof desc));
     return 0;
 #else
+    (void)local_rank;
     if (want == DEVICE_CUDA)
         return errf(e, "--device cuda: this train was built without CUDA (rebuild where the CUDA "
                        "toolkit with cuDNN is installed: make CUDA=1)");

@@ -40,6 +40,10 @@ int device_built_with_cuda(void);
  * c->line; DEVICE_CUDA without a usable device (or in a CPU-only build)
  * returns -1 with the reason in e (the program exits with status 2). */
 int device_select(device_kind want, device_choice *c, errbuf *e);
+/* The same for data-parallel rank `local_rank` of its node: GPU
+ * local_rank modulo the devices visible (CUDA_VISIBLE_DEVICES set per rank
+ * overrides: it leaves one, which every rank then takes). */
+int device_select_gpu(device_kind want, int local_rank, device_choice *c, errbuf *e);
 
 /* The GPU backend for a DEVICE_CUDA choice; NULL with e filled when it
  * cannot start (or in a CPU-only build). */

@@ -44,13 +44,17 @@ void run_post_jobs(run_ctx *r)
                       .shuffle = o->shuffle,
                       .drop_last = o->drop_last,
                       .max_batches = (uint32_t)o->max_batches,
-                      .after_previous = ep == r->start_epoch && r->build_job >= 0};
+                      .after_previous = ep == r->start_epoch && r->build_job >= 0,
+                      .rank = (uint32_t)r->dist.rank,
+                      .ranks = (uint32_t)r->dist.size};
         int tid = add_job(r, &t, ep);
         if (r->have_val && !o->loader_only) {
             load_job v = {.src = 1,
                           .kind = LOAD_JOB_EVAL,
                           .epoch = (uint32_t)ep,
-                          .batch = (uint32_t)r->batch};
+                          .batch = (uint32_t)r->batch,
+                          .rank = (uint32_t)r->dist.rank,
+                          .ranks = (uint32_t)r->dist.size};
             int vid = add_job(r, &v, ep); /* add_job moves r->jobs */
             r->jobs[tid].val_job = vid;
         }
@@ -82,6 +86,7 @@ static void emit_epoch(run_ctx *r, int tid)
     er.data_wait_pct = 100 * a->wait / t;
     er.copy_pct = 100 * a->copy / t;
     er.compute_pct = o->loader_only ? NAN : 100 * a->compute / t;
+    ranks_epoch(r, tid, &er); /* with several ranks: the whole job's numbers */
     er.gpu_util_avg = er.gpu_util_max = er.gpu_mem_mb = NAN;
     er.gpu_busy_pct = r->be->ops->busy_take && !o->loader_only ? 100 * a->busy / t : NAN;
     if (r->monitor) {
@@ -129,6 +134,7 @@ static void emit_epoch(run_ctx *r, int tid)
     report_epoch_line(stdout, &er, r->table_hide);
     if (r->json)
         report_epoch_json(r->json, &er, &r->mi);
+    er.per_rank = NULL; /* r->per_rank is the last epoch's only */
     r->recs = xrealloc(r->recs, sizeof *r->recs * (size_t)(r->nrecs + 1));
     r->recs[r->nrecs++] = er;
 }
@@ -260,7 +266,13 @@ static int step_batch(run_ctx *r, const loader_batch *b, const uint8_t *dev, err
     job_info *ji = &r->jobs[b->job];
     job_acc *a = &r->acc[b->job];
     uint32_t nb = load_job_batches(r->ldr, b->job);
-    double t0 = now_sec();
+    int agreed = ranks_agree(r); /* every rank goes on, or all stop here */
+    if (agreed != RUN_OK) {
+        stager_done(r->stager, b);
+        report_progress_end(r->progress);
+        return agreed;
+    }
+    double t0 = now_sec(), comm = 0;
     step_stats step = {0};
     if (!o->loader_only) {
         /* before busy_begin: waiting for the copy is not busy */
@@ -272,8 +284,10 @@ static int step_batch(run_ctx *r, const loader_batch *b, const uint8_t *dev, err
         if (ji->kind != LOAD_JOB_EVAL) {
             double lr =
                 lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, (long)b->index, (long)nb);
+            r->m.dist.global_batch = ranks_global_batch(r, b);
             int bad = model_train_step(&r->m, dev, b->labels, (int)b->count, (float)lr,
                                        (float)r->hp.momentum, (float)r->hp.wd, &step);
+            comm = dist_take_comm(&r->dist);
             if (bad == MODEL_STEP_CANCELLED)
                 return step_cancelled(r, b);
             r->steps++;
@@ -296,7 +310,8 @@ static int step_batch(run_ctx *r, const loader_batch *b, const uint8_t *dev, err
         step_stats_add(&a->stats, &step);
     }
     stager_done(r->stager, b);
-    a->compute += now_sec() - t0;
+    a->compute += now_sec() - t0 - comm;
+    a->comm += comm;
     trace_span(r->trace, (int)getpid(), "main", ji->kind == LOAD_JOB_EVAL ? "eval step" : "step",
                t0, now_sec() - t0, (long)b->index);
     a->images += b->count;
@@ -320,6 +335,9 @@ static int end_of_pass(run_ctx *r, int job, int time_up, errbuf *e)
     if (r->be->ops->busy_take) /* taken per pass: validation's busy time stays its own */
         a->busy = r->be->ops->busy_take(r->be);
     trace_device(r);
+    int agreed = ranks_agree(r); /* before the epoch's totals, a collective */
+    if (agreed != RUN_OK)
+        return agreed;
     if (time_up) { /* reported as it is, without its validation pass */
         emit_epoch(r, job);
         return RUN_TIME_UP;

@@ -33,6 +33,8 @@ enum col {
     C_WAIT,
     C_COPY,
     C_COMP,
+    C_COMM,
+    C_RKWAIT,
     C_GPU,
     C_BUSY,
     C_LOSS,
@@ -50,11 +52,11 @@ static const struct {
     const char *name;
     int width;
 } cols[NCOLS] = {
-    {"dev", -5},       {"model", -7}, {"mode", -7},  {"wk", 2},    {"pf", 2},
-    {"pin", 3},        {"nb", 3},     {"batch", 5},  {"|", 1},     {"ep", 3},
-    {"time_s", 8},     {"img/s", 8},  {"wait%", 5},  {"copy%", 5}, {"comp%", 5},
-    {"gpu%avg/mx", 9}, {"busy%", 5},  {"loss", 7},   {"acc", 6},   {"val", 6},
-    {"rss_MB", 7},     {"pss_MB", 7}, {"pin_MB", 6}, {"skip", 4},  {"cache", 0},
+    {"dev", -5},   {"model", -7}, {"mode", -7}, {"wk", 2},    {"pf", 2},       {"pin", 3},
+    {"nb", 3},     {"batch", 5},  {"|", 1},     {"ep", 3},    {"time_s", 8},   {"img/s", 8},
+    {"wait%", 5},  {"copy%", 5},  {"comp%", 5}, {"comm%", 5}, {"wmax%@rk", 8}, {"gpu%avg/mx", 9},
+    {"busy%", 5},  {"loss", 7},   {"acc", 6},   {"val", 6},   {"rss_MB", 7},   {"pss_MB", 7},
+    {"pin_MB", 6}, {"skip", 4},   {"cache", 0},
 };
 
 static void print_cells(FILE *f, char cell[NCOLS][32], unsigned hide)
@@ -97,6 +99,11 @@ static void epoch_cells(const epoch_rec *r, char cell[NCOLS][32])
     fmt_num(cell[C_WAIT], n, "%.1f", r->data_wait_pct, "n/a");
     fmt_num(cell[C_COPY], n, "%.1f", r->copy_pct, "n/a");
     fmt_num(cell[C_COMP], n, "%.1f", r->compute_pct, "n/a");
+    fmt_num(cell[C_COMM], n, "%.1f", r->comm_pct, "n/a");
+    if (r->ranks > 1)
+        snprintf(cell[C_RKWAIT], n, "%.1f@%d", r->wait_max_pct, r->wait_max_rank);
+    else
+        snprintf(cell[C_RKWAIT], n, "n/a");
     if (isnan(r->gpu_util_avg))
         snprintf(cell[C_GPU], n, "n/a");
     else
@@ -138,9 +145,11 @@ static int table_width(const epoch_rec *r, unsigned hide)
 
 unsigned report_columns(const epoch_rec *first, int width)
 {
-    if (width <= 0 || table_width(first, 0) <= width)
-        return 0;
-    unsigned hide = 0;
+    /* one process: the ranks' columns do not exist */
+    unsigned solo = first->ranks > 1 ? 0 : 1u << C_COMM | 1u << C_RKWAIT;
+    if (width <= 0 || table_width(first, solo) <= width)
+        return solo;
+    unsigned hide = solo;
     if (!strcmp(first->cfg.device, "cpu")) /* GPU staging: nothing to pin, copy or overlap */
         hide |= 1u << C_PIN | 1u << C_NB | 1u << C_COPY | 1u << C_PINMB;
     /* n/a in the first epoch stays n/a: no NVML, no device timing, no
@@ -286,6 +295,23 @@ void report_run_json(FILE *f, const run_header *h, const machine_info *m)
     fflush(f);
 }
 
+/* ,"ranks":K,"comm_pct":..,"rank_images_per_s":[..],"rank_wait_pct":[..],... */
+static void json_ranks(FILE *f, const epoch_rec *r)
+{
+    fprintf(f, ",\"ranks\":%d", r->ranks);
+    json_num(f, "comm_pct", r->comm_pct);
+    fprintf(f, ",\"reduced_bytes_per_step\":%llu", (unsigned long long)r->reduced_bytes);
+    json_num(f, "wait_max_pct", r->wait_max_pct);
+    fprintf(f, ",\"wait_max_rank\":%d,", r->wait_max_rank);
+    json_str(f, "wait_max_host", r->wait_max_host);
+    for (int k = 0; k < 2 && r->per_rank; k++) {
+        fprintf(f, ",\"%s\":[", k ? "rank_wait_pct" : "rank_images_per_s");
+        for (int i = 0; i < r->ranks; i++)
+            fprintf(f, "%s%.6g", i ? "," : "", r->per_rank[2 * i + k]);
+        fputc(']', f);
+    }
+}
+
 void report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m)
 {
     fputs("{\"record\":\"epoch\",", f);
@@ -309,6 +335,8 @@ void report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m)
     json_num(f, "rss_mb", r->rss_mb);
     json_num(f, "pss_mb", r->pss_mb);
     json_num(f, "pinned_mb", r->pinned_mb);
+    if (r->ranks > 1)
+        json_ranks(f, r);
     fprintf(f, ",\"procs\":%d,\"skipped\":%llu,", r->procs, (unsigned long long)r->skipped);
     json_str(f, "cache", r->cache);
     json_machine(f, m);
@@ -327,6 +355,8 @@ void report_summary_json(FILE *f, const summary_rec *s, const machine_info *m)
     json_num(f, "data_wait_pct", s->data_wait_pct);
     json_num(f, "copy_pct", s->copy_pct);
     json_num(f, "compute_pct", s->compute_pct);
+    if (!isnan(s->comm_pct))
+        json_num(f, "comm_pct", s->comm_pct);
     json_num(f, "gpu_util_avg", s->gpu_util_avg);
     json_num(f, "final_loss", s->final_loss);
     json_num(f, "final_train_acc", s->final_train_acc);
@@ -349,12 +379,12 @@ void report_summarise(const epoch_rec *recs, int n, double build_s, summary_rec 
     memset(s, 0, sizeof *s);
     s->preload_build_s = build_s;
     s->epoch_s_median = s->images_per_s = s->gpu_util_avg = NAN;
-    s->data_wait_pct = s->copy_pct = s->compute_pct = NAN;
+    s->data_wait_pct = s->copy_pct = s->compute_pct = s->comm_pct = NAN;
     s->final_loss = s->final_train_acc = s->final_val_acc = NAN;
     if (n > 0)
         s->cfg = recs[0].cfg;
     double *t = xmalloc(sizeof(double) * (size_t)(n ? n : 1));
-    double secs = 0, images = 0, wait = 0, copy = 0, comp = 0, gpu = 0;
+    double secs = 0, images = 0, wait = 0, copy = 0, comp = 0, comm = 0, gpu = 0;
     int m = 0, ngpu = 0;
     for (int i = 0; i < n; i++) {
         const epoch_rec *r = &recs[i];
@@ -371,6 +401,7 @@ void report_summarise(const epoch_rec *recs, int n, double build_s, summary_rec 
         wait += r->data_wait_pct * r->epoch_s;
         copy += r->copy_pct * r->epoch_s;
         comp += r->compute_pct * r->epoch_s;
+        comm += r->ranks > 1 ? r->comm_pct * r->epoch_s : NAN;
         if (!isnan(r->gpu_util_avg)) {
             gpu += r->gpu_util_avg;
             ngpu++;
@@ -384,6 +415,7 @@ void report_summarise(const epoch_rec *recs, int n, double build_s, summary_rec 
         s->data_wait_pct = wait / secs;
         s->copy_pct = copy / secs;
         s->compute_pct = comp / secs;
+        s->comm_pct = comm / secs;
         if (ngpu)
             s->gpu_util_avg = gpu / ngpu;
     }

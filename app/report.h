@@ -33,6 +33,14 @@ typedef struct epoch_rec {
     uint64_t skipped;
     const char *cache; /* warm | cold | preload */
     double lr;
+    /* data-parallel ranks (ranks 1: the rest is unused and not reported) */
+    int ranks;
+    double comm_pct;           /* time in gradient sums, mean over the ranks */
+    double wait_max_pct;       /* the slowest rank's data wait ... */
+    int wait_max_rank;         /* ... that rank ... */
+    const char *wait_max_host; /* ... and its host */
+    uint64_t reduced_bytes;    /* gradient bytes summed per step */
+    const double *per_rank;    /* ranks x (images/s, wait%), valid while reporting */
 } epoch_rec;
 
 typedef struct summary_rec {
@@ -41,6 +49,7 @@ typedef struct summary_rec {
     double epoch_s_median;
     double images_per_s; /* over the counted epochs */
     double data_wait_pct, copy_pct, compute_pct, gpu_util_avg;
+    double comm_pct; /* NaN for one process */
     double final_loss, final_train_acc, final_val_acc;
     double pss_mb_max;
     double preload_build_s; /* NaN when not preloading */

@@ -373,7 +373,7 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
     device_kind want = o->device_want;
     if (o->loader_only && want == DEVICE_AUTO)
         want = DEVICE_CPU;
-    if (device_select(want, &r->dev, e) != 0)
+    if (device_select_gpu(want, r->dist.local_rank, &r->dev, e) != 0)
         return RUN_BAD_INPUT;
     if (o->loader_only && r->dev.kind == DEVICE_CPU)
         snprintf(r->dev.line, sizeof r->dev.line, "device: none (--loader-only: no model runs)");
@@ -385,6 +385,8 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
      * design) left LeNet on PNGs 45-80% slower with 2 workers and made no
      * difference on E1's JPEGs (docs/EXPERIMENTS.md, E2). */
     r->threads = o->threads ? o->threads : cores;
+    if (!o->threads && r->dist.local_size > 1) /* ranks on one node share its cores */
+        r->threads = cores / r->dist.local_size > 0 ? cores / r->dist.local_size : 1;
     if (r->dev.kind == DEVICE_CUDA) {
         r->be = device_create_cuda(&r->dev, e);
         if (!r->be && want == DEVICE_CUDA)
@@ -402,8 +404,11 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
         if (!r->be)
             return RUN_INTERNAL;
     }
-    r->be->cancel =
-        &g_signal; /* Ctrl-C stops a step between layers and between the CPU backend's tasks */
+    /* Ctrl-C stops a step between layers and between the CPU backend's
+     * tasks; with several ranks a step always ends (a rank cut short would
+     * miss the gradient sum the others wait in), and the signal stops every
+     * rank at the next agreement instead */
+    r->be->cancel = r->dist.size > 1 ? NULL : &g_signal;
     r->stager = stager_create(r->be, r->ldr, r->sample_bytes, r->batch, r->c.pin, r->c.non_blocking,
                               o->pin_force, note, note_len, e);
     if (!r->stager)
@@ -524,6 +529,12 @@ static void print_first_line(run_ctx *r)
                o->csv, r->train.n, r->have_val ? " (+ validation)" : "", r->batch, r->c.workers,
                r->c.prefetch, mode_name(r->c.mode), (unsigned long long)o->seed);
     }
+    if (r->dist.size > 1)
+        printf("ranks %d (%d on this node): each loads its slice of every global batch of %d "
+               "(%d-%d samples); gradients summed with %s\n",
+               r->dist.size, r->dist.local_size, r->batch, r->batch / r->dist.size,
+               (r->batch + r->dist.size - 1) / r->dist.size,
+               r->dev.kind == DEVICE_CUDA ? "NCCL" : "MPI");
     dataset_print_classes(&r->train, stdout);
     if (r->use_cache && r->o->cache)
         printf("preload: %s\n", r->cache.note);
@@ -538,6 +549,8 @@ static void cleanup(run_ctx *r)
         model_free(&r->m);
     g_loader = NULL;
     loader_destroy(r->ldr); /* stops and reaps every loader process */
+    dist_stop(&r->dist);    /* NCCL's communicator before the backend's streams go */
+    free(r->per_rank);
     if (r->be)
         r->be->ops->destroy(r->be);
     if (r->use_cache)
@@ -559,10 +572,43 @@ static void cleanup(run_ctx *r)
     r->trace = NULL;
 }
 
+/* Under a launcher, ranks other than 0 write nothing: no table, no
+ * --json, --save, --trace or summary (rank 0 writes them for the job).
+ * Their messages reach rank 0 through dist_end. */
+static const options *quiet_rank(const options *o, options *copy, const dist *d)
+{
+    if (d->rank == 0)
+        return o;
+    *copy = *o;
+    copy->json = copy->save = copy->trace = copy->summary_out = NULL;
+    copy->progress = 0;
+    if (!freopen("/dev/null", "w", stdout))
+        fclose(stdout);
+    return copy;
+}
+
+/* What this rank's run ends with, said once for the job: the message (by
+ * rank 0: the first failing rank's, naming it) and the job's status. */
+static int say_end(run_ctx *r, int rc, const char *msg)
+{
+    char out[ERR_MAX + 2 * DIST_HOST_MAX];
+    rc = dist_end(&r->dist, rc, r->dist_follow ? "" : msg, out, sizeof out);
+    if (out[0])
+        fprintf(stderr, "%s%s\n", strncmp(out, "train:", 6) ? "train: " : "", out);
+    return rc;
+}
+
 int run_one(const options *o, const run_choice *c)
 {
     run_ctx r;
     memset(&r, 0, sizeof r);
+    options quiet;
+    errbuf de;
+    if (dist_from_env(&r.dist, &de) != 0) {
+        fprintf(stderr, "train: %s\n", de.msg);
+        return RUN_BAD_INPUT;
+    }
+    o = quiet_rank(o, &quiet, &r.dist);
     r.o = o;
     r.c = *c;
     r.progress = o->progress < 0 ? isatty(2) : o->progress;
@@ -581,11 +627,20 @@ int run_one(const options *o, const run_choice *c)
     if (r.json) /* the command line and data, even for a run that stops here */
         run_write_header(&r);
     if (rc == RUN_OK)
-        rc = setup_loader(&r, &e); /* forks: nothing threaded before this */
+        rc = setup_loader(&r, &e);                    /* forks: nothing threaded before this */
+    if (rc == RUN_OK && dist_start(&r.dist, &e) != 0) /* MPI: after the fork */
+        rc = RUN_INTERNAL;
     if (rc == RUN_OK)
         rc = setup_device(&r, note, sizeof note, &e);
     if (rc == RUN_OK)
         rc = setup_model(&r, &e);
+    if (r.dist.active) { /* every rank set up, or none goes on */
+        int mine = rc;
+        rc = dist_agree(&r.dist, rc);
+        r.dist_follow = mine == RUN_OK && rc != RUN_OK;
+        if (rc == RUN_OK && !o->loader_only && dist_attach(&r.dist, &r.m, &e) != 0)
+            rc = RUN_INTERNAL; /* the same parameters everywhere, the gradient sum hooked */
+    }
     if (r.dev.kind == DEVICE_CUDA)
         snprintf(r.mi.gpu, sizeof r.mi.gpu, "%.120s", r.dev.line);
     if (rc == RUN_OK) {
@@ -595,15 +650,12 @@ int run_one(const options *o, const run_choice *c)
         run_post_jobs(&r);
         rc = o->diag_phase == DIAG_REFEED ? run_refeed_loop(&r, &e) : run_train_loop(&r, &e);
     }
-    if (rc != RUN_OK) {
-        if (rc == LOADER_INTERRUPTED || g_signal) {
-            int sig = g_signal ? g_signal : SIGINT;
-            fprintf(stderr, "train: interrupted by %s; loader stopped\n", strsignal(sig));
-            rc = 128 + sig;
-        } else {
-            fprintf(stderr, "%s%s\n", strncmp(e.msg, "train:", 6) ? "train: " : "", e.msg);
-        }
+    if (rc != RUN_OK && (rc == LOADER_INTERRUPTED || g_signal) && !r.dist_follow) {
+        int sig = g_signal ? g_signal : SIGINT;
+        snprintf(e.msg, sizeof e.msg, "interrupted by %s; loader stopped", strsignal(sig));
+        rc = 128 + sig;
     }
+    rc = say_end(&r, rc, e.msg);
     summary_rec s;
     report_summarise(r.recs, r.nrecs, r.use_cache ? r.build_s : NAN, &s);
     s.status = rc;

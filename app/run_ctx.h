@@ -11,12 +11,14 @@
 #include "app/report.h"
 #include "app/run.h"
 #include "app/stage.h"
+#include "dist/dist.h"
 #include "loader/cache.h"
 #include "loader/loader.h"
 #include "nn/model.h"
 
 typedef struct job_acc {
     double t0, t1, wait, copy, compute, busy;
+    double comm;         /* in gradient sums across ranks (part of each step, not in compute) */
     double made0, made1; /* when the loader began its first batch and
                             finished its last (an epoch lasts at least
                             that long, whatever the ring held ahead) */
@@ -73,6 +75,10 @@ typedef struct run_ctx {
     int progress;
     int said_util_na;
     unsigned table_hide; /* epoch-table columns left out (report_columns) */
+    /* data-parallel ranks (one process: rank 0 of 1, inactive) */
+    dist dist;
+    int dist_follow;  /* the run stopped because another rank failed */
+    double *per_rank; /* the last epoch's images/s and wait% per rank (rank 0) */
 } run_ctx;
 
 /* process() status (never an exit status): the training pass reached
@@ -95,5 +101,18 @@ void run_post_jobs(run_ctx *r);
 int run_train_loop(run_ctx *r, errbuf *e);
 /* --diag-phase refeed: the model alone on batches kept in device memory. */
 int run_refeed_loop(run_ctx *r, errbuf *e);
+
+/* ---- ranks.c: the epoch loop's side of data parallelism (dist/dist.h) */
+/* Before each step and each pass's totals: every rank states that it goes
+ * on. RUN_OK, or the status another rank stopped with (then this rank
+ * stops too, quietly: r->dist_follow). No-op for one process. */
+int ranks_agree(run_ctx *r);
+/* The job-wide numbers of the epoch ending with training job tid (and its
+ * validation job): losses and counts summed over the ranks, images summed,
+ * time shares averaged, the slowest rank's wait, comm%. A collective. */
+void ranks_epoch(run_ctx *r, int tid, epoch_rec *er);
+/* The samples of batch b over every rank (b holds this rank's slice): what
+ * the loss is averaged over. 0 for one process (the batch's own count). */
+int ranks_global_batch(const run_ctx *r, const loader_batch *b);
 
 #endif

@@ -236,3 +236,5 @@ backend *backend_cuda_create(int device, errbuf *e)
         cudnnSetActivationDescriptor(g->relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
     return be;
 }
+
+void *backend_cuda_stream(backend *be) { return gpu_of(be)->compute; }

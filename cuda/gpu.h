@@ -50,6 +50,9 @@ const char *gpu_describe(const gpu_info *g, char *buf, size_t len);
  * when a handle or stream cannot be created. Fill-in of every op and of the
  * optional staging/timing block. */
 backend *backend_cuda_create(int device, errbuf *e);
+/* Its compute stream (a cudaStream_t), for work another library enqueues
+ * in the backend's order: dist/'s ncclAllReduce of the gradients. */
+void *backend_cuda_stream(backend *be);
 
 /* ---- self-test: every op on the GPU against the CPU backend (its twin,
  * twin.h) on a tiny net's shapes, the staging path, and lenet trained a few

@@ -77,6 +77,10 @@ typedef struct load_job {
     uint32_t max_batches; /* > 0: stop the pass after this many batches */
     int after_previous;   /* no batch starts before every earlier batch is
                              released (e.g. training after the preload build) */
+    /* data-parallel ranks (sampler_slice): this process loads slice `rank`
+     * of `ranks` of every batch; ranks 0 or 1 loads whole batches. A slice
+     * may be empty (a batch with fewer samples than ranks): count 0. */
+    uint32_t rank, ranks;
 } load_job;
 
 typedef struct loader_batch {

@@ -33,3 +33,14 @@ uint32_t sampler_batch_size(uint32_t n, uint32_t B, uint32_t b)
         return 0;
     return n - start < B ? (uint32_t)(n - start) : B;
 }
+
+uint32_t sampler_slice(uint32_t count, uint32_t rank, uint32_t ranks, uint32_t *first)
+{
+    if (ranks <= 1) {
+        *first = 0;
+        return count;
+    }
+    uint64_t lo = (uint64_t)rank * count / ranks, hi = (uint64_t)(rank + 1) * count / ranks;
+    *first = (uint32_t)lo;
+    return (uint32_t)(hi - lo);
+}

@@ -21,4 +21,13 @@ uint32_t sampler_batches(uint32_t n, uint32_t B, int drop_last);
 /* Size of batch b (B, or the remainder for the last partial batch). */
 uint32_t sampler_batch_size(uint32_t n, uint32_t B, uint32_t b);
 
+/* Data-parallel ranks cut every batch of `count` samples (the global batch,
+ * or the short last one) into `ranks` contiguous slices: slice r is
+ * [r*count/ranks, (r+1)*count/ranks) (floor), so slices differ by at most
+ * one sample, every sample is in exactly one, and a batch smaller than
+ * `ranks` leaves some slices empty (never padded with repeats). Sets
+ * *first to the slice's offset in the batch and returns its length.
+ * ranks 0 or 1: the whole batch. */
+uint32_t sampler_slice(uint32_t count, uint32_t rank, uint32_t ranks, uint32_t *first);
+
 #endif

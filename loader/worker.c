@@ -57,7 +57,9 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
     const dataset *ix = p->cfg.src[je->job.src];
     const uint32_t *perm = p->perms + (size_t)h->job * p->max_n;
     uint32_t B = je->job.batch;
-    uint32_t count = sampler_batch_size(je->n, B, h->index);
+    uint32_t first;
+    uint32_t count =
+        sampler_slice(sampler_batch_size(je->n, B, h->index), je->job.rank, je->job.ranks, &first);
     int32_t *labels = p->labels + (size_t)s * p->cfg.batch;
     uint32_t *indices = p->indices + (size_t)s * p->cfg.batch;
     uint8_t *data = p->ring + (size_t)s * p->slot_stride;
@@ -69,7 +71,7 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
     h->skipped = 0;
     h->msg[0] = '\0';
     for (uint32_t i = 0; i < count; i++) {
-        uint32_t idx = perm[(size_t)h->index * B + i];
+        uint32_t idx = perm[(size_t)h->index * B + first + i];
         uint8_t *out = build ? NULL : data + (size_t)i * p->cfg.sample_bytes;
         errbuf e;
         int rc = load_one(p, wctx, je, idx, idx, out, &e);

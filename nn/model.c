@@ -563,8 +563,10 @@ static int forward_loss(model *m, const uint8_t *x, const int32_t *labels, int B
         if (backend_cancelled(be))
             return -1;
     }
+    /* the mean over the global batch when the ranks split it (model.dist) */
+    int over = train && m->dist.global_batch > 0 ? m->dist.global_batch : B;
     o->softmax_xent(be, m->dlogits, m->loss, m->pred, m->layers[m->nlayers - 1].out, dlabels, B,
-                    m->nclasses, 1.0f / (float)B);
+                    m->nclasses, 1.0f / (float)over);
     return backend_cancelled(be) ? -1 : 0;
 }
 
@@ -741,14 +743,32 @@ void model_sgd_step(model *m, float lr, float momentum, float wd)
 
 void model_stage_labels(model *m, const int32_t *dev_labels) { m->staged_labels = dev_labels; }
 
+/* A rank with nothing in this batch: a zero gradient into the sum. */
+static void zero_grads(model *m)
+{
+    float *zero = xcalloc(m->nparams, sizeof(float));
+    m->be->ops->upload(m->be, m->grads, zero, m->nparams * sizeof(float));
+    free(zero);
+}
+
 int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, float lr,
                      float momentum, float wd, step_stats *st)
 {
+    if (B == 0 && m->dist.reduce) {
+        zero_grads(m);
+        m->dist.reduce(m->dist.ctx, m->grads, m->nparams);
+        model_sgd_step(m, lr, momentum, wd);
+        if (st)
+            *st = (step_stats){0};
+        return MODEL_STEP_OK;
+    }
     check_batch(m, labels, B, "model_train_step");
     /* the flag never goes back to 0, so an operation cut short anywhere
      * before here is seen here, before the update */
     if (forward_loss(m, x, labels, B, 1) != 0 || backward(m, B) != 0)
         return MODEL_STEP_CANCELLED;
+    if (m->dist.reduce)
+        m->dist.reduce(m->dist.ctx, m->grads, m->nparams);
     model_sgd_step(m, lr, momentum, wd);
     return collect(m, labels, B, st);
 }

@@ -27,7 +27,12 @@
  * normalise with the batch's statistics and update the running ones;
  * model_eval_step uses the running ones.
  *
- * Left out: other optimisers, dropout, mixed precision, data parallelism.
+ * Data parallelism reaches the model as a hook (model.dist, set by its
+ * owner; dist/ fills it): the loss is averaged over the global batch of
+ * every rank, and the gradient slab is summed over the ranks between the
+ * backward pass and the update. Without it the model is one process's.
+ *
+ * Left out: other optimisers, dropout, mixed precision.
  */
 #ifndef TRAIN_MODEL_H
 #define TRAIN_MODEL_H
@@ -107,6 +112,18 @@ typedef struct model_layer {
     } plans[MODEL_PLAN_SLOTS];
 } model_layer;
 
+/* Data-parallel training (all zero: one process). */
+typedef struct model_dist {
+    /* sums grads (device, n floats) over the ranks, in place; called by
+     * every training step between backward and the update, also for a rank
+     * whose slice of the batch is empty (its gradient is zero) */
+    void (*reduce)(void *ctx, float *grads, size_t n);
+    void *ctx;
+    /* the next training step's samples over every rank: the loss, and so
+     * the gradient, is averaged over this many (0: the step's own B) */
+    int global_batch;
+} model_dist;
+
 typedef struct model {
     char name[MODEL_NAME_MAX];
     int C, H, W, nclasses, max_batch;
@@ -123,6 +140,7 @@ typedef struct model {
     float *grads;           /* device (nparams), written by the last backward pass */
     float *momentum;        /* device (nparams) */
     float mean[MODEL_MAX_CHANNELS], std[MODEL_MAX_CHANNELS];
+    model_dist dist; /* data parallelism, set by the owner */
 
     /* private: activations and scratch */
     float *x;        /* device, max_batch x C x H x W normalised input */
@@ -197,7 +215,10 @@ int model_forward_backward(model *m, const uint8_t *x, const int32_t *labels, in
  * the conv and fc weights only when m->decay_weights_only); running
  * statistics are left alone. */
 void model_sgd_step(model *m, float lr, float momentum, float wd);
-/* model_forward_backward + model_sgd_step: one training step. The results
+/* model_forward_backward + (m->dist.reduce) + model_sgd_step: one training
+ * step. With m->dist.reduce set, B may be 0 (this rank's slice of the last
+ * batch is empty): the step contributes a zero gradient and still updates.
+ * The results
  * are downloaded before it returns, so timing around it measures the whole
  * step's compute. Returns MODEL_STEP_NONFINITE (the update applied, the
  * parameters now suspect) when some loss was NaN or infinite: stop the run;

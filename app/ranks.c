@@ -1,0 +1,97 @@
+/* ranks.c — the epoch loop's side of data parallelism (run_ctx.h): the
+ * agreement before every step, and one epoch line for the whole job.
+ *
+ * Every rank runs the same jobs with the same number of batches (each
+ * loads its slice of every global batch), so every rank reaches these
+ * calls in the same order; dist.h says why each collective is preceded by
+ * an agreement. With one process both calls do nothing.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/run_ctx.h"
+#include "loader/sampler.h"
+
+int ranks_agree(run_ctx *r)
+{
+    if (!r->dist.active)
+        return RUN_OK;
+    int st = dist_agree(&r->dist, RUN_OK);
+    if (st != RUN_OK)
+        r->dist_follow = 1;
+    return st;
+}
+
+/* one job's step results summed over the ranks (exact: counts, and loss
+ * sums in double) */
+static void sum_stats(run_ctx *r, step_stats *s)
+{
+    double v[4] = {s->loss_sum, (double)s->correct, (double)s->n, (double)s->nonfinite};
+    dist_sum(&r->dist, v, 4);
+    s->loss_sum = v[0];
+    s->correct = (long)v[1];
+    s->n = (long)v[2];
+    s->nonfinite = (long)v[3];
+}
+
+/* per rank, what ranks_epoch gathers */
+enum { G_TIME, G_IMAGES, G_WAIT, G_COPY, G_COMPUTE, G_COMM, G_N };
+
+void ranks_epoch(run_ctx *r, int tid, epoch_rec *er)
+{
+    er->ranks = r->dist.active ? r->dist.size : 1;
+    er->comm_pct = er->wait_max_pct = NAN;
+    if (er->ranks < 2)
+        return;
+    job_acc *a = &r->acc[tid];
+    sum_stats(r, &a->stats);
+    int vid = r->jobs[tid].val_job;
+    if (vid >= 0)
+        sum_stats(r, &r->acc[vid].stats);
+    double mine[G_N] = {er->epoch_s, (double)a->images, a->wait, a->copy, a->compute, a->comm};
+    double *all = xcalloc((size_t)er->ranks * G_N, sizeof(double));
+    dist_gather(&r->dist, mine, G_N, all);
+    /* images/s and wait% per rank, kept for the JSON writer */
+    free(r->per_rank);
+    double *per_rank = r->per_rank = xcalloc((size_t)er->ranks * 2, sizeof(double));
+    /* the job's epoch lasts as long as its slowest rank's; shares are the
+     * ranks' mean; images add up */
+    double t = 0, images = 0, share[G_N] = {0};
+    for (int k = 0; k < er->ranks; k++) {
+        const double *g = all + (size_t)k * G_N;
+        double tk = g[G_TIME] > 0 ? g[G_TIME] : 1e-9;
+        t = g[G_TIME] > t ? g[G_TIME] : t;
+        images += g[G_IMAGES];
+        for (int j = G_WAIT; j < G_N; j++)
+            share[j] += 100 * g[j] / tk / er->ranks;
+        per_rank[2 * k] = g[G_IMAGES] / tk;
+        per_rank[2 * k + 1] = 100 * g[G_WAIT] / tk;
+        if (k == 0 || per_rank[2 * k + 1] > er->wait_max_pct) {
+            er->wait_max_pct = per_rank[2 * k + 1];
+            er->wait_max_rank = k;
+        }
+    }
+    free(all);
+    if (r->dist.rank != 0)
+        return; /* only rank 0 reports; the gathered values are its alone */
+    er->epoch_s = t;
+    er->images = (uint64_t)images;
+    er->images_per_s = images / (t > 0 ? t : 1e-9);
+    er->data_wait_pct = share[G_WAIT];
+    er->copy_pct = share[G_COPY];
+    if (!isnan(er->compute_pct))
+        er->compute_pct = share[G_COMPUTE];
+    er->comm_pct = share[G_COMM];
+    er->wait_max_host = dist_host_of(&r->dist, er->wait_max_rank);
+    er->reduced_bytes = r->dist.reduced_bytes;
+    er->per_rank = per_rank;
+}
+
+int ranks_global_batch(const run_ctx *r, const loader_batch *b)
+{
+    if (!r->dist.active || r->dist.size < 2)
+        return 0;
+    const dataset *ds = r->jobs[b->job].kind == LOAD_JOB_EVAL ? &r->val : &r->train;
+    return (int)sampler_batch_size(ds->n, (uint32_t)r->batch, b->index);
+}

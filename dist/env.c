@@ -1,0 +1,60 @@
+/* env.c — who this process is, from the launcher's environment alone
+ * (dist_from_env, see dist.h): read before MPI starts, so the loader can
+ * fork first and so ranks other than 0 can keep quiet from the start.
+ * Every MPI launcher exports the rank; Open MPI, PMI (MPICH's hydra, Intel
+ * MPI, srun --mpi=pmi2) and PMIx (srun --mpi=pmix) are recognised. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist/dist.h"
+
+/* the first of names[] that is set, as a number; -1 when none is */
+static int env_int(const char *const *names)
+{
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        if (v && *v)
+            return atoi(v);
+    }
+    return -1;
+}
+
+int dist_from_env(dist *d, errbuf *e)
+{
+    static const char *const rank_vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", NULL};
+    static const char *const size_vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS",
+                                            NULL};
+    static const char *const lrank_vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                             "SLURM_LOCALID", NULL};
+    static const char *const lsize_vars[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", NULL};
+    memset(d, 0, sizeof *d);
+    d->size = d->local_size = 1;
+    int rank = env_int(rank_vars);
+    if (rank < 0)
+        return 0; /* no launcher: one process */
+    d->launched = 1;
+    d->rank = rank;
+    int size = env_int(size_vars);
+    d->size = size > 0 ? size : 1; /* PMIx alone: MPI_Init tells */
+    int lr = env_int(lrank_vars), ls = env_int(lsize_vars);
+    d->local_rank = lr >= 0 ? lr : 0;
+    d->local_size = ls > 0 ? ls : 1;
+#ifndef TRAIN_MPI
+    if (size != 1) {
+        char of[24] = "an unknown number";
+        if (size > 0)
+            snprintf(of, sizeof of, "%d", size);
+        return errf(e,
+                    "started by an MPI launcher (rank %d of %s) but this train was built without "
+                    "MPI: install Open MPI (make deps) and rebuild, or run one process without "
+                    "the launcher",
+                    rank, of);
+    }
+    d->launched = 0; /* one rank of one: the one-process program */
+#else
+    (void)e;
+#endif
+    return 0;
+}
