@@ -85,7 +85,7 @@ define fake_link
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $(1) $(SAN) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 $(CUDNN_LDFLAGS) -lcudnn $(2)
 	@bad=$$(nm -D --undefined-only $@ | awk '{print $$NF}' | sed 's/@.*//' | \
-	  grep -E '^(cuda|cudnn|cublas)' | grep -vxF -f tests/fakecuda/real-symbols.txt); \
+	  grep -E '^(cuda|cudnn|cublas|nccl)' | grep -vxF -f tests/fakecuda/real-symbols.txt); \
 	if [ -n "$$bad" ]; then \
 	  echo "$@: these calls would reach the real CUDA libraries; the fake must" \
 	       "implement them (or, for descriptor functions, list them in" \

@@ -775,6 +775,11 @@ int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, f
 
 int model_eval_step(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st)
 {
+    if (B == 0 && m->dist.reduce) { /* this rank's slice of a short batch is empty */
+        if (st)
+            *st = (step_stats){0};
+        return MODEL_STEP_OK;
+    }
     check_batch(m, labels, B, "model_eval_step");
     if (forward_loss(m, x, labels, B, 0) != 0)
         return MODEL_STEP_CANCELLED;

@@ -229,7 +229,8 @@ int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, f
  * stager copied them with the batch), equal to the host labels it is
  * given; the step then uploads nothing. One step only. */
 void model_stage_labels(model *m, const int32_t *dev_labels);
-/* Forward and loss only, no gradients, no update. Same return. */
+/* Forward and loss only, no gradients, no update. Same return; B 0 (an
+ * empty slice) with m->dist.reduce set does nothing. */
 int model_eval_step(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st);
 
 /* "epoch 3 batch 17: loss is nan (lr 0.1)" into buf; the numbers are

@@ -654,3 +654,87 @@ Test(loader, after_previous_waits_for_every_earlier_batch)
     cr_assert_eq(n, 16);
     munmap((void *)released_all, 4096);
 }
+
+/* Data-parallel ranks: every batch of one epoch as rank `rank` of `ranks`
+ * loads it — per batch its count, then its sample indices and bytes
+ * appended to idx / bytes. Returns the number of batches. */
+static int rank_epoch(uint32_t rank, uint32_t ranks, int workers, uint32_t *counts, uint32_t *idx,
+                      uint8_t *bytes)
+{
+    errbuf e;
+    loader_config c = config(workers, 2, 8);
+    loader *p = loader_create(&c, &e);
+    cr_assert_not_null(p, "%s", e.msg);
+    load_job j = {.kind = LOAD_JOB_TRAIN,
+                  .epoch = 3,
+                  .batch = 8,
+                  .shuffle = 1,
+                  .rank = rank,
+                  .ranks = ranks};
+    loader_post(p, &j);
+    loader_batch b;
+    int n = 0, rc;
+    size_t at = 0;
+    while ((rc = loader_next(p, &b, &e)) == LOADER_OK) {
+        counts[n++] = b.count;
+        memcpy(idx + at, b.indices, b.count * sizeof *idx);
+        memcpy(bytes + at * SAMPLE, b.data, (size_t)b.count * SAMPLE);
+        at += b.count;
+        loader_release(p, &b);
+    }
+    cr_assert_eq(rc, LOADER_END, "%s", e.msg);
+    loader_destroy(p);
+    return n;
+}
+
+Test(loader, ranks_slice_every_batch_into_contiguous_parts_with_the_same_augmentation)
+{
+    /* 57 samples in batches of 8: the last batch holds one sample, so with
+     * 2 or 3 ranks some slices of it are empty (and nothing is padded) */
+    uint32_t counts[8], idx[NSAMPLES];
+    uint8_t bytes[NSAMPLES * SAMPLE];
+    int nb = rank_epoch(0, 1, 0, counts, idx, bytes);
+    cr_assert_eq(nb, 8);
+    for (uint32_t ranks = 2; ranks <= 3; ranks++) {
+        uint32_t rc[3][8], ri[3][NSAMPLES], at[3] = {0};
+        static uint8_t rb[3][NSAMPLES * SAMPLE];
+        for (uint32_t k = 0; k < ranks; k++)
+            cr_assert_eq(rank_epoch(k, ranks, 2, rc[k], ri[k], rb[k]), nb,
+                         "every rank has every batch");
+        size_t pos = 0;
+        for (int b = 0; b < nb; b++) {
+            uint32_t sum = 0;
+            for (uint32_t k = 0; k < ranks; k++) {
+                uint32_t c = rc[k][b];
+                cr_assert(c == counts[b] / ranks || c == counts[b] / ranks + 1,
+                          "batch %d: rank %u has %u of %u samples", b, k, c, counts[b]);
+                /* rank k's slice is the next part of the one-rank batch,
+                 * sample for sample and byte for byte (same augmentation) */
+                cr_assert_arr_eq(ri[k] + at[k], idx + pos + sum, c * sizeof(uint32_t),
+                                 "batch %d rank %u of %u: other samples", b, k, ranks);
+                cr_assert_arr_eq(rb[k] + (size_t)at[k] * SAMPLE, bytes + (pos + sum) * SAMPLE,
+                                 (size_t)c * SAMPLE, "batch %d rank %u: other bytes", b, k);
+                at[k] += c;
+                sum += c;
+            }
+            cr_assert_eq(sum, counts[b], "batch %d: the slices add up to the batch", b);
+            pos += sum;
+        }
+        cr_assert_eq(pos, NSAMPLES, "every sample once per epoch over the ranks");
+    }
+}
+
+Test(loader, slice_bounds_cover_a_batch_once)
+{
+    for (uint32_t ranks = 1; ranks <= 9; ranks++)
+        for (uint32_t count = 0; count <= 20; count++) {
+            uint32_t next = 0;
+            for (uint32_t r = 0; r < ranks; r++) {
+                uint32_t first, n = sampler_slice(count, r, ranks, &first);
+                cr_assert_eq(first, next, "count %u ranks %u rank %u", count, ranks, r);
+                cr_assert(n == count / ranks || n == count / ranks + 1);
+                next += n;
+            }
+            cr_assert_eq(next, count, "count %u over %u ranks", count, ranks);
+        }
+}

@@ -47,6 +47,8 @@ void fake_reset(void);
  * not print each one (tests that provoke misuse on purpose). */
 void fake_set_quiet(int quiet);
 int fake_violations(void);
+/* ncclAllReduce calls so far (tests/fakecuda/nccl.c, MPI builds) */
+unsigned long fake_nccl_allreduces(void);
 const char *fake_last_violation(void);
 
 /* Device allocations / host registrations / streams / events / handles

@@ -1,0 +1,131 @@
+/* nccl.c — the fake NCCL: the calls dist/nccl.c makes, implemented on MPI
+ * so that the GPU backend's real NCCL calls run between processes on the
+ * fake CUDA runtime (built when MPI is; nothing without it).
+ *
+ * A communicator is MPI_COMM_WORLD duplicated. ncclGetUniqueId draws a
+ * random id; ncclCommInitRank checks what NCCL would otherwise deadlock or
+ * fail on: every rank holds the same id (a missing broadcast gives each
+ * rank its own), nranks and rank are MPI's. ncclAllReduce checks its
+ * buffers are device memory of the right extent and enqueues the sum on
+ * the given stream like any kernel: it runs when the stream does (at the
+ * next synchronisation), so stream order is what orders it, as on a GPU.
+ * Each call is counted (fake_nccl_calls) for tests.
+ *
+ * Only what train calls: ncclFloat sums, no groups, no other collectives.
+ */
+#ifdef TRAIN_MPI
+#include <mpi.h>
+#include <nccl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/fakecuda/internal.h"
+
+#define FAKE_ID_MAGIC "fakenccl"
+
+struct ncclComm {
+    MPI_Comm comm;
+    int rank, nranks;
+};
+
+static unsigned long allreduces;
+
+unsigned long fake_nccl_allreduces(void) { return allreduces; }
+
+const char *ncclGetErrorString(ncclResult_t r)
+{
+    switch (r) {
+    case ncclSuccess: return "no error (fake NCCL)";
+    case ncclInvalidArgument: return "invalid argument (fake NCCL)";
+    case ncclInvalidUsage: return "invalid usage (fake NCCL)";
+    default: return "error (fake NCCL)";
+    }
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id)
+{
+    memset(id, 0, sizeof *id);
+    memcpy(id->internal, FAKE_ID_MAGIC, sizeof FAKE_ID_MAGIC);
+    uint64_t v = (uint64_t)getpid() << 32 ^ (uint64_t)time(NULL) ^ (uint64_t)clock();
+    memcpy(id->internal + 16, &v, sizeof v);
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int rank)
+{
+    int mr, ms;
+    MPI_Comm_rank(MPI_COMM_WORLD, &mr);
+    MPI_Comm_size(MPI_COMM_WORLD, &ms);
+    if (memcmp(id.internal, FAKE_ID_MAGIC, sizeof FAKE_ID_MAGIC) != 0 || nranks != ms ||
+        rank != mr) {
+        fk_violation("ncclCommInitRank", "rank %d of %d (MPI: %d of %d), id %s", rank, nranks, mr,
+                     ms, memcmp(id.internal, FAKE_ID_MAGIC, 8) ? "not from ncclGetUniqueId" : "ok");
+        return ncclInvalidArgument;
+    }
+    /* every rank must hold rank 0's id: compare against it */
+    ncclUniqueId root = id;
+    MPI_Bcast(&root, (int)sizeof root, MPI_BYTE, 0, MPI_COMM_WORLD);
+    int same = memcmp(&root, &id, sizeof id) == 0, all;
+    MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (!all) {
+        fk_violation("ncclCommInitRank", "the ranks hold different ids (was rank 0's broadcast?)");
+        return ncclInvalidUsage;
+    }
+    struct ncclComm *c = calloc(1, sizeof *c);
+    MPI_Comm_dup(MPI_COMM_WORLD, &c->comm);
+    c->rank = rank;
+    c->nranks = nranks;
+    *comm = c;
+    return ncclSuccess;
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm)
+{
+    if (!comm)
+        return ncclInvalidArgument;
+    MPI_Comm_free(&comm->comm);
+    free(comm);
+    return ncclSuccess;
+}
+
+typedef struct allreduce_op {
+    float *buf;
+    size_t n;
+    MPI_Comm comm;
+} allreduce_op;
+
+static void run_allreduce(void *arg)
+{
+    allreduce_op *op = arg;
+    MPI_Allreduce(MPI_IN_PLACE, op->buf, (int)op->n, MPI_FLOAT, MPI_SUM, op->comm);
+}
+
+ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataType_t type,
+                           ncclRedOp_t red, ncclComm_t comm, cudaStream_t stream)
+{
+    const char *api = "ncclAllReduce";
+    fk_touched_clear();
+    if (!comm || type != ncclFloat || red != ncclSum) {
+        fk_violation(api, "only float sums on a live communicator are faked");
+        return ncclInvalidArgument;
+    }
+    if (send != recv) {
+        fk_violation(api, "only in-place sums are faked (send %p, recv %p)", send, recv);
+        return ncclInvalidArgument;
+    }
+    if (!fk_dev_range(api, "buffer", recv, count * sizeof(float)))
+        return ncclInvalidArgument;
+    allreduce_op *op = malloc(sizeof *op);
+    *op = (allreduce_op){.buf = recv, .n = count, .comm = comm->comm};
+    if (fk_enqueue_timed(stream, api, run_allreduce, free, op, NULL, 0, FK_ENGINE_COMPUTE,
+                         fk_cost_ms(FK_ENGINE_COMPUTE, 2 * count * sizeof(float), 0),
+                         0) != cudaSuccess)
+        return ncclInvalidUsage;
+    allreduces++;
+    return ncclSuccess;
+}
+#endif

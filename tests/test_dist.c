@@ -1,0 +1,265 @@
+/* test_dist.c — data-parallel ranks end to end: the real binary as 2 ranks
+ * under a real `mpirun` (Open MPI), against the one-process program.
+ *
+ * The data set is a real Fashion-MNIST subset of 385 images per split:
+ * with --batch 64 its last batch holds ONE sample, so rank 1's slice of it
+ * is empty in training and in validation, and the sums still have to come
+ * out as the one-process run's. (How batches are cut into slices is tested
+ * on the loader itself in test_loader.c.) Skipped when built without MPI.
+ */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/support/helpers.h"
+#include "tests/support/mpirun.h"
+
+static char *dir, *fm, *fm_train, *fm_val;
+
+static void setup(void)
+{
+    if (!mpi_available())
+        return;
+    mpi_test_env();
+    dir = tmpdir_make();
+    fm = make_fashion_subset(dir, 385);
+    fm_train = path_join(fm, "train.csv");
+    fm_val = path_join(fm, "test.csv");
+}
+
+static void teardown(void)
+{
+    spawn_kill_all();
+    if (dir)
+        tmpdir_remove(dir);
+    free(fm);
+    free(fm_train);
+    free(fm_val);
+}
+
+TestSuite(dist, .init = setup, .fini = teardown);
+
+#define NEED_MPI()                                                                                 \
+    do {                                                                                           \
+        if (!mpi_available())                                                                      \
+            cr_skip_test("built without MPI or no mpirun");                                        \
+    } while (0)
+
+/* the whole file, NUL-terminated */
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    cr_assert_not_null(f, "%s", path);
+    char *buf = NULL;
+    size_t cap = 0, len = 0, k;
+    char tmp[4096];
+    while ((k = fread(tmp, 1, sizeof tmp, f)) > 0) {
+        buf = realloc(buf, (cap = len + k + 1));
+        memcpy(buf + len, tmp, k);
+        len += k;
+    }
+    fclose(f);
+    if (!buf)
+        buf = calloc(1, 1);
+    buf[len] = '\0';
+    (void)cap;
+    return buf;
+}
+
+/* the values of key in every epoch record of a --json file, as doubles */
+static int epoch_numbers(const char *json, const char *key, double *v, int max)
+{
+    char vals[8][JSON_VALUE_MAX];
+    int n = json_epoch_values(json, key, vals, max < 8 ? max : 8);
+    for (int i = 0; i < n; i++)
+        v[i] = strtod(vals[i], NULL);
+    return n;
+}
+
+/* two epochs of LeNet on the subset, with validation, into json */
+#define TRAIN_ARGS(json)                                                                           \
+    "--epochs", "2", "--batch", "64", "--lr", "0.005", "--workers", "1", "--channels", "1",        \
+        "--val", fm_val, "--json", json, fm_train
+
+Test(dist, two_ranks_match_one_process_and_rerun_bit_for_bit)
+{
+    NEED_MPI();
+    char *j1 = path_join(dir, "k1.json"), *j2 = path_join(dir, "k2.json"),
+         *j2b = path_join(dir, "k2b.json");
+    run_result r;
+    run_train(&r, TRAIN_ARGS(j1), NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    for (int k = 0; k < 2; k++) {
+        run_mpi(&r, 2, train_bin(), TRAIN_ARGS(k ? j2b : j2), NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        cr_assert(strstr(r.out, "ranks 2"), "rank 0 says it runs 2 ranks:\n%s", r.out);
+        run_free(&r);
+    }
+    assert_same_losses(j2, j2b, 2); /* same K: every bit */
+    double l1[2], l2[2], v1[2], v2[2], n1[2], n2[2];
+    cr_assert_eq(epoch_numbers(j1, "loss", l1, 2), 2);
+    cr_assert_eq(epoch_numbers(j2, "loss", l2, 2), 2);
+    for (int e = 0; e < 2; e++) /* K = 1 vs 2: 6 significant digits at least */
+        cr_assert(fabs(l1[e] - l2[e]) <= 1e-6 * fabs(l1[e]),
+                  "epoch %d: loss %.9g (1 process) vs %.9g (2 ranks)", e + 1, l1[e], l2[e]);
+    /* validation and the images counted exactly over the ranks */
+    epoch_numbers(j1, "val_acc", v1, 2);
+    epoch_numbers(j2, "val_acc", v2, 2);
+    epoch_numbers(j1, "images", n1, 2);
+    epoch_numbers(j2, "images", n2, 2);
+    for (int e = 0; e < 2; e++) {
+        cr_assert_eq(v1[e], v2[e], "epoch %d: validation accuracy %g vs %g", e + 1, v1[e], v2[e]);
+        cr_assert_eq(n2[e], 385, "epoch %d: the job saw %g images", e + 1, n2[e]);
+    }
+    char ranks[2][JSON_VALUE_MAX], comm[2][JSON_VALUE_MAX];
+    cr_assert_eq(json_epoch_values(j2, "ranks", ranks, 2), 2);
+    cr_assert_str_eq(ranks[0], "2");
+    cr_assert_eq(json_epoch_values(j2, "comm_pct", comm, 2), 2);
+    cr_assert(strtod(comm[0], NULL) > 0 && strtod(comm[0], NULL) < 100, "comm%% %s", comm[0]);
+    char *one = slurp(j1);
+    cr_assert_null(strstr(one, "\"ranks\""), "one process: no ranks fields");
+    free(one);
+    free(j1);
+    free(j2);
+    free(j2b);
+}
+
+Test(dist, a_checkpoint_of_two_ranks_resumes_in_one_process)
+{
+    NEED_MPI();
+    char *ck = path_join(dir, "k2.ckpt"), *ja = path_join(dir, "straight.json"),
+         *jb = path_join(dir, "resumed.json");
+    run_result r;
+    run_mpi(&r, 2, train_bin(), "--epochs", "1", "--batch", "64", "--lr-schedule", "const",
+            "--channels", "1", "--save", ck, fm_train, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    run_train(&r, "--epochs", "2", "--batch", "64", "--lr-schedule", "const", "--channels", "1",
+              "--resume", ck, "--json", jb, fm_train, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    run_train(&r, "--epochs", "2", "--batch", "64", "--lr-schedule", "const", "--channels", "1",
+              "--json", ja, fm_train, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    double a[2], b[1];
+    cr_assert_eq(epoch_numbers(ja, "loss", a, 2), 2);
+    cr_assert_eq(epoch_numbers(jb, "loss", b, 1), 1, "the resumed run trains epoch 2 only");
+    cr_assert(fabs(a[1] - b[0]) <= 1e-6 * fabs(a[1]), "epoch 2: %.9g straight vs %.9g resumed",
+              a[1], b[0]);
+    free(ck);
+    free(ja);
+    free(jb);
+}
+
+/* how often needle occurs in s */
+static int occurrences(const char *s, const char *needle)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, needle)) != NULL; p += strlen(needle))
+        n++;
+    return n;
+}
+
+static void assert_all_gone(const pid_t *pids, int n)
+{
+    usleep(200000);
+    for (int i = 0; i < n; i++)
+        cr_assert(!process_alive(pids[i]), "process %d outlived the job", (int)pids[i]);
+}
+
+Test(dist, a_worker_killed_in_rank_1_stops_every_rank_naming_rank_1)
+{
+    NEED_MPI();
+    char *out = path_join(dir, "o.txt"), *err = path_join(dir, "e.txt");
+    char *args[] = {"--epochs",         "2",     "--batch",    "16", "--workers", "1",
+                    "--test-slow-load", "0.003", "--channels", "1",  fm_train,    NULL};
+    pid_t mp = spawn_mpi(2, train_bin(), args, out, err);
+    pid_t rank1 = mpi_rank_pid(mp, 1);
+    pid_t tree[32];
+    int n = 0;
+    for (int tries = 0; tries < 3000 && n < 2; tries++, usleep(10000))
+        n = process_descendants(rank1, tree, 32); /* supervisor, worker (threads are not) */
+    cr_assert_geq(n, 2, "rank 1's loader processes");
+    usleep(500000);
+    pid_t all[64];
+    int na = process_descendants(mp, all, 64);
+    kill(tree[n - 1], SIGKILL); /* rank 1's worker */
+    int st = spawn_wait(mp, 60);
+    char *e = slurp(err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 3, "status %d: %s", st, e);
+    char want[96];
+    snprintf(want, sizeof want, "(pid %d) was killed by signal 9", (int)tree[n - 1]);
+    cr_assert_eq(occurrences(e, want), 1, "the death said once: %s", e);
+    cr_assert_eq(occurrences(e, "train: rank 1 ("), 1, "naming rank 1, once: %s", e);
+    cr_assert_eq(occurrences(e, "train:"), 1, "one message for the job: %s", e);
+    assert_all_gone(all, na);
+    free(e);
+    free(out);
+    free(err);
+}
+
+Test(dist, sigint_to_the_launcher_stops_every_rank_and_worker)
+{
+    NEED_MPI();
+    char *out = path_join(dir, "o.txt"), *err = path_join(dir, "e.txt");
+    char *args[] = {"--epochs",         "3",     "--batch",    "16", "--workers", "1",
+                    "--test-slow-load", "0.003", "--channels", "1",  fm_train,    NULL};
+    pid_t mp = spawn_mpi(2, train_bin(), args, out, err);
+    pid_t rank1 = mpi_rank_pid(mp, 1);
+    pid_t tree[32];
+    int n = 0;
+    for (int tries = 0; tries < 3000 && n < 2; tries++, usleep(10000))
+        n = process_descendants(rank1, tree, 32);
+    usleep(500000);
+    pid_t all[64];
+    int na = process_descendants(mp, all, 64);
+    cr_assert_geq(na, 6, "2 ranks, each with a supervisor and a worker");
+    kill(mp, SIGINT);
+    int st = spawn_wait(mp, 30);
+    char *e = slurp(err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0, "status %d: %s", st, e);
+    cr_assert_eq(occurrences(e, "interrupted"), 1, "said once: %s", e);
+    assert_all_gone(all, na);
+    free(e);
+    free(out);
+    free(err);
+}
+
+Test(dist, a_missing_image_is_reported_once_with_exit_2)
+{
+    NEED_MPI();
+    char *csv = slurp(fm_train);
+    /* row 200 points at a file that does not exist; the CSV sits beside
+     * the real one, so the other paths still resolve */
+    char *row = strstr(csv, "train/00199.png");
+    cr_assert_not_null(row);
+    memcpy(row, "train/missing", 13);
+    char *bad_in_fm = write_text(fm, "bad.csv", csv);
+    run_result r;
+    run_mpi(&r, 2, train_bin(), "--epochs", "1", "--batch", "16", "--workers", "1", "--channels",
+            "1", bad_in_fm, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert_eq(occurrences(r.err, "missing"), 1, "reported once: %s", r.err);
+    cr_assert_eq(occurrences(r.err, "train:"), 1, "%s", r.err);
+    run_free(&r);
+    free(csv);
+    free(bad_in_fm);
+}
+
+Test(dist, a_sweep_is_refused_under_a_launcher)
+{
+    NEED_MPI();
+    run_result r;
+    run_mpi(&r, 2, train_bin(), "--workers", "0,1", "--epochs", "1", fm_train, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert_eq(occurrences(r.err, "cannot run under an MPI launcher"), 1, "%s", r.err);
+    run_free(&r);
+}
