@@ -665,12 +665,8 @@ static int rank_epoch(uint32_t rank, uint32_t ranks, int workers, uint32_t *coun
     loader_config c = config(workers, 2, 8);
     loader *p = loader_create(&c, &e);
     cr_assert_not_null(p, "%s", e.msg);
-    load_job j = {.kind = LOAD_JOB_TRAIN,
-                  .epoch = 3,
-                  .batch = 8,
-                  .shuffle = 1,
-                  .rank = rank,
-                  .ranks = ranks};
+    load_job j = {
+        .kind = LOAD_JOB_TRAIN, .epoch = 3, .batch = 8, .shuffle = 1, .rank = rank, .ranks = ranks};
     loader_post(p, &j);
     loader_batch b;
     int n = 0, rc;
