@@ -20,7 +20,7 @@ enum opt_id {
     O_RESUME, O_MEAN, O_STD, O_NORMALIZE,
     O_PIN, O_NO_PIN, O_NON_BLOCKING, O_NO_NON_BLOCKING, O_PIN_FORCE, O_SELFTEST,
     O_JSON, O_TRACE, O_WARMUP, O_DIAGNOSE, O_PROGRESS, O_NO_PROGRESS, O_HELP,
-    O_SWEEP_CHILD, O_SUMMARY_OUT, O_TEST_SLOW_LOAD, O_TEST_SLOW_STEP, O_MAX_BATCHES, O_DIAG_PHASE,
+    O_SWEEP_CHILD, O_SUMMARY_OUT, O_TEST_SLOW_LOAD, O_TEST_SLOW_RANK, O_TEST_SLOW_STEP, O_MAX_BATCHES, O_DIAG_PHASE,
     O_DIAG_BATCHES, O_DIAG_SECONDS, O_MAX_SECONDS,
 };
 /* clang-format on */
@@ -117,6 +117,7 @@ static const opt_spec table[] = {
     {"sweep-child", ARG_NONE, O_SWEEP_CHILD, NULL, NULL, 0},
     {"summary-out", ARG_REQ, O_SUMMARY_OUT, "FILE", NULL, 0},
     {"test-slow-load", ARG_REQ, O_TEST_SLOW_LOAD, "SEC", NULL, 0},
+    {"test-slow-rank", ARG_REQ, O_TEST_SLOW_RANK, "R", NULL, 0},
     {"test-slow-step", ARG_REQ, O_TEST_SLOW_STEP, "SEC", NULL, 0},
     {"max-batches", ARG_REQ, O_MAX_BATCHES, "N", NULL, 0},
     {"diag-phase", ARG_REQ, O_DIAG_PHASE, "read-only|refeed", NULL, 0},
@@ -441,6 +442,7 @@ static int set(options *o, const opt_spec *s, const char *v)
     case O_SWEEP_CHILD: o->sweep_child = 1; break;
     case O_SUMMARY_OUT: o->summary_out = v; break;
     case O_TEST_SLOW_LOAD: return parse_num(n, v, 0, 100, &o->test_slow_load);
+    case O_TEST_SLOW_RANK: return parse_int(n, v, 0, 1 << 20, &o->test_slow_rank);
     case O_TEST_SLOW_STEP: return parse_num(n, v, 0, 100, &o->test_slow_step);
     case O_MAX_BATCHES: return parse_int(n, v, 1, 1 << 30, &o->max_batches);
     case O_DIAG_BATCHES: return parse_int(n, v, 1, 1 << 30, &o->diag_batches);
@@ -510,6 +512,7 @@ static void defaults(options *o)
     o->non_blocking = (int_list){1, {0}};
     o->shuffle = 1;
     o->seed = 1;
+    o->test_slow_rank = -1;
     o->device = "auto";
     o->device_want = DEVICE_AUTO;
     o->lr = o->momentum = o->wd = NAN;

@@ -91,6 +91,7 @@ typedef struct options {
     int diagnose;
     int progress;          /* -1 auto (a terminal), 0, 1 */
     double test_slow_load; /* test hook: extra seconds per sample */
+    int test_slow_rank;    /* test hook: ... on this rank only (-1: every rank) */
     double test_slow_step; /* test hook: extra seconds per step */
     int diag_batches;      /* --diagnose: batches per phase (0 = default) */
     double diag_seconds;   /* --diagnose: seconds per phase (NaN = default, 0 = no limit) */

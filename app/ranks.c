@@ -7,9 +7,11 @@
  * an agreement. With one process both calls do nothing.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/ranks.h"
 #include "app/run_ctx.h"
 #include "loader/sampler.h"
 
@@ -94,4 +96,55 @@ int ranks_global_batch(const run_ctx *r, const loader_batch *b)
         return 0;
     const dataset *ds = r->jobs[b->job].kind == LOAD_JOB_EVAL ? &r->val : &r->train;
     return (int)sampler_batch_size(ds->n, (uint32_t)r->batch, b->index);
+}
+
+const char *ranks_verdict_text(double wait_mean, double wait_max, int rank, const char *host,
+                               double comm, int ranks, char *buf, size_t len)
+{
+    double others = ranks > 1 ? (wait_mean * ranks - wait_max) / (ranks - 1) : wait_mean;
+    if (wait_max >= 15 && wait_max - others >= 10)
+        snprintf(buf, len,
+                 "rank %d (%s) is the straggler: its loader keeps it waiting %.0f%% of the time "
+                 "(the other ranks %.0f%%), and the others wait for it in the gradient sum "
+                 "(comm %.0f%%); give that rank more --workers or faster storage",
+                 rank, host, wait_max, others, comm);
+    else if (comm >= 30)
+        snprintf(buf, len,
+                 "communication-bound: %.0f%% of the time in the gradient sum; a larger "
+                 "--batch per rank, fewer ranks or a faster interconnect",
+                 comm);
+    else if (wait_mean >= 30)
+        snprintf(buf, len,
+                 "data-bound: the ranks wait for data %.0f%% of the time; more --workers per "
+                 "rank (docs/DISTRIBUTED.md)",
+                 wait_mean);
+    else
+        snprintf(buf, len, "compute-bound (wait %.0f%%, comm %.0f%%)", wait_mean, comm);
+    return buf;
+}
+
+void ranks_verdict(run_ctx *r)
+{
+    if (r->dist.size < 2 || r->dist.rank != 0 || r->nrecs == 0)
+        return;
+    double t = 0, wait = 0, wmax = 0, comm = 0;
+    int counted = 0;
+    for (int pass = 0; pass < 2 && counted == 0; pass++) /* warm-up epochs only if nothing else */
+        for (int i = 0; i < r->nrecs; i++) {
+            const epoch_rec *er = &r->recs[i];
+            if (er->warmup && pass == 0)
+                continue;
+            t += er->epoch_s;
+            wait += er->data_wait_pct * er->epoch_s;
+            wmax += er->wait_max_pct * er->epoch_s;
+            comm += er->comm_pct * er->epoch_s;
+            counted++;
+        }
+    const epoch_rec *last = &r->recs[r->nrecs - 1];
+    t = t > 0 ? t : 1e-9;
+    char buf[512];
+    printf("ranks: %s\n", ranks_verdict_text(wait / t, wmax / t, last->wait_max_rank,
+                                             last->wait_max_host ? last->wait_max_host : "?",
+                                             comm / t, r->dist.size, buf, sizeof buf));
+    fflush(stdout);
 }

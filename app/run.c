@@ -228,7 +228,8 @@ static int setup_data(run_ctx *r, errbuf *e)
     img_output_size(&p, h, w, &r->ss.out_h, &r->ss.out_w);
     r->ss.src[0] = &r->train;
     r->ss.src[1] = &r->val;
-    r->ss.slow_load = o->test_slow_load;
+    r->ss.slow_load =
+        o->test_slow_rank < 0 || o->test_slow_rank == r->dist.rank ? o->test_slow_load : 0;
     r->sample_bytes = (size_t)channels * r->ss.out_h * r->ss.out_w;
     return check_sizes(r, first, e) != 0 ? RUN_BAD_INPUT : RUN_OK;
 }
@@ -649,6 +650,8 @@ int run_one(const options *o, const run_choice *c)
             fprintf(stderr, "train: %s\n", note);
         run_post_jobs(&r);
         rc = o->diag_phase == DIAG_REFEED ? run_refeed_loop(&r, &e) : run_train_loop(&r, &e);
+        if (rc == RUN_OK)
+            ranks_verdict(&r);
     }
     if (rc != RUN_OK && (rc == LOADER_INTERRUPTED || g_signal) && !r.dist_follow) {
         int sig = g_signal ? g_signal : SIGINT;

@@ -114,5 +114,8 @@ void ranks_epoch(run_ctx *r, int tid, epoch_rec *er);
 /* The samples of batch b over every rank (b holds this rank's slice): what
  * the loss is averaged over. 0 for one process (the batch's own count). */
 int ranks_global_batch(const run_ctx *r, const loader_batch *b);
+/* After the epochs (rank 0, several ranks): one line saying what limits
+ * the job (ranks.h). */
+void ranks_verdict(run_ctx *r);
 
 #endif

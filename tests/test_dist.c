@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "app/ranks.h"
 #include "tests/support/helpers.h"
 #include "tests/support/mpirun.h"
 
@@ -262,4 +263,50 @@ Test(dist, a_sweep_is_refused_under_a_launcher)
     cr_assert_eq(r.status, 2, "%s", r.err);
     cr_assert_eq(occurrences(r.err, "cannot run under an MPI launcher"), 1, "%s", r.err);
     run_free(&r);
+}
+
+Test(dist, the_verdict_names_a_straggler_and_each_bound_at_its_threshold)
+{
+    char b[512];
+    /* 2 ranks: the slow one waits 15%, the other 5% (mean 10) */
+    cr_assert(strstr(ranks_verdict_text(10, 15, 1, "h1", 40, 2, b, sizeof b),
+                     "rank 1 (h1) is the straggler"),
+              "%s", b);
+    cr_assert_null(strstr(ranks_verdict_text(9.95, 14.9, 1, "h1", 10, 2, b, sizeof b), "straggler"),
+                   "%s", b);
+    /* 10 points apart, not 9.9 */
+    cr_assert_null(strstr(ranks_verdict_text(15.05, 20, 1, "h1", 10, 2, b, sizeof b), "straggler"),
+                   "%s", b);
+    /* 4 ranks: the others' mean, not the mean of all, is the reference */
+    cr_assert(strstr(ranks_verdict_text(10, 25, 3, "h3", 10, 4, b, sizeof b), "rank 3 (h3)"), "%s",
+              b);
+    cr_assert(strstr(ranks_verdict_text(5, 6, 0, "h", 30, 2, b, sizeof b), "communication-bound"),
+              "%s", b);
+    cr_assert(strstr(ranks_verdict_text(5, 6, 0, "h", 29.9, 2, b, sizeof b), "compute-bound"), "%s",
+              b);
+    cr_assert(strstr(ranks_verdict_text(30, 31, 0, "h", 5, 2, b, sizeof b), "data-bound"), "%s", b);
+    cr_assert(strstr(ranks_verdict_text(29.9, 31, 0, "h", 5, 2, b, sizeof b), "compute-bound"),
+              "%s", b);
+}
+
+Test(dist, a_rank_with_a_slow_loader_is_named_the_straggler)
+{
+    NEED_MPI();
+    char *j = path_join(dir, "slow.json");
+    run_result r;
+    run_mpi(&r, 2, train_bin(), "--epochs", "1", "--batch", "64", "--workers", "1", "--channels",
+            "1", "--test-slow-load", "0.004", "--test-slow-rank", "1", "--json", j, fm_train, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "ranks: rank 1 ("), "%s", r.out);
+    cr_assert(strstr(r.out, "is the straggler"), "%s", r.out);
+    run_free(&r);
+    char rk[1][JSON_VALUE_MAX], w[1][JSON_VALUE_MAX], pr[1][JSON_VALUE_MAX];
+    cr_assert_eq(json_epoch_values(j, "wait_max_rank", rk, 1), 1);
+    cr_assert_str_eq(rk[0], "1");
+    json_epoch_values(j, "wait_max_pct", w, 1);
+    cr_assert_gt(strtod(w[0], NULL), 30, "rank 1 waited %s%%", w[0]);
+    json_epoch_values(j, "rank_wait_pct", pr, 1);
+    cr_assert_eq(pr[0][0], '[', "per-rank waits: %s", pr[0]);
+    cr_assert_lt(strtod(pr[0] + 1, NULL), 10, "rank 0 hardly waits for data: %s", pr[0]);
+    free(j);
 }
