@@ -61,3 +61,11 @@ GPU_LIBS        += $(MPI_LIBS)
 FAKE_TRAIN_LIBS += $(MPI_LIBS)
 endif
 endif
+
+# the gradient sum alone (docs/BENCH-DISTRIBUTED.md); without MPI the
+# generic tool rule builds its stub
+ifeq ($(MPI),1)
+build/tools/bench_allreduce: tools/bench_allreduce.c build/cpu/libcommon.a
+	@mkdir -p build/tools
+	$(CC) $(TOOL_CFLAGS) $(MPI_CFLAGS) -o $@ $^ $(MPI_LIBS) -lm
+endif
