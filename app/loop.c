@@ -284,7 +284,7 @@ static int step_batch(run_ctx *r, const loader_batch *b, const uint8_t *dev, err
         if (ji->kind != LOAD_JOB_EVAL) {
             double lr =
                 lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, (long)b->index, (long)nb);
-            r->m.dist.global_batch = ranks_global_batch(r, b);
+            ranks_plan_step(r, b);
             int bad = model_train_step(&r->m, dev, b->labels, (int)b->count, (float)lr,
                                        (float)r->hp.momentum, (float)r->hp.wd, &step);
             comm = dist_take_comm(&r->dist);

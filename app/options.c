@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include "cpu/cpu.h"
+#include "nn/model.h"
 
 /* the option ids and the option table are tables: one entry per line */
 /* clang-format off */
@@ -21,7 +22,7 @@ enum opt_id {
     O_PIN, O_NO_PIN, O_NON_BLOCKING, O_NO_NON_BLOCKING, O_PIN_FORCE, O_SELFTEST,
     O_JSON, O_TRACE, O_WARMUP, O_DIAGNOSE, O_PROGRESS, O_NO_PROGRESS, O_HELP,
     O_SWEEP_CHILD, O_SUMMARY_OUT, O_TEST_SLOW_LOAD, O_TEST_SLOW_RANK, O_TEST_SLOW_STEP, O_MAX_BATCHES, O_DIAG_PHASE,
-    O_DIAG_BATCHES, O_DIAG_SECONDS, O_MAX_SECONDS,
+    O_DIAG_BATCHES, O_DIAG_SECONDS, O_MAX_SECONDS, O_GRAD_CHUNKS,
 };
 /* clang-format on */
 
@@ -86,6 +87,7 @@ static const opt_spec table[] = {
     {"model", ARG_REQ, O_MODEL, "NAME|list", "probe, lenet, convnet, resnet8/20/18 (default: by input size)", 0},
     {"device", ARG_REQ, O_DEVICE, "auto|cpu|cuda", "compute device (default auto)", 0},
     {"threads", ARG_REQ, O_THREADS, "T", "CPU compute threads (default: every core)", 0},
+    {"grad-chunks", ARG_REQ, O_GRAD_CHUNKS, "U", "gradient of each batch in U chunks summed as a fixed tree: bit-identical for any ranks dividing U (U a power of 2; docs/DISTRIBUTED.md)", 0},
     {"epochs", ARG_REQ, O_EPOCHS, "N", "passes over the training set (default 1)", 0},
     {"lr", ARG_REQ, O_LR, "X", "learning rate (default: the model's)", 0},
     {"momentum", ARG_REQ, O_MOMENTUM, "X", "SGD momentum (default: the model's)", 0},
@@ -384,6 +386,10 @@ static int set(options *o, const opt_spec *s, const char *v)
         o->device = v;
         break;
     case O_THREADS: return parse_int(n, v, 1, CPU_MAX_THREADS, &o->threads);
+    case O_GRAD_CHUNKS:
+        if (parse_int(n, v, 1, MODEL_MAX_CHUNKS, &o->grad_chunks) != 0)
+            return -1;
+        return o->grad_chunks & (o->grad_chunks - 1) ? bad(n, v, "is not a power of 2") : 0;
     case O_EPOCHS: return parse_int(n, v, 1, 1000000, &o->epochs);
     case O_LR: return parse_num(n, v, 0, 1e9, &o->lr);
     case O_MOMENTUM: return parse_num(n, v, 0, 0.999999, &o->momentum);

@@ -69,6 +69,7 @@ typedef struct options {
     const char *device;      /* auto | cpu | cuda, as given */
     device_kind device_want; /* the same, parsed */
     int threads;             /* 0 = every core */
+    int grad_chunks;         /* > 0: canonical gradient sums in this many chunks per batch */
     double lr, momentum, wd; /* NaN = the model's default */
     int schedule_given;      /* 0 = the model's default schedule */
     lr_schedule schedule;

@@ -90,12 +90,42 @@ void ranks_epoch(run_ctx *r, int tid, epoch_rec *er)
     er->per_rank = per_rank;
 }
 
-int ranks_global_batch(const run_ctx *r, const loader_batch *b)
+void ranks_plan_step(run_ctx *r, const loader_batch *b)
 {
-    if (!r->dist.active || r->dist.size < 2)
-        return 0;
+    model_dist *md = &r->m.dist;
+    int K = r->dist.active ? r->dist.size : 1, U = r->o->grad_chunks;
+    if (K < 2 && U == 0)
+        return; /* one process, one gradient: today's step */
     const dataset *ds = r->jobs[b->job].kind == LOAD_JOB_EVAL ? &r->val : &r->train;
-    return (int)sampler_batch_size(ds->n, (uint32_t)r->batch, b->index);
+    uint32_t c = sampler_batch_size(ds->n, (uint32_t)r->batch, b->index);
+    md->global_batch = (int)c;
+    md->nchunks = 0;
+    if (U == 0)
+        return;
+    /* this rank's slice is chunks [rank U/K, (rank+1) U/K) of the batch's
+     * U (sampler_slice's bounds: K divides U) */
+    int first = r->dist.rank * (U / K);
+    md->nchunks = U / K;
+    for (int j = 0; j < md->nchunks; j++) {
+        uint32_t at;
+        md->chunk[j] = (int)sampler_slice(c, (uint32_t)(first + j), (uint32_t)U, &at);
+    }
+}
+
+int ranks_check_chunks(run_ctx *r, errbuf *e)
+{
+    int K = r->dist.active ? r->dist.size : 1, U = r->o->grad_chunks;
+    if (U == 0)
+        return RUN_OK;
+    if ((K & (K - 1)) || U % K)
+        return fail(e, RUN_BAD_INPUT,
+                    "--grad-chunks %d with %d ranks: the ranks must be a power of 2 dividing "
+                    "the chunks (each rank sums an aligned part of the tree)",
+                    U, K);
+    if (r->batch < U)
+        return fail(e, RUN_BAD_INPUT, "--grad-chunks %d is more than --batch %d", U, r->batch);
+    dist_canonical(&r->dist);
+    return RUN_OK;
 }
 
 const char *ranks_verdict_text(double wait_mean, double wait_max, int rank, const char *host,

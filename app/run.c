@@ -635,6 +635,8 @@ int run_one(const options *o, const run_choice *c)
         rc = setup_device(&r, note, sizeof note, &e);
     if (rc == RUN_OK)
         rc = setup_model(&r, &e);
+    if (rc == RUN_OK)
+        rc = ranks_check_chunks(&r, &e);
     if (r.dist.active) { /* every rank set up, or none goes on */
         int mine = rc;
         rc = dist_agree(&r.dist, rc);

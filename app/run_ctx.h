@@ -111,9 +111,14 @@ int ranks_agree(run_ctx *r);
  * validation job): losses and counts summed over the ranks, images summed,
  * time shares averaged, the slowest rank's wait, comm%. A collective. */
 void ranks_epoch(run_ctx *r, int tid, epoch_rec *er);
-/* The samples of batch b over every rank (b holds this rank's slice): what
- * the loss is averaged over. 0 for one process (the batch's own count). */
-int ranks_global_batch(const run_ctx *r, const loader_batch *b);
+/* Before training step on batch b (this rank's slice): the model's
+ * model.dist for it — the global batch the loss is averaged over and, with
+ * --grad-chunks, this rank's chunks of it. Nothing for one process without
+ * --grad-chunks. */
+void ranks_plan_step(run_ctx *r, const loader_batch *b);
+/* --grad-chunks against the ranks (a power of 2 dividing it) and the
+ * batch; turns dist's canonical sum on. */
+int ranks_check_chunks(run_ctx *r, errbuf *e);
 /* After the epochs (rank 0, several ranks): one line saying what limits
  * the job (ranks.h). */
 void ranks_verdict(run_ctx *r);

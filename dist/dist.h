@@ -47,6 +47,8 @@ typedef struct dist {
     uint64_t reduced_bytes; /* bytes of gradient summed per step (the slab) */
     void *nccl;             /* the GPU's communicator state (dist/nccl.c), or NULL */
     char *hosts;            /* rank 0: every rank's host name, DIST_HOST_MAX each */
+    int canonical;          /* dist_canonical */
+    float *scratch;         /* its receive buffer */
 } dist;
 
 /* From the launcher's environment only (no MPI call, so it can run before
@@ -78,6 +80,13 @@ const char *dist_host_of(const dist *d, int r);
  * GPU backend when built with it, else MPI through host memory). No-op
  * with one rank. */
 int dist_attach(dist *d, model *m, errbuf *e);
+
+/* Sum the gradients as the top levels of a fixed binary tree (recursive
+ * doubling: rank r with r^1, then r^2, ...; the size a power of 2) instead
+ * of MPI's own algorithm, whose order depends on the size: with the
+ * model's chunk tree (model_dist.nchunks) the gradient then has the same
+ * bits for any number of ranks. The CPU path only (NCCL picks its own). */
+void dist_canonical(dist *d);
 
 /* Seconds spent in gradient sums since the last call. */
 double dist_take_comm(dist *d);

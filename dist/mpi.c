@@ -74,12 +74,37 @@ void dist_gather(dist *d, const double *v, int n, double *all)
 
 /* ---------------------------------------------------------------- gradients */
 
+void dist_canonical(dist *d) { d->canonical = 1; }
+
+/* the tree's top levels: at level k, rank r and r ^ 2^k hold the sums of
+ * adjacent subtrees and both compute left + right */
+static void reduce_doubling(dist *d, float *g, size_t n)
+{
+    if (!d->scratch)
+        d->scratch = xmalloc(n * sizeof(float));
+    float *other = d->scratch;
+    for (int mask = 1; mask < d->size; mask <<= 1) {
+        int partner = d->rank ^ mask;
+        MPI_Sendrecv(g, (int)n, MPI_FLOAT, partner, 0, other, (int)n, MPI_FLOAT, partner, 0,
+                     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        if (d->rank < partner)
+            for (size_t i = 0; i < n; i++)
+                g[i] = g[i] + other[i];
+        else
+            for (size_t i = 0; i < n; i++)
+                g[i] = other[i] + g[i];
+    }
+}
+
 /* model.dist.reduce on the CPU backend: the slab is host memory */
 static void reduce_host(void *ctx, float *grads, size_t n)
 {
     dist *d = ctx;
     double t0 = now_sec();
-    MPI_Allreduce(MPI_IN_PLACE, grads, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (d->canonical)
+        reduce_doubling(d, grads, n);
+    else
+        MPI_Allreduce(MPI_IN_PLACE, grads, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     d->comm_s += now_sec() - t0;
 }
 
@@ -172,6 +197,8 @@ void dist_stop(dist *d)
 #endif
     free(d->hosts);
     d->hosts = NULL;
+    free(d->scratch);
+    d->scratch = NULL;
     if (d->active)
         MPI_Finalize();
     d->active = 0;

@@ -382,6 +382,9 @@ void model_free(model *m)
                 o->free(be, L->save_invstd);
             }
         }
+        for (int t = 0; t < 7; t++)
+            if (m->tree[t])
+                o->free(be, m->tree[t]);
         o->free(be, m->params);
         o->free(be, m->grads);
         o->free(be, m->momentum);
@@ -751,9 +754,71 @@ static void zero_grads(model *m)
     free(zero);
 }
 
+/* Chunk tree (model_dist.nchunks): the gradient now in m->grads is the
+ * next leaf; sums it into the levels like a binary counter, so 2^k leaves
+ * end as one balanced tree in level k. */
+static void tree_push(model *m, int *used)
+{
+    backend *be = m->be;
+    size_t n = m->nparams;
+    const float *cur = m->grads;
+    int lv = 0;
+    for (; *used >> lv & 1; lv++) { /* older (left) + newer (right) */
+        be->ops->add(be, m->tree[lv], m->tree[lv], cur, n);
+        cur = m->tree[lv];
+        *used &= ~(1 << lv);
+    }
+    if (!m->tree[lv])
+        m->tree[lv] = be->ops->alloc(be, n * sizeof(float));
+    be->ops->copy(be, m->tree[lv], cur, n);
+    *used |= 1 << lv;
+}
+
+/* forward, backward and stats chunk by chunk; the tree's root into grads */
+static int chunked_gradient(model *m, const uint8_t *x, const int32_t *labels, step_stats *st)
+{
+    size_t sample = (size_t)m->C * m->H * m->W;
+    step_stats all = {0};
+    int used = 0, off = 0, status = MODEL_STEP_OK;
+    m->staged_labels = NULL; /* each chunk uploads its own labels */
+    for (int i = 0; i < m->dist.nchunks; i++) {
+        int bc = m->dist.chunk[i];
+        if (bc == 0) {
+            zero_grads(m);
+        } else {
+            check_batch(m, labels + off, bc, "model_train_step");
+            if (forward_loss(m, x + (size_t)off * sample, labels + off, bc, 1) != 0 ||
+                backward(m, bc) != 0)
+                return MODEL_STEP_CANCELLED;
+            step_stats s;
+            if (collect(m, labels + off, bc, &s) != MODEL_STEP_OK)
+                status = MODEL_STEP_NONFINITE;
+            step_stats_add(&all, &s);
+        }
+        tree_push(m, &used);
+        off += bc;
+    }
+    int top = 0;
+    while (used >> top != 1) /* a power of two of leaves: one level left */
+        top++;
+    m->be->ops->copy(m->be, m->grads, m->tree[top], m->nparams);
+    if (st)
+        *st = all;
+    return status;
+}
+
 int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, float lr,
                      float momentum, float wd, step_stats *st)
 {
+    if (m->dist.nchunks > 0) {
+        int rc = chunked_gradient(m, x, labels, st);
+        if (rc == MODEL_STEP_CANCELLED)
+            return rc;
+        if (m->dist.reduce)
+            m->dist.reduce(m->dist.ctx, m->grads, m->nparams);
+        model_sgd_step(m, lr, momentum, wd);
+        return rc;
+    }
     if (B == 0 && m->dist.reduce) {
         zero_grads(m);
         m->dist.reduce(m->dist.ctx, m->grads, m->nparams);

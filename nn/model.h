@@ -48,7 +48,8 @@
 #define MODEL_MAX_CHANNELS 16
 #define MODEL_MAX_TENSORS 160
 #define MODEL_NAME_MAX 32
-#define MODEL_PLAN_SLOTS 3 /* conv plans kept per layer, one per batch size */
+#define MODEL_PLAN_SLOTS 3  /* conv plans kept per layer, one per batch size */
+#define MODEL_MAX_CHUNKS 64 /* model_dist.chunk */
 
 /* ---------------------------------------------------------------- hyper-parameters */
 typedef struct model_hparams {
@@ -122,6 +123,15 @@ typedef struct model_dist {
     /* the next training step's samples over every rank: the loss, and so
      * the gradient, is averaged over this many (0: the step's own B) */
     int global_batch;
+    /* Canonical gradient sums (nchunks > 0): the step's B samples are
+     * nchunks consecutive chunks of chunk[i] samples (a power of two of
+     * them; a chunk may be empty); each chunk's gradient is computed on
+     * its own and the chunks are summed as a balanced binary tree, left
+     * before right. With every rank holding an aligned subtree and the
+     * ranks summed as the tree's top levels (dist/), the gradient has the
+     * same bits whatever the number of ranks. */
+    int nchunks;
+    int chunk[MODEL_MAX_CHUNKS];
 } model_dist;
 
 typedef struct model {
@@ -141,6 +151,7 @@ typedef struct model {
     float *momentum;        /* device (nparams) */
     float mean[MODEL_MAX_CHANNELS], std[MODEL_MAX_CHANNELS];
     model_dist dist; /* data parallelism, set by the owner */
+    float *tree[7];  /* device (nparams) each: partial sums of the chunk tree */
 
     /* private: activations and scratch */
     float *x;        /* device, max_batch x C x H x W normalised input */

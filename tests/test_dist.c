@@ -310,3 +310,74 @@ Test(dist, a_rank_with_a_slow_loader_is_named_the_straggler)
     cr_assert_lt(strtod(pr[0] + 1, NULL), 10, "rank 0 hardly waits for data: %s", pr[0]);
     free(j);
 }
+
+/* the whole file as bytes: equal or not */
+static int same_file(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    fseek(fa, 0, SEEK_END);
+    fseek(fb, 0, SEEK_END);
+    long la = ftell(fa), lb = ftell(fb);
+    rewind(fa);
+    rewind(fb);
+    char *ba = malloc((size_t)la + 1), *bb = malloc((size_t)lb + 1);
+    int same = la == lb && fread(ba, 1, (size_t)la, fa) == (size_t)la &&
+               fread(bb, 1, (size_t)lb, fb) == (size_t)lb && memcmp(ba, bb, (size_t)la) == 0;
+    fclose(fa);
+    fclose(fb);
+    free(ba);
+    free(bb);
+    return same;
+}
+
+Test(dist, grad_chunks_give_the_same_bits_for_one_two_and_four_ranks)
+{
+    NEED_MPI();
+    /* two epochs: the parameters after them, byte for byte, whatever K is
+     * (the last batch's single sample leaves chunks and slices empty) */
+    char *ck[3], *js[3];
+    int ks[3] = {1, 2, 4};
+    for (int i = 0; i < 3; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "chunks-k%d.ckpt", ks[i]);
+        ck[i] = path_join(dir, name);
+        snprintf(name, sizeof name, "chunks-k%d.json", ks[i]);
+        js[i] = path_join(dir, name);
+        run_result r;
+        if (ks[i] == 1)
+            run_train(&r, "--grad-chunks", "4", "--save", ck[i], TRAIN_ARGS(js[i]), NULL);
+        else
+            run_mpi(&r, ks[i], train_bin(), "--grad-chunks", "4", "--save", ck[i],
+                    TRAIN_ARGS(js[i]), NULL);
+        cr_assert_eq(r.status, 0, "K=%d: %s", ks[i], r.err);
+        run_free(&r);
+    }
+    for (int i = 1; i < 3; i++) {
+        cr_assert(same_file(ck[0], ck[i]), "K=1 and K=%d end with other parameters", ks[i]);
+        double a[2], b[2];
+        epoch_numbers(js[0], "loss", a, 2);
+        epoch_numbers(js[i], "loss", b, 2);
+        for (int e = 0; e < 2; e++) /* the reported mean adds the ranks' sums in another order */
+            cr_assert(fabs(a[e] - b[e]) <= 1e-13 * fabs(a[e]), "K=%d epoch %d: %.17g vs %.17g",
+                      ks[i], e + 1, a[e], b[e]);
+    }
+    for (int i = 0; i < 3; i++) {
+        free(ck[i]);
+        free(js[i]);
+    }
+}
+
+Test(dist, grad_chunks_that_the_ranks_cannot_split_are_refused_once)
+{
+    NEED_MPI();
+    run_result r;
+    run_mpi(&r, 3, train_bin(), "--grad-chunks", "4", "--epochs", "1", "--channels", "1", fm_train,
+            NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert_eq(occurrences(r.err, "--grad-chunks 4 with 3 ranks"), 1, "%s", r.err);
+    run_free(&r);
+    run_train(&r, "--grad-chunks", "3", "--epochs", "1", fm_train, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "not a power of 2"), "%s", r.err);
+    run_free(&r);
+}
