@@ -69,3 +69,11 @@ build/tools/bench_allreduce: tools/bench_allreduce.c build/cpu/libcommon.a
 	@mkdir -p build/tools
 	$(CC) $(TOOL_CFLAGS) $(MPI_CFLAGS) -o $@ $^ $(MPI_LIBS) -lm
 endif
+
+# make bench: data-parallel training here (docs/BENCH-DISTRIBUTED.md)
+.PHONY: bench-dist
+bench-dist:
+	tools/bench-dist
+ifeq ($(MPI),1)
+BENCH_TARGETS += bench-dist
+endif
