@@ -108,7 +108,8 @@ size_t fake_workspace_need(int dir, int algo, const int *xdims, const int *wdims
 typedef struct fake_clock_stats {
     double host_ms, compute_ms, h2d_ms, d2h_ms;
     int host_syncs, launches;
-    int spin_waits; /* event waits that had to wait, on events without cudaEventBlockingSync */
+    int spin_waits;  /* event waits that had to wait, on events without cudaEventBlockingSync */
+    int stall_syncs; /* host waits that waited and left the compute engine with nothing queued */
 } fake_clock_stats;
 void fake_clock(fake_clock_stats *st);
 /* Set one cost ("launch_us", "h2d_gbps", "d2h_gbps", "kernel_us",
