@@ -61,7 +61,7 @@ stager *stager_create(backend *be, loader *ldr, size_t sample_bytes, int max_bat
     s->be = be;
     s->ldr = ldr;
     s->sample_bytes = sample_bytes;
-    s->gpu = !be->host_visible && be->ops->stage_copy;
+    s->gpu = !be->host_visible && backend_has_staging(be);
     s->non_blocking = s->gpu && non_blocking;
     s->lookahead = s->non_blocking && loader_ring_slots(ldr) >= 2;
     note[0] = '\0';

@@ -146,8 +146,8 @@ typedef struct backend_ops {
                        float momentum, float wd);
 
     /* ---- optional: staging and device timing. Backends with a separate
-     * copy engine (the GPU) fill these; the CPU backend leaves them NULL and
-     * callers check for NULL. A staging buffer b, 0 <= b < BACKEND_STAGE_MAX,
+     * copy engine (the GPU) fill these; the CPU backend leaves them NULL;
+     * callers go through the wrappers below the struct. A staging buffer b, 0 <= b < BACKEND_STAGE_MAX,
      * names one device input buffer the caller copies batches into; the
      * backend keeps two events per b: "copy into b done" (copy stream) and
      * "compute finished reading b" (compute stream). The caller remembers
@@ -221,6 +221,9 @@ static inline int backend_cancelled(const backend *be) { return be->cancel && *b
  * Without busy timing, backend_busy_take returns 0 and backend_has_busy
  * says 0 (the report shows n/a). */
 static inline int backend_has_busy(const backend *be) { return be->ops->busy_take != NULL; }
+
+/* The staging block (host_pin ... stage_release) comes whole or not at all. */
+static inline int backend_has_staging(const backend *be) { return be->ops->stage_copy != NULL; }
 
 static inline void backend_busy_begin(backend *be)
 {

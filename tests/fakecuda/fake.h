@@ -118,7 +118,7 @@ void fake_clock(fake_clock_stats *st);
  * same at start-up. fake_reset goes back to the defaults. */
 int fake_set_cost(const char *key, double value);
 
-/* The emulated launch's pointer check (cuda/emu.h), callable from C tests. */
+/* The emulated launch's pointer check (tests/fakecuda/emu.h), callable from C tests. */
 int emu_check_arg(const char *kernel, int index, const void *p);
 
 #endif
