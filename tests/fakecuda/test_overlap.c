@@ -56,8 +56,20 @@ typedef struct clock_run {
     char out[4096], err[4096];
 } clock_run;
 
-/* `epochs` of the probe model at batch 16 with 2 workers; pin/nb as given */
+#define COST_BALANCED "FAKECUDA_COST=kernel_us=80,h2d_gbps=0.0375,launch_us=2"
+
+/* `epochs` of the probe model at batch 16 with 2 workers; pin/nb as given,
+ * costs `cost` (FAKECUDA_COST=...), --json to `json` unless NULL */
+static void run_clocked_with(clock_run *c, int epochs, const char *pin, const char *nb,
+                             const char *cost, const char *json);
+
 static void run_clocked(clock_run *c, int epochs, const char *pin, const char *nb)
+{
+    run_clocked_with(c, epochs, pin, nb, COST_BALANCED, NULL);
+}
+
+static void run_clocked_with(clock_run *c, int epochs, const char *pin, const char *nb,
+                             const char *cost, const char *json)
 {
     char *cf = path_join(dir, "clock.txt");
     remove(cf);
@@ -66,10 +78,14 @@ static void run_clocked(clock_run *c, int epochs, const char *pin, const char *n
     snprintf(ep, sizeof ep, "%d", epochs);
     /* a batch of 16 Fashion-MNIST images copies in about 1 ms at 0.0375 GB/s;
      * the probe model's operations a step at 80 us take about as long */
-    char *env[] = {env_clock, "FAKECUDA_COST=kernel_us=80,h2d_gbps=0.0375,launch_us=2",
-                   "TRAIN_NVML_LIB=/nonexistent/libnvidia-ml.so.1", NULL};
-    char *argv[] = {bin,         "--model", "probe",     "--epochs", ep,  "--batch", "16",
-                    "--workers", "2",       (char *)pin, (char *)nb, csv, NULL};
+    char *env[] = {env_clock, (char *)cost, "TRAIN_NVML_LIB=/nonexistent/libnvidia-ml.so.1", NULL};
+    char *argv[] = {bin, "--model",   "probe",    "--epochs", ep,   "--batch", "16", "--workers",
+                    "2", (char *)pin, (char *)nb, csv,        NULL, NULL,      NULL};
+    if (json) {
+        argv[11] = "--json";
+        argv[12] = (char *)json;
+        argv[13] = csv;
+    }
     run_result r;
     run_argv(argv, env, 240, &r);
     cr_assert_eq(r.status, 0, "status %d\nstdout:\n%s\nstderr:\n%s", r.status, r.out, r.err);
@@ -172,6 +188,54 @@ Test(overlap, no_step_stalls_the_device_in_steady_state)
               STEPS);
     cr_expect_eq(two.spin_waits, 0, "%d event waits spun a core (no cudaEventBlockingSync)",
                  two.spin_waits);
+}
+
+/* the busy seconds of epoch `epoch` in a --json file: gpu_busy_pct of
+ * epoch_s */
+static double busy_of_epoch(const char *json, int epoch)
+{
+    FILE *f = fopen(json, "r");
+    cr_assert(f, "no %s", json);
+    char line[8192], want[32];
+    snprintf(want, sizeof want, "\"epoch\":%d,", epoch);
+    double busy = -1;
+    while (fgets(line, sizeof line, f)) {
+        if (!strstr(line, "\"record\":\"epoch\"") || !strstr(line, want))
+            continue;
+        char *t = strstr(line, "\"epoch_s\":"), *b = strstr(line, "\"gpu_busy_pct\":");
+        cr_assert(t && b, "%s", line);
+        busy = atof(b + strlen("\"gpu_busy_pct\":")) / 100 * atof(t + strlen("\"epoch_s\":"));
+    }
+    fclose(f);
+    cr_assert(busy >= 0, "no epoch %d record with a busy time in %s", epoch, json);
+    return busy;
+}
+
+/* busy% is the device's own time on the step's work, read from events:
+ * on the fake, one epoch's busy seconds equal the simulated time the
+ * compute engine worked in that epoch (plus the results' read-back, which
+ * is on the compute stream), however long the epoch took. Copies cost
+ * three times the compute here, so the compute stream waits for every
+ * batch: a busy time that counted the waits, or the step's span on the
+ * host, would come out about three times too large. */
+Test(overlap, busy_time_is_the_simulated_device_time)
+{
+    const char *cost = "FAKECUDA_COST=kernel_us=80,h2d_gbps=0.0125,launch_us=2";
+    char *j1 = path_join(dir, "busy1.json"), *j2 = path_join(dir, "busy2.json");
+    clock_run one, two;
+    run_clocked_with(&one, 1, "--pin", "--non-blocking", cost, j1);
+    run_clocked_with(&two, 2, "--pin", "--non-blocking", cost, j2);
+    double device_ms = (two.compute_ms - one.compute_ms) + (two.d2h_ms - one.d2h_ms);
+    double busy_ms = 1e3 * busy_of_epoch(j2, 2), wall_ms = two.host_ms - one.host_ms;
+    cr_log_info("epoch 2: busy %.3f ms from events, compute engine %.3f ms, simulated epoch "
+                "%.3f ms",
+                busy_ms, device_ms, wall_ms);
+    cr_expect(wall_ms > 2 * device_ms, "the copies dominate: %.3f ms for %.3f ms of compute",
+              wall_ms, device_ms);
+    cr_expect(fabs(busy_ms - device_ms) <= 0.03 * device_ms,
+              "busy %.3f ms, the device computed %.3f ms", busy_ms, device_ms);
+    free(j1);
+    free(j2);
 }
 
 /* --trace on the fake shows the simulated device: a "device" process with
