@@ -153,6 +153,24 @@ static int save_checkpoint(run_ctx *r, int epoch, errbuf *e)
 
 /* ---------------------------------------------------------------- the loop */
 
+/* --trace: batch b's fill on its worker's "loader" track, and inside it
+ * the batch's read, decode and transform times. The worker kept only
+ * their sums per batch (in the slot header), so they are drawn back to
+ * back from the fill's start, each as long as its sum: where the time
+ * went, not the order of the samples. */
+static void trace_fill(run_ctx *r, const loader_batch *b)
+{
+    if (!r->trace)
+        return;
+    long i = (long)b->index;
+    trace_span(r->trace, b->filler, "loader", "fill", b->fill_t0, b->fill_s, i);
+    double rest = b->fill_s - b->read_s - b->decode_s;
+    double t = b->fill_t0;
+    trace_span(r->trace, b->filler, "loader", "read", t, b->read_s, i);
+    trace_span(r->trace, b->filler, "loader", "decode", t += b->read_s, b->decode_s, i);
+    trace_span(r->trace, b->filler, "loader", "transform", t + b->decode_s, rest > 0 ? rest : 0, i);
+}
+
 enum fetch_result { FETCH_FAILED = -1, FETCH_END = 0, FETCH_GOT = 1 };
 
 /* Next batch from the loader, handed to the device: FETCH_GOT, FETCH_END,
@@ -182,7 +200,7 @@ static int fetch(run_ctx *r, loader_batch *b, const uint8_t **dev, int *status, 
     if (b->fill_t0 + b->fill_s > a->made1)
         a->made1 = b->fill_t0 + b->fill_s;
     trace_name_process(r->trace, b->filler, b->filler == (int)getpid() ? "train" : "loader worker");
-    trace_span(r->trace, b->filler, "loader", "fill", b->fill_t0, b->fill_s, (long)b->index);
+    trace_fill(r, b);
     trace_span(r->trace, (int)getpid(), "main", "wait", t0, t1 - t0, (long)b->index);
     *dev = NULL;
     if (r->jobs[b->job].kind != LOAD_JOB_BUILD) {

@@ -67,14 +67,15 @@ Test(twin_cpu, one_thread_and_two_agree_bit_for_bit)
 {
     backend *one = cpu_backend(1), *two = cpu_backend(2);
     tally n = {0};
-    twin t = {.dev = two, .ref = one, .r = rng_keyed(3, RNG_TOOL, 2, 0), .report = count, .arg = &n};
+    twin t = {
+        .dev = two, .ref = one, .r = rng_keyed(3, RNG_TOOL, 2, 0), .report = count, .arg = &n};
     every_op(&t);
     lenet_steps(&t);
     cr_expect_gt(n.checks, 60, "only %d checks ran", n.checks);
     cr_expect_eq(n.over, 0, "%d of %d checks over the tolerance, first %s", n.over, n.checks,
                  n.first_bad);
-    cr_expect_eq(n.inexact, 0, "%d of %d checks differ in some bit, first %s", n.inexact,
-                 n.checks, n.first_bad);
+    cr_expect_eq(n.inexact, 0, "%d of %d checks differ in some bit, first %s", n.inexact, n.checks,
+                 n.first_bad);
     cr_expect_eq(twin_staging(&t, 4, 3, 64, &(double){0}, (char[8]){0}, 8), -1,
                  "the CPU has no staging block: nothing to run");
     one->ops->destroy(one);
@@ -98,7 +99,8 @@ Test(twin_cpu, one_broken_op_fails_the_comparison)
     const backend_ops *keep = dev->ops;
     dev->ops = &broken;
     tally n = {0};
-    twin t = {.dev = dev, .ref = ref, .r = rng_keyed(3, RNG_TOOL, 2, 0), .report = count, .arg = &n};
+    twin t = {
+        .dev = dev, .ref = ref, .r = rng_keyed(3, RNG_TOOL, 2, 0), .report = count, .arg = &n};
     twin_conv(&t, 3, 2, 8, 8, 4, 3, 3, 1, 1, 1);
     cr_expect_eq(n.over, 0, "the other ops still agree (first: %s)", n.first_bad);
     twin_relu(&t, 1000);
