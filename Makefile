@@ -115,9 +115,14 @@ TOOL_SRC   := $(sort $(wildcard tools/*.c))
 
 VARIANT := $(if $(filter 1,$(CUDA)),cuda,cpu)
 
-# the libraries of variant $(1) in link order (cuda/ in the CUDA variants only)
-variant_libs = $(foreach l,$(if $(filter cuda fakecuda,$(1)),$(LAYERS),$(filter-out cuda,$(LAYERS))),\
-                 build/$(1)/lib$(l).a)
+# the layers of variant $(1) (cuda/ in the CUDA variants only) and their
+# libraries, in link order
+variant_layers = $(if $(filter cuda fakecuda,$(1)),$(LAYERS),$(filter-out cuda,$(LAYERS)))
+variant_libs = $(foreach l,$(call variant_layers,$(1)),build/$(1)/lib$(l).a)
+# The link order fails a wrong-way call only when nothing else pulled the
+# symbol in first; tools/check-layers checks every library's undefined
+# symbols against the layers above it, after each link of ./train.
+check_layers = @tools/check-layers build/$(1) $(call variant_layers,$(1))
 # the libraries $(2) (names, top to bottom) of variant $(1)
 libs_of = $(foreach l,$(2),build/$(1)/lib$(l).a)
 
@@ -177,10 +182,13 @@ $(eval $(call lib_rule,cuda,cuda,$(patsubst %.cu,build/cuda/%.o,$(CUDA_CU))))
 
 build/cpu/train: build/cpu/main.o $(call variant_libs,cpu)
 	$(CC) -o $@ $^ $(LDFLAGS_cpu) $(LIBS)
+	$(call check_layers,cpu)
 build/cuda/train: build/cuda/main.o $(call variant_libs,cuda)
 	$(CC) -o $@ $^ $(LDFLAGS_cuda) $(LIBS) -lstdc++
+	$(call check_layers,cuda)
 build/asan/train: build/asan/main.o $(call variant_libs,asan)
 	$(CC) -o $@ $^ $(LDFLAGS_asan) $(LIBS)
+	$(call check_layers,asan)
 
 # ---------------------------------------------------------------- version
 # The git revision --json's run record names; build/version.h is rewritten

@@ -32,7 +32,7 @@ static int model_list(const options *o)
         return 2;
     }
     int w, h, c, oh, ow;
-    if (img_probe(dataset_path(&ix, 0), &w, &h, &c, &e) != 0) {
+    if (img_probe(dataset_path(&ix, 0), o->img.exif, &w, &h, &c, &e) != 0) {
         char line[2 * ERR_MAX];
         fprintf(stderr, "%s\n", dataset_row_message(&ix, 0, e.msg, line, sizeof line));
         dataset_free(&ix);
@@ -60,7 +60,7 @@ static uint32_t check_images(const dataset *ix)
     for (uint32_t i = 0; i < ix->n; i++) {
         int w, h, c;
         errbuf e;
-        if (img_probe(dataset_path(ix, i), &w, &h, &c, &e) != 0) {
+        if (img_probe(dataset_path(ix, i), 0, &w, &h, &c, &e) != 0) {
             char line[2 * ERR_MAX];
             fprintf(stderr, "%s\n", dataset_row_message(ix, i, e.msg, line, sizeof line));
             bad++;

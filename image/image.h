@@ -67,6 +67,9 @@ typedef struct img_params {
     int decode;             /* img_decode: how far the fused path DCT-scales */
     float jitter[3];        /* colour jitter strengths: brightness, contrast,
                                saturation (torchvision's ColorJitter); 0 off */
+    int exif;               /* turn JPEGs upright by their EXIF orientation
+                               first (PIL's ImageOps.exif_transpose); off by
+                               default, as torchvision */
 } img_params;
 
 /* How small a JPEG may be decoded before the resampler takes over, for
@@ -122,8 +125,8 @@ void img_ctx_set_limits(img_ctx *c, int max_side, uint64_t max_pixels);
 
 /* Width, height and channel count (1 gray, 3 colour) of an image file from
  * its header, without decoding pixels (for --channels auto and data sets
- * without --resize). */
-int img_probe(const char *path, int *w, int *h, int *channels, errbuf *e);
+ * without --resize); with exif, the size once turned upright. */
+int img_probe(const char *path, int exif, int *w, int *h, int *channels, errbuf *e);
 
 /* Decode `path` into the base image. *base points into ctx (valid until the
  * next call on ctx); *bh, *bw receive its size. A crop larger than the

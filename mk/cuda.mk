@@ -98,6 +98,7 @@ build/asan/tests/run-fakecuda: $(FAKE_SUITE_OBJS) tests/fakecuda/real-symbols.tx
 
 $(FAKE_DIR)/train: $(FAKE_TRAIN_OBJS) tests/fakecuda/real-symbols.txt
 	$(call fake_link,$(FAKE_TRAIN_OBJS),$(FAKE_TRAIN_LIBS))
+	$(call check_layers,fakecuda)
 
 GPU_SUITE_OBJS := $(patsubst %.c,build/cuda/%.o,$(GPU_TEST_SRC)) $(call variant_libs,cuda)
 

@@ -276,20 +276,27 @@ uint64_t model_memory_bytes(const char *name, int C, int H, int W, int nclasses,
     }
     /* what model_create allocates: parameters, gradients and momentum; the
      * input, each layer's output and two gradient buffers per sample ... */
-    double B = max_batch, fl = sizeof(float);
+    double B = max_batch, fl = sizeof(float), T = threads > 0 ? threads : 1;
     double floats = 3.0 * (double)m.nparams + 4.0 * B * (double)largest_activation(&m);
+    double conv_scratch = 0.0;
     for (int i = 0; i < m.nlayers; i++) {
         const model_layer *L = &m.layers[i];
         if (L->kind != LAYER_FLATTEN)
             floats += B * (double)layer_out_size(L);
         if (L->branch) /* its gradient buffer */
             floats += B * (double)layer_out_size(L);
-        /* ... and each convolution's plan: im2col and its gradient, per
-         * compute thread (cpu/conv.c) */
-        if (L->kind == LAYER_CONV)
-            floats += 2.0 * (threads > 0 ? threads : 1) * (double)L->in_c * L->r * L->r * L->out_h *
-                      L->out_w;
+        /* ... and the convolutions' scratch, one arena the size of the
+         * largest need (cpu/conv.c): im2col and its gradient and a padded
+         * input per compute thread, and up to 16 weight-gradient partials */
+        if (L->kind == LAYER_CONV) {
+            double crs = (double)L->in_c * L->r * L->r, p = (double)L->out_h * L->out_w;
+            double pad = (double)L->in_c * (L->in_h + 2 * L->pad) * (L->in_w + 2 * L->pad);
+            double chunks = B < 16 ? B : 16;
+            double need = T * (2.0 * crs * p + pad) + chunks * L->out_c * (crs + 1.0);
+            conv_scratch = need > conv_scratch ? need : conv_scratch;
+        }
     }
+    floats += conv_scratch;
     free(m.layers);
     double bytes = floats * fl;
     return bytes > 1.8e19 ? UINT64_MAX : (uint64_t)bytes;

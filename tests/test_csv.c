@@ -422,7 +422,7 @@ static char *write_tiff(const char *d, const char *name)
 
 /* --check refuses what training refuses: a TIFF and an SVG, each with CSV
  * line, file and reason; the PNG and the WebP (made by Debian's cwebp from
- * a real PPM; decoded since issue 16) beside them pass. */
+ * a real PPM; decoded) beside them pass. */
 Test(csv, train_binary_check_sniffs_formats_training_refuses)
 {
     uint8_t *px = ti_picture(8, 8, 3, 7);

@@ -1,5 +1,5 @@
 /* test_jitter.c — --color-jitter (torchvision's ColorJitter on PIL images)
- * and --normalize imagenet (issue 16). The factors are re-drawn here from
+ * and --normalize imagenet. The factors are re-drawn here from
  * the documented draw order (image.h), so a change of order fails too. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>

@@ -1,4 +1,4 @@
-/* test_rrc.c — the random-resized crop (issue 16): torchvision's box draw,
+/* test_rrc.c — the random-resized crop: torchvision's box draw,
  * the fused region decode against the unfused path (full decode, crop,
  * resample) on real JPEG files, and the command line around it. */
 #define _GNU_SOURCE

@@ -107,3 +107,47 @@ Test(tools, jpeg_set_counts_sizes_and_determinism)
     free(a);
     free(b);
 }
+
+/* tools/check-layers on two real static libraries: "low" calling into
+ * "high" (above it) is reported by object and symbol; the right way round
+ * passes. */
+static void make_lib(const char *name, const char *src)
+{
+    char *c = write_text(dir, "x.c", src), *o = path_join(dir, "x.o");
+    char lib[512];
+    snprintf(lib, sizeof lib, "%s/lib%s.a", dir, name);
+    char *cc[] = {"/usr/bin/gcc", "-c", c, "-o", o, NULL};
+    run_result r;
+    run_argv(cc, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    char *ar[] = {"/usr/bin/ar", "rcs", lib, o, NULL};
+    run_argv(ar, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    free(c), free(o);
+}
+
+static run_result check_layers(const char *top, const char *bottom)
+{
+    char *script = path_join(source_root(), "tools/check-layers");
+    char *argv[] = {script, dir, (char *)top, (char *)bottom, NULL};
+    run_result r;
+    run_argv(argv, NULL, 60, &r);
+    free(script);
+    return r;
+}
+
+Test(tools, check_layers_names_a_wrong_way_call)
+{
+    make_lib("high", "int high_fn(void) { return 1; }\n");
+    make_lib("low", "int high_fn(void);\nint low_fn(void) { return high_fn() + 1; }\n");
+    run_result r = check_layers("high", "low");
+    cr_expect_eq(r.status, 1, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "low/x.o uses high_fn, defined in high/ (above low/)"), "%s", r.out);
+    run_free(&r);
+    /* the same libraries in the other order: low above high is allowed */
+    r = check_layers("low", "high");
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    run_free(&r);
+}

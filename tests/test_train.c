@@ -400,7 +400,7 @@ Test(train, preload_cache_reused_invalidated_and_checked)
         "%s", r.out);
     cr_assert(strstr(r.out, "preload: decoded 319 samples"), "%s", r.out);
     run_free(&r);
-    /* another --decode makes other base pixels (issue 16): rebuilt */
+    /* another --decode makes other base pixels: rebuilt */
     run_train(&r, "--mode", "preload", "--cache", cache, "--crop", "24", "--batch", "32",
               "--decode", "exact", fewer, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);

@@ -1,4 +1,4 @@
-/* bench_photos.c — the ImageNet recipe on real photographs (issue 16):
+/* bench_photos.c — the ImageNet recipe on real photographs:
  * fidelity of the DCT-scaled decodes against the exact path, and speed per
  * core of every variant against the bare libjpeg-turbo decode (the floor).
  *
