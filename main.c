@@ -11,6 +11,7 @@
 #include "app/diagnose.h"
 #include "app/options.h"
 #include "app/run.h"
+#include "app/selftest.h"
 #include "app/sweep.h"
 #include "loader/dataset.h"
 #include "nn/model.h"
@@ -118,7 +119,7 @@ int main(int argc, char **argv)
     else if (o.diagnose && !o.sweep_child)
         rc = diagnose_run(&o);
     else if (o.selftest)
-        rc = device_selftest(stdout);
+        rc = selftest_main(stdout);
     else if (o.check)
         rc = check(&o);
     else if (options_is_sweep(&o) && !o.sweep_child)

@@ -355,6 +355,7 @@ static int setup_loader(run_ctx *r, errbuf *e)
                         .load = load_sample,
                         .worker_init = load_worker_init,
                         .worker_fini = load_worker_fini,
+                        .stage_times = load_stage_times,
                         .arg = &r->ss};
     pc.src[0] = &r->train;
     pc.src[1] = &r->val;

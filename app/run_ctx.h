@@ -69,6 +69,14 @@ typedef struct run_ctx {
     epoch_rec *recs;
     int nrecs;
     long steps;
+    /* steps enqueued whose results are not taken yet (model_results_take),
+     * by tag % MODEL_RESULTS_MAX: which pass and batch, at which lr */
+    struct {
+        int job;
+        long index;
+        double lr;
+    } pend[MODEL_RESULTS_MAX];
+    long enqueued; /* the next tag */
     char **class_names;
     int progress;
     int said_util_na;

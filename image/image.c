@@ -209,7 +209,10 @@ static img_format sniff(const uint8_t *d, size_t n, const char **other)
 /* Read `path` and its header; check the size limits. */
 static int read_header(img_ctx *c, const char *path, int cold, img_info *info, errbuf *e)
 {
-    if (read_file(c, path, cold, e) < 0)
+    double t0 = now_sec();
+    long n = read_file(c, path, cold, e);
+    c->read_s += now_sec() - t0;
+    if (n < 0)
         return -1;
     const char *other;
     memset(info, 0, sizeof *info);
@@ -435,6 +438,7 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
 
     int dh, dw, rc;
     double box_h, box_w; /* the picture's extent in the decoded pixels */
+    double dec0 = now_sec();
     if (info.format == IMG_FMT_JPEG) {
         int m = p->decode == IMG_DECODE_AUTO ? 2 : 1,
             exact = p->full_decode || p->decode == IMG_DECODE_EXACT;
@@ -445,6 +449,7 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
         rc = decode_other(c, path, &info, C, &dh, &dw, e);
         box_h = dh, box_w = dw;
     }
+    c->decode_s += now_sec() - dec0;
     if (rc != 0)
         return -1;
     turn_upright(c, C, orient, &dh, &dw);
@@ -553,7 +558,10 @@ static int rrc_resample(img_ctx *c, const char *path, const img_info *info, cons
         want.x = (int)floor(bx * f) - 16;
         want.h = (int)ceil((by + bh) * f) - want.y;
         want.w = (int)ceil((bx + bw) * f) + 16 - want.x;
-        if (img_jpeg_decode_region(c, path, info, C, num, &want, &got, e) != 0)
+        double t0 = now_sec();
+        int rc = img_jpeg_decode_region(c, path, info, C, num, &want, &got, e);
+        c->decode_s += now_sec() - t0;
+        if (rc != 0)
             return -1;
         double y0 = by * f - got.y, x0 = bx * f - got.x, hh = bh * f, ww = bw * f;
         if (y0 + hh > got.h) /* the last scaled row rounds up; stay inside */
@@ -564,9 +572,11 @@ static int rrc_resample(img_ctx *c, const char *path, const img_info *info, cons
                    y0, x0, hh, ww);
         return 0;
     }
+    double t0 = now_sec();
     int dh, dw,
         rc = info->format == IMG_FMT_JPEG ? img_jpeg_decode(c, path, info, C, 0, 0, &dh, &dw, e)
                                           : decode_other(c, path, info, C, &dh, &dw, e);
+    c->decode_s += now_sec() - t0;
     if (rc != 0)
         return -1;
     turn_upright(c, C, orient, &dh, &dw);
@@ -621,7 +631,16 @@ int img_load(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t 
 
 long img_read_only(img_ctx *c, const char *path, const img_params *p, errbuf *e)
 {
-    return read_file(c, path, p ? p->cold : 0, e);
+    double t0 = now_sec();
+    long n = read_file(c, path, p ? p->cold : 0, e);
+    c->read_s += now_sec() - t0;
+    return n;
+}
+
+void img_ctx_times(const img_ctx *c, double *read_s, double *decode_s)
+{
+    *read_s = c->read_s;
+    *decode_s = c->decode_s;
 }
 
 int img_probe(const char *path, int exif, int *w, int *h, int *channels, errbuf *e)

@@ -114,6 +114,12 @@ typedef struct img_ctx img_ctx;
 img_ctx *img_ctx_create(void);
 void img_ctx_free(img_ctx *c);
 
+/* Seconds this context has spent so far reading files (open to the last
+ * byte) and decoding them (to pixels, before any resize); the rest of a
+ * load is transformation. For --trace's per-batch read/decode/transform
+ * spans: two clock reads around each, nothing else. */
+void img_ctx_times(const img_ctx *c, double *read_s, double *decode_s);
+
 /* Lower (or restore, with 0) the size limits checked before decoding. */
 void img_ctx_set_limits(img_ctx *c, int max_side, uint64_t max_pixels);
 

@@ -22,6 +22,7 @@ struct img_ctx {
     resize_plan rs;
     int max_side;
     uint64_t max_pixels;
+    double read_s, decode_s; /* seconds spent reading files and decoding them, so far */
 };
 
 typedef enum img_format {
