@@ -100,6 +100,12 @@ SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-om
 #   common  errors, allocation, clocks, hashing, keyed RNG
 LAYERS     := app dist cuda cpu nn loader image common
 layer_src   = $(sort $(wildcard $(1)/*.c))
+# the empty backend registry of a CPU-only build (nn/provider.h): the CUDA
+# variants link cuda/provider.c instead
+GPU_STUB_SRC := nn/provider_none.c
+# the sources of layer $(2) in variant $(1)
+variant_src = $(if $(filter cuda fakecuda,$(1)),$(filter-out $(GPU_STUB_SRC),$(call layer_src,$(2))),\
+                $(call layer_src,$(2)))
 CUDA_CSRC  := $(call layer_src,cuda)
 CUDA_CU    := $(sort $(wildcard cuda/*.cu))
 LIB_SRC    := $(foreach l,$(filter-out cuda,$(LAYERS)),$(call layer_src,$(l)))
@@ -170,7 +176,7 @@ build/cuda/image/resize.o: CFLAGS_cuda += -O3
 # kernels come from nvcc in the cuda variant, from mk/cuda.mk's emulation in
 # the fakecuda variant)
 define lib_rule
-build/$(1)/lib$(2).a: $(patsubst %.c,build/$(1)/%.o,$(call layer_src,$(2))) $(3)
+build/$(1)/lib$(2).a: $(patsubst %.c,build/$(1)/%.o,$(call variant_src,$(1),$(2))) $(3)
 	@rm -f $$@; ar rcs $$@ $$^
 endef
 $(foreach v,cpu cuda asan,$(foreach l,$(filter-out cuda,$(LAYERS)),$(eval $(call lib_rule,$(v),$(l)))))

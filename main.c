@@ -11,6 +11,7 @@
 #include "app/diagnose.h"
 #include "app/options.h"
 #include "app/run.h"
+#include "app/selftest.h"
 #include "app/sweep.h"
 #include "dist/dist.h"
 #include "loader/dataset.h"
@@ -32,7 +33,7 @@ static int model_list(const options *o)
         return 2;
     }
     int w, h, c, oh, ow;
-    if (img_probe(dataset_path(&ix, 0), &w, &h, &c, &e) != 0) {
+    if (img_probe(dataset_path(&ix, 0), o->img.exif, &w, &h, &c, &e) != 0) {
         char line[2 * ERR_MAX];
         fprintf(stderr, "%s\n", dataset_row_message(&ix, 0, e.msg, line, sizeof line));
         dataset_free(&ix);
@@ -60,7 +61,7 @@ static uint32_t check_images(const dataset *ix)
     for (uint32_t i = 0; i < ix->n; i++) {
         int w, h, c;
         errbuf e;
-        if (img_probe(dataset_path(ix, i), &w, &h, &c, &e) != 0) {
+        if (img_probe(dataset_path(ix, i), 0, &w, &h, &c, &e) != 0) {
             char line[2 * ERR_MAX];
             fprintf(stderr, "%s\n", dataset_row_message(ix, i, e.msg, line, sizeof line));
             bad++;
@@ -151,7 +152,7 @@ int main(int argc, char **argv)
     else if (o.diagnose && !o.sweep_child)
         rc = diagnose_run(&o);
     else if (o.selftest)
-        rc = device_selftest(stdout);
+        rc = selftest_main(stdout);
     else if (o.check)
         rc = check(&o);
     else if (options_is_sweep(&o) && !o.sweep_child)

@@ -1,18 +1,14 @@
 /* device.c — backend selection and the pinning guard (see device.h).
  *
- * The only file outside cuda/ that knows about CUDA, and only under
- * TRAIN_CUDA: a CPU-only build compiles the same decisions with "built
- * without CUDA" as the answer.
+ * The GPU comes from nn/provider.h's registry (the "cuda" provider, linked
+ * in CUDA builds only), so this file compiles the same in every build and
+ * a CPU-only build's registry answers "built without CUDA".
  */
 #define _POSIX_C_SOURCE 200809L
 #include "app/device.h"
 
 #include <stdio.h>
 #include <string.h>
-
-#ifdef TRAIN_CUDA
-#include "cuda/gpu.h"
-#endif
 
 int device_parse(const char *s, device_kind *out, errbuf *e)
 {
@@ -27,19 +23,29 @@ int device_parse(const char *s, device_kind *out, errbuf *e)
     return 0;
 }
 
-int device_built_with_cuda(void)
-{
-#ifdef TRAIN_CUDA
-    return 1;
-#else
-    return 0;
-#endif
-}
+/* the GPU provider this build links, or NULL (CPU-only) */
+static const backend_provider *gpu_provider(void) { return backend_provider_find("cuda"); }
+
+int device_built_with_cuda(void) { return gpu_provider() != NULL; }
 
 static void choose_cpu(device_choice *c, const char *why)
 {
     c->kind = DEVICE_CPU;
     snprintf(c->line, sizeof c->line, "device: cpu (%s)", why);
+}
+
+/* Device local_rank modulo the devices the provider can probe (ranks of a
+ * node share its GPUs round robin; one visible device serves every rank). */
+static int probe_for_rank(const backend_provider *p, int local_rank, provider_device *d, errbuf *e)
+{
+    int rc = p->probe(local_rank, d, e);
+    if (rc == 0 || local_rank == 0)
+        return rc;
+    int count = 0;
+    errbuf ce;
+    while (count < 64 && p->probe(count, d, &ce) == 0)
+        count++;
+    return p->probe(count ? local_rank % count : 0, d, e);
 }
 
 int device_select(device_kind want, device_choice *c, errbuf *e)
@@ -54,49 +60,41 @@ int device_select_gpu(device_kind want, int local_rank, device_choice *c, errbuf
         choose_cpu(c, "--device cpu");
         return 0;
     }
-#ifdef TRAIN_CUDA
-    gpu_info g;
-    gpu_probe(0, &g);
-    if (g.status == GPU_OK && local_rank > 0 && local_rank % g.count != 0)
-        gpu_probe(local_rank % g.count, &g);
-    if (g.status != GPU_OK) {
+    const backend_provider *p = gpu_provider();
+    if (!p) {
         if (want == DEVICE_CUDA)
-            return errf(e, "--device cuda: no usable GPU: %s", g.reason);
-        char why[sizeof g.reason + 32];
-        snprintf(why, sizeof why, "no usable GPU: %s", g.reason);
+            return errf(e, "--device cuda: this train was built without CUDA (rebuild where the "
+                           "CUDA toolkit with cuDNN is installed: make CUDA=1)");
+        choose_cpu(c, "built without CUDA");
+        return 0;
+    }
+    errbuf pe;
+    if (probe_for_rank(p, local_rank, &c->dev, &pe) != 0) {
+        if (want == DEVICE_CUDA)
+            return errf(e, "--device cuda: no usable GPU: %s", pe.msg);
+        char why[480];
+        snprintf(why, sizeof why, "no usable GPU: %.400s", pe.msg);
         choose_cpu(c, why);
         return 0;
     }
     c->kind = DEVICE_CUDA;
-    c->gpu = g.device;
-    snprintf(c->pci_bus_id, sizeof c->pci_bus_id, "%s", g.pci_bus_id);
-    char desc[360];
-    snprintf(c->line, sizeof c->line, "device: cuda:%d %s", g.device,
-             gpu_describe(&g, desc, sizeof desc));
+    c->gpu = c->dev.index;
+    snprintf(c->line, sizeof c->line, "device: cuda:%d %s", c->dev.index, c->dev.desc);
     return 0;
-#else
-    (void)local_rank;
-    if (want == DEVICE_CUDA)
-        return errf(e, "--device cuda: this train was built without CUDA (rebuild where the CUDA "
-                       "toolkit with cuDNN is installed: make CUDA=1)");
-    choose_cpu(c, "built without CUDA");
-    return 0;
-#endif
 }
 
 backend *device_create_cuda(const device_choice *c, errbuf *e)
 {
-#ifdef TRAIN_CUDA
+    const backend_provider *p = gpu_provider();
+    if (!p) {
+        errf(e, "this train was built without CUDA");
+        return NULL;
+    }
     if (c->kind != DEVICE_CUDA) {
         errf(e, "device_create_cuda: the choice is not a GPU");
         return NULL;
     }
-    return backend_cuda_create(c->gpu, e);
-#else
-    (void)c;
-    errf(e, "this train was built without CUDA");
-    return NULL;
-#endif
+    return p->create(&c->dev, e);
 }
 
 int device_pin_check(uint64_t bytes, uint64_t mem_available, int force, errbuf *e)
@@ -123,58 +121,32 @@ int device_pin_check(uint64_t bytes, uint64_t mem_available, int force, errbuf *
                 need, 100.0 * frac, avail, 100.0 * DEVICE_PIN_MAX_FRACTION);
 }
 
-int device_selftest(FILE *out)
-{
-#ifdef TRAIN_CUDA
-    return gpu_selftest(out);
-#else
-    fprintf(out, "selftest: this train was built without CUDA; nothing to test\n");
-    return 2;
-#endif
-}
-
 gpu_monitor *device_monitor_create(const device_choice *c)
 {
-#ifdef TRAIN_CUDA
-    if (c->kind == DEVICE_CUDA)
-        return gpu_monitor_create(c->pci_bus_id, NULL, 50);
-#else
-    (void)c;
-#endif
-    return NULL;
+    const backend_provider *p = gpu_provider();
+    return p && c->kind == DEVICE_CUDA ? p->monitor_create(&c->dev) : NULL;
 }
 
 void device_monitor_start(gpu_monitor *m)
 {
-#ifdef TRAIN_CUDA
     if (m)
-        gpu_monitor_start(m);
-#else
-    (void)m;
-#endif
+        gpu_provider()->monitor_start(m);
 }
 
 void device_monitor_stop(gpu_monitor *m, device_util *out)
 {
-#ifdef TRAIN_CUDA
     if (m) {
-        gpu_monitor_stop(m, out);
+        gpu_provider()->monitor_stop(m, out);
         return;
     }
-#else
-    (void)m;
-#endif
     memset(out, 0, sizeof *out);
     snprintf(out->why, sizeof out->why, "no GPU");
 }
 
 void device_monitor_free(gpu_monitor *m)
 {
-#ifdef TRAIN_CUDA
-    gpu_monitor_free(m);
-#else
-    (void)m;
-#endif
+    if (m)
+        gpu_provider()->monitor_free(m);
 }
 
 const char *device_util_format(const device_util *u, char *buf, size_t len)

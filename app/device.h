@@ -1,10 +1,11 @@
 /* device.h — which backend runs: `--device auto|cpu|cuda`, and the guard
  * on page-locked memory.
  *
- * Compiled in every build; the CUDA build (-DTRAIN_CUDA) probes for a GPU
- * here and nowhere else decides between backends. Selection only says which
- * device and why; the caller creates the backend (backend_cpu_create for
- * DEVICE_CPU, device_create_cuda for DEVICE_CUDA).
+ * The same code in every build: the GPU, when this build has one, comes
+ * from nn/provider.h's registry, and nowhere else decides between
+ * backends. Selection only says which device and why; the caller creates
+ * the backend (backend_cpu_create for DEVICE_CPU, device_create_cuda for
+ * DEVICE_CUDA).
  */
 #ifndef TRAIN_DEVICE_H
 #define TRAIN_DEVICE_H
@@ -14,6 +15,7 @@
 
 #include "common/util.h"
 #include "nn/backend.h"
+#include "nn/provider.h"
 
 typedef enum device_kind {
     DEVICE_AUTO = 0, /* a request only: CUDA when built with it and usable, else CPU */
@@ -22,9 +24,9 @@ typedef enum device_kind {
 } device_kind;
 
 typedef struct device_choice {
-    device_kind kind; /* DEVICE_CPU or DEVICE_CUDA */
-    int gpu;          /* CUDA device index */
-    char pci_bus_id[32];
+    device_kind kind;    /* DEVICE_CPU or DEVICE_CUDA */
+    int gpu;             /* CUDA device index */
+    provider_device dev; /* DEVICE_CUDA: the device as its provider probed it */
     /* the line to print first: "device: cuda:0 NVIDIA A100 (...)" or
      * "device: cpu (no usable GPU: no NVIDIA driver ...)" */
     char line[512];
@@ -57,24 +59,8 @@ backend *device_create_cuda(const device_choice *c, errbuf *e);
 #define DEVICE_PIN_MAX_FRACTION 0.5
 int device_pin_check(uint64_t bytes, uint64_t mem_available, int force, errbuf *e);
 
-/* `train --selftest`: the GPU ops against the CPU backend on a tiny net
- * (cuda/selftest.c), one line per check and a verdict to out. Returns 0
- * pass, 1 mismatch, 2 no usable GPU or a CPU-only build (reason printed). */
-int device_selftest(FILE *out);
-
-/* ---- GPU utilisation per epoch, from NVML (cuda/nvml.c), sampled every
- * 50 ms by a thread while an epoch runs. */
-typedef struct device_util {
-    int available; /* 0: n/a, see why */
-    char why[160];
-    int samples;
-    double util_avg;   /* % of time a kernel was running, mean of the samples */
-    double util_max;   /* max of the samples */
-    uint64_t mem_used; /* device memory in use (all processes), max over the epoch */
-    uint64_t mem_total;
-} device_util;
-
-typedef struct gpu_monitor gpu_monitor;
+/* ---- GPU utilisation per epoch (device_util, nn/provider.h), from NVML
+ * (cuda/nvml.c), sampled every 50 ms by a thread while an epoch runs. */
 /* NULL for a CPU choice or in a CPU-only build; every call below accepts
  * NULL (stop then reports n/a). Create after the workers were forked. */
 gpu_monitor *device_monitor_create(const device_choice *c);

@@ -33,6 +33,12 @@ void load_worker_fini(void *wctx)
     free(c);
 }
 
+void load_stage_times(void *wctx, double *read_s, double *decode_s)
+{
+    load_ctx *c = wctx;
+    img_ctx_times(c->img, read_s, decode_s);
+}
+
 int load_sample(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r, uint8_t *out,
                 errbuf *e)
 {

@@ -27,5 +27,7 @@ void *load_worker_init(void *arg);
 void load_worker_fini(void *wctx);
 int load_sample(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r, uint8_t *out,
                 errbuf *e);
+/* loader_config.stage_times: the image context's read and decode seconds */
+void load_stage_times(void *wctx, double *read_s, double *decode_s);
 
 #endif

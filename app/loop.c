@@ -88,7 +88,7 @@ static void emit_epoch(run_ctx *r, int tid)
     er.compute_pct = o->loader_only ? NAN : 100 * a->compute / t;
     ranks_epoch(r, tid, &er); /* with several ranks: the whole job's numbers */
     er.gpu_util_avg = er.gpu_util_max = er.gpu_mem_mb = NAN;
-    er.gpu_busy_pct = r->be->ops->busy_take && !o->loader_only ? 100 * a->busy / t : NAN;
+    er.gpu_busy_pct = backend_has_busy(r->be) && !o->loader_only ? 100 * a->busy / t : NAN;
     if (r->monitor) {
         device_util u;
         device_monitor_stop(r->monitor, &u);
@@ -159,6 +159,24 @@ static int save_checkpoint(run_ctx *r, int epoch, errbuf *e)
 
 /* ---------------------------------------------------------------- the loop */
 
+/* --trace: batch b's fill on its worker's "loader" track, and inside it
+ * the batch's read, decode and transform times. The worker kept only
+ * their sums per batch (in the slot header), so they are drawn back to
+ * back from the fill's start, each as long as its sum: where the time
+ * went, not the order of the samples. */
+static void trace_fill(run_ctx *r, const loader_batch *b)
+{
+    if (!r->trace)
+        return;
+    long i = (long)b->index;
+    trace_span(r->trace, b->filler, "loader", "fill", b->fill_t0, b->fill_s, i);
+    double rest = b->fill_s - b->read_s - b->decode_s;
+    double t = b->fill_t0;
+    trace_span(r->trace, b->filler, "loader", "read", t, b->read_s, i);
+    trace_span(r->trace, b->filler, "loader", "decode", t += b->read_s, b->decode_s, i);
+    trace_span(r->trace, b->filler, "loader", "transform", t + b->decode_s, rest > 0 ? rest : 0, i);
+}
+
 enum fetch_result { FETCH_FAILED = -1, FETCH_END = 0, FETCH_GOT = 1 };
 
 /* Next batch from the loader, handed to the device: FETCH_GOT, FETCH_END,
@@ -188,7 +206,7 @@ static int fetch(run_ctx *r, loader_batch *b, const uint8_t **dev, int *status, 
     if (b->fill_t0 + b->fill_s > a->made1)
         a->made1 = b->fill_t0 + b->fill_s;
     trace_name_process(r->trace, b->filler, b->filler == (int)getpid() ? "train" : "loader worker");
-    trace_span(r->trace, b->filler, "loader", "fill", b->fill_t0, b->fill_s, (long)b->index);
+    trace_fill(r, b);
     trace_span(r->trace, (int)getpid(), "main", "wait", t0, t1 - t0, (long)b->index);
     *dev = NULL;
     if (r->jobs[b->job].kind != LOAD_JOB_BUILD) {
@@ -257,59 +275,84 @@ static void build_batch(run_ctx *r, const loader_batch *b)
            o->cache ? o->cache : "");
 }
 
+/* The results of steps enqueued earlier, oldest first, into their passes'
+ * numbers: those the device has finished, waiting while more than `keep`
+ * are pending. A non-finite loss stops the run, naming its step. */
+static int take_results(run_ctx *r, int keep, errbuf *e)
+{
+    step_stats st;
+    long tag;
+    while (model_results_pending(&r->m) > 0 &&
+           model_results_take(&r->m, model_results_pending(&r->m) > keep, &st, &tag)) {
+        int job = r->pend[tag % MODEL_RESULTS_MAX].job;
+        step_stats_add(&r->acc[job].stats, &st);
+        if (st.nonfinite) {
+            char msg[160];
+            model_nonfinite_msg(
+                msg, sizeof msg, r->jobs[job].epoch + 1, r->pend[tag % MODEL_RESULTS_MAX].index,
+                st.n ? st.loss_sum / (double)st.n : NAN, r->pend[tag % MODEL_RESULTS_MAX].lr);
+            report_progress_end(r->progress);
+            return fail(e, RUN_NONFINITE, "%s; stopping (lower --lr?)", msg);
+        }
+    }
+    return RUN_OK;
+}
+
 /* One training or evaluation step on batch b (on the device at dev), and
- * its accounting. Returns RUN_OK or a failure status; the batch goes back
- * to the loader either way. */
+ * its accounting. The step is enqueued; its loss and accuracy come back
+ * while the next one computes (take_results), so the host never waits for
+ * the step it just enqueued. Returns RUN_OK or a failure status; the batch
+ * goes back to the loader either way. */
 static int step_batch(run_ctx *r, const loader_batch *b, const uint8_t *dev, errbuf *e)
 {
     const options *o = r->o;
     job_info *ji = &r->jobs[b->job];
     job_acc *a = &r->acc[b->job];
     uint32_t nb = load_job_batches(r->ldr, b->job);
-    int agreed = ranks_agree(r); /* every rank goes on, or all stop here */
+    double t0 = now_sec(), comm = 0;
+    int rc = RUN_OK;
+    if (!o->loader_only) /* room for this step's results: the step before last is done */
+        rc = take_results(r, MODEL_RESULTS_MAX - 1, e);
+    /* every rank goes on, or all stop here (a failure found in the results
+     * just taken included: this rank says so before any sum) */
+    int agreed = ranks_agree(r, rc);
     if (agreed != RUN_OK) {
         stager_done(r->stager, b);
         report_progress_end(r->progress);
-        return agreed;
+        return rc != RUN_OK ? rc : agreed;
     }
-    double t0 = now_sec(), comm = 0;
-    step_stats step = {0};
     if (!o->loader_only) {
         /* before busy_begin: waiting for the copy is not busy */
         const int32_t *dlabels = stager_begin(r->stager, b);
         if (dlabels)
             model_stage_labels(&r->m, dlabels);
-        if (r->be->ops->busy_begin)
-            r->be->ops->busy_begin(r->be);
+        backend_busy_begin(r->be);
+        long tag = r->enqueued++;
+        double lr = lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, (long)b->index, (long)nb);
+        r->pend[tag % MODEL_RESULTS_MAX].job = b->job;
+        r->pend[tag % MODEL_RESULTS_MAX].index = (long)b->index;
+        r->pend[tag % MODEL_RESULTS_MAX].lr = lr;
+        int res;
         if (ji->kind != LOAD_JOB_EVAL) {
-            double lr =
-                lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, (long)b->index, (long)nb);
             ranks_plan_step(r, b);
-            int bad = model_train_step(&r->m, dev, b->labels, (int)b->count, (float)lr,
-                                       (float)r->hp.momentum, (float)r->hp.wd, &step);
+            res = model_train_enqueue(&r->m, dev, b->labels, (int)b->count, (float)lr,
+                                      (float)r->hp.momentum, (float)r->hp.wd, tag);
+            r->steps += res != MODEL_STEP_CANCELLED;
             comm = dist_take_comm(&r->dist);
-            if (bad == MODEL_STEP_CANCELLED)
-                return step_cancelled(r, b);
-            r->steps++;
-            if (bad) {
-                char msg[160];
-                model_nonfinite_msg(msg, sizeof msg, ji->epoch + 1, (long)b->index,
-                                    step.n ? step.loss_sum / (double)step.n : NAN, lr);
-                stager_done(r->stager, b);
-                report_progress_end(r->progress);
-                return fail(e, RUN_NONFINITE, "%s; stopping (lower --lr?)", msg);
-            }
-        } else if (model_eval_step(&r->m, dev, b->labels, (int)b->count, &step) ==
-                   MODEL_STEP_CANCELLED) {
-            return step_cancelled(r, b);
+        } else {
+            res = model_eval_enqueue(&r->m, dev, b->labels, (int)b->count, tag);
         }
-        if (r->be->ops->busy_end)
-            r->be->ops->busy_end(r->be);
+        if (res == MODEL_STEP_CANCELLED)
+            return step_cancelled(r, b);
+        backend_busy_end(r->be);
         if (o->test_slow_step > 0)
             cpu_burn(o->test_slow_step);
-        step_stats_add(&a->stats, &step);
     }
     stager_done(r->stager, b);
+    if (!o->loader_only) /* the results that are back, without waiting */
+        rc = take_results(r, MODEL_RESULTS_MAX, e);
+    if (rc != RUN_OK)
+        return rc;
     a->compute += now_sec() - t0 - comm;
     a->comm += comm;
     trace_span(r->trace, (int)getpid(), "main", ji->kind == LOAD_JOB_EVAL ? "eval step" : "step",
@@ -331,11 +374,13 @@ static int end_of_pass(run_ctx *r, int job, int time_up, errbuf *e)
 {
     job_info *ji = &r->jobs[job];
     job_acc *a = &r->acc[job];
+    int rc = take_results(r, 0, e); /* every step of the pass */
+    if (rc != RUN_OK)
+        return rc;
     a->t1 = now_sec();
-    if (r->be->ops->busy_take) /* taken per pass: validation's busy time stays its own */
-        a->busy = r->be->ops->busy_take(r->be);
+    a->busy = backend_busy_take(r->be); /* per pass: validation's busy time stays its own */
     trace_device(r);
-    int agreed = ranks_agree(r); /* before the epoch's totals, a collective */
+    int agreed = ranks_agree(r, RUN_OK); /* before the epoch's totals, a collective */
     if (agreed != RUN_OK)
         return agreed;
     if (time_up) { /* reported as it is, without its validation pass */
@@ -373,7 +418,7 @@ int run_train_loop(run_ctx *r, errbuf *e)
 {
     loader_batch cur, nxt;
     const uint8_t *cur_dev, *nxt_dev = NULL;
-    if (r->trace && r->be->ops->timeline_start) {
+    if (r->trace && backend_has_timeline(r->be)) {
         trace_name_process(r->trace, TRACE_DEVICE_PID, "device");
         backend_timeline_start(r->be);
     }
@@ -456,8 +501,7 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
         step_stats step = {0};
         int j = (int)(i % k);
         double t0 = now_sec();
-        if (be->ops->busy_begin)
-            be->ops->busy_begin(be);
+        backend_busy_begin(be);
         int res = model_train_step(&r->m, dev[j], labels[j], (int)count[j], (float)r->hp.lr,
                                    (float)r->hp.momentum, (float)r->hp.wd, &step);
         if (res == MODEL_STEP_CANCELLED) {
@@ -466,8 +510,7 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
             errf(e, "re-fed batches: the loss became NaN or infinite");
             rc = RUN_NONFINITE;
         }
-        if (be->ops->busy_end)
-            be->ops->busy_end(be);
+        backend_busy_end(be);
         if (r->o->test_slow_step > 0)
             cpu_burn(r->o->test_slow_step);
         a->compute += now_sec() - t0;
@@ -477,8 +520,7 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
             rc = LOADER_INTERRUPTED;
     }
     a->t1 = now_sec();
-    if (be->ops->busy_take)
-        a->busy = be->ops->busy_take(be);
+    a->busy = backend_busy_take(be);
     free_refeed(be, dev, labels, k);
     if (rc == RUN_OK)
         emit_epoch(r, tid);

@@ -14,7 +14,7 @@
 /* clang-format off */
 enum opt_id {
     O_HEADER, O_NO_HEADER, O_PATH_COL, O_LABEL_COL, O_ROOT, O_SKIP_BAD, O_CHECK, O_VAL,
-    O_CHANNELS, O_RESIZE, O_CROP, O_RANDOM_CROP, O_PAD, O_HFLIP, O_RRC, O_DECODE, O_JITTER,
+    O_CHANNELS, O_RESIZE, O_CROP, O_RANDOM_CROP, O_PAD, O_HFLIP, O_RRC, O_DECODE, O_JITTER, O_EXIF,
     O_WORKERS, O_PREFETCH, O_BATCH, O_SHUFFLE, O_NO_SHUFFLE, O_SEED, O_DROP_LAST, O_TIMEOUT,
     O_RESPAWN, O_MODE, O_CACHE, O_COLD, O_MEM_LIMIT, O_LOADER_ONLY,
     O_MODEL, O_DEVICE, O_THREADS, O_LR, O_MOMENTUM, O_WD, O_LR_SCHEDULE, O_EPOCHS, O_SAVE,
@@ -66,6 +66,7 @@ static const opt_spec table[] = {
      "training: torchvision's RandomResizedCrop (scale 0.08-1, ratio 3/4-4/3), fused with the JPEG decode", 0},
     {"color-jitter", ARG_REQ, O_JITTER, "B,C,S",
      "training: torchvision's ColorJitter(brightness, contrast, saturation), random order", 0},
+    {"exif", ARG_NONE, O_EXIF, NULL, "turn JPEGs upright by their EXIF orientation (default: as stored, as torchvision)", 0},
     {"decode", ARG_REQ, O_DECODE, "auto|exact|fast",
      "JPEG DCT scaling before resampling (auto leaves the resampler >= 2x; default auto)", 0},
     SECTION("Loader"),
@@ -338,6 +339,7 @@ static int set(options *o, const opt_spec *s, const char *v)
         memcpy(o->img.jitter, f, sizeof o->img.jitter);
         break;
     }
+    case O_EXIF: o->img.exif = 1; break;
     case O_DECODE:
         if (!strcmp(v, "auto"))
             o->img.decode = IMG_DECODE_AUTO;

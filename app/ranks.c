@@ -15,12 +15,12 @@
 #include "app/run_ctx.h"
 #include "loader/sampler.h"
 
-int ranks_agree(run_ctx *r)
+int ranks_agree(run_ctx *r, int status)
 {
     if (!r->dist.active)
-        return RUN_OK;
-    int st = dist_agree(&r->dist, RUN_OK);
-    if (st != RUN_OK)
+        return status;
+    int st = dist_agree(&r->dist, status);
+    if (st != RUN_OK && status == RUN_OK)
         r->dist_follow = 1;
     return st;
 }

@@ -106,7 +106,7 @@ static int probe_first_good(run_ctx *r, uint32_t *first, int *w, int *h, int *ch
     const dataset *t = &r->train;
     errbuf pe, first_err = {{0}};
     for (uint32_t i = 0; i < t->n; i++) {
-        if (img_probe(dataset_path(t, i), w, h, ch, &pe) == 0) {
+        if (img_probe(dataset_path(t, i), r->o->img.exif, w, h, ch, &pe) == 0) {
             *first = i;
             return 0;
         }
@@ -157,7 +157,7 @@ static int check_sizes(run_ctx *r, uint32_t first, errbuf *e)
     for (uint32_t i = first + 1; i < t->n; i += step) {
         int w, h, ch, oh, ow, bh, bw;
         errbuf pe;
-        if (img_probe(dataset_path(t, i), &w, &h, &ch, &pe) != 0)
+        if (img_probe(dataset_path(t, i), p->exif, &w, &h, &ch, &pe) != 0)
             continue; /* a bad file is the loader's to report */
         img_output_size(p, h, w, &oh, &ow);
         img_base_size(p, h, w, &bh, &bw);
@@ -356,6 +356,7 @@ static int setup_loader(run_ctx *r, errbuf *e)
                         .load = load_sample,
                         .worker_init = load_worker_init,
                         .worker_fini = load_worker_fini,
+                        .stage_times = load_stage_times,
                         .arg = &r->ss};
     pc.src[0] = &r->train;
     pc.src[1] = &r->val;

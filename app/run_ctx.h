@@ -71,6 +71,14 @@ typedef struct run_ctx {
     epoch_rec *recs;
     int nrecs;
     long steps;
+    /* steps enqueued whose results are not taken yet (model_results_take),
+     * by tag % MODEL_RESULTS_MAX: which pass and batch, at which lr */
+    struct {
+        int job;
+        long index;
+        double lr;
+    } pend[MODEL_RESULTS_MAX];
+    long enqueued; /* the next tag */
     char **class_names;
     int progress;
     int said_util_na;
@@ -103,10 +111,11 @@ int run_train_loop(run_ctx *r, errbuf *e);
 int run_refeed_loop(run_ctx *r, errbuf *e);
 
 /* ---- ranks.c: the epoch loop's side of data parallelism (dist/dist.h) */
-/* Before each step and each pass's totals: every rank states that it goes
- * on. RUN_OK, or the status another rank stopped with (then this rank
- * stops too, quietly: r->dist_follow). No-op for one process. */
-int ranks_agree(run_ctx *r);
+/* Before each step and each pass's totals: every rank states its status
+ * (RUN_OK: it goes on). Returns RUN_OK, or the worst status offered; a
+ * rank that offered RUN_OK then stops too, quietly (r->dist_follow). For
+ * one process: status. */
+int ranks_agree(run_ctx *r, int status);
 /* The job-wide numbers of the epoch ending with training job tid (and its
  * validation job): losses and counts summed over the ranks, images summed,
  * time shares averaged, the slowest rank's wait, comm%. A collective. */

@@ -61,7 +61,7 @@ stager *stager_create(backend *be, loader *ldr, size_t sample_bytes, int max_bat
     s->be = be;
     s->ldr = ldr;
     s->sample_bytes = sample_bytes;
-    s->gpu = !be->host_visible && be->ops->stage_copy;
+    s->gpu = !be->host_visible && backend_has_staging(be);
     s->non_blocking = s->gpu && non_blocking;
     s->lookahead = s->non_blocking && loader_ring_slots(ldr) >= 2;
     note[0] = '\0';
@@ -111,8 +111,9 @@ stager *stager_create(backend *be, loader *ldr, size_t sample_bytes, int max_bat
     if (s->non_blocking && !s->pinned && !note[0])
         snprintf(note, note_len,
                  "note: --non-blocking without --pin: CUDA holds the host in every copy from "
-                 "pageable memory until it ends, so copies overlap no compute (as with "
-                 "PyTorch's non_blocking=True without pin_memory); add --pin");
+                 "pageable memory while it stages the bytes, at about half a pinned copy's "
+                 "speed, and the host enqueues nothing meanwhile (as with PyTorch's "
+                 "non_blocking=True without pin_memory); add --pin");
     return s;
 }
 

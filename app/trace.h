@@ -5,17 +5,20 @@
  * Every span is a complete event ("ph": "X") on one clock, now_sec()'s
  * CLOCK_MONOTONIC, which every process shares: the main process's
  * wait/stage/step spans, and one "fill" span per batch on the track of the
- * loader worker that made it (recorded by the worker in the ring's shared
- * slot header, read back by the main process when it takes the batch, so
- * nothing is merged at the end). Processes and tracks are named with
- * metadata events ("ph": "M").
+ * loader worker that made it, with its "read", "decode" and "transform"
+ * spans inside (recorded by the worker in the ring's shared slot header —
+ * the batch's start, length and per-stage sums — read back by the main
+ * process when it takes the batch, so nothing is merged at the end; the
+ * three are drawn back to back, as sums, not per sample). Processes and
+ * tracks are named with metadata events ("ph": "M").
  *
  * On a GPU the backend's timeline (backend_timeline_take: CUDA timing
  * events around each staging copy and each step's compute, mapped to the
  * same clock) adds a "device" process with "copy" and "compute" tracks; on
  * the fake runtime those are its simulated times.
  *
- * Deliberately left out: read/decode/transform split inside a batch.
+ * Deliberately left out: a span per sample (two clock reads per stage and
+ * sample are kept, as sums; tens of thousands of spans per epoch are not).
  */
 #ifndef TRAIN_APP_TRACE_H
 #define TRAIN_APP_TRACE_H

@@ -382,6 +382,7 @@ static void cpu_destroy(backend *be)
         return;
     cpu_ctx *c = cpu_ctx_of(be);
     cpu_threads_free(c->workers);
+    cpu_free(be, c->conv_scratch);
     free(c);
     free(be);
 }

@@ -25,6 +25,13 @@
  * gradients in sample order into its own partial, and the partials are
  * added in chunk order — the same numbers for any thread count.
  *
+ * Scratch: every plan's im2col buffers, padded inputs and weight-gradient
+ * partials live in one arena of the backend (cpu_ctx.conv_scratch) as
+ * large as the largest plan needs, not one set per plan: a resnet18 keeps
+ * three plans (batch sizes) for each of 20 convolutions, and the partials
+ * of a 512-channel 3x3 conv alone are 150 MB (measured: 2.7 GB resident
+ * for resnet18 at 64 px, batch 32, before; 0.75 GB after, same results).
+ *
  * A 1x1, stride 1, unpadded convolution skips im2col (col_b is in_b).
  * A NULL bias (and dbias) is a convolution without one (before batch norm).
  */
@@ -54,15 +61,26 @@ typedef struct conv_plan_cpu {
     conv_shape s;
     int P, CRS, direct;
     int threads;
-    int nchunks; /* partials allocated */
+    int nchunks; /* partials */
+    /* in the backend's shared scratch (cpu_ctx.conv_scratch), set from
+     * the offsets below at the start of each operation */
     float *col;  /* threads x CRS x P im2col scratch */
     float *dcol; /* threads x CRS x P */
     float *xpad; /* padded stride-1 convs: threads x C x (H+2pad) x (W+2pad) */
     size_t xpad_n;
     float *part_w; /* nchunks x K x CRS */
     float *part_b; /* nchunks x K */
-    float *ones;   /* P ones: bias gradients as a GEMV */
+    size_t off_col, off_dcol, off_xpad, off_part_w, off_part_b;
+    float *ones; /* P ones: bias gradients as a GEMV (the plan's own) */
 } conv_plan_cpu;
+
+/* n floats at *at, 16-float aligned; returns where they start */
+static size_t carve(size_t *at, size_t n)
+{
+    size_t o = *at;
+    *at += (n + 15) / 16 * 16;
+    return o;
+}
 
 void *cpu_conv_plan(backend *be, const conv_shape *s)
 {
@@ -72,21 +90,36 @@ void *cpu_conv_plan(backend *be, const conv_shape *s)
     p->CRS = s->C * s->R * s->S;
     p->direct = s->R == 1 && s->S == 1 && s->stride == 1 && s->pad == 0;
     p->threads = cpu_ctx_of(be)->threads;
-    size_t one = (size_t)p->CRS * p->P * sizeof(float);
+    size_t one = (size_t)p->CRS * p->P, at = 0;
     /* enough partials for this B or any smaller one */
     p->nchunks = s->B < CONV_MAX_CHUNKS ? s->B : CONV_MAX_CHUNKS;
-    if (!p->direct)
-        p->col = cpu_alloc(be, one * p->threads);
-    p->dcol = cpu_alloc(be, one * p->threads);
-    if (s->stride == 1 && s->pad > 0) {
+    p->off_col = carve(&at, p->direct ? 0 : one * p->threads);
+    p->off_dcol = carve(&at, one * p->threads);
+    if (s->stride == 1 && s->pad > 0)
         p->xpad_n = (size_t)s->C * (s->H + 2 * s->pad) * (s->W + 2 * s->pad);
-        p->xpad = cpu_alloc(be, p->xpad_n * p->threads * sizeof(float));
+    p->off_xpad = carve(&at, p->xpad_n * p->threads);
+    p->off_part_w = carve(&at, (size_t)p->nchunks * s->K * p->CRS);
+    p->off_part_b = carve(&at, (size_t)p->nchunks * s->K);
+    cpu_ctx *c = cpu_ctx_of(be);
+    if (at > c->conv_scratch_n) { /* between operations: nothing in it is live */
+        cpu_free(be, c->conv_scratch);
+        c->conv_scratch = cpu_alloc(be, at * sizeof(float));
+        c->conv_scratch_n = at;
     }
-    p->part_w = cpu_alloc(be, (size_t)p->nchunks * s->K * p->CRS * sizeof(float));
-    p->part_b = cpu_alloc(be, (size_t)p->nchunks * s->K * sizeof(float));
     p->ones = cpu_alloc(be, (size_t)p->P * sizeof(float));
     cpu_vfill(p->ones, 1.0f, (size_t)p->P);
     return p;
+}
+
+/* The plan's scratch pointers into the shared arena, for one operation. */
+static void bind_scratch(backend *be, conv_plan_cpu *p)
+{
+    float *base = cpu_ctx_of(be)->conv_scratch;
+    p->col = p->direct ? NULL : base + p->off_col;
+    p->dcol = base + p->off_dcol;
+    p->xpad = p->xpad_n ? base + p->off_xpad : NULL;
+    p->part_w = base + p->off_part_w;
+    p->part_b = base + p->off_part_b;
 }
 
 void cpu_conv_plan_free(backend *be, void *plan)
@@ -94,11 +127,6 @@ void cpu_conv_plan_free(backend *be, void *plan)
     conv_plan_cpu *p = plan;
     if (!p)
         return;
-    cpu_free(be, p->col);
-    cpu_free(be, p->dcol);
-    cpu_free(be, p->xpad);
-    cpu_free(be, p->part_w);
-    cpu_free(be, p->part_b);
     cpu_free(be, p->ones);
     free(p);
 }
@@ -336,6 +364,7 @@ void cpu_conv_forward(backend *be, void *plan, float *out, const float *in, cons
 {
     conv_plan_cpu *p = plan;
     check_shape(p, s, "conv_forward");
+    bind_scratch(be, p);
     conv_job j = {.p = p, .s = s, .out = out, .in = in, .w = w, .bias = bias};
     cpu_run(be, s->B, conv_fwd_task, &j);
 }
@@ -391,6 +420,7 @@ void cpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *db
 {
     conv_plan_cpu *p = plan;
     check_shape(p, s, "conv_backward");
+    bind_scratch(be, p);
     conv_job j = {
         .p = p, .s = s, .din = din, .dw = dw, .dbias = dbias, .dout = dout, .in = in, .w = w};
     j.chunk = conv_chunk(s->B);

@@ -31,6 +31,12 @@ void cpu_threads_run(cpu_threads *p, int ntasks, cpu_task_fn fn, void *arg,
 
 typedef struct cpu_ctx {
     int threads;
+    /* the convolutions' scratch (im2col, padded inputs, weight-gradient
+     * partials), shared by every plan: operations run one at a time and
+     * each rewrites what it reads, so one arena as large as the largest
+     * plan needs is enough (conv.c) */
+    float *conv_scratch;
+    size_t conv_scratch_n; /* floats */
     cpu_threads *workers;
 } cpu_ctx;
 

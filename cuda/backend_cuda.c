@@ -200,6 +200,8 @@ static const backend_ops gpu_ops = {
     .busy_begin = gpu_busy_begin,
     .busy_end = gpu_busy_end,
     .busy_take = gpu_busy_take,
+    .result_copy = gpu_result_copy,
+    .result_done = gpu_result_done,
 };
 
 backend *backend_cuda_create(int device, errbuf *e)

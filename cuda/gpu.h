@@ -1,9 +1,8 @@
-/* gpu.h — what the rest of train uses from cuda/: probing for a device,
- * creating the GPU backend, the self-test and the utilisation monitor.
- *
- * Plain C types only, so app/device.c can include it without CUDA headers.
- * Everything here exists only in the CUDA build (make CUDA=1); app/device.c
- * is the one place that decides whether to call it.
+/* gpu.h — cuda/'s functions behind its provider (cuda/provider.c, the
+ * "cuda" entry of nn/provider.h's registry): probing for a device,
+ * creating the GPU backend and the utilisation monitor. The rest of train
+ * reaches them through the registry only; the GPU tests call them
+ * directly. Plain C types only.
  */
 #ifndef TRAIN_GPU_H
 #define TRAIN_GPU_H
@@ -11,9 +10,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "app/device.h"
 #include "common/util.h"
 #include "nn/backend.h"
+#include "nn/provider.h"
 
 /* ---- probing. Initialises the driver but creates no context. Processes
  * forked afterwards must not call CUDA themselves (the loader's workers do
@@ -54,20 +53,12 @@ backend *backend_cuda_create(int device, errbuf *e);
  * in the backend's order: dist/'s ncclAllReduce of the gradients. */
 void *backend_cuda_stream(backend *be);
 
-/* ---- self-test: every op on the GPU against the CPU backend (its twin,
- * twin.h) on a tiny net's shapes, the staging path, and lenet trained a few
- * steps on both; one line per check and a verdict to `out`. Returns 0 when
- * all match, 1 on a mismatch, 2 when no usable device exists (reason
- * printed). */
-int gpu_selftest(FILE *out);
-/* The same on an existing GPU backend (for tests). */
-int gpu_selftest_run(backend *be, FILE *out);
-
 /* ---- utilisation monitor: NVML, loaded with dlopen at run time, sampled
  * every period_ms by a thread between start and stop (the figures are
- * device_util, app/device.h). Missing NVML, a device NVML does not know, or
- * NVML_ERROR_NOT_SUPPORTED all give available = 0 with the reason, never an
- * error. The rest of train reaches it through device_monitor_* (device.h). */
+ * device_util, nn/provider.h). Missing NVML, a device NVML does not know,
+ * or NVML_ERROR_NOT_SUPPORTED all give available = 0 with the reason,
+ * never an error. The rest of train reaches it through device_monitor_*
+ * (app/device.h) and the provider. */
 /* pci_bus_id from gpu_info; libname NULL = $TRAIN_NVML_LIB if set, else
  * "libnvidia-ml.so.1". Never NULL. */
 gpu_monitor *gpu_monitor_create(const char *pci_bus_id, const char *libname, int period_ms);

@@ -41,6 +41,10 @@ typedef struct gpu_ctx {
 
     void *pinned[PIN_MAX]; /* host_pin'ed ranges, unregistered at destroy */
 
+    /* results read back late: an event per slot, after its copy */
+    cudaEvent_t result_ev[BACKEND_RESULT_MAX];
+    unsigned char result_recorded[BACKEND_RESULT_MAX];
+
     /* --trace: the device's spans (timeline.c) */
     int tl_on;
     cudaEvent_t tl_ref; /* recorded and waited for at timeline_start ... */
@@ -108,6 +112,8 @@ void gpu_stage_release(backend *be, int b);
 void gpu_busy_begin(backend *be);
 void gpu_busy_end(backend *be);
 double gpu_busy_take(backend *be);
+void gpu_result_copy(backend *be, int r, void *dst, const void *src, size_t bytes);
+int gpu_result_done(backend *be, int r, int wait);
 void gpu_staging_free(gpu_ctx *g); /* events and remaining registrations */
 
 /* A contract violation by the caller (bad shape, size beyond int): print

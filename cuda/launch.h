@@ -1,7 +1,8 @@
 /* launch.h — the one way a kernel is launched, so kernels.cu compiles both
  * with nvcc (a real <<<grid, block, 0, stream>>> launch) and with g++
- * -DKERNEL_EMULATION (emu.h: the same kernel run serially over the grid by
- * the test-only fake runtime, under AddressSanitizer).
+ * -DKERNEL_EMULATION (the same kernel run serially over the grid by the
+ * test-only fake runtime, under AddressSanitizer: mk/cuda.mk force-includes
+ * tests/fakecuda/emu.h, which declares emu_launch).
  *
  * Rules for kernels launched this way, so the serial emulation is exact:
  * every thread is independent (no __syncthreads, no shared memory, no
@@ -13,7 +14,6 @@
 #include "cuda/check.h"
 
 #ifdef KERNEL_EMULATION
-#include "cuda/emu.h"
 #define LAUNCH_EXPR(k, grid, block, stream, ...)                                                   \
     emu_launch((stream), (grid), (block), #k, k, __VA_ARGS__)
 #else

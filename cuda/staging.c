@@ -14,6 +14,9 @@
  * the loader's workers need ("If the cudaEventBlockingSync flag has not
  * been set, then the CPU thread will busy-wait").
  *
+ * Results: an event per result slot, recorded after the read-back of a
+ * step's losses on the compute stream, polled by the host a step later.
+ *
  * Busy time: a ring of (begin, end) timing events on the compute stream.
  * The sum of end - begin over completed pairs is the time the device spent
  * on our compute; idle gaps between steps (waiting for data) are excluded.
@@ -121,6 +124,40 @@ void gpu_stage_release(backend *be, int b)
     g->release_recorded[b] = 1;
 }
 
+/* ---------------------------------------------------------------- results */
+
+/* A step's losses and predictions, read back on the compute stream (so
+ * after the step's work and before the next step's overwrites them) into
+ * page-locked memory, then polled: the host waits for them a step later,
+ * while the next step runs, instead of draining the device every step. */
+void gpu_result_copy(backend *be, int r, void *dst, const void *src, size_t bytes)
+{
+    gpu_ctx *g = gpu_of(be);
+    if (r < 0 || r >= BACKEND_RESULT_MAX)
+        gpu_fatal(__func__, "result slot %d out of range 0..%d", r, BACKEND_RESULT_MAX - 1);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g->compute));
+    CUDA_CHECK(cudaEventRecord(stage_event(&g->result_ev[r]), g->compute));
+    g->result_recorded[r] = 1;
+}
+
+int gpu_result_done(backend *be, int r, int wait)
+{
+    gpu_ctx *g = gpu_of(be);
+    if (r < 0 || r >= BACKEND_RESULT_MAX)
+        gpu_fatal(__func__, "result slot %d out of range 0..%d", r, BACKEND_RESULT_MAX - 1);
+    if (!g->result_recorded[r])
+        return 1;
+    if (wait) {
+        CUDA_CHECK(cudaEventSynchronize(g->result_ev[r]));
+        return 1;
+    }
+    cudaError_t st = cudaEventQuery(g->result_ev[r]);
+    if (st == cudaErrorNotReady)
+        return 0;
+    CUDA_CHECK(st);
+    return 1;
+}
+
 /* ---------------------------------------------------------------- busy timing */
 
 /* wait = 0: the pair is known to have completed (a later event on the
@@ -192,6 +229,9 @@ void gpu_staging_free(gpu_ctx *g)
         if (g->released[b])
             CUDA_CHECK(cudaEventDestroy(g->released[b]));
     }
+    for (int r = 0; r < BACKEND_RESULT_MAX; r++)
+        if (g->result_ev[r])
+            CUDA_CHECK(cudaEventDestroy(g->result_ev[r]));
     for (int i = 0; i < BUSY_RING; i++)
         for (int k = 0; k < 2; k++)
             if (g->busy_ev[i][k])

@@ -26,7 +26,7 @@
 
 /* bit 0: gray; bits 1-2: resize none / 24x32 / shorter side 20 / 5x300;
  * bits 3-4: crop none / centre 16x16 / random 12x20 / centre 40x40;
- * bit 5: pad; bit 6: hflip 0.5; bit 7: full-size JPEG decode. */
+ * bit 5: pad; bit 6: hflip 0.5 and --exif; bit 7: full-size JPEG decode. */
 static inline void fuzz_image_params(uint8_t sel, img_params *p)
 {
     static const int resize[4][3] = {{0, 0, 0}, {24, 32, 0}, {0, 0, 20}, {5, 300, 0}};
@@ -41,6 +41,7 @@ static inline void fuzz_image_params(uint8_t sel, img_params *p)
     p->random_crop = crop[sel >> 3 & 3][2];
     p->pad = sel >> 5 & 1;
     p->hflip = sel >> 6 & 1 ? 0.5f : 0.0f;
+    p->exif = sel >> 6 & 1;
     p->full_decode = sel >> 7 & 1;
 }
 

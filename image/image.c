@@ -209,7 +209,10 @@ static img_format sniff(const uint8_t *d, size_t n, const char **other)
 /* Read `path` and its header; check the size limits. */
 static int read_header(img_ctx *c, const char *path, int cold, img_info *info, errbuf *e)
 {
-    if (read_file(c, path, cold, e) < 0)
+    double t0 = now_sec();
+    long n = read_file(c, path, cold, e);
+    c->read_s += now_sec() - t0;
+    if (n < 0)
         return -1;
     const char *other;
     memset(info, 0, sizeof *info);
@@ -227,6 +230,7 @@ static int read_header(img_ctx *c, const char *path, int cold, img_info *info, e
                                             : img_stb_header(c, path, info, e);
     if (rc != 0)
         return -1;
+    info->orient = info->format == IMG_FMT_JPEG ? img_exif_orientation(c->file, c->file_len) : 1;
     if (info->w <= 0 || info->h <= 0)
         return errf(e, "%s: corrupt %s (zero size)", path, img_format_name(info->format));
     if (info->w > c->max_side || info->h > c->max_side ||
@@ -249,6 +253,31 @@ static void dct_extent(const img_info *info, int dh, int dw, double *bh, double 
             *bw = info->w * n / 8.0;
             return;
         }
+}
+
+/* The decoded image (c->dec, *dh x *dw) turned upright by orientation
+ * `orient` (exif.c); *dh, *dw get its new size. */
+static void turn_upright(img_ctx *c, int C, int orient, int *dh, int *dw)
+{
+    if (orient == 1)
+        return;
+    size_t n = (size_t)*dh * (size_t)*dw * (size_t)C;
+    img_grow(&c->tmp, &c->tmp_cap, n);
+    img_orient(c->tmp, c->dec, *dh, *dw, C, orient);
+    uint8_t *b = c->dec;
+    size_t cap = c->dec_cap;
+    c->dec = c->tmp, c->dec_cap = c->tmp_cap;
+    c->tmp = b, c->tmp_cap = cap;
+    if (orient >= 5) {
+        int t = *dh;
+        *dh = *dw, *dw = t;
+    }
+}
+
+/* The orientation a load applies: the file's with --exif, else as stored. */
+static int orientation(const img_params *p, const img_info *info)
+{
+    return p->exif ? info->orient : 1;
 }
 
 /* Any format but JPEG, at full size into c->dec. */
@@ -395,8 +424,10 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
     img_info info;
     if (read_header(c, path, p->cold, &info, e) != 0)
         return -1;
+    const int orient = orientation(p, &info), swap = orient >= 5;
+    const int uh = swap ? info.w : info.h, uw = swap ? info.h : info.w; /* upright */
     long long rh64, rw64;
-    resized_size(p, info.h, info.w, &rh64, &rw64);
+    resized_size(p, uh, uw, &rh64, &rw64);
     if (rh64 > c->max_side || rw64 > c->max_side || (uint64_t)(rh64 * rw64) > c->max_pixels)
         return errf(e, "%s: image too large after resize: %lldx%lld", path, rh64, rw64);
     const int rh = (int)rh64, rw = (int)rw64, C = p->channels;
@@ -407,18 +438,25 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
 
     int dh, dw, rc;
     double box_h, box_w; /* the picture's extent in the decoded pixels */
+    double dec0 = now_sec();
     if (info.format == IMG_FMT_JPEG) {
         int m = p->decode == IMG_DECODE_AUTO ? 2 : 1,
             exact = p->full_decode || p->decode == IMG_DECODE_EXACT;
-        rc =
-            img_jpeg_decode(c, path, &info, C, exact ? 0 : m * rh, exact ? 0 : m * rw, &dh, &dw, e);
+        int want_h = exact ? 0 : m * (swap ? rw : rh), want_w = exact ? 0 : m * (swap ? rh : rw);
+        rc = img_jpeg_decode(c, path, &info, C, want_h, want_w, &dh, &dw, e);
         dct_extent(&info, dh, dw, &box_h, &box_w);
     } else {
         rc = decode_other(c, path, &info, C, &dh, &dw, e);
         box_h = dh, box_w = dw;
     }
+    c->decode_s += now_sec() - dec0;
     if (rc != 0)
         return -1;
+    turn_upright(c, C, orient, &dh, &dw);
+    if (swap) {
+        double t = box_h;
+        box_h = box_w, box_w = t;
+    }
 
     const int centre = p->crop_h > 0 && !p->random_crop;
     const int whole = box_h == dh && box_w == dw;
@@ -504,7 +542,10 @@ static int rrc_resample(img_ctx *c, const char *path, const img_info *info, cons
 {
     const int C = p->channels;
     uint8_t *dst = img_grow(&c->out, &c->out_cap, (size_t)out_h * (size_t)out_w * (size_t)C);
-    if (info->format == IMG_FMT_JPEG && !p->full_decode) {
+    const int orient = orientation(p, info);
+    /* the fused decode cuts the stored image; a turned one takes the full
+     * decode (the exact path), turned upright before the crop */
+    if (info->format == IMG_FMT_JPEG && !p->full_decode && orient == 1) {
         int num = 8, m = p->decode == IMG_DECODE_FAST ? 1 : 2;
         if (p->decode != IMG_DECODE_EXACT)
             img_jpeg_scale_for(bw, bh, m * out_h, m * out_w, &num);
@@ -517,7 +558,10 @@ static int rrc_resample(img_ctx *c, const char *path, const img_info *info, cons
         want.x = (int)floor(bx * f) - 16;
         want.h = (int)ceil((by + bh) * f) - want.y;
         want.w = (int)ceil((bx + bw) * f) + 16 - want.x;
-        if (img_jpeg_decode_region(c, path, info, C, num, &want, &got, e) != 0)
+        double t0 = now_sec();
+        int rc = img_jpeg_decode_region(c, path, info, C, num, &want, &got, e);
+        c->decode_s += now_sec() - t0;
+        if (rc != 0)
             return -1;
         double y0 = by * f - got.y, x0 = bx * f - got.x, hh = bh * f, ww = bw * f;
         if (y0 + hh > got.h) /* the last scaled row rounds up; stay inside */
@@ -528,11 +572,14 @@ static int rrc_resample(img_ctx *c, const char *path, const img_info *info, cons
                    y0, x0, hh, ww);
         return 0;
     }
+    double t0 = now_sec();
     int dh, dw,
         rc = info->format == IMG_FMT_JPEG ? img_jpeg_decode(c, path, info, C, 0, 0, &dh, &dw, e)
                                           : decode_other(c, path, info, C, &dh, &dw, e);
+    c->decode_s += now_sec() - t0;
     if (rc != 0)
         return -1;
+    turn_upright(c, C, orient, &dh, &dw);
     resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)dw * (size_t)C, dh, dw, C, by, bx, bh,
                bw);
     return 0;
@@ -548,7 +595,10 @@ static int load_rrc(img_ctx *c, const char *path, const img_params *p, rng *r, u
     if (read_header(c, path, p->cold, &info, e) != 0)
         return -1;
     int by, bx, bh, bw;
-    img_rrc_box(info.h, info.w, p, r, &by, &bx, &bh, &bw);
+    if (orientation(p, &info) >= 5)
+        img_rrc_box(info.w, info.h, p, r, &by, &bx, &bh, &bw);
+    else
+        img_rrc_box(info.h, info.w, p, r, &by, &bx, &bh, &bw);
     if (rrc_resample(c, path, &info, p, by, bx, bh, bw, out_h, out_w, e) != 0)
         return -1;
     img_params flip_only = *p;
@@ -581,17 +631,27 @@ int img_load(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t 
 
 long img_read_only(img_ctx *c, const char *path, const img_params *p, errbuf *e)
 {
-    return read_file(c, path, p ? p->cold : 0, e);
+    double t0 = now_sec();
+    long n = read_file(c, path, p ? p->cold : 0, e);
+    c->read_s += now_sec() - t0;
+    return n;
 }
 
-int img_probe(const char *path, int *w, int *h, int *channels, errbuf *e)
+void img_ctx_times(const img_ctx *c, double *read_s, double *decode_s)
+{
+    *read_s = c->read_s;
+    *decode_s = c->decode_s;
+}
+
+int img_probe(const char *path, int exif, int *w, int *h, int *channels, errbuf *e)
 {
     img_ctx *c = img_ctx_create();
     img_info info;
     int rc = read_header(c, path, 0, &info, e);
     if (rc == 0) {
-        *w = info.w;
-        *h = info.h;
+        int swap = exif && info.orient >= 5;
+        *w = swap ? info.h : info.w;
+        *h = swap ? info.w : info.h;
         *channels = info.channels;
     }
     img_ctx_free(c);

@@ -67,6 +67,9 @@ typedef struct img_params {
     int decode;             /* img_decode: how far the fused path DCT-scales */
     float jitter[3];        /* colour jitter strengths: brightness, contrast,
                                saturation (torchvision's ColorJitter); 0 off */
+    int exif;               /* turn JPEGs upright by their EXIF orientation
+                               first (PIL's ImageOps.exif_transpose); off by
+                               default, as torchvision */
 } img_params;
 
 /* How small a JPEG may be decoded before the resampler takes over, for
@@ -111,13 +114,19 @@ typedef struct img_ctx img_ctx;
 img_ctx *img_ctx_create(void);
 void img_ctx_free(img_ctx *c);
 
+/* Seconds this context has spent so far reading files (open to the last
+ * byte) and decoding them (to pixels, before any resize); the rest of a
+ * load is transformation. For --trace's per-batch read/decode/transform
+ * spans: two clock reads around each, nothing else. */
+void img_ctx_times(const img_ctx *c, double *read_s, double *decode_s);
+
 /* Lower (or restore, with 0) the size limits checked before decoding. */
 void img_ctx_set_limits(img_ctx *c, int max_side, uint64_t max_pixels);
 
 /* Width, height and channel count (1 gray, 3 colour) of an image file from
  * its header, without decoding pixels (for --channels auto and data sets
- * without --resize). */
-int img_probe(const char *path, int *w, int *h, int *channels, errbuf *e);
+ * without --resize); with exif, the size once turned upright. */
+int img_probe(const char *path, int exif, int *w, int *h, int *channels, errbuf *e);
 
 /* Decode `path` into the base image. *base points into ctx (valid until the
  * next call on ctx); *bh, *bw receive its size. A crop larger than the

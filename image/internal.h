@@ -22,6 +22,7 @@ struct img_ctx {
     resize_plan rs;
     int max_side;
     uint64_t max_pixels;
+    double read_s, decode_s; /* seconds spent reading files and decoding them, so far */
 };
 
 typedef enum img_format {
@@ -42,6 +43,7 @@ typedef struct img_info {
     int w, h;
     int channels; /* 1 gray, 3 colour */
     int cmyk;     /* JPEG stored as CMYK or YCCK */
+    int orient;   /* EXIF orientation, 1..8 (1 unless the JPEG has the tag) */
 } img_info;
 
 const char *img_format_name(img_format f);
@@ -57,6 +59,13 @@ static inline uint8_t img_luma(unsigned r, unsigned g, unsigned b)
 {
     return (uint8_t)((19595u * r + 38470u * g + 7471u * b + 0x8000u) >> 16);
 }
+
+/* exif.c — the EXIF orientation (1..8, 1 when absent or damaged) of the
+ * JPEG in d[0..n); and src (h x w x C) turned upright into dst, which gets
+ * w x h for orientations 5..8. */
+int img_exif_orientation(const uint8_t *d, size_t n);
+void img_orient(uint8_t *restrict dst, const uint8_t *restrict src, int h, int w, int C,
+                int orient);
 
 /* jpeg.c — c->file holds a JPEG. */
 void img_jpeg_release(img_ctx *c); /* free the TurboJPEG handle */

@@ -13,8 +13,8 @@
 
 #define CACHE_MAGIC "TRAINPC\n"
 /* 3: base images of DCT-scaled JPEGs are resampled by their true extent
- * and --decode is part of the key */
-#define CACHE_VERSION 3u
+ * and --decode is part of the key; 4: so is --exif */
+#define CACHE_VERSION 4u
 #define CACHE_HEADER 4096u
 
 typedef struct cache_header {
@@ -86,7 +86,7 @@ static uint64_t header_sum(const cache_header *h)
 uint64_t cache_key(const dataset *ix, const img_params *p, int base_h, int base_w)
 {
     /* the fields that change base images; not the augmentation */
-    int32_t v[12] = {CACHE_VERSION,
+    int32_t v[13] = {CACHE_VERSION,
                      p->channels,
                      p->resize_h,
                      p->resize_w,
@@ -97,7 +97,8 @@ uint64_t cache_key(const dataset *ix, const img_params *p, int base_h, int base_
                      base_w,
                      (int32_t)ix->n,
                      p->decode,
-                     p->full_decode};
+                     p->full_decode,
+                     p->exif};
     return hash64(v, sizeof v, ix->content_hash);
 }
 

@@ -399,6 +399,8 @@ int loader_next(loader *p, loader_batch *b, errbuf *e)
     b->wait_s = now_sec() - t0;
     b->fill_t0 = h->fill_t0;
     b->fill_s = h->fill_s;
+    b->read_s = h->read_s;
+    b->decode_s = h->decode_s;
     b->filler = h->filler;
     b->slot = s;
     p->consumed++;

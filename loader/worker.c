@@ -65,6 +65,9 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
     uint8_t *data = p->ring + (size_t)s * p->slot_stride;
     int build = je->job.kind == LOAD_JOB_BUILD;
 
+    double read0 = 0, decode0 = 0, read1 = 0, decode1 = 0;
+    if (p->cfg.stage_times)
+        p->cfg.stage_times(wctx, &read0, &decode0);
     h->fill_t0 = t0;
     h->filler = (int32_t)getpid();
     h->status = 0;
@@ -105,6 +108,10 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
         indices[i] = idx;
     }
     h->count = count;
+    if (p->cfg.stage_times)
+        p->cfg.stage_times(wctx, &read1, &decode1);
+    h->read_s = read1 - read0;
+    h->decode_s = decode1 - decode0;
     h->fill_s = now_sec() - t0;
     atomic_store(&h->ready_tag, loader_tag(seq));
     atomic_fetch_add(&p->ctl->main_seq, 1);

@@ -70,10 +70,11 @@ $(FAKE_DIR)/%.o: %.c $(FAKE_DIR)/.flags
 # training tests' arithmetic: optimised, still under the sanitizers
 $(FAKE_DIR)/tests/fakecuda/cudnn_ops.o $(FAKE_DIR)/tests/fakecuda/cublas.o: CFLAGS_fakecuda += -O2
 
-# the kernels as plain C++ over the serial emulation (cuda/emu.h)
+# the kernels as plain C++ over the serial emulation (tests/fakecuda/emu.h,
+# included here: production code never names it)
 $(FAKE_DIR)/%.emu.o: %.cu $(FAKE_DIR)/.flags
 	@mkdir -p $(dir $@)
-	g++ -x c++ $(CXXFLAGS_fakecuda) -c $< -o $@
+	g++ -x c++ $(CXXFLAGS_fakecuda) -include tests/fakecuda/emu.h -c $< -o $@
 
 $(FAKE_DIR)/libfakenvml.so: tests/fakecuda/fake_nvml.c
 	@mkdir -p $(dir $@)

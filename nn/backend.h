@@ -5,7 +5,8 @@
  * *device* pointer of that backend — host memory for the CPU backend, CUDA
  * device memory for the GPU backend — unless its comment says "host".
  * Operations are enqueued in order on the backend's compute stream; only
- * `download` and `synchronize` wait for them. Layouts are NCHW, fp32,
+ * `download`, `synchronize` and the waits of the optional entries wait for
+ * them. Layouts are NCHW, fp32,
  * contiguous. Argument order follows llm.c: outputs first, then inputs,
  * then parameters, then dimensions.
  *
@@ -145,8 +146,8 @@ typedef struct backend_ops {
                        float momentum, float wd);
 
     /* ---- optional: staging and device timing. Backends with a separate
-     * copy engine (the GPU) fill these; the CPU backend leaves them NULL and
-     * callers check for NULL. A staging buffer b, 0 <= b < BACKEND_STAGE_MAX,
+     * copy engine (the GPU) fill these; the CPU backend leaves them NULL;
+     * callers go through the wrappers below the struct. A staging buffer b, 0 <= b < BACKEND_STAGE_MAX,
      * names one device input buffer the caller copies batches into; the
      * backend keeps two events per b: "copy into b done" (copy stream) and
      * "compute finished reading b" (compute stream). The caller remembers
@@ -186,9 +187,18 @@ typedef struct backend_ops {
      * how many. */
     void (*timeline_start)(backend *be);
     size_t (*timeline_take)(backend *be, backend_span *out, size_t max);
+    /* Results read back without waiting (optional; see the wrappers
+     * below): result_copy enqueues dst (host, page-locked with host_pin)
+     * <- src (device) on the compute stream, after everything enqueued so
+     * far, as result slot r (0 <= r < BACKEND_RESULT_MAX); result_done says
+     * 1 once slot r's last copy has completed (dst may be read), else 0;
+     * wait = 1 blocks the host until it has. */
+    void (*result_copy)(backend *be, int r, void *dst, const void *src, size_t bytes);
+    int (*result_done)(backend *be, int r, int wait);
 } backend_ops;
 
 #define BACKEND_STAGE_MAX 16
+#define BACKEND_RESULT_MAX 8
 
 struct backend {
     const backend_ops *ops;
@@ -206,8 +216,59 @@ struct backend {
 /* 1 once the owner asked the backend to stop (see backend.cancel). */
 static inline int backend_cancelled(const backend *be) { return be->cancel && *be->cancel; }
 
-/* The optional timeline entries, for callers that do not care whether the
- * backend has them (the CPU backend does not: it has no device). */
+/* The optional entries, for callers that do not care whether the backend
+ * has them (the CPU backend has none of them: it has no separate device).
+ * Without busy timing, backend_busy_take returns 0 and backend_has_busy
+ * says 0 (the report shows n/a). */
+static inline int backend_has_busy(const backend *be) { return be->ops->busy_take != NULL; }
+
+/* The staging block (host_pin ... stage_release) comes whole or not at all. */
+static inline int backend_has_staging(const backend *be) { return be->ops->stage_copy != NULL; }
+
+static inline void backend_busy_begin(backend *be)
+{
+    if (be->ops->busy_begin)
+        be->ops->busy_begin(be);
+}
+
+static inline void backend_busy_end(backend *be)
+{
+    if (be->ops->busy_end)
+        be->ops->busy_end(be);
+}
+
+static inline double backend_busy_take(backend *be)
+{
+    return be->ops->busy_take ? be->ops->busy_take(be) : 0.0;
+}
+
+/* Without result_copy, the copy is a download: done when it returns. */
+static inline void backend_result_copy(backend *be, int r, void *dst, const void *src, size_t bytes)
+{
+    if (be->ops->result_copy)
+        be->ops->result_copy(be, r, dst, src, bytes);
+    else
+        be->ops->download(be, dst, src, bytes);
+}
+
+static inline int backend_result_done(backend *be, int r, int wait)
+{
+    return be->ops->result_done ? be->ops->result_done(be, r, wait) : 1;
+}
+
+static inline void *backend_conv_plan(backend *be, const conv_shape *s)
+{
+    return be->ops->conv_plan ? be->ops->conv_plan(be, s) : NULL;
+}
+
+static inline void backend_conv_plan_free(backend *be, void *plan)
+{
+    if (be->ops->conv_plan_free)
+        be->ops->conv_plan_free(be, plan);
+}
+
+static inline int backend_has_timeline(const backend *be) { return be->ops->timeline_take != NULL; }
+
 static inline void backend_timeline_start(backend *be)
 {
     if (be->ops->timeline_start)

@@ -276,20 +276,27 @@ uint64_t model_memory_bytes(const char *name, int C, int H, int W, int nclasses,
     }
     /* what model_create allocates: parameters, gradients and momentum; the
      * input, each layer's output and two gradient buffers per sample ... */
-    double B = max_batch, fl = sizeof(float);
+    double B = max_batch, fl = sizeof(float), T = threads > 0 ? threads : 1;
     double floats = 3.0 * (double)m.nparams + 4.0 * B * (double)largest_activation(&m);
+    double conv_scratch = 0.0;
     for (int i = 0; i < m.nlayers; i++) {
         const model_layer *L = &m.layers[i];
         if (L->kind != LAYER_FLATTEN)
             floats += B * (double)layer_out_size(L);
         if (L->branch) /* its gradient buffer */
             floats += B * (double)layer_out_size(L);
-        /* ... and each convolution's plan: im2col and its gradient, per
-         * compute thread (cpu/conv.c) */
-        if (L->kind == LAYER_CONV)
-            floats += 2.0 * (threads > 0 ? threads : 1) * (double)L->in_c * L->r * L->r * L->out_h *
-                      L->out_w;
+        /* ... and the convolutions' scratch, one arena the size of the
+         * largest need (cpu/conv.c): im2col and its gradient and a padded
+         * input per compute thread, and up to 16 weight-gradient partials */
+        if (L->kind == LAYER_CONV) {
+            double crs = (double)L->in_c * L->r * L->r, p = (double)L->out_h * L->out_w;
+            double pad = (double)L->in_c * (L->in_h + 2 * L->pad) * (L->in_w + 2 * L->pad);
+            double chunks = B < 16 ? B : 16;
+            double need = T * (2.0 * crs * p + pad) + chunks * L->out_c * (crs + 1.0);
+            conv_scratch = need > conv_scratch ? need : conv_scratch;
+        }
     }
+    floats += conv_scratch;
     free(m.layers);
     double bytes = floats * fl;
     return bytes > 1.8e19 ? UINT64_MAX : (uint64_t)bytes;
@@ -350,13 +357,14 @@ int model_create(model *m, const char *name, int C, int H, int W, int nclasses, 
     m->loss = o->alloc(be, B * fl + B * sizeof(int32_t));
     m->pred = (int32_t *)(m->loss + B);
     m->labels = o->alloc(be, B * sizeof(int32_t));
-    m->loss_host = xcalloc(2 * B, sizeof(float));
-    m->pred_host = (int32_t *)(m->loss_host + B);
-    /* page-locked, so the read-back is one DMA the host waits for once,
-     * not a copy from pageable memory that holds the host besides */
+    /* per pending step: its losses then its predictions, and its labels */
+    m->results_host = xcalloc(MODEL_RESULTS_MAX * 2 * B, sizeof(float));
+    m->results_labels = xcalloc(MODEL_RESULTS_MAX * B, sizeof(int32_t));
+    /* page-locked, so a read-back is one DMA that needs no host wait to
+     * start, not a copy from pageable memory that holds the host */
     errbuf pe;
     if (!be->host_visible && o->host_pin &&
-        o->host_pin(be, m->loss_host, 2 * B * sizeof(float), &pe) == 0)
+        o->host_pin(be, m->results_host, MODEL_RESULTS_MAX * 2 * B * sizeof(float), &pe) == 0)
         m->results_pinned = 1;
     return 0;
 }
@@ -368,11 +376,14 @@ void model_free(model *m)
     backend *be = m->be;
     if (be) {
         const backend_ops *o = be->ops;
+        /* results still on their way into results_host */
+        while (model_results_take(m, 1, NULL, NULL))
+            ;
         for (int i = 0; i < m->nlayers; i++) {
             model_layer *L = &m->layers[i];
             for (int s = 0; s < MODEL_PLAN_SLOTS; s++)
-                if (L->plans[s].B && o->conv_plan_free)
-                    o->conv_plan_free(be, L->plans[s].plan);
+                if (L->plans[s].B)
+                    backend_conv_plan_free(be, L->plans[s].plan);
             if (L->kind != LAYER_FLATTEN)
                 o->free(be, L->out);
             if (L->gacc)
@@ -382,10 +393,10 @@ void model_free(model *m)
                 o->free(be, L->save_invstd);
             }
         }
+        o->free(be, m->params);
         for (int t = 0; t < 7; t++)
             if (m->tree[t])
                 o->free(be, m->tree[t]);
-        o->free(be, m->params);
         o->free(be, m->grads);
         o->free(be, m->momentum);
         o->free(be, m->x);
@@ -395,10 +406,11 @@ void model_free(model *m)
         o->free(be, m->dlogits);
         o->free(be, m->loss); /* m->pred lies in it */
         if (m->results_pinned)
-            o->host_unpin(be, m->loss_host);
+            o->host_unpin(be, m->results_host);
         o->free(be, m->labels);
     }
-    free(m->loss_host); /* m->pred_host lies in it */
+    free(m->results_host);
+    free(m->results_labels);
     free(m->layers);
     memset(m, 0, sizeof *m);
 }
@@ -464,10 +476,10 @@ static void *layer_plan(model *m, model_layer *L, const conv_shape *cs)
             lru = s;
     }
     backend *be = m->be;
-    if (L->plans[lru].B && be->ops->conv_plan_free)
-        be->ops->conv_plan_free(be, L->plans[lru].plan);
+    if (L->plans[lru].B)
+        backend_conv_plan_free(be, L->plans[lru].plan);
     L->plans[lru].B = cs->B;
-    L->plans[lru].plan = be->ops->conv_plan ? be->ops->conv_plan(be, cs) : NULL;
+    L->plans[lru].plan = backend_conv_plan(be, cs);
     L->plans[lru].used = m->tick;
     return L->plans[lru].plan;
 }
@@ -694,20 +706,75 @@ static int backward(model *m, int B)
     return backend_cancelled(be) ? -1 : 0;
 }
 
-/* download the per-sample losses and predictions; stats in sample order */
-static int collect(model *m, const int32_t *labels, int B, step_stats *st)
+/* Enqueue the read-back of the per-sample losses and predictions (one
+ * copy: every loss slot, then the first B predictions) into the next free
+ * results slot, with the step's labels and the caller's tag. */
+static void results_enqueue(model *m, const int32_t *labels, int B, long tag)
 {
-    backend *be = m->be;
-    /* one copy: every loss slot, then the first B predictions */
-    be->ops->download(be, m->loss_host, m->loss,
-                      (size_t)m->max_batch * sizeof(float) + (size_t)B * sizeof(int32_t));
+    if (m->pend_n == MODEL_RESULTS_MAX) {
+        fprintf(stderr, "train: model: %d steps' results pending, none taken (internal error)\n",
+                MODEL_RESULTS_MAX);
+        exit(1);
+    }
+    int slot = (m->pend_head + m->pend_n) % MODEL_RESULTS_MAX;
+    size_t MB = (size_t)m->max_batch;
+    memcpy(m->results_labels + (size_t)slot * MB, labels, (size_t)B * sizeof(int32_t));
+    m->pend[slot].B = B;
+    m->pend[slot].tag = tag;
+    m->pend_n++;
+    backend_result_copy(m->be, slot, m->results_host + (size_t)slot * 2 * MB, m->loss,
+                        MB * sizeof(float) + (size_t)B * sizeof(int32_t));
+}
+
+int model_results_take(model *m, int wait, step_stats *st, long *tag)
+{
+    if (m->pend_n == 0)
+        return 0;
+    int slot = m->pend_head;
+    if (!backend_result_done(m->be, slot, wait))
+        return 0;
+    size_t MB = (size_t)m->max_batch;
+    const float *loss = m->results_host + (size_t)slot * 2 * MB;
+    const int32_t *pred = (const int32_t *)(loss + MB);
+    const int32_t *labels = m->results_labels + (size_t)slot * MB;
+    int B = m->pend[slot].B;
+    /* in sample order, in double: the same sum whatever the backend */
     step_stats s = {0, 0, B, 0};
     for (int b = 0; b < B; b++) {
-        float l = m->loss_host[b];
+        float l = loss[b];
         s.loss_sum += (double)l;
-        s.correct += m->pred_host[b] == labels[b];
+        s.correct += pred[b] == labels[b];
         s.nonfinite += !isfinite(l);
     }
+    if (st)
+        *st = s;
+    if (tag)
+        *tag = m->pend[slot].tag;
+    m->pend_head = (m->pend_head + 1) % MODEL_RESULTS_MAX;
+    m->pend_n--;
+    return 1;
+}
+
+int model_results_pending(const model *m) { return m->pend_n; }
+
+/* A synchronous step must not mix with enqueued ones: its results would
+ * not be the oldest. */
+static void check_none_pending(const model *m, const char *fn)
+{
+    if (m->pend_n != 0) {
+        fprintf(stderr, "train: %s: %d enqueued steps' results not taken (internal error)\n", fn,
+                m->pend_n);
+        exit(1);
+    }
+}
+
+/* an enqueued step (rc) and its results, waited for */
+static int step_now(model *m, int rc, step_stats *st)
+{
+    if (rc != MODEL_STEP_OK)
+        return rc;
+    step_stats s;
+    model_results_take(m, 1, &s, NULL);
     if (st)
         *st = s;
     return s.nonfinite ? MODEL_STEP_NONFINITE : MODEL_STEP_OK;
@@ -716,9 +783,11 @@ static int collect(model *m, const int32_t *labels, int B, step_stats *st)
 int model_forward_backward(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st)
 {
     check_batch(m, labels, B, "model_forward_backward");
+    check_none_pending(m, "model_forward_backward");
     if (forward_loss(m, x, labels, B, 1) != 0 || backward(m, B) != 0)
         return MODEL_STEP_CANCELLED;
-    return collect(m, labels, B, st);
+    results_enqueue(m, labels, B, 0);
+    return step_now(m, MODEL_STEP_OK, st);
 }
 
 void model_sgd_step(model *m, float lr, float momentum, float wd)
@@ -746,7 +815,7 @@ void model_sgd_step(model *m, float lr, float momentum, float wd)
 
 void model_stage_labels(model *m, const int32_t *dev_labels) { m->staged_labels = dev_labels; }
 
-/* A rank with nothing in this batch: a zero gradient into the sum. */
+/* A rank with nothing in this batch (or chunk): a zero gradient into the sum. */
 static void zero_grads(model *m)
 {
     float *zero = xcalloc(m->nparams, sizeof(float));
@@ -774,81 +843,96 @@ static void tree_push(model *m, int *used)
     *used |= 1 << lv;
 }
 
-/* forward, backward and stats chunk by chunk; the tree's root into grads */
-static int chunked_gradient(model *m, const uint8_t *x, const int32_t *labels, step_stats *st)
+/* The gradient chunk by chunk, the tree's root into grads. Each chunk's
+ * losses and predictions land at its offset, so the step's results are
+ * read back as one batch. -1 when cancelled. */
+static int chunked_gradient(model *m, const uint8_t *x, const int32_t *labels)
 {
     size_t sample = (size_t)m->C * m->H * m->W;
-    step_stats all = {0};
-    int used = 0, off = 0, status = MODEL_STEP_OK;
+    float *loss = m->loss;
+    int32_t *pred = m->pred;
+    int used = 0, off = 0, rc = 0;
     m->staged_labels = NULL; /* each chunk uploads its own labels */
-    for (int i = 0; i < m->dist.nchunks; i++) {
+    for (int i = 0; i < m->dist.nchunks && rc == 0; i++) {
         int bc = m->dist.chunk[i];
         if (bc == 0) {
             zero_grads(m);
         } else {
-            check_batch(m, labels + off, bc, "model_train_step");
-            if (forward_loss(m, x + (size_t)off * sample, labels + off, bc, 1) != 0 ||
-                backward(m, bc) != 0)
-                return MODEL_STEP_CANCELLED;
-            step_stats s;
-            if (collect(m, labels + off, bc, &s) != MODEL_STEP_OK)
-                status = MODEL_STEP_NONFINITE;
-            step_stats_add(&all, &s);
+            check_batch(m, labels + off, bc, "model_train_enqueue");
+            m->loss = loss + off;
+            m->pred = pred + off;
+            rc = forward_loss(m, x + (size_t)off * sample, labels + off, bc, 1) != 0 ||
+                 backward(m, bc) != 0;
+            m->loss = loss;
+            m->pred = pred;
         }
         tree_push(m, &used);
         off += bc;
     }
+    if (rc)
+        return -1;
     int top = 0;
     while (used >> top != 1) /* a power of two of leaves: one level left */
         top++;
     m->be->ops->copy(m->be, m->grads, m->tree[top], m->nparams);
-    if (st)
-        *st = all;
-    return status;
+    return 0;
+}
+
+/* forward and backward of a training step into m->grads, the ranks' sum
+ * included (model.dist); -1 when cancelled */
+static int train_gradient(model *m, const uint8_t *x, const int32_t *labels, int B)
+{
+    if (m->dist.nchunks > 0) {
+        if (chunked_gradient(m, x, labels) != 0)
+            return -1;
+    } else if (B == 0 && m->dist.reduce) {
+        zero_grads(m);
+    } else {
+        check_batch(m, labels, B, "model_train_enqueue");
+        /* the flag never goes back to 0, so an operation cut short anywhere
+         * before here is seen here, before the update */
+        if (forward_loss(m, x, labels, B, 1) != 0 || backward(m, B) != 0)
+            return -1;
+    }
+    if (m->dist.reduce)
+        m->dist.reduce(m->dist.ctx, m->grads, m->nparams);
+    return 0;
+}
+
+int model_train_enqueue(model *m, const uint8_t *x, const int32_t *labels, int B, float lr,
+                        float momentum, float wd, long tag)
+{
+    if (train_gradient(m, x, labels, B) != 0)
+        return MODEL_STEP_CANCELLED;
+    model_sgd_step(m, lr, momentum, wd);
+    results_enqueue(m, labels, B, tag);
+    return MODEL_STEP_OK;
+}
+
+int model_eval_enqueue(model *m, const uint8_t *x, const int32_t *labels, int B, long tag)
+{
+    if (B == 0 && m->dist.reduce) { /* this rank's slice of a short batch is empty */
+        results_enqueue(m, labels, 0, tag);
+        return MODEL_STEP_OK;
+    }
+    check_batch(m, labels, B, "model_eval_enqueue");
+    if (forward_loss(m, x, labels, B, 0) != 0)
+        return MODEL_STEP_CANCELLED;
+    results_enqueue(m, labels, B, tag);
+    return MODEL_STEP_OK;
 }
 
 int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, float lr,
                      float momentum, float wd, step_stats *st)
 {
-    if (m->dist.nchunks > 0) {
-        int rc = chunked_gradient(m, x, labels, st);
-        if (rc == MODEL_STEP_CANCELLED)
-            return rc;
-        if (m->dist.reduce)
-            m->dist.reduce(m->dist.ctx, m->grads, m->nparams);
-        model_sgd_step(m, lr, momentum, wd);
-        return rc;
-    }
-    if (B == 0 && m->dist.reduce) {
-        zero_grads(m);
-        m->dist.reduce(m->dist.ctx, m->grads, m->nparams);
-        model_sgd_step(m, lr, momentum, wd);
-        if (st)
-            *st = (step_stats){0};
-        return MODEL_STEP_OK;
-    }
-    check_batch(m, labels, B, "model_train_step");
-    /* the flag never goes back to 0, so an operation cut short anywhere
-     * before here is seen here, before the update */
-    if (forward_loss(m, x, labels, B, 1) != 0 || backward(m, B) != 0)
-        return MODEL_STEP_CANCELLED;
-    if (m->dist.reduce)
-        m->dist.reduce(m->dist.ctx, m->grads, m->nparams);
-    model_sgd_step(m, lr, momentum, wd);
-    return collect(m, labels, B, st);
+    check_none_pending(m, "model_train_step");
+    return step_now(m, model_train_enqueue(m, x, labels, B, lr, momentum, wd, 0), st);
 }
 
 int model_eval_step(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st)
 {
-    if (B == 0 && m->dist.reduce) { /* this rank's slice of a short batch is empty */
-        if (st)
-            *st = (step_stats){0};
-        return MODEL_STEP_OK;
-    }
-    check_batch(m, labels, B, "model_eval_step");
-    if (forward_loss(m, x, labels, B, 0) != 0)
-        return MODEL_STEP_CANCELLED;
-    return collect(m, labels, B, st);
+    check_none_pending(m, "model_eval_step");
+    return step_now(m, model_eval_enqueue(m, x, labels, B, 0), st);
 }
 
 void step_stats_add(step_stats *a, const step_stats *b)

@@ -13,8 +13,8 @@
  * into named tensors (llm.c's layout): a checkpoint is one write, SGD is one
  * call, a gradient check walks one array. All tensors come from
  * be->ops->alloc and all arithmetic goes through be->ops, so the same code
- * runs on the CPU and the GPU backend; per step only the labels go up and
- * the per-sample losses and predictions come down.
+ * runs on the CPU and the GPU backend; per step the per-sample losses and
+ * predictions come down (the labels travel with the batch, or go up).
  *
  * The input of a step is the loader's u8 batch (B x C x H x W, a DEVICE
  * pointer — on the CPU backend simply the ring slot) normalised on the
@@ -50,6 +50,9 @@
 #define MODEL_NAME_MAX 32
 #define MODEL_PLAN_SLOTS 3  /* conv plans kept per layer, one per batch size */
 #define MODEL_MAX_CHUNKS 64 /* model_dist.chunk */
+/* enqueued steps whose results may be pending at once: the one being
+ * enqueued and the one before it (results come back a step late) */
+#define MODEL_RESULTS_MAX 2
 
 /* ---------------------------------------------------------------- hyper-parameters */
 typedef struct model_hparams {
@@ -162,8 +165,16 @@ typedef struct model {
     int32_t *pred;   /* device, max_batch */
     int32_t *labels; /* device, max_batch */
     const int32_t *staged_labels; /* device: the next step's labels, already there (or NULL) */
-    float *loss_host;             /* host copies, max_batch: losses, then */
-    int32_t *pred_host;           /* predictions, in one (page-locked on a GPU) buffer */
+    /* results read back late (model_results_take): per pending step a slot
+     * of max_batch losses then max_batch predictions (host, page-locked on
+     * a GPU), its labels and the caller's tag; a ring, oldest at pend_head */
+    float *results_host;     /* MODEL_RESULTS_MAX x 2 x max_batch */
+    int32_t *results_labels; /* MODEL_RESULTS_MAX x max_batch */
+    struct {
+        int B;
+        long tag;
+    } pend[MODEL_RESULTS_MAX];
+    int pend_head, pend_n;
     int results_pinned;
     unsigned long tick; /* plan-cache clock */
 } model;
@@ -236,6 +247,22 @@ void model_sgd_step(model *m, float lr, float momentum, float wd);
  * MODEL_STEP_CANCELLED (no update) when cancelled before the update. */
 int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, float lr,
                      float momentum, float wd, step_stats *st);
+/* Pipelined steps, for a caller that must not wait for each step (the
+ * training loop on a GPU): enqueue a step, and take its results later, in
+ * order. model_train_enqueue / model_eval_enqueue return MODEL_STEP_OK or
+ * MODEL_STEP_CANCELLED (no update, nothing pending) and remember `tag`
+ * with the step; at most MODEL_RESULTS_MAX steps may be pending (take one
+ * first). model_results_take gives the oldest pending step's results: 1
+ * with *st (nonfinite counts its non-finite losses) and *tag filled (either
+ * may be NULL), 0 when none is pending or, with wait 0, the device has not
+ * finished it. On the CPU backend the results are ready when the step
+ * returns; on a GPU the host waits only when it asks with wait 1. The
+ * numbers equal the synchronous steps' bit for bit. */
+int model_train_enqueue(model *m, const uint8_t *x, const int32_t *labels, int B, float lr,
+                        float momentum, float wd, long tag);
+int model_eval_enqueue(model *m, const uint8_t *x, const int32_t *labels, int B, long tag);
+int model_results_take(model *m, int wait, step_stats *st, long *tag);
+int model_results_pending(const model *m);
 /* The next step's labels are on the device already at dev_labels (the
  * stager copied them with the batch), equal to the host labels it is
  * given; the step then uploads nothing. One step only. */

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "app/device.h"
+#include "app/selftest.h"
 #include "tests/support/helpers.h"
 
 Test(device, parse)
@@ -70,7 +71,7 @@ Test(device, selftest_and_monitor_without_cuda)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     cr_assert_not_null(f);
-    cr_expect_eq(device_selftest(f), 2);
+    cr_expect_eq(selftest_main(f), 2);
     fclose(f);
     cr_expect_str_eq(buf, "selftest: this train was built without CUDA; nothing to test\n");
     free(buf);

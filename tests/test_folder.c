@@ -216,7 +216,7 @@ Test(folder, photo_set_makes_a_class_folder_set_and_its_csv_deterministically)
         cr_assert_str_eq(dataset_path(&a, i), dataset_path(&b, i), "same files in the same order");
         cr_assert_eq(a.rows[i].label, b.rows[i].label);
         int w, h, c;
-        cr_assert_eq(img_probe(dataset_path(&a, i), &w, &h, &c, &e), 0, "%s", e.msg);
+        cr_assert_eq(img_probe(dataset_path(&a, i), 0, &w, &h, &c, &e), 0, "%s", e.msg);
         int s = w < h ? w : h;
         cr_assert(s >= 300 && s <= 500, "%s is %dx%d", dataset_path(&a, i), w, h);
         img_params p = {.channels = 3};

@@ -265,7 +265,7 @@ Test(image, cmyk_jpeg_is_read_as_adobe_inverted)
     char *path = ti_write_jpeg(dir, "cmyk.jpg", cmyk, h, w, TJPF_CMYK, TJSAMP_444, 98, 0);
     int bh, bw, mx, ph, pw, pc;
     errbuf e;
-    cr_assert_eq(img_probe(path, &pw, &ph, &pc, &e), 0, "%s", e.msg);
+    cr_assert_eq(img_probe(path, 0, &pw, &ph, &pc, &e), 0, "%s", e.msg);
     cr_assert(pw == w && ph == h && pc == 3);
     uint8_t *got = ti_base(path, &(img_params){.channels = 3}, &bh, &bw, &e);
     cr_assert_not_null(got, "%s", e.msg);
@@ -337,7 +337,7 @@ Test(image, probe_reports_header_facts)
     for (int k = 0; k < 4; k++) {
         int w, h, ch;
         errbuf e;
-        cr_assert_eq(img_probe(paths[k], &w, &h, &ch, &e), 0, "%s", e.msg);
+        cr_assert_eq(img_probe(paths[k], 0, &w, &h, &ch, &e), 0, "%s", e.msg);
         cr_assert(w == 40 && h == 30 && ch == chans[k], "%s: %d %d %d", paths[k], w, h, ch);
     }
     free(rgb), free(gray), free(a), free(b), free(c), free(d);

@@ -95,7 +95,7 @@ Test(image_bad, file_system_failures)
     }
     int w, h, ch;
     errbuf e;
-    cr_assert_eq(img_probe(missing, &w, &h, &ch, &e), -1);
+    cr_assert_eq(img_probe(missing, 0, &w, &h, &ch, &e), -1);
     cr_assert(strstr(e.msg, "No such file"));
     img_ctx *c = img_ctx_create();
     cr_assert_eq(img_read_only(c, empty, &(img_params){.channels = 3}, &e), -1);

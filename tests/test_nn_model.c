@@ -252,10 +252,10 @@ Test(nn_model, step_stats_and_eval)
     /* loss_sum and correct are the per-sample values summed in order */
     double sum = 0;
     long correct = 0;
-    for (int b = 0; b < 7; b++) {
-        sum += (double)m.loss_host[b];
-        correct += m.pred_host[b] == s.y[b];
-        cr_assert(m.loss_host[b] > 0);
+    for (int b = 0; b < 7; b++) { /* device memory is host memory on the CPU */
+        sum += (double)m.loss[b];
+        correct += m.pred[b] == s.y[b];
+        cr_assert(m.loss[b] > 0);
     }
     cr_assert_eq(st.loss_sum, sum);
     cr_assert_eq(st.correct, correct);
@@ -269,6 +269,53 @@ Test(nn_model, step_stats_and_eval)
     free(before);
     nn_set_free(&s);
     model_free(&m);
+    be->ops->destroy(be);
+}
+
+/* The pipelined steps of the training loop: results taken late, in order,
+ * with their tags, equal to the synchronous steps' bit for bit. */
+Test(nn_model, enqueued_steps_give_the_synchronous_numbers)
+{
+    backend *be = cpu_backend(2);
+    model a, b;
+    create_ok(&a, "probe", 3, 12, 12, 4, 10, be);
+    create_ok(&b, "probe", 3, 12, 12, 4, 10, be);
+    model_init_params(&a, 5);
+    model_init_params(&b, 5);
+    nn_set s;
+    synth_set(&s, 10, 3, 12, 12, 4, 3);
+    step_stats sync[4], late[4];
+    int B[4] = {10, 7, 10, 4};
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(i == 3 ? model_eval_step(&a, s.x, s.y, B[i], &sync[i])
+                            : model_train_step(&a, s.x, s.y, B[i], 0.05f, 0.9f, 1e-4f, &sync[i]),
+                     MODEL_STEP_OK);
+    step_stats st;
+    long tag;
+    cr_assert_eq(model_results_take(&b, 1, &st, &tag), 0, "nothing pending");
+    cr_assert_eq(model_train_enqueue(&b, s.x, s.y, B[0], 0.05f, 0.9f, 1e-4f, 100), MODEL_STEP_OK);
+    cr_assert_eq(model_train_enqueue(&b, s.x, s.y, B[1], 0.05f, 0.9f, 1e-4f, 101), MODEL_STEP_OK);
+    cr_assert_eq(model_results_pending(&b), MODEL_RESULTS_MAX);
+    int got = 0;
+    for (int i = 0; i < 2; i++) {
+        cr_assert_eq(model_results_take(&b, 0, &late[got], &tag), 1, "the CPU is done at once");
+        cr_assert_eq(tag, 100 + got, "oldest first");
+        got++;
+    }
+    cr_assert_eq(model_train_enqueue(&b, s.x, s.y, B[2], 0.05f, 0.9f, 1e-4f, 102), MODEL_STEP_OK);
+    cr_assert_eq(model_eval_enqueue(&b, s.x, s.y, B[3], 103), MODEL_STEP_OK);
+    while (model_results_take(&b, 1, &late[got], &tag))
+        cr_assert_eq(tag, 100 + got++);
+    cr_assert_eq(got, 4);
+    for (int i = 0; i < 4; i++) {
+        cr_expect_eq(late[i].loss_sum, sync[i].loss_sum, "step %d", i);
+        cr_expect_eq(late[i].correct, sync[i].correct, "step %d", i);
+        cr_expect_eq(late[i].n, B[i], "step %d", i);
+    }
+    cr_expect_eq(memcmp(a.params, b.params, a.nparams * sizeof(float)), 0);
+    nn_set_free(&s);
+    model_free(&a);
+    model_free(&b);
     be->ops->destroy(be);
 }
 

@@ -1,8 +1,10 @@
 /* test_trace.c — --trace FILE writes a Chrome trace-event timeline that
  * parses as JSON (checked with Debian's python3 and its json module), with
  * complete "X" events on the expected tracks: a "loader" track in each
- * "loader worker" process, and wait / stage / step on the main process's
- * "main" track; and one clock: a batch's fill (recorded by the worker)
+ * "loader worker" process with each batch's fill and, inside it, its read,
+ * decode and transform sums back to back (lazy PNGs: every stage takes
+ * time, and decoding more than reading a cached file), and wait / stage /
+ * step on the main process's "main" track; and one clock: a batch's fill (recorded by the worker)
  * ends before the main process's wait for it does. An unwritable path is
  * refused before any work.
  */
@@ -49,8 +51,9 @@ static const char *check_py =
     "for e in x:\n"
     "    key = (procs[e['pid']], tracks[(e['pid'], e['tid'])], e['name'])\n"
     "    names[key] = names.get(key, 0) + 1\n"
-    "need = [('loader worker', 'loader', 'fill'), ('train', 'main', 'wait'),\n"
-    "        ('train', 'main', 'stage'), ('train', 'main', 'step')]\n"
+    "need = [('loader worker', 'loader', 'fill'), ('loader worker', 'loader', 'read'),\n"
+    "        ('loader worker', 'loader', 'decode'), ('loader worker', 'loader', 'transform'),\n"
+    "        ('train', 'main', 'wait'), ('train', 'main', 'stage'), ('train', 'main', 'step')]\n"
     "for k in need:\n"
     "    assert names.get(k, 0) == 8, 'track %s: %d spans, not 8 (%s)' % (k, names.get(k, 0), "
     "names)\n"
@@ -59,6 +62,18 @@ static const char *check_py =
     "for b in wait:\n"
     "    assert fill[b]['ts'] + fill[b]['dur'] <= wait[b]['ts'] + wait[b]['dur'] + 1, 'clock %d' % "
     "b\n"
+    "part = {n: {e['args']['batch']: e for e in x if e['name'] == n}\n"
+    "        for n in ('read', 'decode', 'transform')}\n"
+    "for b, f in fill.items():\n"
+    "    r, d, t = part['read'][b], part['decode'][b], part['transform'][b]\n"
+    "    assert r['pid'] == f['pid'] and abs(r['ts'] - f['ts']) < 0.01, 'read starts the fill %d' "
+    "% b\n"
+    "    assert abs(d['ts'] - (r['ts'] + r['dur'])) < 0.01, 'decode follows read %d' % b\n"
+    "    assert abs(t['ts'] - (d['ts'] + d['dur'])) < 0.01, 'transform follows decode %d' % b\n"
+    "    assert abs(r['dur'] + d['dur'] + t['dur'] - f['dur']) < 0.01, 'the parts of %d: %s %s %s "
+    "of %s' % (b, r['dur'], d['dur'], t['dur'], f['dur'])\n"
+    "    assert r['dur'] > 0 and d['dur'] > 0 and t['dur'] > 0, 'an empty stage in %d' % b\n"
+    "    assert d['dur'] > 5 * r['dur'] or d['dur'] > 50, 'decoding 8 PNGs: %s us' % d['dur']\n"
     "print('ok', len(x))\n";
 
 Test(trace, a_run_writes_a_chrome_trace_with_loader_and_main_tracks)

@@ -45,7 +45,7 @@ Test(webp, lossless_decodes_exactly_and_lossy_closely)
     img_params p = {.channels = 3};
     int bh, bw, iw, ih, ic;
     errbuf e = {{0}};
-    cr_assert_eq(img_probe(lossless, &iw, &ih, &ic, &e), 0, "%s", e.msg);
+    cr_assert_eq(img_probe(lossless, 0, &iw, &ih, &ic, &e), 0, "%s", e.msg);
     cr_assert(iw == w && ih == h && ic == 3);
     uint8_t *got = ti_base(lossless, &p, &bh, &bw, &e);
     cr_assert_not_null(got, "%s", e.msg);

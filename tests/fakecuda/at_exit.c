@@ -32,8 +32,9 @@ static void write_clock(void)
     }
     fprintf(f,
             "host_ms %.6f\ncompute_ms %.6f\nh2d_ms %.6f\nd2h_ms %.6f\nhost_syncs %d\n"
-            "launches %d\nspin_waits %d\n",
-            c.host_ms, c.compute_ms, c.h2d_ms, c.d2h_ms, c.host_syncs, c.launches, c.spin_waits);
+            "launches %d\nspin_waits %d\nstall_syncs %d\n",
+            c.host_ms, c.compute_ms, c.h2d_ms, c.d2h_ms, c.host_syncs, c.launches, c.spin_waits,
+            c.stall_syncs);
     fclose(f);
 }
 

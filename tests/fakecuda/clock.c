@@ -27,7 +27,14 @@
  *               the compute engine at dev_gbps
  * A host synchronisation (stream, event or device synchronize, a blocking
  * cudaMemcpy, a pageable copy) moves the host clock to the end of what it
- * waits for and is counted.
+ * waits for and is counted. A wait that really waited (the host was ahead)
+ * and ends with the compute engine out of work is also counted as a stall:
+ * the host and the device took turns there, and the device idles for as
+ * long as the host then needs to enqueue more (on a real machine, the CPU
+ * side of the next step). A pipeline that reads results back late waits
+ * for work that is followed by queued work, which is not a stall.
+ * cudaEventQuery answers from the clock too: "not ready" while the host
+ * clock is before the event's simulated time.
  *
  * Not modelled: the host's own work between calls (the loader, the CPU
  * side of a step) takes no virtual time, so a run's simulated time is the
@@ -61,7 +68,7 @@ static struct {
     double engine_free[FK_ENGINES];
     double engine_busy[FK_ENGINES];
     double next_flops, next_bytes; /* fk_cost_next, consumed by the next compute op */
-    int syncs, launches, spins;
+    int syncs, launches, spins, stalls;
     int loaded; /* FAKECUDA_COST read */
 } K;
 
@@ -124,8 +131,11 @@ void fk_host_wait_until(double t_ms)
     K.syncs++;
     if (getenv("FAKECUDA_DEBUG_CLOCK"))
         fprintf(stderr, "clock: host waits from %.3f to %.3f\n", K.host_ms, t_ms);
-    if (t_ms > K.host_ms)
+    if (t_ms > K.host_ms) {
         K.host_ms = t_ms;
+        if (K.engine_free[FK_ENGINE_COMPUTE] <= t_ms)
+            K.stalls++;
+    }
 }
 
 void fk_spin_wait(void) { K.spins++; }
@@ -179,6 +189,7 @@ void fake_clock(fake_clock_stats *st)
     st->host_syncs = K.syncs;
     st->launches = K.launches;
     st->spin_waits = K.spins;
+    st->stall_syncs = K.stalls;
 }
 
 void fk_clock_reset(void) { memset(&K, 0, sizeof K); }

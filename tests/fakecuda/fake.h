@@ -110,7 +110,8 @@ size_t fake_workspace_need(int dir, int algo, const int *xdims, const int *wdims
 typedef struct fake_clock_stats {
     double host_ms, compute_ms, h2d_ms, d2h_ms;
     int host_syncs, launches;
-    int spin_waits; /* event waits that had to wait, on events without cudaEventBlockingSync */
+    int spin_waits;  /* event waits that had to wait, on events without cudaEventBlockingSync */
+    int stall_syncs; /* host waits that waited and left the compute engine with nothing queued */
 } fake_clock_stats;
 void fake_clock(fake_clock_stats *st);
 /* Set one cost ("launch_us", "h2d_gbps", "d2h_gbps", "kernel_us",
@@ -119,7 +120,7 @@ void fake_clock(fake_clock_stats *st);
  * same at start-up. fake_reset goes back to the defaults. */
 int fake_set_cost(const char *key, double value);
 
-/* The emulated launch's pointer check (cuda/emu.h), callable from C tests. */
+/* The emulated launch's pointer check (tests/fakecuda/emu.h), callable from C tests. */
 int emu_check_arg(const char *kernel, int index, const void *p);
 
 #endif

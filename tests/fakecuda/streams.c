@@ -1,7 +1,8 @@
 /* streams.c — the fake's streams and events. Each stream is a queue of
  * operations that run only when something waits: a stream, event or
- * device synchronisation, an event query (which answers "not ready" once
- * and lets the stream progress), a cross-stream wait being reached, a
+ * device synchronisation, an event query (which lets the stream progress
+ * and answers from the clock: "not ready" while the host's simulated time
+ * is before the record's), a cross-stream wait being reached, a
  * cudaFree or cudaStreamDestroy, or any call on the legacy default stream
  * (which first runs every blocking stream, and never the non-blocking
  * ones, like CUDA). With eager copies on, copies and event bookkeeping run
@@ -414,10 +415,12 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
         fk_violation("cudaEventQuery", "%p is not a live event", (void *)e);
         return fk_ret(cudaErrorInvalidResourceHandle);
     }
-    if (e->completed >= e->recorded)
-        return cudaSuccess;
-    /* not yet: say so, and let the device make progress for next time */
+    /* the data moves now (lazy queues), but the answer comes from the
+     * clock: a device that has not reached the record by the host's time
+     * says "not ready" */
     run_until(stream_of(e->stream), e->recorded, e);
+    if (e->completed >= e->recorded && (!e->recorded || e->sim_ms <= fk_host_ms()))
+        return cudaSuccess;
     return fk_ret(cudaErrorNotReady);
 }
 

@@ -373,13 +373,18 @@ Test(fake, streams_run_lazily_and_events_order_them)
     cudaEvent_t ev;
     cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
     unsigned char *d = dmalloc(8), h[8] = {7, 7, 7, 7, 7, 7, 7, 7}, out[8];
+    cr_assert_eq(fake_set_cost("h2d_gbps", 1e-6), 0);     /* 8 bytes: 8 ms on the clock */
+    cr_assert_eq(cudaHostRegister(h, 8, 0), cudaSuccess); /* pageable would hold the host */
     cr_assert_eq(cudaMemcpyAsync(d, h, 8, cudaMemcpyHostToDevice, a), cudaSuccess);
     cr_expect_eq(fake_pending(a), 1, "nothing runs before a sync point");
     cudaEventRecord(ev, a);
-    cr_expect_eq(cudaEventQuery(ev), cudaErrorNotReady);
+    cr_expect_eq(cudaEventQuery(ev), cudaErrorNotReady, "the copy ends 8 ms after the host's now");
     cr_expect_eq(cudaGetLastError(), cudaErrorNotReady,
                  "NotReady is reported as the last error too");
-    cr_expect_eq(cudaEventQuery(ev), cudaSuccess, "the query let the stream progress");
+    cr_expect_eq(fake_pending(a), 0, "the query let the stream progress");
+    cr_expect_eq(cudaEventQuery(ev), cudaErrorNotReady, "still before the record on the clock");
+    cr_assert_eq(cudaEventSynchronize(ev), cudaSuccess);
+    cr_expect_eq(cudaEventQuery(ev), cudaSuccess, "the host's clock is past the record");
     /* b waits for a's next record before its memset */
     cudaMemsetAsync(d, 1, 8, a);
     cudaEventRecord(ev, a);
@@ -390,12 +395,13 @@ Test(fake, streams_run_lazily_and_events_order_them)
     cr_expect(out[0] == 2 && out[3] == 2 && out[4] == 1 && out[7] == 1,
               "a's memset ran before b's");
     cr_expect_eq(fake_violations(), 0);
+    cudaHostUnregister(h);
     cudaFree(d);
     cudaEventDestroy(ev);
     cudaStreamDestroy(a), cudaStreamDestroy(b);
 }
 
-/* the emulated launch's entry (cuda/emu.h is C++) */
+/* the emulated launch's entry (tests/fakecuda/emu.h is C++) */
 cudaError_t emu_enqueue(cudaStream_t s, const char *kernel, void (*run)(void *),
                         void (*drop)(void *), void *job);
 static void mark_ran(void *p) { ++*(int *)p; }

@@ -133,7 +133,7 @@ Test(monitor, device_wrappers)
     device_monitor_free(m);
     char line[200];
     cr_expect_str_eq(device_util_format(&u, line, sizeof line), "gpu n/a (no GPU)");
-    device_choice gpu = {.kind = DEVICE_CUDA, .pci_bus_id = "00000000:01:00.0"};
+    device_choice gpu = {.kind = DEVICE_CUDA, .dev = {.pci_bus_id = "00000000:01:00.0"}};
     m = device_monitor_create(&gpu);
     cr_assert_not_null(m);
     device_monitor_start(m);

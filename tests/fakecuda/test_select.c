@@ -25,7 +25,7 @@ Test(select, auto_picks_a_usable_gpu)
     cr_expect_eq(c.gpu, 0);
     cr_expect_str_eq(c.line,
                      "device: cuda:0 Fake GPU (tests/fakecuda) (cc 8.0, 1.0 GB, driver CUDA 13.0)");
-    cr_expect_str_eq(c.pci_bus_id, "00000000:01:00.0");
+    cr_expect_str_eq(c.dev.pci_bus_id, "00000000:01:00.0");
     cr_expect(device_built_with_cuda());
     backend *be = device_create_cuda(&c, &e);
     cr_assert_not_null(be, "%s", e.msg);

@@ -8,21 +8,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/gpu.h"
+#include "app/selftest.h"
 #include "tests/fakecuda/fake.h"
 
 static void setup(void) { fake_reset(); }
 
 TestSuite(selftest, .init = setup);
 
-/* run gpu_selftest, return its output */
+/* run selftest_main, return its output */
 static char *run(int *rc)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     cr_assert_not_null(f);
-    *rc = gpu_selftest(f);
+    *rc = selftest_main(f);
     fclose(f);
     return buf;
 }

@@ -47,9 +47,12 @@ Test(staging, pinned_batch_through_the_copy_stream)
     cr_assert_eq(o->host_pin(be, host, N, &e), 0, "%s", e.msg);
     uint8_t *d_in = o->alloc(be, N);
     float *d_out = o->alloc(be, N * sizeof(float));
+    cr_assert_eq(fake_set_cost("h2d_gbps", 1e-6), 0); /* a byte a millisecond */
     o->stage_copy(be, 0, d_in, host, N);
-    cr_expect_eq(o->stage_done(be, 0, 0), 0, "the copy has not run yet (the fake runs lazily)");
-    cr_expect_eq(o->stage_done(be, 0, 0), 1, "after the device made progress it has");
+    cr_expect_eq(o->stage_done(be, 0, 0), 0, "the copy has not ended by the host's clock");
+    cr_expect_eq(o->stage_done(be, 0, 0), 0, "asking again does not move the clock");
+    cr_expect_eq(o->stage_done(be, 0, 1), 1, "waiting does");
+    cr_expect_eq(o->stage_done(be, 0, 0), 1, "and then it has ended");
     o->stage_wait(be, 0);
     o->normalize_u8(be, d_out, d_in, B, C, HW, mean, sd);
     o->stage_release(be, 0);

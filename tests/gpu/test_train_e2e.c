@@ -28,7 +28,7 @@
 #include <string.h>
 
 #include "cuda/gpu.h"
-#include "cuda/twin.h"
+#include "nn/twin.h"
 #include "tests/support/helpers.h"
 
 static char *dir, *fm_train, *fm_test;

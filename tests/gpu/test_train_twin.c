@@ -2,7 +2,7 @@
  * backend from the same parameters (model_init_params, same seed) on the
  * same batches, 20 model_train_step calls each: every step's mean loss
  * within 1e-3 relative, and at the end each parameter tensor and its
- * momentum within 1e-3 in relative L2 norm (TWIN_RTOL_TRAIN, cuda/twin.h). lenet on real
+ * momentum within 1e-3 in relative L2 norm (TWIN_RTOL_TRAIN, nn/twin.h). lenet on real
  * Fashion-MNIST images (Debian's IDX files; deterministic synthetic images when they are missing),
  * convnet and probe on synthetic RGB. Runs on the fake runtime (run-fakecuda) and on a real device
  * (run-gpu; skipped without one). The largest error seen, as a fraction of the tolerance, is logged

@@ -1,6 +1,6 @@
 /* test_twin.c — every op of the GPU backend, forward and backward, against
  * its CPU twin (the CPU backend, cpu/backend.c) on the same inputs at
- * rtol 1e-4 (cuda/twin.h: the comparisons `train --selftest` makes, on more
+ * rtol 1e-4 (nn/twin.h: the comparisons `train --selftest` makes, on more
  * shapes: padding, stride, odd sizes, non-square kernels, ties in max
  * pooling, sizes that split into several CPU tasks). Runs on the fake
  * runtime (run-fakecuda) and on a real device (run-gpu; skipped without

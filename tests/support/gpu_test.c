@@ -9,7 +9,7 @@
 
 #include "cpu/cpu.h"
 #include "cuda/gpu.h"
-#include "cuda/twin.h"
+#include "nn/twin.h"
 #ifdef TRAIN_FAKECUDA
 #include "tests/fakecuda/fake.h"
 #endif

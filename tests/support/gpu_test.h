@@ -10,8 +10,8 @@
 #include <stdint.h>
 
 #include "common/rng.h"
-#include "cuda/twin.h"
 #include "nn/backend.h"
+#include "nn/twin.h"
 
 #define GT_RTOL 1e-4
 

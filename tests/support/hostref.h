@@ -1,7 +1,7 @@
 /* hostref.h — straightforward host loops for every op of backend.h: an
  * independent reference for the GPU op tests (tests/gpu/test_ops.c) and
  * the CPU convolution tests (tests/test_nn_ops.c), next to the CPU backend
- * twin (cuda/twin.h) the self-test and test_twin.c compare with.
+ * twin (nn/twin.h) the self-test and test_twin.c compare with.
  *
  * Written for obviousness, not speed: direct loops in the contract's own
  * terms, double accumulation, no im2col, nothing shared with nn/kernels.h

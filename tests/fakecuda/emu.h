@@ -13,8 +13,8 @@
  * emulated kernels are linked with). Deliberately missing: shared memory,
  * __syncthreads, atomics — launch.h forbids them in our kernels.
  */
-#ifndef TRAIN_CUDA_EMU_H
-#define TRAIN_CUDA_EMU_H
+#ifndef TRAIN_FAKECUDA_EMU_H
+#define TRAIN_FAKECUDA_EMU_H
 
 #ifndef __cplusplus
 #error "emu.h is C++ (compile kernels.cu with g++ -x c++ -DKERNEL_EMULATION)"

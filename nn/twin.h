@@ -1,10 +1,12 @@
-/* twin.h — the GPU checked against its CPU twin: every operation of
+/* twin.h — one backend checked against another: every operation of
  * backend.h run on two backends with the same inputs, and a real model
- * trained a few steps on both from the same start.
+ * trained a few steps on both from the same start. The GPU against its
+ * CPU twin (`train --selftest`, the GPU suites); the CPU backend on one
+ * thread against two (tests/test_twin_cpu.c).
  *
  * The CPU backend is the reference because it is what users already trust
  * (it is tested against reference loops, gradient checks and PyTorch in
- * tests/test_nn_*.c). `train --selftest` (selftest.c) and the GPU suites
+ * tests/test_nn_*.c). `train --selftest` (app/selftest.c) and the GPU suites
  * (tests/gpu/test_twin.c, test_train_twin.c) call the same functions, so a
  * user's self-test checks what the suites check.
  *

@@ -3,7 +3,7 @@
  * calls but the rng.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "cuda/twin.h"
+#include "nn/twin.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -157,17 +157,6 @@ void twin_normalize(twin *t, int B, int C, int HW)
     free(h);
 }
 
-static void *plan_of(backend *be, const conv_shape *s)
-{
-    return be->ops->conv_plan ? be->ops->conv_plan(be, s) : NULL;
-}
-
-static void plan_free(backend *be, void *plan)
-{
-    if (be->ops->conv_plan_free)
-        be->ops->conv_plan_free(be, plan);
-}
-
 void twin_conv(twin *t, int B, int C, int H, int W, int K, int R, int S, int stride, int pad,
                int with_din)
 {
@@ -182,7 +171,7 @@ void twin_conv(twin *t, int B, int C, int H, int W, int K, int R, int S, int str
     pair bias = pair_put(t, h_b, K * f), dout = pair_put(t, h_dout, nout * f);
     pair out = pair_nan(t, nout * f), din = pair_nan(t, nin * f), dw = pair_nan(t, nw * f),
          db = pair_nan(t, K * f);
-    void *pd = plan_of(t->dev, &s), *pr = plan_of(t->ref, &s);
+    void *pd = backend_conv_plan(t->dev, &s), *pr = backend_conv_plan(t->ref, &s);
     t->dev->ops->conv_forward(t->dev, pd, out.dev, in.dev, w.dev, bias.dev, &s);
     t->ref->ops->conv_forward(t->ref, pr, out.ref, in.ref, w.ref, bias.ref, &s);
     t->dev->ops->conv_backward(t->dev, pd, with_din ? din.dev : NULL, dw.dev, db.dev, dout.dev,
@@ -202,8 +191,8 @@ void twin_conv(twin *t, int B, int C, int H, int W, int K, int R, int S, int str
     pair_report(t, what, &dw, nw, TWIN_RTOL_OP);
     snprintf(what, sizeof what, "%s db", name);
     pair_report(t, what, &db, (size_t)K, TWIN_RTOL_OP);
-    plan_free(t->dev, pd);
-    plan_free(t->ref, pr);
+    backend_conv_plan_free(t->dev, pd);
+    backend_conv_plan_free(t->ref, pr);
     pair *all[] = {&in, &w, &bias, &dout, &out, &din, &dw, &db};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         pair_free(t, all[i]);
@@ -513,7 +502,7 @@ int twin_staging(twin *t, int B, int C, int HW, double *busy_s, char *pin_note, 
     const backend_ops *o = t->dev->ops;
     pin_note[0] = '\0';
     *busy_s = 0.0;
-    if (!o->stage_copy)
+    if (!backend_has_staging(t->dev))
         return -1;
     if (C > 4)
         C = 4;

@@ -1,5 +1,5 @@
 /* selftest.c — `train --selftest`: does this GPU compute what the CPU
- * computes?
+ * computes? (see selftest.h)
  *
  * Every op of the GPU backend on a tiny net's shapes with random inputs,
  * compared with the CPU backend — the twin users already trust — on the
@@ -13,17 +13,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/selftest.h"
+
 #include "common/rng.h"
 #include "cpu/cpu.h"
-#include "cuda/gpu.h"
-#include "cuda/twin.h"
+#include "nn/provider.h"
+#include "nn/twin.h"
 
-typedef struct selftest_run {
+typedef struct selftest_tally {
     FILE *out;
     int checks, fails;
-} selftest_run;
+} selftest_tally;
 
-static void line_ok(selftest_run *s, const char *what, const char *how)
+static void line_ok(selftest_tally *s, const char *what, const char *how)
 {
     s->checks++;
     fprintf(s->out, "selftest: %-44s ok    (%s)\n", what, how);
@@ -31,7 +33,7 @@ static void line_ok(selftest_run *s, const char *what, const char *how)
 
 static void report(void *arg, const twin_check *c)
 {
-    selftest_run *s = arg;
+    selftest_tally *s = arg;
     size_t worst = 0;
     double r = twin_judge(c, &worst);
     if (r <= 1.0) {
@@ -50,7 +52,7 @@ static void report(void *arg, const twin_check *c)
             c->what, r, worst, c->n, (double)c->dev[worst], (double)c->ref[worst]);
 }
 
-static void check_staging(twin *t, selftest_run *s)
+static void check_staging(twin *t, selftest_tally *s)
 {
     double busy;
     char note[256];
@@ -72,7 +74,7 @@ static void check_staging(twin *t, selftest_run *s)
 
 /* lenet on 28x28 noise: the ops composed by the real model code, with the
  * updates feeding back, on both backends */
-static void check_training(twin *t, selftest_run *s)
+static void check_training(twin *t, selftest_tally *s)
 {
     enum { N = 24, B = 8, STEPS = 5 };
     twin_data d = {.n = N, .C = 1, .H = 28, .W = 28, .nclasses = 10};
@@ -95,7 +97,7 @@ static void check_training(twin *t, selftest_run *s)
     free(y);
 }
 
-int gpu_selftest_run(backend *be, FILE *out)
+int selftest_run(backend *be, FILE *out)
 {
     errbuf e;
     backend *cpu = backend_cpu_create(1, &e);
@@ -103,7 +105,7 @@ int gpu_selftest_run(backend *be, FILE *out)
         fprintf(out, "selftest: cannot start the CPU backend: %s\n", e.msg);
         return 2;
     }
-    selftest_run s = {.out = out};
+    selftest_tally s = {.out = out};
     twin t = {.dev = be,
               .ref = cpu,
               .r = rng_keyed(20240611, RNG_TOOL, 7, 0),
@@ -141,23 +143,26 @@ int gpu_selftest_run(backend *be, FILE *out)
     return s.fails ? 1 : 0;
 }
 
-int gpu_selftest(FILE *out)
+int selftest_main(FILE *out)
 {
-    gpu_info g;
-    gpu_probe(0, &g);
-    if (g.status != GPU_OK) {
-        fprintf(out, "selftest: no usable GPU: %s\n", g.reason);
+    const backend_provider *p = backend_provider_find("cuda");
+    if (!p) {
+        fprintf(out, "selftest: this train was built without CUDA; nothing to test\n");
         return 2;
     }
-    char desc[400];
-    fprintf(out, "selftest: device 0: %s\n", gpu_describe(&g, desc, sizeof desc));
+    provider_device d;
     errbuf e;
-    backend *be = backend_cuda_create(0, &e);
+    if (p->probe(0, &d, &e) != 0) {
+        fprintf(out, "selftest: no usable GPU: %s\n", e.msg);
+        return 2;
+    }
+    fprintf(out, "selftest: device 0: %s\n", d.desc);
+    backend *be = p->create(&d, &e);
     if (!be) {
         fprintf(out, "selftest: cannot start the GPU backend: %s\n", e.msg);
         return 2;
     }
-    int rc = gpu_selftest_run(be, out);
+    int rc = selftest_run(be, out);
     be->ops->destroy(be);
     return rc;
 }

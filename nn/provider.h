@@ -1,0 +1,71 @@
+/* provider.h — where a backend with a device of its own comes from.
+ *
+ * A provider finds its device, describes it, creates the backend on it and
+ * samples the device's utilisation. app/device.c looks providers up by
+ * name (backend_provider_find) and decides between the CPU and what it
+ * finds without knowing what CUDA is: the CUDA build links cuda/'s
+ * provider (cuda/provider.c), a CPU-only build the empty registry of
+ * nn/provider_none.c (the Makefile links exactly one of the two). The CPU
+ * backend needs no provider: it always exists (cpu/cpu.h).
+ *
+ * Sized for the two backends there are, not for fifteen.
+ */
+#ifndef TRAIN_PROVIDER_H
+#define TRAIN_PROVIDER_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "nn/backend.h"
+
+/* A device's utilisation over one epoch (NVML on a GPU), sampled by a
+ * thread between monitor_start and monitor_stop. */
+typedef struct device_util {
+    int available; /* 0: n/a, see why */
+    char why[160];
+    int samples;
+    double util_avg;   /* % of time a kernel was running, mean of the samples */
+    double util_max;   /* max of the samples */
+    uint64_t mem_used; /* device memory in use (all processes), max over the epoch */
+    uint64_t mem_total;
+} device_util;
+
+typedef struct gpu_monitor gpu_monitor; /* a provider's sampler, opaque */
+
+/* A usable device, as probe found it. */
+typedef struct provider_device {
+    int index;
+    char pci_bus_id[32]; /* for matching the device in NVML */
+    char desc[400];      /* "NVIDIA A100-SXM4-40GB (cc 8.0, 39.4 GB, driver CUDA 13.0)" */
+} provider_device;
+
+typedef struct backend_provider {
+    const char *name; /* "cuda": what --device calls it */
+    /* Device `index`: 0 with *d filled when it can run this build, else -1
+     * with the reason in e ("no NVIDIA driver (libcuda.so.1 not found)"). */
+    int (*probe)(int index, provider_device *d, errbuf *e);
+    /* The backend on a probed device; NULL with e filled when it cannot start. */
+    backend *(*create)(const provider_device *d, errbuf *e);
+    /* The utilisation sampler (never NULL; stop says n/a and why when the
+     * figures are not available) and its epoch brackets. */
+    gpu_monitor *(*monitor_create)(const provider_device *d);
+    void (*monitor_start)(gpu_monitor *m);
+    void (*monitor_stop)(gpu_monitor *m, device_util *out);
+    void (*monitor_free)(gpu_monitor *m);
+} backend_provider;
+
+/* The providers this build links, NULL-terminated (empty in a CPU-only
+ * build). */
+const backend_provider *const *backend_providers(void);
+
+/* The provider called `name`, or NULL when this build has none. */
+static inline const backend_provider *backend_provider_find(const char *name)
+{
+    for (const backend_provider *const *p = backend_providers(); *p; p++)
+        if (!strcmp((*p)->name, name))
+            return *p;
+    return NULL;
+}
+
+#endif
