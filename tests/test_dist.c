@@ -169,6 +169,17 @@ static int occurrences(const char *s, const char *needle)
     return n;
 }
 
+/* The descendants of a rank once its loader has started (a supervisor and
+ * a worker; threads are not processes), waiting up to 30 s; returns how
+ * many are in tree. */
+static int rank_loader_tree(pid_t rank, pid_t *tree, int max)
+{
+    int n = 0;
+    for (int tries = 0; tries < 3000 && n < 2; tries++, usleep(10000))
+        n = process_descendants(rank, tree, max);
+    return n;
+}
+
 static void assert_all_gone(const pid_t *pids, int n)
 {
     usleep(200000);
@@ -185,9 +196,7 @@ Test(dist, a_worker_killed_in_rank_1_stops_every_rank_naming_rank_1)
     pid_t mp = spawn_mpi(2, train_bin(), args, out, err);
     pid_t rank1 = mpi_rank_pid(mp, 1);
     pid_t tree[32];
-    int n = 0;
-    for (int tries = 0; tries < 3000 && n < 2; tries++, usleep(10000))
-        n = process_descendants(rank1, tree, 32); /* supervisor, worker (threads are not) */
+    int n = rank_loader_tree(rank1, tree, 32);
     cr_assert_geq(n, 2, "rank 1's loader processes");
     usleep(500000);
     pid_t all[64];
@@ -216,9 +225,7 @@ Test(dist, sigint_to_the_launcher_stops_every_rank_and_worker)
     pid_t mp = spawn_mpi(2, train_bin(), args, out, err);
     pid_t rank1 = mpi_rank_pid(mp, 1);
     pid_t tree[32];
-    int n = 0;
-    for (int tries = 0; tries < 3000 && n < 2; tries++, usleep(10000))
-        n = process_descendants(rank1, tree, 32);
+    rank_loader_tree(rank1, tree, 32); /* its loader has started */
     usleep(500000);
     pid_t all[64];
     int na = process_descendants(mp, all, 64);
