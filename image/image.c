@@ -280,6 +280,13 @@ static int orientation(const img_params *p, const img_info *info)
     return p->exif ? info->orient : 1;
 }
 
+/* The image's size once turned by orientation `orient`. */
+static void upright_size(const img_info *info, int orient, int *h, int *w)
+{
+    *h = orient >= 5 ? info->w : info->h;
+    *w = orient >= 5 ? info->h : info->w;
+}
+
 /* Any format but JPEG, at full size into c->dec. */
 static int decode_other(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw,
                         errbuf *e)
@@ -425,7 +432,8 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
     if (read_header(c, path, p->cold, &info, e) != 0)
         return -1;
     const int orient = orientation(p, &info), swap = orient >= 5;
-    const int uh = swap ? info.w : info.h, uw = swap ? info.h : info.w; /* upright */
+    int uh, uw;
+    upright_size(&info, orient, &uh, &uw);
     long long rh64, rw64;
     resized_size(p, uh, uw, &rh64, &rw64);
     if (rh64 > c->max_side || rw64 > c->max_side || (uint64_t)(rh64 * rw64) > c->max_pixels)
@@ -594,11 +602,9 @@ static int load_rrc(img_ctx *c, const char *path, const img_params *p, rng *r, u
     img_info info;
     if (read_header(c, path, p->cold, &info, e) != 0)
         return -1;
-    int by, bx, bh, bw;
-    if (orientation(p, &info) >= 5)
-        img_rrc_box(info.w, info.h, p, r, &by, &bx, &bh, &bw);
-    else
-        img_rrc_box(info.h, info.w, p, r, &by, &bx, &bh, &bw);
+    int uh, uw, by, bx, bh, bw;
+    upright_size(&info, orientation(p, &info), &uh, &uw);
+    img_rrc_box(uh, uw, p, r, &by, &bx, &bh, &bw);
     if (rrc_resample(c, path, &info, p, by, bx, bh, bw, out_h, out_w, e) != 0)
         return -1;
     img_params flip_only = *p;
@@ -649,9 +655,7 @@ int img_probe(const char *path, int exif, int *w, int *h, int *channels, errbuf 
     img_info info;
     int rc = read_header(c, path, 0, &info, e);
     if (rc == 0) {
-        int swap = exif && info.orient >= 5;
-        *w = swap ? info.h : info.w;
-        *h = swap ? info.w : info.h;
+        upright_size(&info, exif ? info.orient : 1, h, w);
         *channels = info.channels;
     }
     img_ctx_free(c);
