@@ -177,6 +177,20 @@ static void trace_fill(run_ctx *r, const loader_batch *b)
     trace_span(r->trace, b->filler, "loader", "transform", t + b->decode_s, rest > 0 ? rest : 0, i);
 }
 
+/* --dump-batches: per training or evaluation batch, u32 epoch, index,
+ * count, then count u32 sample indices, count i32 labels, count samples. */
+static void dump_batch(run_ctx *r, const loader_batch *b)
+{
+    const job_info *ji = &r->jobs[b->job];
+    if (!r->dump || (ji->kind != LOAD_JOB_TRAIN && ji->kind != LOAD_JOB_EVAL))
+        return;
+    uint32_t head[3] = {(uint32_t)ji->epoch, b->index, b->count};
+    fwrite(head, sizeof head, 1, r->dump);
+    fwrite(b->indices, sizeof *b->indices, b->count, r->dump);
+    fwrite(b->labels, sizeof *b->labels, b->count, r->dump);
+    fwrite(b->data, r->sample_bytes, b->count, r->dump);
+}
+
 enum fetch_result { FETCH_FAILED = -1, FETCH_END = 0, FETCH_GOT = 1 };
 
 /* Next batch from the loader, handed to the device: FETCH_GOT, FETCH_END,
@@ -205,6 +219,7 @@ static int fetch(run_ctx *r, loader_batch *b, const uint8_t **dev, int *status, 
     a->skipped += b->skipped;
     if (b->fill_t0 + b->fill_s > a->made1)
         a->made1 = b->fill_t0 + b->fill_s;
+    dump_batch(r, b);
     trace_name_process(r->trace, b->filler, b->filler == (int)getpid() ? "train" : "loader worker");
     trace_fill(r, b);
     trace_span(r->trace, (int)getpid(), "main", "wait", t0, t1 - t0, (long)b->index);

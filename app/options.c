@@ -22,7 +22,7 @@ enum opt_id {
     O_PIN, O_NO_PIN, O_NON_BLOCKING, O_NO_NON_BLOCKING, O_PIN_FORCE, O_SELFTEST,
     O_JSON, O_TRACE, O_WARMUP, O_DIAGNOSE, O_PROGRESS, O_NO_PROGRESS, O_HELP,
     O_SWEEP_CHILD, O_SUMMARY_OUT, O_TEST_SLOW_LOAD, O_TEST_SLOW_RANK, O_TEST_SLOW_STEP, O_MAX_BATCHES, O_DIAG_PHASE,
-    O_DIAG_BATCHES, O_DIAG_SECONDS, O_MAX_SECONDS, O_GRAD_CHUNKS,
+    O_DIAG_BATCHES, O_DIAG_SECONDS, O_MAX_SECONDS, O_GRAD_CHUNKS, O_DUMP_BATCHES,
 };
 /* clang-format on */
 
@@ -125,6 +125,7 @@ static const opt_spec table[] = {
     {"max-batches", ARG_REQ, O_MAX_BATCHES, "N", NULL, 0},
     {"diag-phase", ARG_REQ, O_DIAG_PHASE, "read-only|refeed", NULL, 0},
     {"max-seconds", ARG_REQ, O_MAX_SECONDS, "S", NULL, 0},
+    {"dump-batches", ARG_REQ, O_DUMP_BATCHES, "FILE", NULL, 0},
 };
 /* clang-format on */
 
@@ -160,9 +161,30 @@ void options_usage(FILE *f)
            "130/143 interrupted (SIGINT/SIGTERM).\n");
 }
 
+/* options_parse_to's sink: the first message goes here, not to stderr */
+static errbuf *g_sink;
+
+static void complain(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void complain(const char *fmt, ...)
+{
+    char buf[ERR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (!g_sink) {
+        fputs(buf, stderr);
+        return;
+    }
+    if (g_sink->msg[0])
+        return;
+    const char *m = strncmp(buf, "train: ", 7) ? buf : buf + 7;
+    snprintf(g_sink->msg, sizeof g_sink->msg, "%.*s", (int)strcspn(m, "\n"), m);
+}
+
 static int bad(const char *opt, const char *val, const char *why)
 {
-    fprintf(stderr, "train: --%s: '%s' %s (see --help)\n", opt, val, why);
+    complain("train: --%s: '%s' %s (see --help)\n", opt, val, why);
     return -1;
 }
 
@@ -456,6 +478,7 @@ static int set(options *o, const opt_spec *s, const char *v)
     case O_DIAG_BATCHES: return parse_int(n, v, 1, 1 << 30, &o->diag_batches);
     case O_DIAG_SECONDS: return parse_num(n, v, 0, 1e7, &o->diag_seconds);
     case O_MAX_SECONDS: return parse_num(n, v, 0.001, 1e7, &o->max_seconds);
+    case O_DUMP_BATCHES: o->dump_batches = v; break;
     case O_DIAG_PHASE:
         if (!strcmp(v, "read-only"))
             o->diag_phase = DIAG_READ_ONLY;
@@ -481,14 +504,12 @@ static const opt_spec *find(const char *name, size_t len)
 static int check_rrc(const options *o)
 {
     if (o->img.random_crop) {
-        fprintf(
-            stderr,
+        complain(
             "train: --random-resized-crop and --random-crop are two training crops: give one\n");
         return -1;
     }
     if (o->img.crop_h && (o->img.crop_h != o->rrc_h || o->img.crop_w != o->rrc_w)) {
-        fprintf(
-            stderr,
+        complain(
             "train: --crop %dx%d (evaluation's) differs from --random-resized-crop %dx%d: a batch "
             "has one size\n",
             o->img.crop_h, o->img.crop_w, o->rrc_h, o->rrc_w);
@@ -496,9 +517,8 @@ static int check_rrc(const options *o)
     }
     for (int i = 0; i < o->mode.n; i++)
         if (o->mode.v[i] == MODE_PRELOAD) {
-            fprintf(stderr,
-                    "train: --mode preload keeps one decoded image per sample, but "
-                    "--random-resized-crop cuts each sample from the file: use --mode lazy\n");
+            complain("train: --mode preload keeps one decoded image per sample, but "
+                     "--random-resized-crop cuts each sample from the file: use --mode lazy\n");
             return -1;
         }
     return 0;
@@ -540,7 +560,7 @@ int options_parse(options *o, int argc, char **argv)
         const char *a = argv[i];
         if (only_positional || a[0] != '-' || !a[1]) {
             if (o->csv) {
-                fprintf(stderr, "train: more than one data CSV ('%s' and '%s')\n", o->csv, a);
+                complain("train: more than one data CSV ('%s' and '%s')\n", o->csv, a);
                 return -1;
             }
             o->csv = a;
@@ -555,23 +575,23 @@ int options_parse(options *o, int argc, char **argv)
             return 1;
         }
         if (a[1] != '-') {
-            fprintf(stderr, "train: unknown option '%s' (options are long: see --help)\n", a);
+            complain("train: unknown option '%s' (options are long: see --help)\n", a);
             return -1;
         }
         const char *name = a + 2, *eq = strchr(name, '=');
         const opt_spec *s = find(name, eq ? (size_t)(eq - name) : strlen(name));
         if (!s) {
-            fprintf(stderr, "train: unknown option '%s' (see --help)\n", a);
+            complain("train: unknown option '%s' (see --help)\n", a);
             return -1;
         }
         const char *v = eq ? eq + 1 : NULL;
         if (s->kind == ARG_NONE && v) {
-            fprintf(stderr, "train: --%s takes no value\n", s->name);
+            complain("train: --%s takes no value\n", s->name);
             return -1;
         }
         if (s->kind == ARG_REQ && !v) {
             if (i + 1 >= argc) {
-                fprintf(stderr, "train: --%s needs a value (%s)\n", s->name, s->meta);
+                complain("train: --%s needs a value (%s)\n", s->name, s->meta);
                 return -1;
             }
             v = argv[++i];
@@ -585,32 +605,46 @@ int options_parse(options *o, int argc, char **argv)
             return rc;
     }
     if (!o->csv && !o->selftest && !(o->model && !strcmp(o->model, "list"))) {
-        fprintf(stderr, "train: no data CSV or folder given (usage: train [options] "
-                        "data.csv|FOLDER; see --help)\n");
+        complain("train: no data CSV or folder given (usage: train [options] "
+                 "data.csv|FOLDER; see --help)\n");
         return -1;
     }
     if (o->normalize_imagenet && (o->nmean || o->nstd)) {
-        fprintf(stderr,
-                "train: --normalize imagenet names a mean and a std: leave out --mean/--std, or "
-                "--normalize\n");
+        complain("train: --normalize imagenet names a mean and a std: leave out --mean/--std, or "
+                 "--normalize\n");
         return -1;
     }
     if (o->nmean > 1 && o->nstd > 1 && o->nmean != o->nstd) {
-        fprintf(stderr, "train: --mean has %d values but --std has %d\n", o->nmean, o->nstd);
+        complain("train: --mean has %d values but --std has %d\n", o->nmean, o->nstd);
         return -1;
     }
     if (o->img.random_crop && !o->img.crop_h) {
-        fprintf(stderr, "train: --random-crop needs --crop\n");
+        complain("train: --random-crop needs --crop\n");
         return -1;
     }
     if (o->img.rrc && check_rrc(o) != 0)
         return -1;
     if (o->warmup_epochs >= o->epochs && o->warmup_epochs > 0) {
-        fprintf(stderr, "train: --warmup-epochs %d leaves no counted epoch of --epochs %d\n",
-                o->warmup_epochs, o->epochs);
+        complain("train: --warmup-epochs %d leaves no counted epoch of --epochs %d\n",
+                 o->warmup_epochs, o->epochs);
         return -1;
     }
     return 0;
+}
+
+int options_parse_to(options *o, int argc, char **argv, errbuf *e)
+{
+    e->msg[0] = 0;
+    g_sink = e;
+    int rc = options_parse(o, argc, argv);
+    g_sink = NULL;
+    return rc;
+}
+
+int options_arg(const char *name)
+{
+    const opt_spec *s = find(name, strlen(name));
+    return !s || !s->help ? -1 : s->kind == ARG_NONE ? 0 : s->kind == ARG_REQ ? 1 : 2;
 }
 
 void options_free(options *o)

@@ -90,15 +90,17 @@ typedef struct options {
     const char *trace; /* --trace FILE */
     int warmup_epochs;
     int diagnose;
-    int progress;          /* -1 auto (a terminal), 0, 1 */
-    double test_slow_load; /* test hook: extra seconds per sample */
-    int test_slow_rank;    /* test hook: ... on this rank only (-1: every rank) */
-    double test_slow_step; /* test hook: extra seconds per step */
-    int diag_batches;      /* --diagnose: batches per phase (0 = default) */
-    double diag_seconds;   /* --diagnose: seconds per phase (NaN = default, 0 = no limit) */
-    int max_batches;       /* hidden: batches per training pass (diagnosis, auto) */
-    double max_seconds;    /* hidden: end a training pass after the batch that passes this */
-    int diag_phase;        /* hidden: enum diag_phase */
+    int progress;             /* -1 auto (a terminal), 0, 1 */
+    double test_slow_load;    /* test hook: extra seconds per sample */
+    int test_slow_rank;       /* test hook: ... on this rank only (-1: every rank) */
+    double test_slow_step;    /* test hook: extra seconds per step */
+    int diag_batches;         /* --diagnose: batches per phase (0 = default) */
+    double diag_seconds;      /* --diagnose: seconds per phase (NaN = default, 0 = no limit) */
+    int max_batches;          /* hidden: batches per training pass (diagnosis, auto) */
+    double max_seconds;       /* hidden: end a training pass after the batch that passes this */
+    const char *dump_batches; /* hidden: every batch's indices, labels and bytes to this file
+                                 (tests compare the Python module's batches with it) */
+    int diag_phase;           /* hidden: enum diag_phase */
 
     /* sweep plumbing */
     int sweep_child;
@@ -111,6 +113,13 @@ typedef struct options {
 /* Parse argv into o. Returns 0, 1 when the program should exit 0 (after
  * --help), or -1 after printing the problem to stderr (exit 2). */
 int options_parse(options *o, int argc, char **argv);
+/* The same, for a caller without a terminal (the Python module): the
+ * first problem goes into e (without the "train: " prefix), nothing to
+ * stderr. --help is not for it (it prints to stdout and returns 1). */
+int options_parse_to(options *o, int argc, char **argv, errbuf *e);
+/* Whether option --name takes a value: 0 never, 1 always, 2 optionally
+ * and then only as --name=VALUE (--pin=off); -1 no such option (or a hidden one). */
+int options_arg(const char *name);
 void options_free(options *o);
 void options_usage(FILE *f);
 

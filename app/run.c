@@ -52,188 +52,6 @@ run_config run_config_of(const run_choice *c, int batch, const char *device, con
                         .batch = batch};
 }
 
-void run_choice_first(const options *o, run_choice *c)
-{
-    c->workers = o->workers.v[0];
-    c->prefetch = o->prefetch.v[0];
-    c->batch = o->batch.v[0];
-    c->mode = o->mode.v[0];
-    c->pin = o->pin.v[0];
-    c->non_blocking = o->non_blocking.v[0];
-}
-
-/* ---------------------------------------------------------------- data */
-
-/* Validation labels mapped onto the training set's classes by name. */
-static int map_val_classes(run_ctx *r, errbuf *e)
-{
-    dataset *t = &r->train, *v = &r->val;
-    if (!t->names && !v->names)
-        return 0;
-    if (t->names != v->names)
-        return errf(e, "%s: labels are %s but %s has %s", v->csv_path,
-                    v->names ? "names" : "numbers", t->csv_path, t->names ? "names" : "numbers");
-    int32_t *map = xmalloc(sizeof(int32_t) * v->nclasses);
-    for (uint32_t c = 0; c < v->nclasses; c++) {
-        const char *name = v->strs + v->class_names[c];
-        map[c] = -1;
-        for (uint32_t k = 0; k < t->nclasses; k++)
-            if (!strcmp(name, t->strs + t->class_names[k]))
-                map[c] = (int32_t)k;
-    }
-    for (uint32_t i = 0; i < v->n; i++) {
-        int32_t k = map[v->rows[i].label];
-        if (k < 0) {
-            char msg[ERR_MAX], where[2 * ERR_MAX];
-            snprintf(msg, sizeof msg, "class '%s' does not occur in the training set %s",
-                     v->strs + v->class_names[v->rows[i].label], t->csv_path);
-            errf(e, "%s", dataset_row_message(v, i, msg, where, sizeof where));
-            free(map);
-            return -1;
-        }
-        v->rows[i].label = k;
-    }
-    free(map);
-    return 0;
-}
-
-/* The first image whose header reads: its size and channels fix the
- * sample size when no --resize/--crop does. Without --skip-bad that is the
- * first row's image; with it, a bad first row is skipped like any other
- * (the workers name it when they meet it). */
-static int probe_first_good(run_ctx *r, uint32_t *first, int *w, int *h, int *ch, errbuf *e)
-{
-    const dataset *t = &r->train;
-    errbuf pe, first_err = {{0}};
-    for (uint32_t i = 0; i < t->n; i++) {
-        if (img_probe(dataset_path(t, i), r->o->img.exif, w, h, ch, &pe) == 0) {
-            *first = i;
-            return 0;
-        }
-        if (i == 0)
-            first_err = pe;
-        if (!r->o->csv_o.skip_bad)
-            break;
-    }
-    char where[2 * ERR_MAX];
-    dataset_row_message(t, 0, first_err.msg, where, sizeof where);
-    if (r->o->csv_o.skip_bad && t->n > 1)
-        return errf(e, "%s: no readable image among %u %s (--skip-bad); the first: %s", t->csv_path,
-                    t->n, t->folder ? "images" : "rows", where);
-    return errf(e, "%s", where);
-}
-
-/* A row named in a message about two rows: `line 3 img/a.png` in a CSV,
- * the image path in a folder. */
-static const char *row_name(const dataset *t, uint32_t i, char *buf, size_t len)
-{
-    if (t->folder)
-        snprintf(buf, len, "%s", dataset_path(t, i));
-    else
-        snprintf(buf, len, "line %u %s", t->rows[i].line, dataset_path(t, i));
-    return buf;
-}
-
-/* Probe this many images spread over the set for their sizes. */
-#define SIZE_PROBES 32
-
-/* Images that give samples of different sizes cannot share a batch: when
- * no --resize HxW / --crop makes every sample one size, look at a few
- * images spread over the set and stop now, naming two that differ and the
- * fix, instead of deep into the first epoch (or after sizing the model
- * from one of them). Preload also needs one base size. */
-static int check_sizes(run_ctx *r, uint32_t first, errbuf *e)
-{
-    const img_params *p = &r->ss.train;
-    int by_resize = p->resize_h > 0 && p->resize_w > 0;
-    int base_fixed = by_resize || (p->crop_h > 0 && !p->random_crop);
-    int need_base = r->c.mode == MODE_PRELOAD;
-    if ((p->crop_h > 0 || by_resize) && (!need_base || base_fixed))
-        return 0;
-    const dataset *t = &r->train;
-    int b0h, b0w; /* the first image's base */
-    img_base_size(p, r->fixed_h, r->fixed_w, &b0h, &b0w);
-    uint32_t step = t->n > SIZE_PROBES ? t->n / SIZE_PROBES : 1;
-    for (uint32_t i = first + 1; i < t->n; i += step) {
-        int w, h, ch, oh, ow, bh, bw;
-        errbuf pe;
-        if (img_probe(dataset_path(t, i), p->exif, &w, &h, &ch, &pe) != 0)
-            continue; /* a bad file is the loader's to report */
-        img_output_size(p, h, w, &oh, &ow);
-        img_base_size(p, h, w, &bh, &bw);
-        if (oh == r->ss.out_h && ow == r->ss.out_w && (!need_base || (bh == b0h && bw == b0w)))
-            continue;
-        char a[ERR_MAX], b[ERR_MAX];
-        return errf(e,
-                    "%s: images differ in size: %s is %dx%d (width x height), %s is %dx%d; "
-                    "a batch needs one size: give --resize HxW (every image to that size), or "
-                    "--resize N --crop HxW (shorter side to N, then a crop, as torchvision's "
-                    "Resize + CenterCrop)%s",
-                    t->csv_path, row_name(t, first, a, sizeof a), r->fixed_w, r->fixed_h,
-                    row_name(t, i, b, sizeof b), w, h,
-                    need_base && !base_fixed
-                        ? "; --mode preload keeps one base image per sample, so it needs "
-                          "--resize HxW or a centre crop"
-                        : "");
-    }
-    return 0;
-}
-
-static int setup_data(run_ctx *r, errbuf *e)
-{
-    const options *o = r->o;
-    if (dataset_load(&r->train, o->csv, &o->csv_o, e) != 0)
-        return RUN_BAD_INPUT;
-    if (o->val_csv) {
-        if (dataset_load(&r->val, o->val_csv, &o->csv_o, e) != 0)
-            return RUN_BAD_INPUT;
-        r->have_val = 1;
-        if (map_val_classes(r, e) != 0)
-            return RUN_BAD_INPUT;
-        if (!r->train.names && r->val.nclasses > r->train.nclasses)
-            r->train.nclasses = r->val.nclasses; /* model classes cover both */
-    }
-    int w, h, ch;
-    uint32_t first = 0;
-    if (probe_first_good(r, &first, &w, &h, &ch, e) != 0)
-        return RUN_BAD_INPUT;
-    r->fixed_h = h;
-    r->fixed_w = w;
-    int channels = o->channels ? o->channels : (ch >= 3 ? 3 : 1);
-    img_params p = o->img;
-    p.channels = channels;
-    p.cold = o->cold && r->c.mode == MODE_LAZY;
-    if (p.hflip < 0)
-        p.hflip = 0.5f;
-    r->ss.train = p;
-    r->ss.eval = p;
-    r->ss.eval.hflip = 0;
-    r->ss.eval.random_crop = 0;
-    memset(r->ss.eval.jitter, 0, sizeof r->ss.eval.jitter);
-    if (p.rrc) { /* training cuts from the file; evaluation resizes and centre-crops */
-        r->ss.train.crop_h = o->rrc_h;
-        r->ss.train.crop_w = o->rrc_w;
-        r->ss.train.resize_h = r->ss.train.resize_w = r->ss.train.resize_short = 0;
-        img_params *ev = &r->ss.eval;
-        ev->rrc = 0;
-        if (!ev->crop_h) {
-            ev->crop_h = o->rrc_h;
-            ev->crop_w = o->rrc_w;
-        }
-        if (!ev->resize_short && !ev->resize_h)
-            ev->resize_short = o->rrc_h < o->rrc_w ? o->rrc_h : o->rrc_w;
-        p = r->ss.train;
-    }
-    r->ss.channels = channels;
-    img_output_size(&p, h, w, &r->ss.out_h, &r->ss.out_w);
-    r->ss.src[0] = &r->train;
-    r->ss.src[1] = &r->val;
-    r->ss.slow_load =
-        o->test_slow_rank < 0 || o->test_slow_rank == r->dist.rank ? o->test_slow_load : 0;
-    r->sample_bytes = (size_t)channels * r->ss.out_h * r->ss.out_w;
-    return check_sizes(r, first, e) != 0 ? RUN_BAD_INPUT : RUN_OK;
-}
-
 /* ---------------------------------------------------------------- model choice */
 
 /* --drop-last drops the short last batch; with fewer samples than one
@@ -254,6 +72,9 @@ static int check_drop_last(run_ctx *r, errbuf *e)
 static int open_outputs(run_ctx *r, errbuf *e)
 {
     const options *o = r->o;
+    if (o->dump_batches && !(r->dump = fopen(o->dump_batches, "wb")))
+        return fail(e, RUN_BAD_INPUT, "%s: cannot open for writing: %s", o->dump_batches,
+                    strerror(errno));
     if (o->trace && !(r->trace = trace_open(o->trace, e)))
         return RUN_BAD_INPUT;
     trace_name_process(r->trace, (int)getpid(), "train");
@@ -317,54 +138,6 @@ static int setup_model_choice(run_ctx *r, ckpt_info *ck, errbuf *e)
     if (o->resume && !r->c.batch && ck->state.batch > 0)
         r->batch = ck->state.batch;
     return check_drop_last(r, e);
-}
-
-/* ---------------------------------------------------------------- loader */
-
-static int setup_cache(run_ctx *r, errbuf *e)
-{
-    if (r->c.mode != MODE_PRELOAD)
-        return RUN_OK;
-    int bh, bw;
-    if (img_base_size(&r->ss.train, r->fixed_h, r->fixed_w, &bh, &bw) != 0)
-        return fail(e, RUN_BAD_INPUT,
-                    "--mode preload needs every image to have the same size after resizing: "
-                    "use --resize HxW (or a centre --crop)");
-    uint64_t key = cache_key(&r->train, &r->ss.train, bh, bw);
-    if (cache_open(&r->cache, r->o->cache, &r->train, r->ss.channels, bh, bw, key, r->o->mem_limit,
-                   e) != 0)
-        return RUN_BAD_INPUT;
-    r->use_cache = 1;
-    r->ss.cache = r->cache.data;
-    r->ss.base_h = bh;
-    r->ss.base_w = bw;
-    r->ss.base_bytes = r->cache.sample_bytes;
-    return RUN_OK;
-}
-
-static int setup_loader(run_ctx *r, errbuf *e)
-{
-    loader_config pc = {.workers = r->c.workers,
-                        .prefetch = r->c.prefetch,
-                        .batch = (uint32_t)r->batch,
-                        .sample_bytes = r->sample_bytes,
-                        .nsrc = r->have_val ? 2 : 1,
-                        .seed = r->o->seed,
-                        .skip_bad = r->o->csv_o.skip_bad,
-                        .respawn = r->o->respawn,
-                        .timeout = r->o->timeout,
-                        .load = load_sample,
-                        .worker_init = load_worker_init,
-                        .worker_fini = load_worker_fini,
-                        .stage_times = load_stage_times,
-                        .arg = &r->ss};
-    pc.src[0] = &r->train;
-    pc.src[1] = &r->val;
-    r->ldr = loader_create(&pc, e);
-    if (!r->ldr)
-        return RUN_BAD_INPUT;
-    g_loader = r->ldr;
-    return RUN_OK;
 }
 
 /* ---------------------------------------------------------------- device */
@@ -568,6 +341,8 @@ static void cleanup(run_ctx *r)
     dataset_free(&r->val);
     if (r->json)
         fclose(r->json);
+    if (r->dump)
+        fclose(r->dump);
     errbuf te;
     if (r->trace && trace_close(r->trace, &te) != 0)
         fprintf(stderr, "train: warning: %s\n", te.msg);
@@ -621,15 +396,16 @@ int run_one(const options *o, const run_choice *c)
     char note[600] = "";
     int rc = open_outputs(&r, &e);
     if (rc == RUN_OK)
-        rc = setup_data(&r, &e);
+        rc = feed_data(&r, &e);
     if (rc == RUN_OK)
         rc = setup_model_choice(&r, &ck, &e);
     if (rc == RUN_OK)
-        rc = setup_cache(&r, &e);
+        rc = feed_cache(&r, &e);
     if (r.json) /* the command line and data, even for a run that stops here */
         run_write_header(&r);
     if (rc == RUN_OK)
-        rc = setup_loader(&r, &e);                    /* forks: nothing threaded before this */
+        rc = feed_loader(&r, NULL, &e); /* forks: nothing threaded before this */
+    g_loader = r.ldr;
     if (rc == RUN_OK && dist_start(&r.dist, &e) != 0) /* MPI: after the fork */
         rc = RUN_INTERNAL;
     if (rc == RUN_OK)

@@ -67,6 +67,7 @@ typedef struct run_ctx {
     /* report */
     FILE *json;
     struct trace *trace; /* --trace, or NULL */
+    FILE *dump;          /* --dump-batches, or NULL */
     machine_info mi;
     epoch_rec *recs;
     int nrecs;
@@ -98,6 +99,26 @@ static inline const char *run_ctx_device(const run_ctx *r)
 {
     return r->dev.kind == DEVICE_CUDA ? "cuda" : "cpu";
 }
+
+/* ---- feed.c: the data side, shared with the Python module */
+/* The data sets (and validation classes mapped onto training's), the
+ * transforms of training and evaluation, the sample size; checks that
+ * every sample gets that size. Reads r->o, r->c.mode, r->dist.rank.
+ * Returns a run_status. */
+int feed_data(run_ctx *r, errbuf *e);
+/* --mode preload: map (or reuse) the cache of base images. */
+int feed_cache(run_ctx *r, errbuf *e);
+/* The loader for r->batch (forks, or spawns extra->spawn_argv; extra's
+ * spawn_argv, should_stop and stop_ctx are used, the rest comes from r). */
+int feed_loader(run_ctx *r, const loader_config *extra, errbuf *e);
+/* For a loader without a run (the Python module and its supervisor):
+ * r (zeroed, r->dist.rank set) gets o's first choices, the batch (--batch,
+ * else 64), the data and the cache. Then feed_loader, or in the spawned
+ * supervisor feed_serve (returns only on failure). feed_close undoes
+ * both, also after a failure. */
+int feed_open(run_ctx *r, const options *o, errbuf *e);
+int feed_serve(run_ctx *r, errbuf *e);
+void feed_close(run_ctx *r);
 
 /* With --json: the run record, first in the file (run_header.c). */
 void run_write_header(run_ctx *r);

@@ -9,18 +9,23 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "loader/sampler.h"
 #include "loader/shared.h"
 
 #define MAX_RESPAWNS 100
+
+extern char **environ;
 
 static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 
@@ -50,7 +55,8 @@ static map_layout layout(loader *p)
     return l;
 }
 
-loader *loader_create(const loader_config *cfg, errbuf *e)
+/* The loader's struct for cfg, without its mapping (map_len computed). */
+static loader *loader_new(const loader_config *cfg, errbuf *e)
 {
     if (cfg->workers < 0 || cfg->workers > LOADER_MAX_WORKERS)
         return errf(e, "--workers %d: must be 0..%d", cfg->workers, LOADER_MAX_WORKERS), NULL;
@@ -67,8 +73,86 @@ loader *loader_create(const loader_config *cfg, errbuf *e)
     for (int i = 0; i < cfg->nsrc; i++)
         if (cfg->src[i]->n > p->max_n)
             p->max_n = cfg->src[i]->n;
+    p->map_len = layout(p).end;
+    return p;
+}
+
+/* Point p's parts into mapping m. */
+static void loader_place(loader *p, uint8_t *m)
+{
     map_layout off = layout(p);
-    p->map_len = off.end;
+    p->map = m;
+    p->ctl = (loader_ctl *)m;
+    p->workers = (worker_rec *)(p->map + off.workers);
+    p->slots = (slot_hdr *)(p->map + off.slots);
+    p->jobs = (job_entry *)(p->map + off.jobs);
+    p->perms = (uint32_t *)(p->map + off.perms);
+    p->labels = (int32_t *)(p->map + off.labels);
+    p->indices = (uint32_t *)(p->map + off.indices);
+    p->skip_told = (_Atomic uint8_t *)(p->map + off.skip_told);
+    p->ring = p->map + off.ring;
+}
+
+/* A memfd of len bytes (spawn mode), or -1 with e. */
+static int map_fd_create(size_t len, errbuf *e)
+{
+    int fd = memfd_create("train-loader", MFD_CLOEXEC);
+    if (fd < 0)
+        return errf(e, "memfd_create for the loader's shared memory: %s", strerror(errno));
+    if (ftruncate(fd, (off_t)len) != 0) {
+        errf(e, "cannot size the loader's shared memory to %zu bytes: %s", len, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Run cfg->spawn_argv with the mapping and the command socket on the fds
+ * loader_serve expects. posix_spawn, not fork: the caller may have threads. */
+static pid_t spawn_supervisor(const loader_config *cfg, int map_fd, int cmd_fd, errbuf *e)
+{
+    /* out of the way of the target numbers, so one dup2 cannot clobber the other's source */
+    int hi_map = fcntl(map_fd, F_DUPFD_CLOEXEC, LOADER_SERVE_CMD_FD + 1);
+    int hi_cmd = fcntl(cmd_fd, F_DUPFD_CLOEXEC, LOADER_SERVE_CMD_FD + 1);
+    pid_t pid = -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&at);
+    sigset_t none, dfl;
+    sigemptyset(&none);
+    sigemptyset(&dfl);
+    sigaddset(&dfl, SIGINT);
+    sigaddset(&dfl, SIGTERM);
+    sigaddset(&dfl, SIGCHLD);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setsigdefault(&at, &dfl);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    if (hi_map < 0 || hi_cmd < 0) {
+        errf(e, "cannot pass the loader's memory to its supervisor: %s", strerror(errno));
+    } else {
+        posix_spawn_file_actions_adddup2(&fa, hi_map, LOADER_SERVE_MAP_FD);
+        posix_spawn_file_actions_adddup2(&fa, hi_cmd, LOADER_SERVE_CMD_FD);
+        int rc = posix_spawn(&pid, cfg->spawn_argv[0], &fa, &at, cfg->spawn_argv, environ);
+        if (rc != 0) {
+            errf(e, "cannot start the loader supervisor %s: %s", cfg->spawn_argv[0], strerror(rc));
+            pid = -1;
+        }
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    if (hi_map >= 0)
+        close(hi_map);
+    if (hi_cmd >= 0)
+        close(hi_cmd);
+    return pid;
+}
+
+loader *loader_create(const loader_config *cfg, errbuf *e)
+{
+    loader *p = loader_new(cfg, e);
+    if (!p)
+        return NULL;
     uint64_t avail = mem_available_bytes();
     if (avail && p->map_len > avail / 10 * 8) {
         char need[32], have[32];
@@ -80,23 +164,23 @@ loader *loader_create(const loader_config *cfg, errbuf *e)
         free(p);
         return NULL;
     }
-    void *m = mmap(NULL, p->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (m == MAP_FAILED) {
-        errf(e, "cannot map %zu bytes of shared memory for the loader: %s", p->map_len,
-             strerror(errno));
+    int spawn = cfg->spawn_argv && cfg->workers > 0;
+    int map_fd = spawn ? map_fd_create(p->map_len, e) : -1;
+    if (spawn && map_fd < 0) {
         free(p);
         return NULL;
     }
-    p->map = m;
-    p->ctl = m;
-    p->workers = (worker_rec *)(p->map + off.workers);
-    p->slots = (slot_hdr *)(p->map + off.slots);
-    p->jobs = (job_entry *)(p->map + off.jobs);
-    p->perms = (uint32_t *)(p->map + off.perms);
-    p->labels = (int32_t *)(p->map + off.labels);
-    p->indices = (uint32_t *)(p->map + off.indices);
-    p->skip_told = (_Atomic uint8_t *)(p->map + off.skip_told);
-    p->ring = p->map + off.ring;
+    void *m = mmap(NULL, p->map_len, PROT_READ | PROT_WRITE,
+                   spawn ? MAP_SHARED : MAP_SHARED | MAP_ANONYMOUS, map_fd, 0);
+    if (m == MAP_FAILED) {
+        errf(e, "cannot map %zu bytes of shared memory for the loader: %s", p->map_len,
+             strerror(errno));
+        if (map_fd >= 0)
+            close(map_fd);
+        free(p);
+        return NULL;
+    }
+    loader_place(p, m);
     p->release_mark = xcalloc((size_t)p->nslots, 1);
     for (int i = 0; i < cfg->workers; i++) {
         atomic_store(&p->workers[i].current, -1);
@@ -108,8 +192,22 @@ loader *loader_create(const loader_config *cfg, errbuf *e)
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
         errf(e, "socketpair: %s", strerror(errno));
+        if (map_fd >= 0)
+            close(map_fd);
         loader_destroy(p);
         return NULL;
+    }
+    if (spawn) {
+        pid_t pid = spawn_supervisor(cfg, map_fd, sv[1], e);
+        close(map_fd);
+        close(sv[1]);
+        p->cmd_fd = sv[0];
+        if (pid < 0) {
+            loader_destroy(p);
+            return NULL;
+        }
+        p->sup_pid = pid;
+        return p;
     }
     fflush(NULL); /* no buffered output duplicated into the children */
     pid_t main_pid = getpid();
@@ -130,6 +228,34 @@ loader *loader_create(const loader_config *cfg, errbuf *e)
     p->sup_pid = pid;
     p->cmd_fd = sv[0];
     return p;
+}
+
+int loader_serve(const loader_config *cfg, errbuf *e)
+{
+    pid_t parent = getppid();
+    loader *p = loader_new(cfg, e);
+    if (!p)
+        return -1;
+    struct stat st;
+    if (fstat(LOADER_SERVE_MAP_FD, &st) != 0 || (size_t)st.st_size != p->map_len) {
+        errf(e,
+             "internal: the loader's shared memory is %lld bytes, this configuration needs %zu "
+             "(the supervisor must be started with the caller's options)",
+             (long long)st.st_size, p->map_len);
+        free(p);
+        return -1;
+    }
+    void *m = mmap(NULL, p->map_len, PROT_READ | PROT_WRITE, MAP_SHARED, LOADER_SERVE_MAP_FD, 0);
+    if (m == MAP_FAILED) {
+        errf(e, "cannot map the loader's shared memory: %s", strerror(errno));
+        free(p);
+        return -1;
+    }
+    close(LOADER_SERVE_MAP_FD);
+    fcntl(LOADER_SERVE_CMD_FD, F_SETFD, FD_CLOEXEC);
+    loader_place(p, m);
+    p->watch_parent = parent;
+    loader_supervisor_main(p, LOADER_SERVE_CMD_FD);
 }
 
 int loader_post(loader *p, const load_job *job)
@@ -340,7 +466,9 @@ static int wait_ready(loader *p, uint64_t seq, errbuf *e)
             p->sup_pid = -1;
             return fail(e, LOADER_WORKER_LOST, "the loader supervisor died unexpectedly");
         }
-        double now = now_sec(), wait = 1.0;
+        if (p->cfg.should_stop && p->cfg.should_stop(p->cfg.stop_ctx))
+            return fail(e, LOADER_INTERRUPTED, "interrupted");
+        double now = now_sec(), wait = p->cfg.should_stop ? 0.1 : 1.0;
         if (deadline) {
             if (now >= deadline) {
                 char b[80];

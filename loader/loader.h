@@ -68,7 +68,20 @@ typedef struct loader_config {
      * decoding them (cumulative); a batch's share is in loader_batch */
     void (*stage_times)(void *wctx, double *read_s, double *decode_s);
     void *arg;
+    /* optional: run this program as the supervisor instead of forking this
+     * process (a caller that has threads already: the Python module). The
+     * shared mapping is then a memfd; the program starts with it as fd
+     * LOADER_SERVE_MAP_FD and the command socket as LOADER_SERVE_CMD_FD,
+     * and calls loader_serve with the same configuration. NULL: fork. */
+    char *const *spawn_argv;
+    /* optional: asked at least every 0.1 s while loader_next waits for a
+     * worker; nonzero ends the wait with LOADER_INTERRUPTED (the Python
+     * module's Ctrl-C: its handler runs only when asked) */
+    int (*should_stop)(void *ctx);
+    void *stop_ctx;
 } loader_config;
+
+enum { LOADER_SERVE_MAP_FD = 3, LOADER_SERVE_CMD_FD = 4 };
 
 typedef struct load_job {
     int src; /* index into loader_config.src */
@@ -116,6 +129,13 @@ enum loader_status {
 /* Map the shared memory and fork the supervisor and workers. Call before
  * creating any thread or touching CUDA. */
 loader *loader_create(const loader_config *cfg, errbuf *e);
+
+/* In the program loader_config.spawn_argv runs: map the caller's shared
+ * memory (cfg must describe the same loader: its size is checked) and be
+ * its supervisor, forking the workers from this clean process. Returns
+ * only on failure (-1, with e); exits when the caller's loader is
+ * destroyed or the caller dies. */
+int loader_serve(const loader_config *cfg, errbuf *e);
 
 /* Append a job to the plan; returns its id. Jobs run in the order posted;
  * post a whole run's jobs up front and prefetching crosses epochs. */

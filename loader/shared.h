@@ -96,6 +96,10 @@ struct loader {
                                    sample's reason was printed */
     uint8_t *ring;
     size_t ring_len;
+    /* supervisor started by loader_serve: it also leaves when this
+     * process (its parent) is gone, as it cannot ask for PR_SET_PDEATHSIG
+     * safely (that follows the parent's thread, not the process) */
+    pid_t watch_parent;
 
     /* main process only */
     int sup_pid;

@@ -236,7 +236,10 @@ void loader_supervisor_main(loader *p, int cmd_fd)
             shut_down(p);
     struct pollfd fds[2] = {{.fd = cmd_fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
     for (;;) {
-        if (poll(fds, 2, -1) < 0) {
+        int n = poll(fds, 2, p->watch_parent ? 500 : -1);
+        if (p->watch_parent && getppid() != p->watch_parent)
+            shut_down(p); /* the caller died without closing its end */
+        if (n < 0) {
             if (errno == EINTR)
                 continue;
             shut_down(p);
