@@ -244,6 +244,8 @@ test: deps
 	TRAIN_BIN=$(CURDIR)/build/asan/train TRAIN_TOOLS=$(CURDIR)/build/tools \
 	TRAIN_ROOT=$(CURDIR) sh -c 'set -e; for s in build/asan/tests/run $(TEST_SUITES); do \
 	  echo "== $$s"; tests/run-suite $$s --jobs 2 $(TESTFLAGS); done'
+	@echo "== tests/python (pytest)"
+	@$(MAKE) --no-print-directory test-python
 
 # ---------------------------------------------------------------- format
 # .clang-format pins the layout the code has (4 spaces, 100 columns, braces
@@ -261,7 +263,8 @@ format-check:
 # ---------------------------------------------------------------- dependencies
 DEB_PKGS := build-essential pkg-config zlib1g-dev libturbojpeg0-dev libjpeg62-turbo-dev libstb-dev libcsv-dev \
             libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist webp libwebp-dev \
-            clang-format libopenmpi-dev openmpi-bin
+            clang-format libopenmpi-dev openmpi-bin \
+            python3-dev python3-pytest python3-numpy python3-torch libdlpack-dev
 BENCH_PKGS := python3-torch python3-torchvision python3-pil hyperfine
 FUZZ_PKGS := clang libclang-rt-dev
 

@@ -1,0 +1,788 @@
+/* trainloader.c — train's loader as a CPython extension (stable ABI, 3.11+).
+ *
+ * The Python side (python/trainloader/__init__.py) turns keyword arguments
+ * into train's own command line and hands it here; app/options.c parses it
+ * and app/feed.c sets up the data, the transforms and the loader exactly as
+ * `train --loader-only` does. The one difference is how the loader's
+ * processes start: a Python process that imported torch has threads, so
+ * nothing is forked from it. The loader's shared memory is a memfd and its
+ * supervisor is a separate program (trainloader-supervisor, beside this
+ * module) started by posix_spawn; it parses the same command line, maps
+ * the memfd and forks the workers from its own single-threaded state.
+ *
+ * Batches are views of the ring: Array objects with the buffer protocol
+ * and DLPack pointing at the slot itself. A slot goes back to the workers
+ * when the next batch is asked for; an Array of an earlier batch then
+ * refuses new views (BufferError) and .copy() keeps a batch for longer.
+ */
+#define _GNU_SOURCE
+#define Py_LIMITED_API 0x030B0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <dlpack/dlpack.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/run_ctx.h"
+#include "loader/sampler.h"
+
+static PyObject *g_error, *g_bad_input, *g_worker_lost;
+
+/* ---------------------------------------------------------------- errors */
+
+/* Raise the loader exception for status (LOADER_BAD_SAMPLE, ...) with msg. */
+static PyObject *raise_status(int status, const char *msg)
+{
+    PyObject *type = status == LOADER_BAD_SAMPLE || status == RUN_BAD_INPUT ? g_bad_input
+                     : status == LOADER_WORKER_LOST                         ? g_worker_lost
+                                                                            : g_error;
+    PyObject *exc = PyObject_CallFunction(type, "s", msg);
+    if (!exc)
+        return NULL;
+    PyObject *st = PyLong_FromLong(status);
+    if (st) {
+        PyObject_SetAttrString(exc, "status", st);
+        Py_DECREF(st);
+    }
+    PyErr_SetObject(type, exc);
+    Py_DECREF(exc);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- Loader */
+
+typedef struct epoch_stats {
+    int epoch, complete;
+    uint32_t batches;
+    uint64_t images, skipped;
+    double t0, t1, wait, fill, read, decode;
+} epoch_stats;
+
+typedef struct LoaderObject {
+    PyObject ob_base; /* PyObject_HEAD */
+    run_ctx *r;
+    options o;
+    int o_parsed;
+    char **argv, **spawn; /* owned copies; o.argv points into argv */
+    int argc;
+    int rank, ranks, train;
+    int next_epoch;
+    int job; /* the current pass's job id, or -1 */
+    uint32_t nbatches, taken;
+    int holding; /* a batch is out (held) */
+    loader_batch held;
+    uint64_t generation; /* bumped when the held batch goes back */
+    int busy;            /* a call is inside the loader (GIL released) */
+    epoch_stats st;
+} LoaderObject;
+
+static PyTypeObject *g_loader_type, *g_array_type;
+
+/* ---------------------------------------------------------------- Array */
+
+typedef struct ArrayObject {
+    PyObject ob_base;
+    LoaderObject *owner; /* a view of owner's ring; NULL: owns its memory */
+    uint64_t generation; /* owner's, when the view was made */
+    uint64_t seq;        /* the batch's global number (views) */
+    char *data;
+    void *own;
+    int ndim;
+    Py_ssize_t shape[4], strides[4], itemsize;
+    char format[2];
+    DLDataTypeCode code;
+} ArrayObject;
+
+static Py_ssize_t array_nbytes(const ArrayObject *a)
+{
+    Py_ssize_t n = a->itemsize;
+    for (int i = 0; i < a->ndim; i++)
+        n *= a->shape[i];
+    return n;
+}
+
+static int array_live(ArrayObject *a)
+{
+    if (a->owner && (a->owner->generation != a->generation || !a->owner->r)) {
+        PyErr_Format(PyExc_BufferError,
+                     "batch %llu's ring slot went back to the loader when the next batch was "
+                     "asked for: take views before that, or keep a batch with .copy()",
+                     (unsigned long long)a->seq);
+        return 0;
+    }
+    return 1;
+}
+
+static ArrayObject *array_new(int ndim, const Py_ssize_t *shape, Py_ssize_t itemsize, char fmt,
+                              DLDataTypeCode code)
+{
+    ArrayObject *a = PyObject_New(ArrayObject, g_array_type);
+    if (!a)
+        return NULL;
+    a->owner = NULL;
+    a->generation = a->seq = 0;
+    a->data = NULL;
+    a->own = NULL;
+    a->ndim = ndim;
+    a->itemsize = itemsize;
+    a->format[0] = fmt;
+    a->format[1] = 0;
+    a->code = code;
+    Py_ssize_t stride = itemsize;
+    for (int i = ndim - 1; i >= 0; i--) {
+        a->shape[i] = shape[i];
+        a->strides[i] = stride;
+        stride *= shape[i];
+    }
+    return a;
+}
+
+static void array_dealloc(PyObject *self)
+{
+    ArrayObject *a = (ArrayObject *)self;
+    PyTypeObject *tp = Py_TYPE(self);
+    Py_XDECREF((PyObject *)a->owner);
+    free(a->own);
+    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    f(self);
+    Py_DECREF(tp);
+}
+
+static int array_getbuffer(PyObject *self, Py_buffer *v, int flags)
+{
+    ArrayObject *a = (ArrayObject *)self;
+    if (!array_live(a))
+        return -1;
+    v->buf = a->data;
+    v->obj = Py_NewRef(self);
+    v->len = array_nbytes(a);
+    v->readonly = 0;
+    v->itemsize = a->itemsize;
+    v->format = flags & PyBUF_FORMAT ? a->format : NULL;
+    v->ndim = a->ndim;
+    v->shape = a->shape;
+    v->strides = a->strides;
+    v->suboffsets = NULL;
+    v->internal = NULL;
+    return 0;
+}
+
+static void array_releasebuffer(PyObject *self, Py_buffer *v)
+{
+    (void)self;
+    (void)v;
+}
+
+/* What a DLPack consumer holds: the tensor, its shape, and a reference to
+ * the Array (which holds the Loader, which holds the ring's mapping). */
+typedef struct dl_ctx {
+    DLManagedTensor m;
+    int64_t shape[4], strides[4];
+    PyObject *base;
+} dl_ctx;
+
+static void dl_deleter(DLManagedTensor *m)
+{
+    dl_ctx *c = m->manager_ctx;
+    PyGILState_STATE g = PyGILState_Ensure(); /* consumers may free without the GIL */
+    Py_XDECREF(c->base);
+    PyGILState_Release(g);
+    free(c);
+}
+
+static void dl_capsule_free(PyObject *cap)
+{
+    if (!PyCapsule_IsValid(cap, "dltensor"))
+        return; /* consumed: renamed "used_dltensor", the consumer calls the deleter */
+    DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+    if (m && m->deleter)
+        m->deleter(m);
+}
+
+static PyObject *array_dlpack(PyObject *self, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"stream", NULL};
+    PyObject *stream = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$O", names, &stream))
+        return NULL;
+    if (stream != Py_None) {
+        PyErr_SetString(PyExc_BufferError, "a host array takes no stream");
+        return NULL;
+    }
+    ArrayObject *a = (ArrayObject *)self;
+    if (!array_live(a))
+        return NULL;
+    dl_ctx *c = calloc(1, sizeof *c);
+    if (!c)
+        return PyErr_NoMemory();
+    for (int i = 0; i < a->ndim; i++) {
+        c->shape[i] = a->shape[i];
+        c->strides[i] = a->strides[i] / a->itemsize; /* DLPack counts elements */
+    }
+    c->base = Py_NewRef(self);
+    DLTensor *t = &c->m.dl_tensor;
+    t->data = a->data;
+    t->device = (DLDevice){kDLCPU, 0};
+    t->ndim = a->ndim;
+    t->dtype = (DLDataType){(uint8_t)a->code, (uint8_t)(8 * a->itemsize), 1};
+    t->shape = c->shape;
+    t->strides = c->strides;
+    t->byte_offset = 0;
+    c->m.manager_ctx = c;
+    c->m.deleter = dl_deleter;
+    PyObject *cap = PyCapsule_New(&c->m, "dltensor", dl_capsule_free);
+    if (!cap) {
+        Py_DECREF(c->base);
+        free(c);
+    }
+    return cap;
+}
+
+static PyObject *array_dlpack_device(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return Py_BuildValue("(ii)", (int)kDLCPU, 0);
+}
+
+static PyObject *array_copy(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    ArrayObject *a = (ArrayObject *)self;
+    if (!array_live(a))
+        return NULL;
+    ArrayObject *c = array_new(a->ndim, a->shape, a->itemsize, a->format[0], a->code);
+    if (!c)
+        return NULL;
+    Py_ssize_t n = array_nbytes(a);
+    c->own = malloc(n ? (size_t)n : 1);
+    if (!c->own) {
+        Py_DECREF((PyObject *)c);
+        return PyErr_NoMemory();
+    }
+    memcpy(c->own, a->data, (size_t)n);
+    c->data = c->own;
+    return (PyObject *)c;
+}
+
+static PyObject *array_shape(PyObject *self, void *unused)
+{
+    (void)unused;
+    ArrayObject *a = (ArrayObject *)self;
+    PyObject *t = PyTuple_New(a->ndim);
+    for (int i = 0; t && i < a->ndim; i++)
+        PyTuple_SetItem(t, i, PyLong_FromSsize_t(a->shape[i]));
+    return t;
+}
+
+static PyObject *array_dtype(PyObject *self, void *unused)
+{
+    (void)unused;
+    return PyUnicode_FromString(((ArrayObject *)self)->format[0] == 'B' ? "uint8" : "int64");
+}
+
+static PyObject *array_data_ptr(PyObject *self, void *unused)
+{
+    (void)unused;
+    return PyLong_FromVoidPtr(((ArrayObject *)self)->data);
+}
+
+static PyObject *array_is_view(PyObject *self, void *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(((ArrayObject *)self)->owner != NULL);
+}
+
+static Py_ssize_t array_len(PyObject *self) { return ((ArrayObject *)self)->shape[0]; }
+
+static PyMethodDef array_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "DLPack capsule of this array (no copy)"},
+    {"__dlpack_device__", array_dlpack_device, METH_NOARGS, "(kDLCPU, 0)"},
+    {"copy", array_copy, METH_NOARGS, "an Array owning a copy of the data"},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef array_getset[] = {
+    {"shape", array_shape, NULL, "dimensions", NULL},
+    {"dtype", array_dtype, NULL, "'uint8' or 'int64'", NULL},
+    {"data_ptr", array_data_ptr, NULL, "address of the first element", NULL},
+    {"is_view", array_is_view, NULL, "True for a view of the loader's ring", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyType_Slot array_slots[] = {
+    {Py_tp_dealloc, array_dealloc},
+    {Py_tp_methods, array_methods},
+    {Py_tp_getset, array_getset},
+    {Py_bf_getbuffer, array_getbuffer},
+    {Py_bf_releasebuffer, array_releasebuffer},
+    {Py_sq_length, array_len},
+    {Py_tp_doc,
+     "A batch's images (uint8 N,C,H,W) or labels (int64 N): buffer protocol and DLPack."},
+    {0, NULL}};
+
+static PyType_Spec array_spec = {"trainloader.Array", sizeof(ArrayObject), 0, Py_TPFLAGS_DEFAULT,
+                                 array_slots};
+
+/* ---------------------------------------------------------------- Loader */
+
+/* loader_config.should_stop: run Python's signal handlers (Ctrl-C raises
+ * KeyboardInterrupt there) while loader_next waits without the GIL. */
+static int py_should_stop(void *ctx)
+{
+    (void)ctx;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int stop = PyErr_CheckSignals() != 0;
+    PyGILState_Release(g);
+    return stop;
+}
+
+static void free_strv(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* The held batch goes back to the ring (its Arrays stop making views). */
+static void give_back(LoaderObject *L)
+{
+    if (!L->holding)
+        return;
+    loader_release(L->r->ldr, &L->held);
+    L->holding = 0;
+    L->generation++;
+}
+
+static void loader_close_impl(LoaderObject *L)
+{
+    if (!L->r)
+        return;
+    give_back(L);
+    run_ctx *r = L->r;
+    L->r = NULL;
+    L->generation++;
+    PyThreadState *ts = PyEval_SaveThread();
+    feed_close(r); /* stops and reaps every loader process */
+    PyEval_RestoreThread(ts);
+    free(r);
+}
+
+static void loader_dealloc(PyObject *self)
+{
+    LoaderObject *L = (LoaderObject *)self;
+    PyTypeObject *tp = Py_TYPE(self);
+    loader_close_impl(L);
+    if (L->o_parsed)
+        options_free(&L->o);
+    free_strv(L->argv);
+    free_strv(L->spawn);
+    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    f(self);
+    Py_DECREF(tp);
+}
+
+static char **strv_from_list(PyObject *list, Py_ssize_t *n_out)
+{
+    Py_ssize_t n = PyList_Size(list);
+    if (n < 0)
+        return NULL;
+    char **v = calloc((size_t)n + 1, sizeof *v);
+    if (!v)
+        return (char **)PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *s = PyList_GetItem(list, i);
+        const char *u = s ? PyUnicode_AsUTF8AndSize(s, NULL) : NULL;
+        if (!u || !(v[i] = strdup(u))) {
+            if (!PyErr_Occurred())
+                PyErr_NoMemory();
+            free_strv(v);
+            return NULL;
+        }
+    }
+    *n_out = n;
+    return v;
+}
+
+/* _trainloader.Loader(argv, supervisor, rank=0, world_size=1, train=True) */
+static PyObject *loader_new_py(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *names[] = {"argv", "supervisor", "rank", "world_size", "train", NULL};
+    PyObject *list;
+    const char *sup;
+    int rank = 0, ranks = 1, train = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!s|iip", names, &PyList_Type, &list, &sup, &rank,
+                                     &ranks, &train))
+        return NULL;
+    if (ranks < 1 || rank < 0 || rank >= ranks) {
+        PyErr_Format(PyExc_ValueError, "rank=%d, world_size=%d: need 0 <= rank < world_size", rank,
+                     ranks);
+        return NULL;
+    }
+    allocfunc alloc = (allocfunc)PyType_GetSlot(type, Py_tp_alloc);
+    LoaderObject *L = (LoaderObject *)alloc(type, 0);
+    if (!L)
+        return NULL;
+    L->job = -1;
+    L->rank = rank;
+    L->ranks = ranks;
+    L->train = train;
+    Py_ssize_t n = 0;
+    if (!(L->argv = strv_from_list(list, &n)))
+        goto fail;
+    L->argc = (int)n;
+    errbuf e = {{0}};
+    if (options_parse_to(&L->o, L->argc, L->argv, &e) != 0) {
+        L->o_parsed = 1;
+        PyErr_SetString(PyExc_ValueError, e.msg[0] ? e.msg : "bad options");
+        goto fail;
+    }
+    L->o_parsed = 1;
+    if (options_is_sweep(&L->o)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "one value per option: lists of values are train's sweeps (run one "
+                        "Loader per configuration)");
+        goto fail;
+    }
+    if (L->o.workers.v[0] < 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "workers='auto' is train's probe of the whole job: give a number here");
+        goto fail;
+    }
+    if (L->o.mode.v[0] == MODE_PRELOAD) {
+        PyErr_SetString(PyExc_ValueError,
+                        "mode='preload' is not available in the Python module yet (its cache "
+                        "would need sharing with the spawned supervisor): use mode='lazy'");
+        goto fail;
+    }
+    /* the supervisor gets the same command line: argv[0] is its path */
+    L->spawn = calloc((size_t)L->argc + 1, sizeof *L->spawn);
+    if (!L->spawn || !(L->spawn[0] = strdup(sup))) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    for (int i = 1; i < L->argc; i++)
+        if (!(L->spawn[i] = strdup(L->argv[i]))) {
+            PyErr_NoMemory();
+            goto fail;
+        }
+    run_ctx *r = calloc(1, sizeof *r);
+    if (!r) {
+        PyErr_NoMemory();
+        goto fail;
+    }
+    r->dist.rank = rank;
+    r->dist.size = ranks;
+    loader_config extra = {.spawn_argv = L->spawn, .should_stop = py_should_stop};
+    int rc;
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = feed_open(r, &L->o, &e);
+    if (rc == RUN_OK)
+        rc = feed_loader(r, &extra, &e);
+    if (rc != RUN_OK)
+        feed_close(r);
+    PyEval_RestoreThread(ts);
+    if (rc != RUN_OK) {
+        free(r);
+        raise_status(rc, e.msg);
+        goto fail;
+    }
+    L->r = r;
+    return (PyObject *)L;
+fail:
+    Py_DECREF((PyObject *)L);
+    return NULL;
+}
+
+static int loader_usable(LoaderObject *L)
+{
+    if (!L->r) {
+        PyErr_SetString(PyExc_ValueError, "the loader is closed");
+        return 0;
+    }
+    if (L->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the loader is in use by another thread");
+        return 0;
+    }
+    return 1;
+}
+
+static uint32_t pass_batches(const LoaderObject *L)
+{
+    const dataset *d = &L->r->train;
+    int drop = L->train && L->o.drop_last;
+    return sampler_batches(d->n, (uint32_t)L->r->batch, drop);
+}
+
+/* Loader.begin(epoch): post the pass over the data for epoch (finishing
+ * the batches of an abandoned pass first); returns its batch count. */
+static PyObject *loader_begin(PyObject *self, PyObject *args)
+{
+    LoaderObject *L = (LoaderObject *)self;
+    int epoch;
+    if (!PyArg_ParseTuple(args, "i", &epoch) || !loader_usable(L))
+        return NULL;
+    if (epoch < 0) {
+        PyErr_Format(PyExc_ValueError, "epoch %d: must be >= 0", epoch);
+        return NULL;
+    }
+    give_back(L);
+    errbuf e = {{0}};
+    int rc = LOADER_OK;
+    L->busy = 1;
+    /* batches are taken strictly in order: an abandoned pass's rest is
+     * drained (loaded and dropped) before the next pass starts */
+    PyThreadState *ts = PyEval_SaveThread();
+    while (L->job >= 0 && L->taken < L->nbatches) {
+        loader_batch b;
+        rc = loader_next(L->r->ldr, &b, &e);
+        if (rc != LOADER_OK)
+            break;
+        loader_release(L->r->ldr, &b);
+        L->taken++;
+    }
+    PyEval_RestoreThread(ts);
+    L->busy = 0;
+    if (rc != LOADER_OK) {
+        if (PyErr_Occurred())
+            return NULL;
+        loader_close_impl(L); /* a failed loader cannot go on: its processes stop now */
+        return raise_status(rc, e.msg);
+    }
+    run_ctx *r = L->r;
+    load_job j = {.src = 0,
+                  .kind = L->train ? LOAD_JOB_TRAIN : LOAD_JOB_EVAL,
+                  .epoch = (uint32_t)epoch,
+                  .batch = (uint32_t)r->batch,
+                  .shuffle = L->train && L->o.shuffle,
+                  .drop_last = L->train && L->o.drop_last,
+                  .rank = (uint32_t)L->rank,
+                  .ranks = (uint32_t)L->ranks};
+    L->job = loader_post(r->ldr, &j);
+    L->nbatches = load_job_batches(r->ldr, L->job);
+    L->taken = 0;
+    memset(&L->st, 0, sizeof L->st);
+    L->st.epoch = epoch;
+    L->st.t0 = NAN;
+    return PyLong_FromUnsignedLong(L->nbatches);
+}
+
+/* Loader.next(): (images, labels) of the next batch of the pass, or None
+ * after its last. The previous batch's slot goes back first. */
+static PyObject *loader_next_py(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    LoaderObject *L = (LoaderObject *)self;
+    if (!loader_usable(L))
+        return NULL;
+    give_back(L);
+    double t = now_sec();
+    if (L->job < 0 || L->taken >= L->nbatches) {
+        if (L->job >= 0 && !L->st.complete) {
+            L->st.complete = 1;
+            L->st.t1 = t;
+        }
+        Py_RETURN_NONE;
+    }
+    if (isnan(L->st.t0))
+        L->st.t0 = t;
+    errbuf e = {{0}};
+    int rc;
+    L->busy = 1;
+    PyThreadState *ts = PyEval_SaveThread();
+    rc = loader_next(L->r->ldr, &L->held, &e);
+    PyEval_RestoreThread(ts);
+    L->busy = 0;
+    if (rc != LOADER_OK) {
+        if (PyErr_Occurred()) /* KeyboardInterrupt from py_should_stop: the loader can go on */
+            return NULL;
+        loader_close_impl(L); /* a failed loader cannot go on: its processes stop now */
+        return raise_status(rc == LOADER_END ? LOADER_WORKER_LOST : rc,
+                            rc == LOADER_END ? "internal: the loader ended early" : e.msg);
+    }
+    L->holding = 1;
+    L->taken++;
+    const loader_batch *b = &L->held;
+    epoch_stats *s = &L->st;
+    s->batches++;
+    s->images += b->count;
+    s->skipped += b->skipped;
+    s->wait += b->wait_s;
+    s->fill += b->fill_s;
+    s->read += b->read_s;
+    s->decode += b->decode_s;
+    s->t1 = now_sec();
+    const load_setup *ss = &L->r->ss;
+    Py_ssize_t ishape[4] = {b->count, ss->channels, ss->out_h, ss->out_w}, lshape[1] = {b->count};
+    ArrayObject *img = array_new(4, ishape, 1, 'B', kDLUInt);
+    ArrayObject *lab = array_new(1, lshape, 8, 'q', kDLInt);
+    if (!img || !lab) {
+        Py_XDECREF((PyObject *)img);
+        Py_XDECREF((PyObject *)lab);
+        return NULL;
+    }
+    img->owner = (LoaderObject *)Py_NewRef(self);
+    img->generation = L->generation;
+    img->seq = b->seq;
+    img->data = (char *)b->data;
+    lab->own = malloc(sizeof(int64_t) * (b->count ? b->count : 1));
+    if (!lab->own) {
+        Py_DECREF((PyObject *)img);
+        Py_DECREF((PyObject *)lab);
+        return PyErr_NoMemory();
+    }
+    for (uint32_t i = 0; i < b->count; i++)
+        ((int64_t *)lab->own)[i] = b->labels[i];
+    lab->data = lab->own;
+    PyObject *idx = PyList_New(b->count);
+    for (uint32_t i = 0; idx && i < b->count; i++)
+        PyList_SetItem(idx, i, PyLong_FromUnsignedLong(b->indices[i]));
+    if (!idx) {
+        Py_DECREF((PyObject *)img);
+        Py_DECREF((PyObject *)lab);
+        return NULL;
+    }
+    return Py_BuildValue("(NNN)", img, lab, idx);
+}
+
+static PyObject *loader_close_py(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    LoaderObject *L = (LoaderObject *)self;
+    if (L->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the loader is in use by another thread");
+        return NULL;
+    }
+    loader_close_impl(L);
+    Py_RETURN_NONE;
+}
+
+static PyObject *loader_info(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    LoaderObject *L = (LoaderObject *)self;
+    if (!loader_usable(L))
+        return NULL;
+    run_ctx *r = L->r;
+    PyObject *classes = PyList_New(r->train.nclasses);
+    for (uint32_t c = 0; classes && c < r->train.nclasses; c++) {
+        char buf[16];
+        PyList_SetItem(classes, c,
+                       PyUnicode_FromString(dataset_class_name(&r->train, c, buf, sizeof buf)));
+    }
+    if (!classes)
+        return NULL;
+    size_t ring_bytes;
+    void *ring = loader_ring(r->ldr, &ring_bytes);
+    return Py_BuildValue("{s:N,s:I,s:I,s:i,s:(iii),s:N,s:n,s:i,s:i,s:s}", "classes", classes,
+                         "samples", r->train.n, "batches_per_epoch", pass_batches(L), "batch",
+                         r->batch, "sample_shape", r->ss.channels, r->ss.out_h, r->ss.out_w,
+                         "ring_address", PyLong_FromVoidPtr(ring), "ring_bytes",
+                         (Py_ssize_t)ring_bytes, "workers", r->c.workers, "prefetch", r->c.prefetch,
+                         "data", r->train.csv_path);
+}
+
+static PyObject *loader_pids_py(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    LoaderObject *L = (LoaderObject *)self;
+    if (!L->r)
+        return PyList_New(0);
+    int pids[LOADER_MAX_WORKERS + 1];
+    int n = loader_pids(L->r->ldr, pids, LOADER_MAX_WORKERS + 1);
+    PyObject *l = PyList_New(n);
+    for (int i = 0; l && i < n; i++)
+        PyList_SetItem(l, i, PyLong_FromLong(pids[i]));
+    return l;
+}
+
+static PyObject *loader_stats_py(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    LoaderObject *L = (LoaderObject *)self;
+    const epoch_stats *s = &L->st;
+    double secs = isnan(s->t0) || s->batches == 0 ? 0 : s->t1 - s->t0;
+    double transform = s->fill - s->read - s->decode;
+    return Py_BuildValue(
+        "{s:i,s:O,s:I,s:K,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "epoch", s->epoch, "complete",
+        s->complete ? Py_True : Py_False, "batches", s->batches, "images",
+        (unsigned long long)s->images, "skipped", (unsigned long long)s->skipped, "seconds", secs,
+        "images_per_s", secs > 0 ? (double)s->images / secs : 0.0, "wait_s", s->wait, "wait_pct",
+        secs > 0 ? 100 * s->wait / secs : 0.0, "fill_s", s->fill, "read_s", s->read, "decode_s",
+        s->decode, "transform_s", transform > 0 ? transform : 0.0);
+}
+
+static PyMethodDef loader_methods[] = {
+    {"begin", loader_begin, METH_VARARGS, "begin(epoch) -> batches: post the pass for epoch"},
+    {"next", loader_next_py, METH_NOARGS,
+     "next() -> (images, labels, indices) or None after the pass's last batch"},
+    {"close", loader_close_py, METH_NOARGS, "stop and reap every loader process"},
+    {"info", loader_info, METH_NOARGS, "the data set, sample shape and ring"},
+    {"pids", loader_pids_py, METH_NOARGS, "pids of the supervisor and the live workers"},
+    {"stats", loader_stats_py, METH_NOARGS, "the current or last pass's loader statistics"},
+    {NULL, NULL, 0, NULL}};
+
+static PyType_Slot loader_slots[] = {{Py_tp_new, loader_new_py},
+                                     {Py_tp_dealloc, loader_dealloc},
+                                     {Py_tp_methods, loader_methods},
+                                     {Py_tp_doc, "train's loader (use trainloader.Loader)"},
+                                     {0, NULL}};
+
+static PyType_Spec loader_spec = {"trainloader._Loader", sizeof(LoaderObject), 0,
+                                  Py_TPFLAGS_DEFAULT, loader_slots};
+
+/* ---------------------------------------------------------------- module */
+
+/* option_arg(name) -> 0 flag, 1 takes a value, 2 only as --name=VALUE, -1 unknown */
+static PyObject *option_arg_py(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "s", &name))
+        return NULL;
+    return PyLong_FromLong(options_arg(name));
+}
+
+static PyMethodDef module_methods[] = {
+    {"option_arg", option_arg_py, METH_VARARGS,
+     "whether train's option --NAME takes a value (0 no, 1 yes, 2 as --NAME=V, -1 unknown)"},
+    {NULL, NULL, 0, NULL}};
+
+static struct PyModuleDef module_def = {PyModuleDef_HEAD_INIT,
+                                        "_trainloader",
+                                        "train's loader (see trainloader)",
+                                        -1,
+                                        module_methods,
+                                        NULL,
+                                        NULL,
+                                        NULL,
+                                        NULL};
+
+PyMODINIT_FUNC PyInit__trainloader(void);
+PyMODINIT_FUNC PyInit__trainloader(void)
+{
+    PyObject *m = PyModule_Create(&module_def);
+    if (!m)
+        return NULL;
+    g_array_type = (PyTypeObject *)PyType_FromSpec(&array_spec);
+    g_loader_type = (PyTypeObject *)PyType_FromSpec(&loader_spec);
+    g_error = PyErr_NewExceptionWithDoc("trainloader.LoaderError",
+                                        "the loader failed; .status is train's exit status",
+                                        PyExc_RuntimeError, NULL);
+    g_bad_input = PyErr_NewExceptionWithDoc(
+        "trainloader.BadInput", "a file, row or option the loader cannot use (status 2)", g_error,
+        NULL);
+    g_worker_lost = PyErr_NewExceptionWithDoc(
+        "trainloader.WorkerLost", "a loader worker died or timed out (status 3)", g_error, NULL);
+    if (!g_array_type || !g_loader_type || !g_error || !g_bad_input || !g_worker_lost ||
+        PyModule_AddObjectRef(m, "Array", (PyObject *)g_array_type) < 0 ||
+        PyModule_AddObjectRef(m, "_Loader", (PyObject *)g_loader_type) < 0 ||
+        PyModule_AddObjectRef(m, "LoaderError", g_error) < 0 ||
+        PyModule_AddObjectRef(m, "BadInput", g_bad_input) < 0 ||
+        PyModule_AddObjectRef(m, "WorkerLost", g_worker_lost) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

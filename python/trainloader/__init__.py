@@ -1,0 +1,197 @@
+"""trainloader: train's loader inside a Python training script.
+
+    import torch, trainloader
+    loader = trainloader.Loader("photos/train", batch=256, workers=8, prefetch=2,
+                                random_resized_crop=224, hflip=0.5, seed=1)
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)            # or implicit: each pass is the next epoch
+        for images, labels in loader:      # images: uint8 N,C,H,W (a view of the ring)
+            x = torch.from_dlpack(images)  # no copy
+            ...
+
+Keyword arguments are train's command-line options (`train --help`), with
+'_' for '-': workers=8 is --workers 8, random_resized_crop=224 is
+--random-resized-crop 224, shuffle=False is --no-shuffle; train's own parser
+reads them, with train's defaults and messages. rank/world_size cut every
+global batch as `mpirun ... train` does; train=False gives the evaluation
+transforms (no augmentation) in file order.
+
+Lifetime: the images of a batch are the loader's ring slot itself. The slot
+goes back to the workers when the next batch is asked for (the next step of
+the loop); after that the Array refuses new views, and tensors made from it
+earlier see the slot refilled. Keep a batch with images.copy() (or
+torch.from_dlpack(images).clone()). Labels are a small int64 copy.
+
+See docs/PYTHON.md.
+"""
+
+import atexit
+import os
+import weakref
+
+from . import _trainloader as _c
+from ._trainloader import Array, BadInput, LoaderError, WorkerLost
+
+__all__ = ["Loader", "Array", "LoaderError", "BadInput", "WorkerLost"]
+
+_SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trainloader-supervisor")
+
+# train options that are not the loader's: refused, so that a typo or a
+# training option does not pass silently
+_NOT_LOADER = {
+    "check", "val", "loader-only", "model", "device", "threads", "grad-chunks", "epochs", "lr",
+    "momentum", "wd", "lr-schedule", "mean", "std", "normalize", "save", "resume",
+    "non-blocking", "no-non-blocking", "pin-force", "selftest", "json", "trace",
+    "warmup-epochs", "diagnose", "diagnose-batches", "diagnose-seconds", "progress",
+    "no-progress", "help",
+}
+
+_live = weakref.WeakSet()
+
+
+def _argv(path, options, extra=()):
+    """train's command line for path and the keyword options (extra: more
+    of train's arguments as they are, e.g. its hidden test hooks)."""
+    argv = ["trainloader", "--loader-only", "--no-progress", *extra]
+    for key, value in options.items():
+        if value is None:
+            continue
+        name = key.replace("_", "-")
+        kind = _c.option_arg(name)
+        if kind < 0 or name in _NOT_LOADER:
+            why = "is not a loader option" if kind >= 0 else "is not an option of train"
+            raise TypeError(f"Loader() got an unexpected keyword argument '{key}': "
+                            f"--{name} {why} (see train --help, sections Data, Images, Loader)")
+        if kind == 0:  # a flag: True sets it, False sets its --no- twin when there is one
+            if value is True:
+                argv.append("--" + name)
+            elif value is False:
+                if _c.option_arg("no-" + name) == 0:
+                    argv.append("--no-" + name)
+            else:
+                raise TypeError(f"{key}= takes True or False, not {value!r}")
+            continue
+        if isinstance(value, bool):
+            value = "on" if value else "off"
+        elif isinstance(value, (list, tuple)):
+            value = ",".join(str(v) for v in value)
+        if kind == 2:
+            argv.append(f"--{name}={value}")
+        else:
+            argv += ["--" + name, str(value)]
+    return argv + ["--", os.fspath(path)]
+
+
+class Loader:
+    """Batches of a CSV or class-folder data set, loaded by train's forked
+    workers into a shared ring; iterate for (images, labels)."""
+
+    def __init__(self, path, *, rank=None, world_size=None, train=True, _extra=(), **options):
+        if (rank is None) != (world_size is None):
+            raise TypeError("give rank and world_size together")
+        rank = 0 if rank is None else int(rank)
+        world_size = 1 if world_size is None else int(world_size)
+        pin = options.get("pin")
+        self._c = None
+        self._c = _c._Loader(_argv(path, options, _extra), _SUPERVISOR, rank, world_size, bool(train))
+        info = self._c.info()
+        self.classes = info["classes"]
+        self.sample_shape = info["sample_shape"]
+        self.batch_size = info["batch"]
+        self.samples = info["samples"]
+        self.workers = info["workers"]
+        self.rank, self.world_size, self.train = rank, world_size, bool(train)
+        self._batches = info["batches_per_epoch"]
+        self._ring = (info["ring_address"], info["ring_bytes"])
+        self._next_epoch = 0
+        self.last_indices = []
+        self.pinned, self.pin_note = False, ""
+        if pin:
+            self._pin()
+        _live.add(self)
+
+    # -- page-locking through the CUDA runtime, when there is one
+    def _pin(self):
+        try:
+            import torch
+        except ImportError:
+            self.pin_note = "no torch: the ring stays pageable"
+            return
+        if not torch.cuda.is_available():
+            self.pin_note = "no CUDA device: the ring stays pageable"
+            return
+        rc = torch.cuda.cudart().cudaHostRegister(self._ring[0], self._ring[1], 0)
+        if int(rc) != 0:
+            self.pin_note = f"cudaHostRegister failed ({rc}): the ring stays pageable"
+            return
+        self.pinned = True
+
+    def _unpin(self):
+        if self.pinned:
+            import torch
+            torch.cuda.cudart().cudaHostUnregister(self._ring[0])
+            self.pinned = False
+
+    def __len__(self):
+        """Batches per epoch (on this rank: its slice of each global batch)."""
+        return self._batches
+
+    def set_epoch(self, epoch):
+        """The epoch of the next pass (it keys the shuffle and augmentation)."""
+        self._next_epoch = int(epoch)
+
+    def __iter__(self):
+        if self._c is None:
+            raise ValueError("the loader is closed")
+        epoch = self._next_epoch
+        self._c.begin(epoch)
+        self._next_epoch = epoch + 1
+        return self._batches_of_pass()
+
+    def _batches_of_pass(self):
+        while True:
+            if self._c is None:
+                raise ValueError("the loader is closed")
+            got = self._c.next()
+            if got is None:
+                return
+            images, labels, self.last_indices = got
+            yield images, labels
+
+    def stats(self):
+        """The current (or last) pass's loader numbers: wait_pct, images_per_s,
+        read_s, decode_s, transform_s, ..."""
+        if self._c is None:
+            raise ValueError("the loader is closed")
+        return self._c.stats()
+
+    def pids(self):
+        """pids of the loader's supervisor and live workers."""
+        return self._c.pids() if self._c is not None else []
+
+    def ring(self):
+        """(address, bytes) of the ring every batch is a view of."""
+        return self._ring
+
+    def close(self):
+        """Stop and reap every loader process (also done when the loader is
+        garbage-collected and at interpreter exit)."""
+        if self._c is not None:
+            self._unpin()
+            self._c.close()
+            self._c = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+@atexit.register
+def _close_all():
+    for loader in list(_live):
+        loader.close()
