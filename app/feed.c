@@ -204,9 +204,14 @@ int feed_cache(run_ctx *r, errbuf *e)
                     "--mode preload needs every image to have the same size after resizing: "
                     "use --resize HxW (or a centre --crop)");
     uint64_t key = cache_key(&r->train, &r->ss.train, bh, bw);
-    if (cache_open(&r->cache, r->o->cache, &r->train, r->ss.channels, bh, bw, key, r->o->mem_limit,
-                   e) != 0)
+    if (r->feed_mode == FEED_SERVE) { /* the caller's cache, built or being built */
+        if (cache_attach(&r->cache, LOADER_SERVE_CACHE_FD, &r->train, r->ss.channels, bh, bw,
+                         r->o->cache != NULL, e) != 0)
+            return RUN_INTERNAL;
+    } else if (cache_open_shared(&r->cache, r->o->cache, &r->train, r->ss.channels, bh, bw, key,
+                                 r->o->mem_limit, r->feed_mode == FEED_SPAWN, e) != 0) {
         return RUN_BAD_INPUT;
+    }
     r->use_cache = 1;
     r->ss.cache = r->cache.data;
     r->ss.base_h = bh;
@@ -243,6 +248,7 @@ int feed_loader(run_ctx *r, const loader_config *extra, errbuf *e)
     loader_config pc = feed_config(r);
     if (extra) {
         pc.spawn_argv = extra->spawn_argv;
+        pc.spawn_cache_fd = r->use_cache ? cache_share_fd(&r->cache) : -1;
         pc.should_stop = extra->should_stop;
         pc.stop_ctx = extra->stop_ctx;
     }
@@ -251,7 +257,7 @@ int feed_loader(run_ctx *r, const loader_config *extra, errbuf *e)
 }
 
 int feed_open(run_ctx *r, const options *o, errbuf *e)
-{
+{ /* r->feed_mode is the caller's */
     r->o = o;
     run_choice_first(o, &r->c);
     r->batch = r->c.batch ? r->c.batch : 64; /* as --loader-only's */

@@ -49,6 +49,7 @@ typedef struct run_ctx {
     /* loader */
     preload_cache cache;
     int use_cache;
+    int feed_mode; /* enum feed_mode: how the loader's processes start */
     loader *ldr;
     /* device */
     device_choice dev;
@@ -101,6 +102,11 @@ static inline const char *run_ctx_device(const run_ctx *r)
 }
 
 /* ---- feed.c: the data side, shared with the Python module */
+enum feed_mode {
+    FEED_FORK = 0, /* train: the loader forks its supervisor */
+    FEED_SPAWN,    /* the Python module: it spawns one; the cache is made shareable */
+    FEED_SERVE,    /* in that supervisor: the cache is the one handed over */
+};
 /* The data sets (and validation classes mapped onto training's), the
  * transforms of training and evaluation, the sample size; checks that
  * every sample gets that size. Reads r->o, r->c.mode, r->dist.rank.
@@ -112,7 +118,7 @@ int feed_cache(run_ctx *r, errbuf *e);
  * spawn_argv, should_stop and stop_ctx are used, the rest comes from r). */
 int feed_loader(run_ctx *r, const loader_config *extra, errbuf *e);
 /* For a loader without a run (the Python module and its supervisor):
- * r (zeroed, r->dist.rank set) gets o's first choices, the batch (--batch,
+ * r (zeroed, r->dist.rank and r->feed_mode set) gets o's first choices, the batch (--batch,
  * else 64), the data and the cache. Then feed_loader, or in the spawned
  * supervisor feed_serve (returns only on failure). feed_close undoes
  * both, also after a failure. */

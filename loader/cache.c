@@ -102,7 +102,7 @@ uint64_t cache_key(const dataset *ix, const img_params *p, int base_h, int base_
     return hash64(v, sizeof v, ix->content_hash);
 }
 
-static int map_anonymous(preload_cache *pc, uint64_t mem_limit, errbuf *e)
+static int map_anonymous(preload_cache *pc, uint64_t mem_limit, int shareable, errbuf *e)
 {
     uint64_t avail = mem_available_bytes();
     uint64_t limit = mem_limit ? mem_limit : avail / 10 * 8;
@@ -118,7 +118,14 @@ static int map_anonymous(preload_cache *pc, uint64_t mem_limit, errbuf *e)
                     fmt_bytes(have, sizeof have, avail));
     }
     pc->map_len = bytes ? bytes : 1;
-    void *m = mmap(NULL, pc->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shareable) { /* a memfd, so that a spawned process can map the same pages */
+        pc->fd = memfd_create("train-cache", MFD_CLOEXEC);
+        if (pc->fd < 0 || ftruncate(pc->fd, (off_t)pc->map_len) != 0)
+            return errf(e, "cannot make %zu bytes of shared memory for the preload cache: %s",
+                        bytes, strerror(errno));
+    }
+    void *m = mmap(NULL, pc->map_len, PROT_READ | PROT_WRITE,
+                   shareable ? MAP_SHARED : MAP_SHARED | MAP_ANONYMOUS, pc->fd, 0);
     if (m == MAP_FAILED)
         return errf(e, "cannot map %zu bytes for the preload cache: %s", bytes, strerror(errno));
     pc->map = pc->data = m;
@@ -163,13 +170,15 @@ static int try_reuse(preload_cache *pc, errbuf *e)
     }
     size_t len = CACHE_HEADER + bytes + stamps_bytes(pc);
     void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
-    close(fd);
-    if (m == MAP_FAILED)
+    if (m == MAP_FAILED) {
+        close(fd);
         return errf(e, "%s: cannot map: %s", pc->path, strerror(errno));
+    }
     const file_stamp *old = (const file_stamp *)((uint8_t *)m + CACHE_HEADER + bytes);
     if (hash64(old, stamps_bytes(pc), 0x7374616d) != h.stamps_sum ||
         hash64((uint8_t *)m + CACHE_HEADER, bytes, 0x64617461) != h.data_sum) {
         munmap(m, len);
+        close(fd);
         snprintf(pc->note, sizeof pc->note,
                  "cache %s is corrupt (checksum mismatch): rebuilding it", pc->path);
         return 1;
@@ -177,8 +186,10 @@ static int try_reuse(preload_cache *pc, errbuf *e)
     if (memcmp(old, pc->stamps, stamps_bytes(pc)) != 0) {
         describe_changed(pc, old);
         munmap(m, len);
+        close(fd);
         return 1;
     }
+    pc->fd = fd; /* kept: cache_share_fd hands the same file to a spawned process */
     pc->map = m;
     pc->map_len = len;
     pc->data = pc->map + CACHE_HEADER;
@@ -220,6 +231,12 @@ static int create_temp(preload_cache *pc, errbuf *e)
 int cache_open(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w,
                uint64_t key, uint64_t mem_limit, errbuf *e)
 {
+    return cache_open_shared(pc, path, ix, c, h, w, key, mem_limit, 0, e);
+}
+
+int cache_open_shared(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w,
+                      uint64_t key, uint64_t mem_limit, int shareable, errbuf *e)
+{
     memset(pc, 0, sizeof *pc);
     pc->fd = -1;
     pc->ix = ix;
@@ -230,7 +247,7 @@ int cache_open(preload_cache *pc, const char *path, const dataset *ix, int c, in
     pc->key = key;
     pc->sample_bytes = (size_t)c * h * w;
     if (!path)
-        return map_anonymous(pc, mem_limit, e) == 0 ? 0 : (cache_close(pc), -1);
+        return map_anonymous(pc, mem_limit, shareable, e) == 0 ? 0 : (cache_close(pc), -1);
     pc->path = xstrdup(path);
     stamp_files(pc, ix);
     int rc = try_reuse(pc, e);
@@ -280,6 +297,39 @@ int cache_commit(preload_cache *pc, errbuf *e)
     free(pc->tmp_path);
     pc->tmp_path = NULL;
     pc->ready = 1;
+    return 0;
+}
+
+int cache_share_fd(const preload_cache *pc) { return pc->fd; }
+
+int cache_attach(preload_cache *pc, int fd, const dataset *ix, int c, int h, int w, int file,
+                 errbuf *e)
+{
+    memset(pc, 0, sizeof *pc);
+    pc->fd = fd;
+    pc->ix = ix;
+    pc->n = ix->n;
+    pc->c = c;
+    pc->h = h;
+    pc->w = w;
+    pc->sample_bytes = (size_t)c * h * w;
+    size_t off = file ? CACHE_HEADER : 0, bytes = (size_t)pc->n * pc->sample_bytes;
+    struct stat st;
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fstat(fd, &st) != 0 || (size_t)st.st_size < off + bytes) {
+        cache_close(pc);
+        return errf(e, "internal: the preload cache handed over is not %zu bytes", off + bytes);
+    }
+    pc->map_len = (size_t)st.st_size;
+    int prot = (fl & O_ACCMODE) == O_RDONLY ? PROT_READ : PROT_READ | PROT_WRITE;
+    void *m = mmap(NULL, pc->map_len, prot, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        errf(e, "cannot map the preload cache handed over: %s", strerror(errno));
+        cache_close(pc);
+        return -1;
+    }
+    pc->map = m;
+    pc->data = pc->map + off;
     return 0;
 }
 

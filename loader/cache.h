@@ -56,6 +56,19 @@ uint64_t cache_key(const dataset *ix, const img_params *p, int base_h, int base_
 int cache_open(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w,
                uint64_t key, uint64_t mem_limit, errbuf *e);
 
+/* The same; shareable: a file-less cache is a memfd and a reused file's
+ * descriptor is kept, so that cache_share_fd can hand the cache to a
+ * program spawned later (the Python module's loader supervisor). */
+int cache_open_shared(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w,
+                      uint64_t key, uint64_t mem_limit, int shareable, errbuf *e);
+/* The descriptor behind the cache's mapping (-1: an anonymous mapping). */
+int cache_share_fd(const preload_cache *pc);
+/* In the spawned program: map the cache behind fd (taken over; file: a
+ * --cache file, whose data follow the header) for ix's samples of
+ * c x h x w. Read-only when fd is. */
+int cache_attach(preload_cache *pc, int fd, const dataset *ix, int c, int h, int w, int file,
+                 errbuf *e);
+
 /* After a build: checksum, header, fsync, rename over the target path. A
  * file-less cache needs nothing. */
 int cache_commit(preload_cache *pc, errbuf *e);

@@ -112,8 +112,11 @@ static int map_fd_create(size_t len, errbuf *e)
 static pid_t spawn_supervisor(const loader_config *cfg, int map_fd, int cmd_fd, errbuf *e)
 {
     /* out of the way of the target numbers, so one dup2 cannot clobber the other's source */
-    int hi_map = fcntl(map_fd, F_DUPFD_CLOEXEC, LOADER_SERVE_CMD_FD + 1);
-    int hi_cmd = fcntl(cmd_fd, F_DUPFD_CLOEXEC, LOADER_SERVE_CMD_FD + 1);
+    int hi_map = fcntl(map_fd, F_DUPFD_CLOEXEC, LOADER_SERVE_CACHE_FD + 1);
+    int hi_cmd = fcntl(cmd_fd, F_DUPFD_CLOEXEC, LOADER_SERVE_CACHE_FD + 1);
+    int hi_cache = cfg->spawn_cache_fd > 0
+                       ? fcntl(cfg->spawn_cache_fd, F_DUPFD_CLOEXEC, LOADER_SERVE_CACHE_FD + 1)
+                       : -1;
     pid_t pid = -1;
     posix_spawn_file_actions_t fa;
     posix_spawnattr_t at;
@@ -128,11 +131,13 @@ static pid_t spawn_supervisor(const loader_config *cfg, int map_fd, int cmd_fd, 
     posix_spawnattr_setsigmask(&at, &none);
     posix_spawnattr_setsigdefault(&at, &dfl);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    if (hi_map < 0 || hi_cmd < 0) {
+    if (hi_map < 0 || hi_cmd < 0 || (cfg->spawn_cache_fd > 0 && hi_cache < 0)) {
         errf(e, "cannot pass the loader's memory to its supervisor: %s", strerror(errno));
     } else {
         posix_spawn_file_actions_adddup2(&fa, hi_map, LOADER_SERVE_MAP_FD);
         posix_spawn_file_actions_adddup2(&fa, hi_cmd, LOADER_SERVE_CMD_FD);
+        if (hi_cache >= 0)
+            posix_spawn_file_actions_adddup2(&fa, hi_cache, LOADER_SERVE_CACHE_FD);
         int rc = posix_spawn(&pid, cfg->spawn_argv[0], &fa, &at, cfg->spawn_argv, environ);
         if (rc != 0) {
             errf(e, "cannot start the loader supervisor %s: %s", cfg->spawn_argv[0], strerror(rc));
@@ -145,6 +150,8 @@ static pid_t spawn_supervisor(const loader_config *cfg, int map_fd, int cmd_fd, 
         close(hi_map);
     if (hi_cmd >= 0)
         close(hi_cmd);
+    if (hi_cache >= 0)
+        close(hi_cache);
     return pid;
 }
 

@@ -74,6 +74,8 @@ typedef struct loader_config {
      * LOADER_SERVE_MAP_FD and the command socket as LOADER_SERVE_CMD_FD,
      * and calls loader_serve with the same configuration. NULL: fork. */
     char *const *spawn_argv;
+    int spawn_cache_fd; /* with spawn_argv: also handed over, as LOADER_SERVE_CACHE_FD
+                           (the preload cache); 0 or -1: none */
     /* optional: asked at least every 0.1 s while loader_next waits for a
      * worker; nonzero ends the wait with LOADER_INTERRUPTED (the Python
      * module's Ctrl-C: its handler runs only when asked) */
@@ -81,7 +83,7 @@ typedef struct loader_config {
     void *stop_ctx;
 } loader_config;
 
-enum { LOADER_SERVE_MAP_FD = 3, LOADER_SERVE_CMD_FD = 4 };
+enum { LOADER_SERVE_MAP_FD = 3, LOADER_SERVE_CMD_FD = 4, LOADER_SERVE_CACHE_FD = 5 };
 
 typedef struct load_job {
     int src; /* index into loader_config.src */

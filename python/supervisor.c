@@ -21,6 +21,7 @@ int main(int argc, char **argv)
         return RUN_BAD_INPUT;
     }
     run_ctx *r = xcalloc(1, sizeof *r);
+    r->feed_mode = FEED_SERVE;
     int rc = feed_open(r, &o, &e);
     if (rc == RUN_OK)
         rc = feed_serve(r, &e); /* returns only on failure */

@@ -450,12 +450,6 @@ static PyObject *loader_new_py(PyTypeObject *type, PyObject *args, PyObject *kw)
                         "workers='auto' is train's probe of the whole job: give a number here");
         goto fail;
     }
-    if (L->o.mode.v[0] == MODE_PRELOAD) {
-        PyErr_SetString(PyExc_ValueError,
-                        "mode='preload' is not available in the Python module yet (its cache "
-                        "would need sharing with the spawned supervisor): use mode='lazy'");
-        goto fail;
-    }
     /* the supervisor gets the same command line: argv[0] is its path */
     L->spawn = calloc((size_t)L->argc + 1, sizeof *L->spawn);
     if (!L->spawn || !(L->spawn[0] = strdup(sup))) {
@@ -474,6 +468,7 @@ static PyObject *loader_new_py(PyTypeObject *type, PyObject *args, PyObject *kw)
     }
     r->dist.rank = rank;
     r->dist.size = ranks;
+    r->feed_mode = FEED_SPAWN;
     loader_config extra = {.spawn_argv = L->spawn, .should_stop = py_should_stop};
     int rc;
     PyThreadState *ts = PyEval_SaveThread();
@@ -515,6 +510,30 @@ static uint32_t pass_batches(const LoaderObject *L)
     return sampler_batches(d->n, (uint32_t)L->r->batch, drop);
 }
 
+/* mode=preload, before the first pass: the workers decode every training
+ * sample into the cache (a memfd, or the --cache file's temporary, that
+ * the supervisor maps too), then a --cache file is committed. Without the
+ * GIL. */
+static int build_cache(LoaderObject *L, errbuf *e)
+{
+    run_ctx *r = L->r;
+    double t0 = now_sec();
+    load_job j = {.src = 0, .kind = LOAD_JOB_BUILD, .batch = (uint32_t)r->batch};
+    int id = loader_post(r->ldr, &j);
+    for (uint32_t i = load_job_batches(r->ldr, id); i > 0; i--) {
+        loader_batch b;
+        int rc = loader_next(r->ldr, &b, e);
+        if (rc != LOADER_OK)
+            return rc;
+        loader_release(r->ldr, &b);
+    }
+    if (cache_commit(&r->cache, e) != 0)
+        return RUN_BAD_INPUT;
+    r->cache.ready = 1;
+    r->build_s = now_sec() - t0;
+    return LOADER_OK;
+}
+
 /* Loader.begin(epoch): post the pass over the data for epoch (finishing
  * the batches of an abandoned pass first); returns its batch count. */
 static PyObject *loader_begin(PyObject *self, PyObject *args)
@@ -542,6 +561,8 @@ static PyObject *loader_begin(PyObject *self, PyObject *args)
         loader_release(L->r->ldr, &b);
         L->taken++;
     }
+    if (rc == LOADER_OK && L->r->use_cache && !L->r->cache.ready)
+        rc = build_cache(L, &e);
     PyEval_RestoreThread(ts);
     L->busy = 0;
     if (rc != LOADER_OK) {
@@ -675,12 +696,13 @@ static PyObject *loader_info(PyObject *self, PyObject *unused)
         return NULL;
     size_t ring_bytes;
     void *ring = loader_ring(r->ldr, &ring_bytes);
-    return Py_BuildValue("{s:N,s:I,s:I,s:i,s:(iii),s:N,s:n,s:i,s:i,s:s}", "classes", classes,
-                         "samples", r->train.n, "batches_per_epoch", pass_batches(L), "batch",
-                         r->batch, "sample_shape", r->ss.channels, r->ss.out_h, r->ss.out_w,
-                         "ring_address", PyLong_FromVoidPtr(ring), "ring_bytes",
+    return Py_BuildValue("{s:N,s:I,s:I,s:i,s:(iii),s:N,s:n,s:i,s:i,s:s,s:s,s:s}", "classes",
+                         classes, "samples", r->train.n, "batches_per_epoch", pass_batches(L),
+                         "batch", r->batch, "sample_shape", r->ss.channels, r->ss.out_h,
+                         r->ss.out_w, "ring_address", PyLong_FromVoidPtr(ring), "ring_bytes",
                          (Py_ssize_t)ring_bytes, "workers", r->c.workers, "prefetch", r->c.prefetch,
-                         "data", r->train.csv_path);
+                         "data", r->train.csv_path, "mode", mode_name(r->c.mode), "cache_note",
+                         r->use_cache ? r->cache.note : "");
 }
 
 static PyObject *loader_pids_py(PyObject *self, PyObject *unused)
@@ -704,9 +726,10 @@ static PyObject *loader_stats_py(PyObject *self, PyObject *unused)
     const epoch_stats *s = &L->st;
     double secs = isnan(s->t0) || s->batches == 0 ? 0 : s->t1 - s->t0;
     double transform = s->fill - s->read - s->decode;
+    double build = L->r && L->r->use_cache ? L->r->build_s : 0.0;
     return Py_BuildValue(
-        "{s:i,s:O,s:I,s:K,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "epoch", s->epoch, "complete",
-        s->complete ? Py_True : Py_False, "batches", s->batches, "images",
+        "{s:d,s:i,s:O,s:I,s:K,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "build_s", build, "epoch",
+        s->epoch, "complete", s->complete ? Py_True : Py_False, "batches", s->batches, "images",
         (unsigned long long)s->images, "skipped", (unsigned long long)s->skipped, "seconds", secs,
         "images_per_s", secs > 0 ? (double)s->images / secs : 0.0, "wait_s", s->wait, "wait_pct",
         secs > 0 ? 100 * s->wait / secs : 0.0, "fill_s", s->fill, "read_s", s->read, "decode_s",

@@ -53,8 +53,8 @@ static void one_pass(int argc, char **argv, int spawn, pass *out, int *pids, int
         sargv[i] = argv[i];
     loader_config extra = {.spawn_argv = spawn ? sargv : NULL};
     cr_assert_eq(feed_loader(&r, &extra, &e), RUN_OK, "%s", e.msg);
-    load_job j = {.src = 0, .kind = LOAD_JOB_TRAIN, .epoch = 1, .batch = (uint32_t)r.batch,
-                  .shuffle = 1};
+    load_job j = {
+        .src = 0, .kind = LOAD_JOB_TRAIN, .epoch = 1, .batch = (uint32_t)r.batch, .shuffle = 1};
     int id = loader_post(r.ldr, &j);
     out->nb = load_job_batches(r.ldr, id);
     cr_assert(out->nb > 1 && out->nb <= 64);
@@ -86,8 +86,8 @@ Test(feed_spawn, spawned_supervisor_gives_the_forked_loaders_batches)
 {
     char *dir = tmpdir_make(), *fm = make_fashion_subset(dir, 90);
     char *csv = path_join(fm, "train.csv");
-    char *argv[] = {"train", "--loader-only", "--batch", "16", "--workers", "2", "--crop", "24",
-                    "--random-crop", "--channels", "1", "--seed", "9", csv};
+    char *argv[] = {"train", "--loader-only", "--batch",    "16", "--workers", "2", "--crop",
+                    "24",    "--random-crop", "--channels", "1",  "--seed",    "9", csv};
     int argc = (int)(sizeof argv / sizeof *argv);
     int stop = 0;
     pthread_t t;
@@ -121,8 +121,8 @@ Test(feed_spawn, supervisor_refuses_another_configuration)
      * serve a ring of another size: the size check names the mismatch */
     char *dir = tmpdir_make(), *fm = make_fashion_subset(dir, 40);
     char *csv = path_join(fm, "train.csv");
-    char *argv[] = {"train", "--loader-only", "--batch", "8", "--workers", "1", "--channels", "1",
-                    csv};
+    char *argv[] = {"train", "--loader-only", "--batch", "8", "--workers",
+                    "1",     "--channels",    "1",       csv};
     options o;
     errbuf e = {{0}};
     cr_assert_eq(options_parse_to(&o, 9, argv, &e), 0, "%s", e.msg);
@@ -130,15 +130,15 @@ Test(feed_spawn, supervisor_refuses_another_configuration)
     memset(&r, 0, sizeof r);
     cr_assert_eq(feed_open(&r, &o, &e), RUN_OK, "%s", e.msg);
     char *sup = supervisor_path();
-    char *sargv[] = {sup, "--loader-only", "--batch", "32", "--workers", "1", "--channels", "1",
-                     csv, NULL};
+    char *sargv[] = {sup, "--loader-only", "--batch", "32", "--workers",
+                     "1", "--channels",    "1",       csv,  NULL};
     loader_config extra = {.spawn_argv = sargv};
     cr_assert_eq(feed_loader(&r, &extra, &e), RUN_OK, "%s", e.msg);
     load_job j = {.src = 0, .kind = LOAD_JOB_TRAIN, .batch = 8};
     loader_post(r.ldr, &j);
     loader_batch b;
     cr_assert_eq(loader_next(r.ldr, &b, &e), LOADER_WORKER_LOST);
-    cr_assert(strstr(e.msg, "supervisor"), "%s", e.msg); fprintf(stderr, "MSG %s\n", e.msg);
+    cr_assert(strstr(e.msg, "supervisor"), "%s", e.msg);
     feed_close(&r);
     options_free(&o);
     free(sup);

@@ -100,6 +100,8 @@ class Loader:
         self.batch_size = info["batch"]
         self.samples = info["samples"]
         self.workers = info["workers"]
+        self.mode = info["mode"]
+        self.cache_note = info["cache_note"]  # --cache: built, reused, or why rebuilt
         self.rank, self.world_size, self.train = rank, world_size, bool(train)
         self._batches = info["batches_per_epoch"]
         self._ring = (info["ring_address"], info["ring_bytes"])

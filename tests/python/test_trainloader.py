@@ -78,6 +78,49 @@ def test_batches_match_train_command_line(request, tmp_path, data, opts):
     loader.close()
 
 
+def maps_of(pid):
+    with open(f"/proc/{pid}/maps") as f:
+        return f.read()
+
+
+def test_preload_builds_one_cache_shared_with_the_workers_and_matches_the_command_line(fm, tmp_path):
+    opts = dict(batch=32, workers=2, seed=4, crop=24, random_crop=True, channels=1)
+    dump = tmp_path / "cli.bin"
+    subprocess.run([TRAIN, "--loader-only", "--no-progress", "--mode", "preload", "--epochs", "2",
+                    "--dump-batches", str(dump), "--batch", "32", "--workers", "2", "--seed", "4",
+                    "--crop", "24", "--random-crop", "--channels", "1", fm], check=True,
+                   stdout=subprocess.DEVNULL)
+    with trainloader.Loader(fm, mode="preload", **opts) as loader:
+        mine = pass_of(loader)
+        sup = loader.pids()[0]
+        # one copy of the decoded set: the supervisor and its workers map this process's memfd
+        assert "/memfd:train-cache" in maps_of(os.getpid())
+        assert "/memfd:train-cache" in maps_of(sup)
+        assert loader.stats()["build_s"] > 0
+        mine += pass_of(loader)
+    cli = read_dump(dump, (1, 24, 24))
+    assert len(mine) == len(cli)
+    for (ind, lab, img), (_, _, cind, clab, cimg) in zip(mine, cli):
+        assert ind == cind and lab == clab and np.array_equal(img, cimg)
+
+
+def test_preload_cache_file_is_built_once_then_reused(fm, tmp_path):
+    cache = tmp_path / "fm.cache"
+    opts = dict(batch=50, workers=2, seed=2, resize="20x20", channels=1, mode="preload",
+                cache=str(cache))
+    with trainloader.Loader(fm, **opts) as first:
+        assert "building" in first.cache_note
+        a = pass_of(first)
+    assert cache.exists() and not list(tmp_path.glob("fm.cache.tmp.*"))
+    with trainloader.Loader(fm, **opts) as again:
+        assert "reusing" in again.cache_note
+        b = pass_of(again)
+        assert "/fm.cache" in maps_of(again.pids()[0])
+        assert again.stats()["decode_s"] == 0  # nothing decoded: the workers read the file
+    for x, y in zip(a, b):
+        assert x[0] == y[0] and np.array_equal(x[2], y[2])
+
+
 def test_same_batches_for_any_worker_count_and_set_epoch_repeats(jpegs):
     runs = []
     for workers in (0, 1, 3):
