@@ -531,12 +531,18 @@ static void print_first_line(run_ctx *r)
                o->csv, r->train.n, r->have_val ? " (+ validation)" : "", r->batch, r->c.workers,
                r->c.prefetch, mode_name(r->c.mode), (unsigned long long)o->seed);
     }
-    if (r->dist.size > 1)
+    if (r->dist.size > 1) {
+        char tree[96] = "";
+        if (r->chunks)
+            snprintf(tree, sizeof tree,
+                     " as a fixed tree of %d chunks (the same bits for 1, 2, 4 .. %d ranks)",
+                     r->chunks, r->chunks);
         printf("ranks %d (%d on this node): each loads its slice of every global batch of %d "
-               "(%d-%d samples); gradients summed with %s\n",
+               "(%d-%d samples); gradients summed with %s%s\n",
                r->dist.size, r->dist.local_size, r->batch, r->batch / r->dist.size,
                (r->batch + r->dist.size - 1) / r->dist.size,
-               r->dev.kind == DEVICE_CUDA ? "NCCL" : "MPI");
+               r->dev.kind == DEVICE_CUDA ? "NCCL" : "MPI", tree);
+    }
     dataset_print_classes(&r->train, stdout);
     if (r->use_cache && r->o->cache)
         printf("preload: %s\n", r->cache.note);
