@@ -532,11 +532,12 @@ static void print_first_line(run_ctx *r)
                r->c.prefetch, mode_name(r->c.mode), (unsigned long long)o->seed);
     }
     if (r->dist.size > 1) {
-        char tree[96] = "";
+        char tree[160] = "", ks[96] = "";
+        for (int k = 1, at = 0; r->chunks && k <= r->chunks && at < 80; k *= 2)
+            at += snprintf(ks + at, sizeof ks - (size_t)at, "%s%d", k > 1 ? ", " : "", k);
         if (r->chunks)
             snprintf(tree, sizeof tree,
-                     " as a fixed tree of %d chunks (the same bits for 1, 2, 4 .. %d ranks)",
-                     r->chunks, r->chunks);
+                     " as a fixed tree of %d chunks (the same bits for %s ranks)", r->chunks, ks);
         printf("ranks %d (%d on this node): each loads its slice of every global batch of %d "
                "(%d-%d samples); gradients summed with %s%s\n",
                r->dist.size, r->dist.local_size, r->batch, r->batch / r->dist.size,
