@@ -88,7 +88,7 @@ static const opt_spec table[] = {
     {"model", ARG_REQ, O_MODEL, "NAME|list", "probe, lenet, convnet, resnet8/20/18 (default: by input size)", 0},
     {"device", ARG_REQ, O_DEVICE, "auto|cpu|cuda", "compute device (default auto)", 0},
     {"threads", ARG_REQ, O_THREADS, "T", "CPU compute threads (default: every core)", 0},
-    {"grad-chunks", ARG_REQ, O_GRAD_CHUNKS, "U", "gradient of each batch in U chunks summed as a fixed tree: bit-identical for any ranks dividing U (U a power of 2; docs/DISTRIBUTED.md)", 0},
+    {"grad-chunks", ARG_REQ, O_GRAD_CHUNKS, "U|auto|off", "gradient of each batch in U chunks summed as a fixed tree: bit-identical for any ranks dividing U (U a power of 2); auto (default): 4, or the ranks if more, where the backend makes it cheap (the CPU, no batch norm); off: the backend's own order (docs/DISTRIBUTED.md)", 0},
     {"epochs", ARG_REQ, O_EPOCHS, "N", "passes over the training set (default 1)", 0},
     {"lr", ARG_REQ, O_LR, "X", "learning rate (default: the model's)", 0},
     {"momentum", ARG_REQ, O_MOMENTUM, "X", "SGD momentum (default: the model's)", 0},
@@ -411,6 +411,10 @@ static int set(options *o, const opt_spec *s, const char *v)
         break;
     case O_THREADS: return parse_int(n, v, 1, CPU_MAX_THREADS, &o->threads);
     case O_GRAD_CHUNKS:
+        if (!strcmp(v, "auto") || !strcmp(v, "off")) {
+            o->grad_chunks = v[0] == 'a' ? GRAD_CHUNKS_AUTO : GRAD_CHUNKS_OFF;
+            return 0;
+        }
         if (parse_int(n, v, 1, MODEL_MAX_CHUNKS, &o->grad_chunks) != 0)
             return -1;
         return o->grad_chunks & (o->grad_chunks - 1) ? bad(n, v, "is not a power of 2") : 0;

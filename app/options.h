@@ -25,6 +25,8 @@ typedef struct int_list {
 } int_list;
 
 enum load_mode { MODE_LAZY = 0, MODE_PRELOAD = 1 };
+/* --grad-chunks auto (the default) and off */
+enum { GRAD_CHUNKS_AUTO = 0, GRAD_CHUNKS_OFF = -1 };
 /* "lazy" or "preload" */
 const char *mode_name(int mode);
 
@@ -69,7 +71,7 @@ typedef struct options {
     const char *device;      /* auto | cpu | cuda, as given */
     device_kind device_want; /* the same, parsed */
     int threads;             /* 0 = every core */
-    int grad_chunks;         /* > 0: canonical gradient sums in this many chunks per batch */
+    int grad_chunks; /* > 0: canonical gradient sums in this many chunks per batch; or GRAD_CHUNKS_* */
     double lr, momentum, wd; /* NaN = the model's default */
     int schedule_given;      /* 0 = the model's default schedule */
     lr_schedule schedule;

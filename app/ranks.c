@@ -93,9 +93,9 @@ void ranks_epoch(run_ctx *r, int tid, epoch_rec *er)
 void ranks_plan_step(run_ctx *r, const loader_batch *b)
 {
     model_dist *md = &r->m.dist;
-    int K = r->dist.active ? r->dist.size : 1, U = r->o->grad_chunks;
+    int K = r->dist.active ? r->dist.size : 1, U = r->chunks;
     if (K < 2 && U == 0)
-        return; /* one process, one gradient: today's step */
+        return; /* one process, one gradient in the backend's order */
     const dataset *ds = r->jobs[b->job].kind == LOAD_JOB_EVAL ? &r->val : &r->train;
     uint32_t c = sampler_batch_size(ds->n, (uint32_t)r->batch, b->index);
     md->global_batch = (int)c;
@@ -112,11 +112,30 @@ void ranks_plan_step(run_ctx *r, const loader_batch *b)
     }
 }
 
+/* --grad-chunks auto: 4 chunks (K = 1, 2 and 4 give the same bits), or
+ * one per rank when there are more ranks, if the backend sums chunks at
+ * next to no cost (model_groups_cheap) and K is a power of 2; else none */
+static int auto_chunks(run_ctx *r, int K)
+{
+    if (!model_groups_cheap(&r->m) || (K & (K - 1)) || K > MODEL_MAX_CHUNKS)
+        return 0;
+    int U = 1;
+    while (U < 4 && 2 * U <= r->batch)
+        U *= 2;
+    return U > K ? U : K;
+}
+
 int ranks_check_chunks(run_ctx *r, errbuf *e)
 {
     int K = r->dist.active ? r->dist.size : 1, U = r->o->grad_chunks;
-    if (U == 0)
+    r->chunks = 0;
+    if (U == GRAD_CHUNKS_OFF || !r->model_made)
         return RUN_OK;
+    if (U == GRAD_CHUNKS_AUTO) {
+        if ((r->chunks = auto_chunks(r, K)) > 0)
+            dist_canonical(&r->dist);
+        return RUN_OK;
+    }
     if ((K & (K - 1)) || U % K)
         return fail(e, RUN_BAD_INPUT,
                     "--grad-chunks %d with %d ranks: the ranks must be a power of 2 dividing "
@@ -124,6 +143,7 @@ int ranks_check_chunks(run_ctx *r, errbuf *e)
                     U, K);
     if (r->batch < U)
         return fail(e, RUN_BAD_INPUT, "--grad-chunks %d is more than --batch %d", U, r->batch);
+    r->chunks = U;
     dist_canonical(&r->dist);
     return RUN_OK;
 }

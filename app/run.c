@@ -304,12 +304,19 @@ static void print_first_line(run_ctx *r)
                o->csv, r->train.n, r->have_val ? " (+ validation)" : "", r->batch, r->c.workers,
                r->c.prefetch, mode_name(r->c.mode), (unsigned long long)o->seed);
     }
-    if (r->dist.size > 1)
+    if (r->dist.size > 1) {
+        char tree[160] = "", ks[96] = "";
+        for (int k = 1, at = 0; r->chunks && k <= r->chunks && at < 80; k *= 2)
+            at += snprintf(ks + at, sizeof ks - (size_t)at, "%s%d", k > 1 ? ", " : "", k);
+        if (r->chunks)
+            snprintf(tree, sizeof tree,
+                     " as a fixed tree of %d chunks (the same bits for %s ranks)", r->chunks, ks);
         printf("ranks %d (%d on this node): each loads its slice of every global batch of %d "
-               "(%d-%d samples); gradients summed with %s\n",
+               "(%d-%d samples); gradients summed with %s%s\n",
                r->dist.size, r->dist.local_size, r->batch, r->batch / r->dist.size,
                (r->batch + r->dist.size - 1) / r->dist.size,
-               r->dev.kind == DEVICE_CUDA ? "NCCL" : "MPI");
+               r->dev.kind == DEVICE_CUDA ? "NCCL" : "MPI", tree);
+    }
     dataset_print_classes(&r->train, stdout);
     if (r->use_cache && r->o->cache)
         printf("preload: %s\n", r->cache.note);

@@ -87,6 +87,7 @@ typedef struct run_ctx {
     unsigned table_hide; /* epoch-table columns left out (report_columns) */
     /* data-parallel ranks (one process: rank 0 of 1, inactive) */
     dist dist;
+    int chunks;       /* canonical gradient sums in this many chunks per batch (0: none) */
     int dist_follow;  /* the run stopped because another rank failed */
     double *per_rank; /* the last epoch's images/s and wait% per rank (rank 0) */
 } run_ctx;
@@ -149,11 +150,12 @@ int ranks_agree(run_ctx *r, int status);
 void ranks_epoch(run_ctx *r, int tid, epoch_rec *er);
 /* Before training step on batch b (this rank's slice): the model's
  * model.dist for it — the global batch the loss is averaged over and, with
- * --grad-chunks, this rank's chunks of it. Nothing for one process without
- * --grad-chunks. */
+ * chunks (r->chunks), this rank's chunks of it. Nothing for one process
+ * without chunks. */
 void ranks_plan_step(run_ctx *r, const loader_batch *b);
-/* --grad-chunks against the ranks (a power of 2 dividing it) and the
- * batch; turns dist's canonical sum on. */
+/* r->chunks from --grad-chunks: auto's choice, or U checked against the
+ * ranks (a power of 2 dividing it) and the batch; with chunks, turns
+ * dist's canonical sum on. After the model is made. */
 int ranks_check_chunks(run_ctx *r, errbuf *e);
 /* After the epochs (rank 0, several ranks): one line saying what limits
  * the job (ranks.h). */

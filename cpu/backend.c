@@ -65,6 +65,46 @@ static void cpu_copy(backend *be, void *dst, const void *src, size_t bytes)
 
 static void cpu_synchronize(backend *be) { (void)be; }
 
+static void cpu_batch_groups(backend *be, const int *size, int n)
+{
+    cpu_ctx *c = cpu_ctx_of(be);
+    if (n < 0 || n > BACKEND_GROUPS_MAX || (n & (n - 1))) {
+        fprintf(stderr, "train: batch_groups: %d groups (internal error)\n", n);
+        exit(1);
+    }
+    c->ngroups = n;
+    for (int i = 0; i < n; i++)
+        c->group[i] = size[i];
+}
+
+int cpu_groups(backend *be, int B, int *size, const char *op)
+{
+    cpu_ctx *c = cpu_ctx_of(be);
+    if (c->ngroups == 0) {
+        size[0] = B;
+        return 1;
+    }
+    int sum = 0;
+    for (int i = 0; i < c->ngroups; i++)
+        sum += size[i] = c->group[i];
+    if (sum != B) {
+        fprintf(stderr, "train: %s: groups of %d samples in a batch of %d (internal error)\n", op,
+                sum, B);
+        exit(1);
+    }
+    return c->ngroups;
+}
+
+float *cpu_scratch(backend *be, float **buf, size_t *n, size_t need)
+{
+    if (need > *n) {
+        cpu_free(be, *buf);
+        *buf = cpu_alloc(be, need * sizeof(float));
+        *n = need;
+    }
+    return *buf;
+}
+
 /* ---------------------------------------------------------------- normalise */
 typedef struct norm_job {
     float *out;
@@ -383,6 +423,7 @@ static void cpu_destroy(backend *be)
     cpu_ctx *c = cpu_ctx_of(be);
     cpu_threads_free(c->workers);
     cpu_free(be, c->conv_scratch);
+    cpu_free(be, c->fc_scratch);
     free(c);
     free(be);
 }
@@ -415,6 +456,7 @@ static const backend_ops cpu_ops = {
     .copy = cpu_copy_floats,
     .softmax_xent = cpu_softmax_xent,
     .sgd_update = cpu_sgd_update,
+    .batch_groups = cpu_batch_groups,
 };
 
 backend *backend_cpu_create(int threads, errbuf *e)

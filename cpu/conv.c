@@ -23,7 +23,11 @@
  * chunks whose size depends only on B (about CONV_CHUNK samples each, at
  * most CONV_MAX_CHUNKS chunks); each chunk sums its samples' weight and bias
  * gradients in sample order into its own partial, and the partials are
- * added in chunk order — the same numbers for any thread count.
+ * added in chunk order — the same numbers for any thread count. With
+ * groups (backend_ops.batch_groups) each group is cut the same way by its
+ * own size, its chunks' partials are added in order into the group's sum,
+ * and the group sums are added as a balanced tree: a group's sum depends on
+ * its samples alone, so the canonical sums cost next to nothing here.
  *
  * Scratch: every plan's im2col buffers, padded inputs and weight-gradient
  * partials live in one arena of the backend (cpu_ctx.conv_scratch) as
@@ -46,6 +50,7 @@
 
 #define CONV_CHUNK 8
 #define CONV_MAX_CHUNKS 16
+#define CONV_MAX_PIECES (BACKEND_GROUPS_MAX * CONV_MAX_CHUNKS)
 #define REDUCE_BLOCK 16384
 
 /* samples per backward chunk: a function of B alone */
@@ -61,7 +66,7 @@ typedef struct conv_plan_cpu {
     conv_shape s;
     int P, CRS, direct;
     int threads;
-    int nchunks; /* partials */
+    int nchunks; /* partials (room for) */
     /* in the backend's shared scratch (cpu_ctx.conv_scratch), set from
      * the offsets below at the start of each operation */
     float *col;  /* threads x CRS x P im2col scratch */
@@ -82,6 +87,26 @@ static size_t carve(size_t *at, size_t n)
     return o;
 }
 
+/* The plan's place in the shared arena with room for n partials; grows
+ * the arena (between operations: nothing in it is live). */
+static void plan_partials(backend *be, conv_plan_cpu *p, int n)
+{
+    const conv_shape *s = &p->s;
+    size_t one = (size_t)p->CRS * p->P, at = 0;
+    p->nchunks = n;
+    p->off_col = carve(&at, p->direct ? 0 : one * p->threads);
+    p->off_dcol = carve(&at, one * p->threads);
+    p->off_xpad = carve(&at, p->xpad_n * p->threads);
+    p->off_part_w = carve(&at, (size_t)n * s->K * p->CRS);
+    p->off_part_b = carve(&at, (size_t)n * s->K);
+    cpu_ctx *c = cpu_ctx_of(be);
+    if (at > c->conv_scratch_n) {
+        cpu_free(be, c->conv_scratch);
+        c->conv_scratch = cpu_alloc(be, at * sizeof(float));
+        c->conv_scratch_n = at;
+    }
+}
+
 void *cpu_conv_plan(backend *be, const conv_shape *s)
 {
     conv_plan_cpu *p = xcalloc(1, sizeof *p);
@@ -90,22 +115,11 @@ void *cpu_conv_plan(backend *be, const conv_shape *s)
     p->CRS = s->C * s->R * s->S;
     p->direct = s->R == 1 && s->S == 1 && s->stride == 1 && s->pad == 0;
     p->threads = cpu_ctx_of(be)->threads;
-    size_t one = (size_t)p->CRS * p->P, at = 0;
-    /* enough partials for this B or any smaller one */
-    p->nchunks = s->B < CONV_MAX_CHUNKS ? s->B : CONV_MAX_CHUNKS;
-    p->off_col = carve(&at, p->direct ? 0 : one * p->threads);
-    p->off_dcol = carve(&at, one * p->threads);
     if (s->stride == 1 && s->pad > 0)
         p->xpad_n = (size_t)s->C * (s->H + 2 * s->pad) * (s->W + 2 * s->pad);
-    p->off_xpad = carve(&at, p->xpad_n * p->threads);
-    p->off_part_w = carve(&at, (size_t)p->nchunks * s->K * p->CRS);
-    p->off_part_b = carve(&at, (size_t)p->nchunks * s->K);
-    cpu_ctx *c = cpu_ctx_of(be);
-    if (at > c->conv_scratch_n) { /* between operations: nothing in it is live */
-        cpu_free(be, c->conv_scratch);
-        c->conv_scratch = cpu_alloc(be, at * sizeof(float));
-        c->conv_scratch_n = at;
-    }
+    /* enough partials for this B or any smaller one (groups may ask for
+     * more: plan_partials) */
+    plan_partials(be, p, s->B < CONV_MAX_CHUNKS ? s->B : CONV_MAX_CHUNKS);
     p->ones = cpu_alloc(be, (size_t)p->P * sizeof(float));
     cpu_vfill(p->ones, 1.0f, (size_t)p->P);
     return p;
@@ -325,7 +339,11 @@ static void check_shape(const conv_plan_cpu *p, const conv_shape *s, const char 
 typedef struct conv_job {
     conv_plan_cpu *p;
     const conv_shape *s;
-    int chunk, nchunks;
+    /* backward: chunk c holds samples [b0[c], b1[c]) (maybe none) and has
+     * partial c; group g's chunks are [first[g], first[g + 1]) */
+    int nchunks, ngroups;
+    int b0[CONV_MAX_PIECES], b1[CONV_MAX_PIECES];
+    int first[BACKEND_GROUPS_MAX + 1];
     float *out, *din, *dw, *dbias;
     const float *in, *w, *bias, *dout;
 } conv_job;
@@ -375,8 +393,10 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
     conv_plan_cpu *p = j->p;
     const conv_shape *s = j->s;
     float *pw = p->part_w + (size_t)c * s->K * p->CRS, *pb = p->part_b + (size_t)c * s->K;
-    int b0 = c * j->chunk, b1 = b0 + j->chunk < s->B ? b0 + j->chunk : s->B;
+    int b0 = j->b0[c], b1 = j->b1[c];
     memset(pb, 0, (size_t)s->K * sizeof(float));
+    if (b0 == b1) /* an empty group */
+        cpu_vfill(pw, 0.0f, (size_t)s->K * p->CRS);
     for (int b = b0; b < b1; b++) {
         const float *x = j->in + (size_t)b * s->C * s->H * s->W;
         const float *dy = j->dout + (size_t)b * s->K * p->P;
@@ -397,7 +417,23 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
     }
 }
 
-/* dw/dbias element ranges: partials added in chunk order */
+/* out = the sum of partials part (n floats at stride each, elements
+ * [a, a + len)): each group's chunks added in chunk order into its first
+ * partial, then the groups' sums as a balanced tree (left += right) */
+static void reduce_partials(const conv_job *j, float *out, float *part, size_t stride, size_t a,
+                            size_t len)
+{
+    for (int g = 0; g < j->ngroups; g++)
+        for (int c = j->first[g] + 1; c < j->first[g + 1]; c++)
+            cpu_vadd(part + (size_t)j->first[g] * stride + a, part + (size_t)c * stride + a, len);
+    for (int step = 1; step < j->ngroups; step *= 2)
+        for (int g = 0; g + step < j->ngroups; g += 2 * step)
+            cpu_vadd(part + (size_t)j->first[g] * stride + a,
+                     part + (size_t)j->first[g + step] * stride + a, len);
+    cpu_vcopy(out + a, part + a, len);
+}
+
+/* dw/dbias element ranges */
 static void conv_reduce_task(void *arg, int t, int thread)
 {
     (void)thread;
@@ -405,14 +441,26 @@ static void conv_reduce_task(void *arg, int t, int thread)
     conv_plan_cpu *p = j->p;
     size_t nw = (size_t)j->s->K * p->CRS;
     size_t a = (size_t)t * REDUCE_BLOCK, n = a + REDUCE_BLOCK < nw ? REDUCE_BLOCK : nw - a;
-    cpu_vcopy(j->dw + a, p->part_w + a, n);
-    for (int c = 1; c < j->nchunks; c++)
-        cpu_vadd(j->dw + a, p->part_w + (size_t)c * nw + a, n);
-    if (t == 0 && j->dbias) {
-        cpu_vcopy(j->dbias, p->part_b, (size_t)j->s->K);
-        for (int c = 1; c < j->nchunks; c++)
-            cpu_vadd(j->dbias, p->part_b + (size_t)c * j->s->K, (size_t)j->s->K);
+    reduce_partials(j, j->dw, p->part_w, nw, a, n);
+    if (t == 0 && j->dbias)
+        reduce_partials(j, j->dbias, p->part_b, (size_t)j->s->K, 0, (size_t)j->s->K);
+}
+
+/* The chunks of every group (one group without batch_groups) */
+static void plan_chunks(backend *be, conv_job *j, int B)
+{
+    int size[BACKEND_GROUPS_MAX];
+    j->ngroups = cpu_groups(be, B, size, "conv_backward");
+    j->nchunks = 0;
+    for (int g = 0, at = 0; g < j->ngroups; at += size[g], g++) {
+        j->first[g] = j->nchunks;
+        int chunk = size[g] ? conv_chunk(size[g]) : 1;
+        for (int b = at; b < at + size[g] || b == at; b += chunk, j->nchunks++) {
+            j->b0[j->nchunks] = b;
+            j->b1[j->nchunks] = b + chunk < at + size[g] ? b + chunk : at + size[g];
+        }
     }
+    j->first[j->ngroups] = j->nchunks;
 }
 
 void cpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *dbias,
@@ -420,11 +468,14 @@ void cpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *db
 {
     conv_plan_cpu *p = plan;
     check_shape(p, s, "conv_backward");
-    bind_scratch(be, p);
-    conv_job j = {
+    conv_job *j = xmalloc(sizeof *j); /* 16 KB of chunk bounds: not on a thread's stack */
+    *j = (conv_job){
         .p = p, .s = s, .din = din, .dw = dw, .dbias = dbias, .dout = dout, .in = in, .w = w};
-    j.chunk = conv_chunk(s->B);
-    j.nchunks = (s->B + j.chunk - 1) / j.chunk;
-    cpu_run(be, j.nchunks, conv_bwd_chunk_task, &j);
-    cpu_run(be, cpu_ntasks((size_t)s->K * p->CRS, REDUCE_BLOCK), conv_reduce_task, &j);
+    plan_chunks(be, j, s->B);
+    if (j->nchunks > p->nchunks)
+        plan_partials(be, p, j->nchunks);
+    bind_scratch(be, p);
+    cpu_run(be, j->nchunks, conv_bwd_chunk_task, j);
+    cpu_run(be, cpu_ntasks((size_t)s->K * p->CRS, REDUCE_BLOCK), conv_reduce_task, j);
+    free(j);
 }

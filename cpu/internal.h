@@ -37,10 +37,25 @@ typedef struct cpu_ctx {
      * plan needs is enough (conv.c) */
     float *conv_scratch;
     size_t conv_scratch_n; /* floats */
+    /* the fully connected layers' tree levels (fc.c), grown on demand */
+    float *fc_scratch;
+    size_t fc_scratch_n; /* floats */
     cpu_threads *workers;
+    /* backend_ops.batch_groups: 0, or the groups every batch is cut into */
+    int ngroups;
+    int group[BACKEND_GROUPS_MAX];
 } cpu_ctx;
 
 static inline cpu_ctx *cpu_ctx_of(backend *be) { return (cpu_ctx *)be->ctx; }
+
+/* The groups of a batch of B samples (backend_ops.batch_groups): into
+ * size, returning how many; without groups, one group of B. Exits when the
+ * groups set do not add up to B (an internal error). */
+int cpu_groups(backend *be, int B, int *size, const char *op);
+
+/* floats of scratch in *buf (holding *n), grown when n < need: only
+ * between an operation's tasks, when nothing in it is live */
+float *cpu_scratch(backend *be, float **buf, size_t *n, size_t need);
 
 /* An operation's tasks on the backend's threads, cut short when the backend is
  * cancelled (backend.cancel). */

@@ -195,10 +195,26 @@ typedef struct backend_ops {
      * wait = 1 blocks the host until it has. */
     void (*result_copy)(backend *be, int r, void *dst, const void *src, size_t bytes);
     int (*result_done)(backend *be, int r, int wait);
+    /* Canonical sums over the batch (optional; the CPU backend has it).
+     * Until the next call, every batch the ops see is n consecutive groups
+     * of size[i] samples (the sizes add up to the ops' B; a group may be
+     * empty; n a power of 2 up to BACKEND_GROUPS_MAX), and:
+     * - fc_forward and fc_backward compute a sample's out and din in calls
+     *   that see only its group, so they are the same bits whatever else
+     *   the batch holds (conv, relu, pooling are per sample anyway);
+     * - conv_backward and fc_backward compute each group's weight and bias
+     *   gradient on its own, in an order fixed by the group's size, and add
+     *   the n group sums as a balanced binary tree, left before right.
+     * So a batch cut into parts of whole subtrees (the ranks of a job) gives
+     * per-part sums that, added as the tree's top levels, are the bits the
+     * whole batch gives. Batch norm is not covered: its statistics are the
+     * batch's. n = 0: one group, the backend's own order. */
+    void (*batch_groups)(backend *be, const int *size, int n);
 } backend_ops;
 
 #define BACKEND_STAGE_MAX 16
 #define BACKEND_RESULT_MAX 8
+#define BACKEND_GROUPS_MAX 64
 
 struct backend {
     const backend_ops *ops;

@@ -878,11 +878,41 @@ static int chunked_gradient(model *m, const uint8_t *x, const int32_t *labels)
     return 0;
 }
 
+int model_groups_cheap(const model *m)
+{
+    if (!m->be->ops->batch_groups)
+        return 0;
+    for (int i = 0; i < m->nlayers; i++)
+        if (m->layers[i].kind == LAYER_BN) /* its statistics are the whole batch's */
+            return 0;
+    return 1;
+}
+
+/* The chunk tree computed by the backend (model_groups_cheap): one
+ * forward and backward over the batch, the backend told the chunks. -1
+ * when cancelled. */
+static int grouped_gradient(model *m, const uint8_t *x, const int32_t *labels, int B)
+{
+    if (B == 0) { /* every chunk empty: the tree of zeros */
+        zero_grads(m);
+        return 0;
+    }
+    check_batch(m, labels, B, "model_train_enqueue");
+    backend *be = m->be;
+    be->ops->batch_groups(be, m->dist.chunk, m->dist.nchunks);
+    int rc = forward_loss(m, x, labels, B, 1) != 0 || backward(m, B) != 0;
+    be->ops->batch_groups(be, NULL, 0);
+    return rc ? -1 : 0;
+}
+
 /* forward and backward of a training step into m->grads, the ranks' sum
  * included (model.dist); -1 when cancelled */
 static int train_gradient(model *m, const uint8_t *x, const int32_t *labels, int B)
 {
-    if (m->dist.nchunks > 0) {
+    if (m->dist.nchunks > 0 && model_groups_cheap(m)) {
+        if (grouped_gradient(m, x, labels, B) != 0)
+            return -1;
+    } else if (m->dist.nchunks > 0) {
         if (chunked_gradient(m, x, labels) != 0)
             return -1;
     } else if (B == 0 && m->dist.reduce) {

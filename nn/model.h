@@ -48,8 +48,8 @@
 #define MODEL_MAX_CHANNELS 16
 #define MODEL_MAX_TENSORS 160
 #define MODEL_NAME_MAX 32
-#define MODEL_PLAN_SLOTS 3  /* conv plans kept per layer, one per batch size */
-#define MODEL_MAX_CHUNKS 64 /* model_dist.chunk */
+#define MODEL_PLAN_SLOTS 3                  /* conv plans kept per layer, one per batch size */
+#define MODEL_MAX_CHUNKS BACKEND_GROUPS_MAX /* model_dist.chunk */
 /* enqueued steps whose results may be pending at once: the one being
  * enqueued and the one before it (results come back a step late) */
 #define MODEL_RESULTS_MAX 2
@@ -132,7 +132,10 @@ typedef struct model_dist {
      * its own and the chunks are summed as a balanced binary tree, left
      * before right. With every rank holding an aligned subtree and the
      * ranks summed as the tree's top levels (dist/), the gradient has the
-     * same bits whatever the number of ranks. */
+     * same bits whatever the number of ranks. Where model_groups_cheap
+     * says so, the backend does it inside one step over the batch
+     * (backend_ops.batch_groups: only the sums over samples are cut);
+     * otherwise every chunk runs its own forward and backward pass. */
     int nchunks;
     int chunk[MODEL_MAX_CHUNKS];
 } model_dist;
@@ -270,6 +273,12 @@ void model_stage_labels(model *m, const int32_t *dev_labels);
 /* Forward and loss only, no gradients, no update. Same return; B 0 (an
  * empty slice) with m->dist.reduce set does nothing. */
 int model_eval_step(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st);
+
+/* 1 when canonical gradient sums (model_dist.nchunks) cost next to
+ * nothing: the backend cuts only the sums over samples
+ * (backend_ops.batch_groups) and no layer is batch norm; 0 when every
+ * chunk would run its own forward and backward pass. */
+int model_groups_cheap(const model *m);
 
 /* "epoch 3 batch 17: loss is nan (lr 0.1)" into buf; the numbers are
  * printed as given. */

@@ -371,6 +371,60 @@ Test(nn_model, training_is_bit_identical_across_thread_counts)
     nn_set_free(&s);
 }
 
+/* the gradient of one training step with lr 0 (the parameters stay, the
+ * gradient is left in m->grads) over chunks size[0..n) of s's first samples */
+static float *chunk_gradient(model *m, const nn_set *s, int first, const int *size, int n,
+                             int global)
+{
+    int B = 0;
+    for (int i = 0; i < n; i++)
+        B += m->dist.chunk[i] = size[i];
+    m->dist.nchunks = n;
+    m->dist.global_batch = global;
+    size_t px = (size_t)s->C * s->H * s->W;
+    step_stats st;
+    cr_assert_eq(
+        model_train_step(m, s->x + (size_t)first * px, s->y + first, B, 0.0f, 0.0f, 0.0f, &st),
+        MODEL_STEP_OK);
+    return download_floats(m->be, m->grads, m->nparams);
+}
+
+/* Batch norm makes the backend's groups unfit (model_groups_cheap), so
+ * chunks run a pass each and are summed as a tree: the gradient over
+ * chunks {3, 5} is, bit for bit, the sum of each chunk's gradient alone. */
+Test(nn_model, chunks_of_a_batch_norm_net_sum_as_a_tree)
+{
+    nn_set s;
+    synth_set(&s, 8, 3, 16, 16, 10, 5);
+    backend *be = cpu_backend(2);
+    model m;
+    create_ok(&m, "resnet8", 3, 16, 16, 10, 8, be);
+    model_init_params(&m, 3);
+    cr_assert_eq(model_groups_cheap(&m), 0, "batch norm: no groups");
+    int both[2] = {3, 5};
+    float *all = chunk_gradient(&m, &s, 0, both, 2, 8);
+    float *left = chunk_gradient(&m, &s, 0, both, 1, 8);
+    float *right = chunk_gradient(&m, &s, 3, both + 1, 1, 8);
+    size_t differ = 0;
+    for (size_t i = 0; i < m.nparams; i++)
+        differ += all[i] != left[i] + right[i];
+    cr_assert_eq(differ, 0, "%zu of %zu gradients are not left + right", differ, m.nparams);
+    free(all), free(left), free(right);
+    model_free(&m);
+    be->ops->destroy(be);
+    nn_set_free(&s);
+}
+
+Test(nn_model, lenet_on_the_cpu_sums_chunks_in_the_backend)
+{
+    backend *be = cpu_backend(1);
+    model m;
+    create_ok(&m, "lenet", 1, 28, 28, 10, 8, be);
+    cr_assert_eq(model_groups_cheap(&m), 1);
+    model_free(&m);
+    be->ops->destroy(be);
+}
+
 Test(nn_model, learns_a_synthetic_task)
 {
     backend *be = cpu_backend(2);

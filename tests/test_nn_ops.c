@@ -334,6 +334,143 @@ Test(nn_ops, results_do_not_depend_on_thread_count)
     free(in), free(w), free(bias), free(dout), free(fw), free(fb);
 }
 
+/* ---------------------------------------------------------------- groups */
+/* One layer pair's outputs for samples [b0, b0 + B) of a batch, computed
+ * with batch_groups set to the groups they hold (none: B is size[0]): conv (6x12x12 -> 10, 3x3
+ * pad 1) forward and backward, then fc 1440 -> N forward and backward
+ * (dout of the fc is its own output). */
+typedef struct grouped_out {
+    float *out, *din, *dw, *db, *fo, *fdin, *fdw, *fdb;
+} grouped_out;
+
+#define G_C 6
+#define G_K 10
+#define G_HW 144
+#define G_M (G_K * G_HW)
+
+static void grouped_run(backend *be, const int *size, int ngroups, int b0, const float *in,
+                        const float *dout, const float *w, const float *bias, const float *fw,
+                        const float *fb, int N, grouped_out *o)
+{
+    int B = ngroups ? 0 : size[0]; /* no groups: size[0] is B */
+    for (int g = 0; g < ngroups; g++)
+        B += size[g];
+    conv_shape s;
+    conv_shape_init(&s, B, G_C, 12, 12, G_K, 3, 3, 1, 1);
+    o->out = xcalloc((size_t)B * G_M + 1, 4);
+    o->din = xcalloc((size_t)B * G_C * G_HW + 1, 4);
+    o->dw = xcalloc(G_K * G_C * 9, 4);
+    o->db = xcalloc(G_K, 4);
+    o->fo = xcalloc((size_t)B * N + 1, 4);
+    o->fdin = xcalloc((size_t)B * G_M + 1, 4);
+    o->fdw = xcalloc((size_t)N * G_M, 4);
+    o->fdb = xcalloc(N, 4);
+    be->ops->batch_groups(be, size, ngroups);
+    if (B > 0) {
+        void *plan = be->ops->conv_plan(be, &s);
+        const float *x = in + (size_t)b0 * G_C * G_HW;
+        be->ops->conv_forward(be, plan, o->out, x, w, bias, &s);
+        be->ops->conv_backward(be, plan, o->din, o->dw, o->db, dout + (size_t)b0 * G_M, x, w, &s);
+        be->ops->conv_plan_free(be, plan);
+        be->ops->fc_forward(be, o->fo, o->out, fw, fb, B, G_M, N);
+        be->ops->fc_backward(be, o->fdin, o->fdw, o->fdb, o->fo, o->out, fw, B, G_M, N);
+    }
+    be->ops->batch_groups(be, NULL, 0);
+}
+
+static void grouped_free(grouped_out *o)
+{
+    free(o->out), free(o->din), free(o->dw), free(o->db);
+    free(o->fo), free(o->fdin), free(o->fdw), free(o->fdb);
+}
+
+static void vadd(float *a, const float *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        a[i] += b[i];
+}
+
+/* part p's weight gradients added into acc (acc += p: the tree's top) */
+static void grouped_add(grouped_out *acc, const grouped_out *p, int N)
+{
+    vadd(acc->dw, p->dw, G_K * G_C * 9);
+    vadd(acc->db, p->db, G_K);
+    vadd(acc->fdw, p->fdw, (size_t)N * G_M);
+    vadd(acc->fdb, p->fdb, N);
+}
+
+static void assert_same(const float *a, const float *b, size_t n, const char *what, int parts)
+{
+    cr_assert_eq(memcmp(a, b, n * 4), 0, "%s: the batch in %d parts gives other bits", what, parts);
+}
+
+/* A batch in 4 groups (one empty, uneven sizes, one group several conv
+ * chunks long) gives, bit for bit, what its parts give when each part is
+ * computed alone with its own groups and the parts' weight gradients are
+ * added as the top of the tree: the ranks of a job holding 2 groups or 1
+ * group each. Per-sample outputs are the same bits wherever the sample is. */
+static void check_groups(int N, int threads)
+{
+    int size[4] = {5, 0, 19, 7}, B = 31;
+    float *in = rand_floats((size_t)B * G_C * G_HW, -1, 1, 60),
+          *dout = rand_floats((size_t)B * G_M, -1, 1, 61);
+    float *w = rand_floats(G_K * G_C * 9, -1, 1, 62), *bias = rand_floats(G_K, -1, 1, 63);
+    float *fw = rand_floats((size_t)N * G_M, -0.05f, 0.05f, 64), *fb = rand_floats(N, -1, 1, 65);
+    backend *be = cpu_backend(threads);
+    grouped_out whole, half[2], quarter[4];
+    grouped_run(be, size, 4, 0, in, dout, w, bias, fw, fb, N, &whole);
+    grouped_run(be, size, 2, 0, in, dout, w, bias, fw, fb, N, &half[0]);
+    grouped_run(be, size + 2, 2, 5, in, dout, w, bias, fw, fb, N, &half[1]);
+    for (int q = 0, at = 0; q < 4; at += size[q], q++)
+        grouped_run(be, size + q, 1, at, in, dout, w, bias, fw, fb, N, &quarter[q]);
+    /* per sample: where the sample sits in the parts */
+    assert_same(whole.out, half[0].out, (size_t)5 * G_M, "conv out", 2);
+    assert_same(whole.out + 5 * G_M, half[1].out, (size_t)26 * G_M, "conv out", 2);
+    assert_same(whole.din + 5 * G_C * G_HW, half[1].din, (size_t)26 * G_C * G_HW, "conv din", 2);
+    assert_same(whole.fo, half[0].fo, (size_t)5 * N, "fc out", 2);
+    assert_same(whole.fo + 5 * N, half[1].fo, (size_t)26 * N, "fc out", 2);
+    assert_same(whole.fdin, half[0].fdin, (size_t)5 * G_M, "fc din", 2);
+    assert_same(whole.fdin + 5 * G_M, half[1].fdin, (size_t)26 * G_M, "fc din", 2);
+    assert_same(whole.fo + 24 * N, quarter[3].fo, (size_t)7 * N, "fc out", 4);
+    /* weight gradients: ((q0 + q1) + (q2 + q3)) and (h0 + h1) */
+    grouped_add(&quarter[0], &quarter[1], N);
+    grouped_add(&quarter[2], &quarter[3], N);
+    grouped_add(&quarter[0], &quarter[2], N);
+    grouped_add(&half[0], &half[1], N);
+    const grouped_out *parts[2] = {&half[0], &quarter[0]};
+    for (int k = 0; k < 2; k++) {
+        assert_same(whole.dw, parts[k]->dw, G_K * G_C * 9, "conv dw", 2 << k);
+        assert_same(whole.db, parts[k]->db, G_K, "conv dbias", 2 << k);
+        assert_same(whole.fdw, parts[k]->fdw, (size_t)N * G_M, "fc dw", 2 << k);
+        assert_same(whole.fdb, parts[k]->fdb, N, "fc dbias", 2 << k);
+    }
+    /* and they are the gradients: against the ungrouped backend's */
+    grouped_out plain;
+    grouped_run(be, &B, 0, 0, in, dout, w, bias, fw, fb, N, &plain);
+    double *r = xmalloc((size_t)N * G_M * sizeof *r);
+    for (size_t i = 0; i < (size_t)N * G_M; i++)
+        r[i] = plain.fdw[i];
+    assert_close(whole.fdw, r, (size_t)N * G_M, 1e-4, 1e-4, "fc dw, groups vs none");
+    for (size_t i = 0; i < G_K * G_C * 9; i++)
+        r[i] = plain.dw[i];
+    assert_close(whole.dw, r, G_K * G_C * 9, 1e-4, 1e-4, "conv dw, groups vs none");
+    free(r);
+    grouped_free(&plain);
+    grouped_free(&whole);
+    for (int i = 0; i < 2; i++)
+        grouped_free(&half[i]);
+    for (int i = 0; i < 4; i++)
+        grouped_free(&quarter[i]);
+    be->ops->destroy(be);
+    free(in), free(dout), free(w), free(bias), free(fw), free(fb);
+}
+
+Test(nn_ops, groups_give_the_bits_of_the_batch_cut_into_parts)
+{
+    check_groups(300, 2); /* fc cut into blocks */
+    check_groups(10, 3);  /* one block, OpenBLAS's small-matrix kernels */
+}
+
 Test(nn_ops, bad_thread_count_is_an_error)
 {
     errbuf e = {{0}};

@@ -3,7 +3,7 @@
  *   bench_nn [--model lenet] [--threads 1,2] [--runs 3] [--epochs 1]
  *            [--batch 64] [--limit N] [--lr X --momentum X --wd X
  *            --schedule const|step|cosine] [--seed S] [--eval] [--ops] [--src DIR]
- *            [--synthetic CxHxW]
+ *            [--synthetic CxHxW] [--grad-chunks U]
  *
  * Reads Fashion-MNIST from Debian's IDX files into memory, then trains
  * `--model` (default lenet, with its default hyper-parameters) for
@@ -17,6 +17,8 @@
  * images of that shape instead (speed only: e.g. convnet on 3x64x64).
  * --ops times every backend operation (through a wrapper ops
  * table, per layer shape) and prints where a step's time goes.
+ * --grad-chunks U sums each step's gradient as train --grad-chunks U does
+ * with one process (U chunks, a fixed tree): what canonical sums cost.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -340,7 +342,7 @@ int main(int argc, char **argv)
 {
     const char *src = "/usr/share/datasets/fashion-mnist", *model_name = "lenet",
                *threads_arg = "1,2";
-    int runs = 3, epochs = 1, batch = 64, do_eval = 0, do_ops = 0;
+    int runs = 3, epochs = 1, batch = 64, do_eval = 0, do_ops = 0, chunks = 0;
     long limit = 0;
     uint64_t seed = 1;
     model_hparams hp;
@@ -387,6 +389,8 @@ int main(int argc, char **argv)
             sched = v;
         else if (!strcmp(a, "--synthetic"))
             synth = v;
+        else if (!strcmp(a, "--grad-chunks"))
+            chunks = atoi(v);
         else {
             fprintf(stderr, "bench_nn: unknown option %s\n", a);
             return 2;
@@ -410,6 +414,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_nn: --runs, --epochs and --batch must be positive\n");
         return 2;
     }
+    if (chunks < 0 || chunks > MODEL_MAX_CHUNKS || (chunks & (chunks - 1))) {
+        fprintf(stderr, "bench_nn: --grad-chunks: a power of 2 up to %d\n", MODEL_MAX_CHUNKS);
+        return 2;
+    }
     set tr = {0}, te = {0};
     if (synth ? synthetic(synth, limit, &tr) != 0
               : load(src, "train", limit, &tr) != 0 || (do_eval && load(src, "t10k", 0, &te) != 0))
@@ -418,9 +426,9 @@ int main(int argc, char **argv)
         do_eval = 0;
     size_t px = set_px(&tr);
     printf("bench_nn: %s on %s, %d training images, batch %d, %d epoch(s), lr %g momentum %g wd %g "
-           "%s, seed %llu\n",
+           "%s, seed %llu, grad chunks %d\n",
            model_name, synth ? "random images" : "Fashion-MNIST", tr.n, batch, epochs, hp.lr,
-           hp.momentum, hp.wd, lr_schedule_name(hp.schedule), (unsigned long long)seed);
+           hp.momentum, hp.wd, lr_schedule_name(hp.schedule), (unsigned long long)seed, chunks);
 
     uint8_t *xb = xmalloc((size_t)batch * px);
     int32_t *yb = xmalloc((size_t)batch * sizeof(int32_t));
@@ -468,6 +476,10 @@ int main(int argc, char **argv)
                         memcpy(xb + (size_t)b * px, tr.x + (size_t)perm[b0 + b] * px, px);
                         yb[b] = tr.y[perm[b0 + b]];
                     }
+                    m.dist.global_batch = chunks ? B : 0; /* the loss of the whole batch */
+                    m.dist.nchunks = chunks; /* the chunks of B (sampler_slice's cut) */
+                    for (int j = 0; j < chunks; j++)
+                        m.dist.chunk[j] = (int)((long)(j + 1) * B / chunks - (long)j * B / chunks);
                     float cur = (float)lr_at(hp.schedule, hp.lr, ep, epochs, s, steps);
                     step_stats st;
                     double t0 = now_sec();
