@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "image/resize_simd.h"
 
 static double tri(double t)
 {
@@ -49,6 +50,7 @@ static void axis_build_box(resize_axis *a, int in, double b0, double blen, int o
         return;
     a->b0 = b0;
     a->blen = blen;
+    a->packed = 0;
     int bmin = (int)floor(b0), bmax = (int)ceil(b0 + blen);
     bmin = bmin < 0 ? 0 : bmin;
     bmax = bmax > in ? in : bmax;
@@ -105,6 +107,39 @@ static inline uint8_t clip8(int32_t v)
     return v > 255 ? 255 : (uint8_t)v;
 }
 
+/* The weights as rs_hrows3_avx2 reads them: per output, per pair of taps
+ * (t, t + 1), the high halves (wt wt1 wt wt1 wt wt1 0 0) then the low
+ * ones, one per channel of a pixel; a missing second tap weighs 0. */
+static void axis_pack(resize_axis *a)
+{
+    if (a->packed)
+        return;
+    a->groups = (a->taps + 1) / 2;
+    size_t need = (size_t)a->count * (size_t)a->groups * 16;
+    if (need > a->pk_cap) {
+        a->pk_cap = need;
+        a->pk = xrealloc(a->pk, need * sizeof *a->pk);
+    }
+    for (int i = 0; i < a->count; i++) {
+        const int32_t *k = a->coef + (size_t)i * (size_t)a->taps;
+        int16_t *w = a->pk + (size_t)i * (size_t)a->groups * 16;
+        for (int t = 0; t < a->n[i]; t += 2, w += 16) {
+            int32_t k0 = k[t], k1 = t + 1 < a->n[i] ? k[t + 1] : 0;
+            for (int ch = 0; ch < 3; ch++) {
+                w[2 * ch] = (int16_t)(k0 >> RS_SPLIT);
+                w[2 * ch + 1] = (int16_t)(k1 >> RS_SPLIT);
+                w[8 + 2 * ch] = (int16_t)(k0 & RS_SPLIT_MASK);
+                w[8 + 2 * ch + 1] = (int16_t)(k1 & RS_SPLIT_MASK);
+            }
+            w[6] = w[7] = w[14] = w[15] = 0;
+        }
+    }
+    a->packed = 1;
+}
+
+/* Whether this plan runs the vector passes. */
+static int use_simd(const resize_plan *p) { return !p->scalar && rs_avx2_available(); }
+
 /* One row: ax->count outputs of c channels from a source row whose first
  * pixel is source column `off`. */
 static void hpass(uint8_t *restrict out, const uint8_t *restrict in, const resize_axis *ax, int c,
@@ -146,6 +181,20 @@ static void hpass(uint8_t *restrict out, const uint8_t *restrict in, const resiz
     }
 }
 
+/* Two rows through the horizontal pass (in1 may be in0 and out1 out0),
+ * `avail` bytes readable from each row's start. */
+static void hrows(const resize_plan *p, uint8_t *out0, uint8_t *out1, const uint8_t *in0,
+                  const uint8_t *in1, size_t avail, const resize_axis *ax, int c, int off)
+{
+    if (c == 3 && ax->packed && use_simd(p)) {
+        rs_hrows3_avx2(out0, out1, in0, in1, avail, ax, off);
+        return;
+    }
+    hpass(out0, in0, ax, c, off);
+    if (out1 != out0)
+        hpass(out1, in1, ax, c, off);
+}
+
 /* One output row of the vertical pass: n source rows `stride` apart,
  * weighted. The pointers are restrict so that gcc vectorises the loops
  * over the row (u8 rows cannot alias the int32 accumulators). */
@@ -164,17 +213,29 @@ static void vpass_row(uint8_t *restrict out, int32_t *restrict acc, const uint8_
         out[x] = clip8(acc[x]);
 }
 
+static void vrow(const resize_plan *p, uint8_t *out, const uint8_t *rows, size_t stride,
+                 const int32_t *k, int n, size_t rowb)
+{
+    if (rowb >= 32 && use_simd(p))
+        rs_vrow_avx2(out, rows, stride, k, n, rowb);
+    else
+        vpass_row(out, p->acc, rows, stride, k, n, rowb);
+}
+
 /* The source box of both axes: [y, y + h) x [x, x + w), source pixels. */
 typedef struct resize_window {
     double y, x, h, w;
 } resize_window;
 
 /* Which pass goes first: the one that leaves the other fewer pixels. The
- * horizontal pass is scalar (its taps vary per output), the vertical one
- * vectorises over the row, so shrinking vertically first pays when the
- * horizontal pass would otherwise filter many more source rows than there
- * are output rows. Decided from the box and the full output size only, so
- * a window is computed the way the whole image is (byte for byte). PIL
+ * horizontal pass costs more per product (its taps vary per output; the
+ * portable loop is scalar, the AVX2 one does a pixel's pair of taps per
+ * instruction), the vertical one vectorises over the row, so shrinking
+ * vertically first pays when the horizontal pass would otherwise filter
+ * many more source rows than there are output rows. Decided from the box
+ * and the full output size only, so a window is computed the way the whole
+ * image is (byte for byte), and the same with or without AVX2 (the 4x was
+ * tuned for the scalar pass and kept: changing it changes results). PIL
  * always goes horizontal first; the order changes results by rounding. */
 static int vertical_first(resize_window b, int dh, int dw)
 {
@@ -198,7 +259,8 @@ static void grow_tmp(resize_plan *p, size_t bytes, size_t accs)
 }
 
 /* Both axes built: each output row is the vertical pass over the source
- * columns the horizontal taps need, then the horizontal pass of that row. */
+ * columns the horizontal taps need, then the horizontal pass of that row
+ * (two rows at a time). */
 static void resize_vfirst(resize_plan *p, uint8_t *dst, size_t dst_stride, int oh,
                           const uint8_t *src, size_t src_stride, int c)
 {
@@ -210,11 +272,16 @@ static void resize_vfirst(resize_plan *p, uint8_t *dst, size_t dst_stride, int o
         chi = end > chi ? end : chi;
     }
     const size_t cwb = (size_t)(chi - clo) * (size_t)c;
-    grow_tmp(p, cwb, cwb);
-    for (int i = 0; i < oh; i++) {
-        vpass_row(p->tmp, p->acc, src + (size_t)ay->lo[i] * src_stride + (size_t)clo * (size_t)c,
-                  src_stride, ay->coef + (size_t)i * (size_t)ay->taps, ay->n[i], cwb);
-        hpass(dst + (size_t)i * dst_stride, p->tmp, ax, c, clo);
+    grow_tmp(p, 2 * cwb, cwb);
+    for (int i = 0; i < oh; i += 2) {
+        const int rows = i + 1 < oh ? 2 : 1;
+        for (int r = 0; r < rows; r++)
+            vrow(p, p->tmp + (size_t)r * cwb,
+                 src + (size_t)ay->lo[i + r] * src_stride + (size_t)clo * (size_t)c, src_stride,
+                 ay->coef + (size_t)(i + r) * (size_t)ay->taps, ay->n[i + r], cwb);
+        uint8_t *d = dst + (size_t)i * dst_stride;
+        hrows(p, d, d + (size_t)(rows - 1) * dst_stride, p->tmp, p->tmp + (size_t)(rows - 1) * cwb,
+              cwb, ax, c, clo);
     }
 }
 
@@ -236,15 +303,25 @@ static void resize_core(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh,
         src += (size_t)b.x * (size_t)c;
     if (!vert)
         src += (size_t)b.y * src_stride;
-    if (horiz)
+    if (horiz) {
         axis_build_box(&p->x, sw, b.x, b.w, dw, x0, ow);
-    if (!vert) { /* rows map one to one */
-        for (int i = 0; i < oh; i++) {
+        if (c == 3 && use_simd(p))
+            axis_pack(&p->x);
+    }
+    const size_t avail = (size_t)sw * (size_t)c; /* readable bytes of a source row */
+    if (!vert) {                                 /* rows map one to one */
+        for (int i = 0; i < oh; i += 2) {
+            const int two = i + 1 < oh;
             const uint8_t *s = src + (size_t)(y0 + i) * src_stride;
-            if (horiz)
-                hpass(dst + (size_t)i * dst_stride, s, &p->x, c, 0);
-            else
-                memcpy(dst + (size_t)i * dst_stride, s + (size_t)x0 * (size_t)c, rowb);
+            uint8_t *d = dst + (size_t)i * dst_stride;
+            if (horiz) {
+                hrows(p, d, two ? d + dst_stride : d, s, two ? s + src_stride : s, avail, &p->x, c,
+                      0);
+                continue;
+            }
+            memcpy(d, s + (size_t)x0 * (size_t)c, rowb);
+            if (two)
+                memcpy(d + dst_stride, s + src_stride + (size_t)x0 * (size_t)c, rowb);
         }
         return;
     }
@@ -263,26 +340,23 @@ static void resize_core(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh,
     const uint8_t *rows;
     size_t rstride;
     if (horiz) { /* horizontal pass over the source rows the window needs */
-        size_t need = (size_t)(rhi - rlo) * rowb;
-        if (need > p->tmp_cap) {
-            p->tmp_cap = need;
-            p->tmp = xrealloc(p->tmp, need);
+        grow_tmp(p, (size_t)(rhi - rlo) * rowb, rowb);
+        for (int r = rlo; r < rhi; r += 2) {
+            const int two = r + 1 < rhi;
+            const uint8_t *s = src + (size_t)r * src_stride;
+            uint8_t *t = p->tmp + (size_t)(r - rlo) * rowb;
+            hrows(p, t, two ? t + rowb : t, s, two ? s + src_stride : s, avail, &p->x, c, 0);
         }
-        for (int r = rlo; r < rhi; r++)
-            hpass(p->tmp + (size_t)(r - rlo) * rowb, src + (size_t)r * src_stride, &p->x, c, 0);
         rows = p->tmp;
         rstride = rowb;
     } else {
         rows = src + (size_t)rlo * src_stride + (size_t)x0 * (size_t)c;
         rstride = src_stride;
     }
-    if (rowb > p->acc_cap) {
-        p->acc_cap = rowb;
-        p->acc = xrealloc(p->acc, rowb * sizeof *p->acc);
-    }
+    grow_tmp(p, 0, rowb);
     for (int i = 0; i < oh; i++)
-        vpass_row(dst + (size_t)i * dst_stride, p->acc, rows + (size_t)(ay->lo[i] - rlo) * rstride,
-                  rstride, ay->coef + (size_t)i * (size_t)ay->taps, ay->n[i], rowb);
+        vrow(p, dst + (size_t)i * dst_stride, rows + (size_t)(ay->lo[i] - rlo) * rstride, rstride,
+             ay->coef + (size_t)i * (size_t)ay->taps, ay->n[i], rowb);
 }
 
 void resize_apply(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0,
@@ -315,6 +389,7 @@ static void axis_free(resize_axis *a)
     free(a->lo);
     free(a->n);
     free(a->coef);
+    free(a->pk);
 }
 
 void resize_plan_free(resize_plan *p)

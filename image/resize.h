@@ -5,8 +5,11 @@
  * antialiasing of PIL's BILINEAR and of torchvision's Resize on PIL images);
  * when enlarging it is plain bilinear interpolation. Pixel centres sit at
  * (i + 0.5): output pixel i samples the source around (i + 0.5) * in/out.
- * Separable, horizontal pass first into a u8 intermediate, then vertical;
- * weights in Q22 fixed point with 32-bit accumulators, rounded to nearest.
+ * Separable, one pass into a u8 intermediate, then the other (which goes
+ * first depends on the geometry only); weights in Q22 fixed point with
+ * 32-bit accumulators, rounded to nearest. On CPUs with AVX2 the passes run
+ * as vector code chosen at run time (resize_x86.c), byte for byte what the
+ * portable loops give.
  *
  * Only a window of the output may be computed (what a crop keeps): the
  * result equals the same window of the full resize, byte for byte.
@@ -31,6 +34,10 @@ typedef struct resize_axis {
     int32_t *coef;    /* (count, taps) Q22 weights, each row sums to ~1 << 22 */
     size_t cap;       /* entries allocated in lo/n, and taps * cap in coef */
     size_t coef_cap;
+    int16_t *pk; /* (count, groups, 16) the vector pass's weights, when packed */
+    int groups;  /* pairs of taps per output in pk: (taps + 1) / 2 */
+    int packed;  /* pk matches coef */
+    size_t pk_cap;
 } resize_axis;
 
 typedef struct resize_plan {
@@ -39,6 +46,7 @@ typedef struct resize_plan {
     size_t tmp_cap;
     int32_t *acc; /* one row of vertical-pass accumulators */
     size_t acc_cap;
+    int scalar; /* 1: the portable loops even where vector code runs */
 } resize_plan;
 
 #define RS_PRECISION 22

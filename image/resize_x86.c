@@ -1,0 +1,142 @@
+/* resize_x86.c — the resampler's two passes in AVX2, chosen at run time
+ * (resize.c asks rs_avx2_available once per call); see resize_simd.h.
+ *
+ * Both passes give the portable loops' bytes exactly. Those sum u8 * Q22
+ * weight products in 32 bits; here each weight w is split as
+ * w = (w >> 15) * 2^15 + (w & 0x7fff), both halves fit int16, and pmaddwd
+ * sums pairs of u8 * int16 products exactly. The two partial sums,
+ * recombined as (hi << 15) + lo, are the same integer as the scalar sum
+ * (every term is non-negative and the total stays below 2^31 as there), so
+ * the rounding and clipping after it see the same value.
+ *
+ *   horizontal (3 channels): two rows at once, one per 128-bit lane; per
+ *     output pixel, pairs of taps: 8 bytes of each row shuffled to
+ *     (R0 R1 G0 G1 B0 B1 0 0) as int16, times the pair's weights
+ *     (w0 w1 w0 w1 w0 w1 0 0) from resize_axis.pk -> (R G B 0) partial sums;
+ *   vertical (any channels: it is bytes): 32 output bytes at a time with
+ *     their accumulators in registers across all taps, two source rows
+ *     interleaved byte by byte per pmaddwd.
+ *
+ * Compiled for any x86-64 (the functions carry target("avx2"), the rest of
+ * the program stays baseline); other machines get stubs resize.c never
+ * calls.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "image/resize_simd.h"
+
+#include <string.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+int rs_avx2_available(void) { return __builtin_cpu_supports("avx2"); }
+
+#define RS_AVX2 __attribute__((target("avx2")))
+
+/* (hi << 15) + lo + half, >> RS_PRECISION: the 32-bit sums as the scalar
+ * loop ends them (clipping comes from the saturating packs) */
+RS_AVX2 static inline __m256i finish(__m256i hi, __m256i lo)
+{
+    const __m256i half = _mm256_set1_epi32(1 << (RS_PRECISION - 1));
+    __m256i v = _mm256_add_epi32(_mm256_slli_epi32(hi, RS_SPLIT), lo);
+    return _mm256_srai_epi32(_mm256_add_epi32(v, half), RS_PRECISION);
+}
+
+/* 8 bytes of a row from byte `pos` on, zeros past `avail` */
+RS_AVX2 static inline __m128i load8(const uint8_t *row, size_t pos, size_t avail)
+{
+    if (pos + 8 <= avail)
+        return _mm_loadl_epi64((const __m128i *)(const void *)(row + pos));
+    uint8_t b[8] = {0};
+    memcpy(b, row + pos, avail - pos);
+    return _mm_loadl_epi64((const __m128i *)(const void *)b);
+}
+
+RS_AVX2 void rs_hrows3_avx2(uint8_t *out0, uint8_t *out1, const uint8_t *in0, const uint8_t *in1,
+                            size_t avail, const resize_axis *ax, int off)
+{
+    /* bytes R0 G0 B0 R1 G1 B1 -> int16 R0 R1 G0 G1 B0 B1 0 0, in each lane */
+    const __m256i spread =
+        _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0, -1, 3, -1, 1,
+                         -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
+    const int count = ax->count, groups = ax->groups;
+    for (int i = 0; i < count; i++) {
+        const int16_t *w = ax->pk + (size_t)i * (size_t)groups * 16;
+        const int ng = (ax->n[i] + 1) / 2;
+        size_t pos = (size_t)(ax->lo[i] - off) * 3;
+        __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
+        for (int g = 0; g < ng; g++, pos += 6, w += 16) {
+            __m256i x = _mm256_inserti128_si256(_mm256_castsi128_si256(load8(in0, pos, avail)),
+                                                load8(in1, pos, avail), 1);
+            x = _mm256_shuffle_epi8(x, spread);
+            const __m256i wh = _mm256_broadcastsi128_si256(_mm_loadu_si128((const void *)w));
+            const __m256i wl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const void *)(w + 8)));
+            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(x, wh));
+            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(x, wl));
+        }
+        __m256i v = finish(hi, lo);
+        v = _mm256_packus_epi16(_mm256_packs_epi32(v, v), v); /* lane k: R G B 0 in bytes 0-3 */
+        uint32_t a = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(v));
+        uint32_t b = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(v, 1));
+        memcpy(out0 + (size_t)i * 3, &a, 3);
+        memcpy(out1 + (size_t)i * 3, &b, 3);
+    }
+}
+
+/* 32 output bytes from n source rows `stride` apart at `rows` */
+RS_AVX2 static inline __m256i vstrip(const uint8_t *rows, size_t stride, const int32_t *k, int n)
+{
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i h0 = zero, h1 = zero, h2 = zero, h3 = zero, l0 = zero, l1 = zero, l2 = zero, l3 = zero;
+    for (int j = 0; j < n; j += 2) {
+        const __m256i a = _mm256_loadu_si256((const void *)(rows + (size_t)j * stride));
+        const __m256i b =
+            j + 1 < n ? _mm256_loadu_si256((const void *)(rows + (size_t)(j + 1) * stride)) : zero;
+        const int32_t k1 = j + 1 < n ? k[j + 1] : 0;
+        const __m256i wh = _mm256_set1_epi32((k1 >> RS_SPLIT) << 16 | k[j] >> RS_SPLIT);
+        const __m256i wl =
+            _mm256_set1_epi32((k1 & RS_SPLIT_MASK) << 16 | (k[j] & RS_SPLIT_MASK));
+        const __m256i ab0 = _mm256_unpacklo_epi8(a, b), ab1 = _mm256_unpackhi_epi8(a, b);
+        /* (a, b) int16 pairs of bytes 0-3|16-19, 4-7|20-23, 8-11|24-27, 12-15|28-31 */
+        const __m256i p0 = _mm256_unpacklo_epi8(ab0, zero), p1 = _mm256_unpackhi_epi8(ab0, zero);
+        const __m256i p2 = _mm256_unpacklo_epi8(ab1, zero), p3 = _mm256_unpackhi_epi8(ab1, zero);
+        h0 = _mm256_add_epi32(h0, _mm256_madd_epi16(p0, wh));
+        l0 = _mm256_add_epi32(l0, _mm256_madd_epi16(p0, wl));
+        h1 = _mm256_add_epi32(h1, _mm256_madd_epi16(p1, wh));
+        l1 = _mm256_add_epi32(l1, _mm256_madd_epi16(p1, wl));
+        h2 = _mm256_add_epi32(h2, _mm256_madd_epi16(p2, wh));
+        l2 = _mm256_add_epi32(l2, _mm256_madd_epi16(p2, wl));
+        h3 = _mm256_add_epi32(h3, _mm256_madd_epi16(p3, wh));
+        l3 = _mm256_add_epi32(l3, _mm256_madd_epi16(p3, wl));
+    }
+    /* the packs work within lanes, which puts the bytes back in order */
+    const __m256i s01 = _mm256_packs_epi32(finish(h0, l0), finish(h1, l1));
+    const __m256i s23 = _mm256_packs_epi32(finish(h2, l2), finish(h3, l3));
+    return _mm256_packus_epi16(s01, s23);
+}
+
+RS_AVX2 void rs_vrow_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int32_t *k, int n,
+                          size_t rowb)
+{
+    size_t x = 0;
+    for (; x + 32 <= rowb; x += 32)
+        _mm256_storeu_si256((void *)(out + x), vstrip(rows + x, stride, k, n));
+    if (x < rowb) /* the last 32 bytes again, overlapping: same values */
+        _mm256_storeu_si256((void *)(out + rowb - 32), vstrip(rows + rowb - 32, stride, k, n));
+}
+
+#else
+
+int rs_avx2_available(void) { return 0; }
+void rs_hrows3_avx2(uint8_t *out0, uint8_t *out1, const uint8_t *in0, const uint8_t *in1,
+                    size_t avail, const resize_axis *ax, int off)
+{
+    (void)out0, (void)out1, (void)in0, (void)in1, (void)avail, (void)ax, (void)off;
+}
+void rs_vrow_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int32_t *k, int n,
+                  size_t rowb)
+{
+    (void)out, (void)rows, (void)stride, (void)k, (void)n, (void)rowb;
+}
+
+#endif
