@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "common/util.h"
-#include "image/resize_simd.h"
+#include "image/simd.h"
 
 static double tri(double t)
 {
@@ -138,7 +138,7 @@ static void axis_pack(resize_axis *a)
 }
 
 /* Whether this plan runs the vector passes. */
-static int use_simd(const resize_plan *p) { return !p->scalar && rs_avx2_available(); }
+static int use_simd(const resize_plan *p) { return !p->scalar && img_avx2(); }
 
 /* One row: ax->count outputs of c channels from a source row whose first
  * pixel is source column `off`. */

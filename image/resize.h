@@ -8,7 +8,7 @@
  * Separable, one pass into a u8 intermediate, then the other (which goes
  * first depends on the geometry only); weights in Q22 fixed point with
  * 32-bit accumulators, rounded to nearest. On CPUs with AVX2 the passes run
- * as vector code chosen at run time (resize_x86.c), byte for byte what the
+ * as vector code chosen at run time (simd_x86.c), byte for byte what the
  * portable loops give.
  *
  * Only a window of the output may be computed (what a crop keeps): the

@@ -315,6 +315,50 @@ Test(image_geom, flip_and_draw_order)
     free(path);
 }
 
+/* The 3-channel HWC -> CHW copy (a vector kernel on AVX2 CPUs, 16 pixels
+ * at a time) against a loop written here: rows narrower and wider than a
+ * vector and not multiples of it, crops inside the image and padded
+ * canvases, flipped and not, at every draw. */
+Test(image_geom, rgb_crop_flip_chw_equals_a_reference_loop)
+{
+    const int sizes[][4] = {{9, 15, 9, 15},     {20, 16, 20, 16},     {31, 17, 23, 17},
+                            {40, 250, 35, 224}, {224, 224, 224, 224}, {12, 40, 16, 47},
+                            {50, 33, 64, 64},   {30, 20, 10, 37},     {3, 1, 3, 1}};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int bh = sizes[k][0], bw = sizes[k][1], oh = sizes[k][2], ow = sizes[k][3];
+        const size_t n = (size_t)3 * oh * ow;
+        uint8_t *base = ti_noise((size_t)bh * bw * 3, 70 + k), *out = malloc(n), *want = malloc(n);
+        img_params p = {
+            .channels = 3, .crop_h = oh, .crop_w = ow, .random_crop = 1, .pad = 1, .hflip = 0.5f};
+        for (uint64_t i = 0; i < 12; i++) {
+            rng r = rng_keyed(5, RNG_AUGMENT, k, i), m = r;
+            errbuf e;
+            cr_assert_eq(img_augment(out, oh, ow, base, bh, bw, &p, &r, &e), 0, "%s", e.msg);
+            /* the draws: top, left (offsets in the image, or of the image in
+             * the canvas), then the flip */
+            int oy = (int)rng_below(&m, (uint32_t)abs(bh - oh) + 1),
+                ox = (int)rng_below(&m, (uint32_t)abs(bw - ow) + 1);
+            int flip = rng_uniform(&m) < 0.5f;
+            for (int ch = 0; ch < 3; ch++)
+                for (int y = 0; y < oh; y++)
+                    for (int x = 0; x < ow; x++) {
+                        int xs = flip ? ow - 1 - x : x; /* canvas column before the flip */
+                        int sy = bh >= oh ? y + oy : y - oy, sx = bw >= ow ? xs + ox : xs - ox;
+                        want[((size_t)ch * oh + y) * ow + x] =
+                            sy >= 0 && sy < bh && sx >= 0 && sx < bw
+                                ? base[((size_t)sy * bw + sx) * 3 + ch]
+                                : 0;
+                    }
+            size_t at = 0;
+            while (at < n && out[at] == want[at])
+                at++;
+            cr_assert_eq(at, n, "%dx%d -> %dx%d draw %d flip %d: byte %zu", bh, bw, oh, ow, (int)i,
+                         flip, at);
+        }
+        free(base), free(out), free(want);
+    }
+}
+
 Test(image_geom, random_crop_with_padding_places_image_in_canvas)
 {
     char *path = coords_png(4, 10);

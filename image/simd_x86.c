@@ -1,7 +1,7 @@
-/* resize_x86.c — the resampler's two passes in AVX2, chosen at run time
- * (resize.c asks rs_avx2_available once per call); see resize_simd.h.
+/* simd_x86.c — the image pipeline's AVX2 kernels, chosen at run time
+ * (resize.c and augment.c ask img_avx2 once per call); see simd.h.
  *
- * Both passes give the portable loops' bytes exactly. Those sum u8 * Q22
+ * The resampler's passes give the portable loops' bytes exactly. Those sum u8 * Q22
  * weight products in 32 bits; here each weight w is split as
  * w = (w >> 15) * 2^15 + (w & 0x7fff), both halves fit int16, and pmaddwd
  * sums pairs of u8 * int16 products exactly. The two partial sums,
@@ -17,19 +17,23 @@
  *     their accumulators in registers across all taps, two source rows
  *     interleaved byte by byte per pmaddwd.
  *
+ * HWC -> CHW: 16 pixels (48 bytes, three loads) at a time; each plane's 16
+ * bytes gathered from the three by pshufb and or-ed; a flip is the same
+ * shuffles with the byte order reversed.
+ *
  * Compiled for any x86-64 (the functions carry target("avx2"), the rest of
  * the program stays baseline); other machines get stubs resize.c never
  * calls.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "image/resize_simd.h"
+#include "image/simd.h"
 
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-int rs_avx2_available(void) { return __builtin_cpu_supports("avx2"); }
+int img_avx2(void) { return __builtin_cpu_supports("avx2"); }
 
 #define RS_AVX2 __attribute__((target("avx2")))
 
@@ -94,8 +98,7 @@ RS_AVX2 static inline __m256i vstrip(const uint8_t *rows, size_t stride, const i
             j + 1 < n ? _mm256_loadu_si256((const void *)(rows + (size_t)(j + 1) * stride)) : zero;
         const int32_t k1 = j + 1 < n ? k[j + 1] : 0;
         const __m256i wh = _mm256_set1_epi32((k1 >> RS_SPLIT) << 16 | k[j] >> RS_SPLIT);
-        const __m256i wl =
-            _mm256_set1_epi32((k1 & RS_SPLIT_MASK) << 16 | (k[j] & RS_SPLIT_MASK));
+        const __m256i wl = _mm256_set1_epi32((k1 & RS_SPLIT_MASK) << 16 | (k[j] & RS_SPLIT_MASK));
         const __m256i ab0 = _mm256_unpacklo_epi8(a, b), ab1 = _mm256_unpackhi_epi8(a, b);
         /* (a, b) int16 pairs of bytes 0-3|16-19, 4-7|20-23, 8-11|24-27, 12-15|28-31 */
         const __m256i p0 = _mm256_unpacklo_epi8(ab0, zero), p1 = _mm256_unpackhi_epi8(ab0, zero);
@@ -125,9 +128,56 @@ RS_AVX2 void rs_vrow_avx2(uint8_t *out, const uint8_t *rows, size_t stride, cons
         _mm256_storeu_si256((void *)(out + rowb - 32), vstrip(rows + rowb - 32, stride, k, n));
 }
 
+/* pshufb masks: out byte o of plane p from chunk q (bytes 16q..16q+15 of
+ * the 48) is source byte 3o + p - 16q where that lies in the chunk, else
+ * zero (-1); flipped, out byte o takes pixel 15 - o */
+RS_AVX2 static inline __m128i chw_mask(int p, int q, int flip)
+{
+    const __m128i three_o =
+        flip ? _mm_setr_epi8(45, 42, 39, 36, 33, 30, 27, 24, 21, 18, 15, 12, 9, 6, 3, 0)
+             : _mm_setr_epi8(0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 42, 45);
+    const __m128i i = _mm_add_epi8(three_o, _mm_set1_epi8((char)(p - 16 * q)));
+    const __m128i out =
+        _mm_or_si128(_mm_cmplt_epi8(i, _mm_setzero_si128()), _mm_cmpgt_epi8(i, _mm_set1_epi8(15)));
+    return _mm_or_si128(i, out);
+}
+
+RS_AVX2 void img_chw3_row_avx2(uint8_t *r, uint8_t *g, uint8_t *b, const uint8_t *s, int n,
+                               int flip)
+{
+    if (n < 16) {
+        for (int x = 0; x < n; x++) {
+            const int d = flip ? n - 1 - x : x;
+            r[d] = s[3 * x], g[d] = s[3 * x + 1], b[d] = s[3 * x + 2];
+        }
+        return;
+    }
+    __m128i m[3][3];
+    for (int p = 0; p < 3; p++)
+        for (int q = 0; q < 3; q++)
+            m[p][q] = chw_mask(p, q, flip);
+    uint8_t *const plane[3] = {r, g, b};
+    for (int x = 0;; x += 16) {
+        if (x > n - 16) /* the last 16 pixels again, overlapping: same bytes */
+            x = n - 16;
+        const __m128i c0 = _mm_loadu_si128((const void *)(s + 3 * (size_t)x));
+        const __m128i c1 = _mm_loadu_si128((const void *)(s + 3 * (size_t)x + 16));
+        const __m128i c2 = _mm_loadu_si128((const void *)(s + 3 * (size_t)x + 32));
+        const size_t d = (size_t)(flip ? n - 16 - x : x);
+        for (int p = 0; p < 3; p++) {
+            const __m128i v = _mm_or_si128(
+                _mm_or_si128(_mm_shuffle_epi8(c0, m[p][0]), _mm_shuffle_epi8(c1, m[p][1])),
+                _mm_shuffle_epi8(c2, m[p][2]));
+            _mm_storeu_si128((void *)(plane[p] + d), v);
+        }
+        if (x == n - 16)
+            return;
+    }
+}
+
 #else
 
-int rs_avx2_available(void) { return 0; }
+int img_avx2(void) { return 0; }
 void rs_hrows3_avx2(uint8_t *out0, uint8_t *out1, const uint8_t *in0, const uint8_t *in1,
                     size_t avail, const resize_axis *ax, int off)
 {
@@ -137,6 +187,10 @@ void rs_vrow_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int32_
                   size_t rowb)
 {
     (void)out, (void)rows, (void)stride, (void)k, (void)n, (void)rowb;
+}
+void img_chw3_row_avx2(uint8_t *r, uint8_t *g, uint8_t *b, const uint8_t *s, int n, int flip)
+{
+    (void)r, (void)g, (void)b, (void)s, (void)n, (void)flip;
 }
 
 #endif
