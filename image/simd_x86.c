@@ -56,29 +56,71 @@ RS_AVX2 static inline __m128i load8(const uint8_t *row, size_t pos, size_t avail
     return _mm_loadl_epi64((const __m128i *)(const void *)b);
 }
 
-RS_AVX2 void rs_hrows3_avx2(uint8_t *out0, uint8_t *out1, const uint8_t *in0, const uint8_t *in1,
-                            size_t avail, const resize_axis *ax, int off)
+/* Output pixel i of both rows: lane k holds (R G B 0) of row k, final
+ * values in 32 bits. `checked`: the loads may reach past `avail`. */
+RS_AVX2 static inline __m256i hpixel(const uint8_t *in0, const uint8_t *in1, size_t avail,
+                                     const resize_axis *ax, int off, int i, int checked)
 {
     /* bytes R0 G0 B0 R1 G1 B1 -> int16 R0 R1 G0 G1 B0 B1 0 0, in each lane */
     const __m256i spread =
         _mm256_setr_epi8(0, -1, 3, -1, 1, -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1, 0, -1, 3, -1, 1,
                          -1, 4, -1, 2, -1, 5, -1, -1, -1, -1, -1);
-    const int count = ax->count, groups = ax->groups;
-    for (int i = 0; i < count; i++) {
-        const int16_t *w = ax->pk + (size_t)i * (size_t)groups * 16;
-        const int ng = (ax->n[i] + 1) / 2;
-        size_t pos = (size_t)(ax->lo[i] - off) * 3;
-        __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
-        for (int g = 0; g < ng; g++, pos += 6, w += 16) {
-            __m256i x = _mm256_inserti128_si256(_mm256_castsi128_si256(load8(in0, pos, avail)),
-                                                load8(in1, pos, avail), 1);
-            x = _mm256_shuffle_epi8(x, spread);
-            const __m256i wh = _mm256_broadcastsi128_si256(_mm_loadu_si128((const void *)w));
-            const __m256i wl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const void *)(w + 8)));
-            hi = _mm256_add_epi32(hi, _mm256_madd_epi16(x, wh));
-            lo = _mm256_add_epi32(lo, _mm256_madd_epi16(x, wl));
+    const int16_t *w = ax->pk + (size_t)i * (size_t)ax->groups * 16;
+    const int ng = (ax->n[i] + 1) / 2;
+    size_t pos = (size_t)(ax->lo[i] - off) * 3;
+    __m256i hi = _mm256_setzero_si256(), lo = _mm256_setzero_si256();
+    for (int g = 0; g < ng; g++, pos += 6, w += 16) {
+        __m128i a, b;
+        if (checked) {
+            a = load8(in0, pos, avail), b = load8(in1, pos, avail);
+        } else {
+            a = _mm_loadl_epi64((const void *)(in0 + pos));
+            b = _mm_loadl_epi64((const void *)(in1 + pos));
         }
-        __m256i v = finish(hi, lo);
+        __m256i x = _mm256_inserti128_si256(_mm256_castsi128_si256(a), b, 1);
+        x = _mm256_shuffle_epi8(x, spread);
+        const __m256i wh = _mm256_broadcastsi128_si256(_mm_loadu_si128((const void *)w));
+        const __m256i wl = _mm256_broadcastsi128_si256(_mm_loadu_si128((const void *)(w + 8)));
+        hi = _mm256_add_epi32(hi, _mm256_madd_epi16(x, wh));
+        lo = _mm256_add_epi32(lo, _mm256_madd_epi16(x, wl));
+    }
+    return finish(hi, lo);
+}
+
+/* Whether output i's 8-byte loads all stay inside `avail`. */
+static inline int hpixel_inside(const resize_axis *ax, int off, int i, size_t avail)
+{
+    const int ng = (ax->n[i] + 1) / 2;
+    return (size_t)(ax->lo[i] - off) * 3 + (size_t)(ng - 1) * 6 + 8 <= avail;
+}
+
+RS_AVX2 void rs_hrows3_avx2(uint8_t *out0, uint8_t *out1, const uint8_t *in0, const uint8_t *in1,
+                            size_t avail, const resize_axis *ax, int off)
+{
+    /* (R G B 0) x 4 -> R G B x 4, in each lane */
+    const __m256i compact =
+        _mm256_setr_epi8(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, -1, -1, -1, -1, 0, 1, 2, 4, 5, 6,
+                         8, 9, 10, 12, 13, 14, -1, -1, -1, -1);
+    const int count = ax->count;
+    int i = 0;
+    /* four outputs at a time while their loads stay inside the rows */
+    for (; i + 4 <= count && hpixel_inside(ax, off, i + 3, avail); i += 4) {
+        const __m256i v0 = hpixel(in0, in1, avail, ax, off, i, 0);
+        const __m256i v1 = hpixel(in0, in1, avail, ax, off, i + 1, 0);
+        const __m256i v2 = hpixel(in0, in1, avail, ax, off, i + 2, 0);
+        const __m256i v3 = hpixel(in0, in1, avail, ax, off, i + 3, 0);
+        __m256i v = _mm256_packus_epi16(_mm256_packs_epi32(v0, v1), _mm256_packs_epi32(v2, v3));
+        v = _mm256_shuffle_epi8(v, compact);
+        const __m128i a = _mm256_castsi256_si128(v), b = _mm256_extracti128_si256(v, 1);
+        _mm_storel_epi64((void *)(out0 + (size_t)i * 3), a);
+        _mm_storel_epi64((void *)(out1 + (size_t)i * 3), b);
+        const uint32_t a8 = (uint32_t)_mm_extract_epi32(a, 2),
+                       b8 = (uint32_t)_mm_extract_epi32(b, 2);
+        memcpy(out0 + (size_t)i * 3 + 8, &a8, 4);
+        memcpy(out1 + (size_t)i * 3 + 8, &b8, 4);
+    }
+    for (; i < count; i++) {
+        __m256i v = hpixel(in0, in1, avail, ax, off, i, 1);
         v = _mm256_packus_epi16(_mm256_packs_epi32(v, v), v); /* lane k: R G B 0 in bytes 0-3 */
         uint32_t a = (uint32_t)_mm_cvtsi128_si32(_mm256_castsi256_si128(v));
         uint32_t b = (uint32_t)_mm_cvtsi128_si32(_mm256_extracti128_si256(v, 1));
