@@ -38,6 +38,34 @@ static void axis_reserve(resize_axis *a, int count, int taps)
     }
 }
 
+/* The source pixels [*lo, *hi) under the kernel of radius `radius`
+ * centred on `centre`, kept inside [bmin, bmax). */
+static void tap_bounds(double centre, double radius, int bmin, int bmax, int *lo, int *hi)
+{
+    *lo = (int)floor(centre - radius + 0.5);
+    *hi = (int)floor(centre + radius + 0.5);
+    *lo = *lo < bmin ? bmin : *lo;
+    *hi = *hi > bmax ? bmax : *hi;
+}
+
+/* The box [b0, b0 + blen) of a source `in` long, rounded out to whole
+ * pixels and kept inside it: where the taps may reach. */
+static void box_bounds(int in, double b0, double blen, int *bmin, int *bmax)
+{
+    *bmin = (int)floor(b0), *bmax = (int)ceil(b0 + blen);
+    *bmin = *bmin < 0 ? 0 : *bmin;
+    *bmax = *bmax > in ? in : *bmax;
+}
+
+void resize_span(int in, double b0, double blen, int out, int first, int count, int *lo, int *hi)
+{
+    int bmin, bmax, l, h;
+    box_bounds(in, b0, blen, &bmin, &bmax);
+    double scale = blen / (double)out, radius = scale > 1.0 ? scale : 1.0;
+    tap_bounds(b0 + ((double)first + 0.5) * scale, radius, bmin, bmax, lo, &h);
+    tap_bounds(b0 + ((double)(first + count - 1) + 0.5) * scale, radius, bmin, bmax, &l, hi);
+}
+
 /* Weights for output indices [first, first + count) of an axis that maps
  * the source box [b0, b0 + blen) (of a source `in` long; taps stay inside
  * the box, rounded out to whole pixels) onto `out` outputs; reuses the
@@ -51,9 +79,8 @@ static void axis_build_box(resize_axis *a, int in, double b0, double blen, int o
     a->b0 = b0;
     a->blen = blen;
     a->packed = 0;
-    int bmin = (int)floor(b0), bmax = (int)ceil(b0 + blen);
-    bmin = bmin < 0 ? 0 : bmin;
-    bmax = bmax > in ? in : bmax;
+    int bmin, bmax;
+    box_bounds(in, b0, blen, &bmin, &bmax);
     double scale = blen / (double)out;
     double fscale = scale > 1.0 ? scale : 1.0;
     double inv = 1.0 / fscale, radius = fscale;
@@ -66,9 +93,8 @@ static void axis_build_box(resize_axis *a, int in, double b0, double blen, int o
     a->taps = taps;
     for (int i = 0; i < count; i++) {
         double centre = b0 + ((double)(first + i) + 0.5) * scale;
-        int lo = (int)floor(centre - radius + 0.5), hi = (int)floor(centre + radius + 0.5);
-        lo = lo < bmin ? bmin : lo;
-        hi = hi > bmax ? bmax : hi;
+        int lo, hi;
+        tap_bounds(centre, radius, bmin, bmax, &lo, &hi);
         int32_t *k = a->coef + (size_t)i * (size_t)taps;
         double sum = 0.0;
         for (int j = lo; j < hi; j++)
@@ -299,10 +325,9 @@ static void resize_core(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh,
     const size_t rowb = (size_t)ow * (size_t)c;
     if (oh <= 0 || ow <= 0)
         return;
-    if (!horiz) /* whole-pixel box: shift the source instead */
-        src += (size_t)b.x * (size_t)c;
-    if (!vert)
-        src += (size_t)b.y * src_stride;
+    /* a whole-pixel box (which may start before a region's source): the
+     * source shifted instead, added to in-range indices only */
+    const int sx0 = horiz ? 0 : (int)b.x, sy0 = vert ? 0 : (int)b.y;
     if (horiz) {
         axis_build_box(&p->x, sw, b.x, b.w, dw, x0, ow);
         if (c == 3 && use_simd(p))
@@ -312,16 +337,16 @@ static void resize_core(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh,
     if (!vert) {                                 /* rows map one to one */
         for (int i = 0; i < oh; i += 2) {
             const int two = i + 1 < oh;
-            const uint8_t *s = src + (size_t)(y0 + i) * src_stride;
+            const uint8_t *s = src + (size_t)(sy0 + y0 + i) * src_stride;
             uint8_t *d = dst + (size_t)i * dst_stride;
             if (horiz) {
                 hrows(p, d, two ? d + dst_stride : d, s, two ? s + src_stride : s, avail, &p->x, c,
                       0);
                 continue;
             }
-            memcpy(d, s + (size_t)x0 * (size_t)c, rowb);
+            memcpy(d, s + (size_t)(sx0 + x0) * (size_t)c, rowb);
             if (two)
-                memcpy(d + dst_stride, s + src_stride + (size_t)x0 * (size_t)c, rowb);
+                memcpy(d + dst_stride, s + src_stride + (size_t)(sx0 + x0) * (size_t)c, rowb);
         }
         return;
     }
@@ -350,7 +375,7 @@ static void resize_core(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh,
         rows = p->tmp;
         rstride = rowb;
     } else {
-        rows = src + (size_t)rlo * src_stride + (size_t)x0 * (size_t)c;
+        rows = src + (size_t)rlo * src_stride + (size_t)(sx0 + x0) * (size_t)c;
         rstride = src_stride;
     }
     grow_tmp(p, 0, rowb);
@@ -376,12 +401,11 @@ void resize_box(resize_plan *p, uint8_t *dst, int dh, int dw, const uint8_t *src
 }
 
 void resize_box_window(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0,
-                       int x0, int oh, int ow, const uint8_t *src, int sh, int sw, int c, double bh,
-                       double bw)
+                       int x0, int oh, int ow, const uint8_t *src, size_t src_stride, int sh,
+                       int sw, int c, double by, double bx, double bh, double bw)
 {
-    resize_window b = {0.0, 0.0, bh, bw};
-    resize_core(p, dst, dst_stride, dh, dw, y0, x0, oh, ow, src, (size_t)sw * (size_t)c, sh, sw, c,
-                b);
+    resize_window b = {by, bx, bh, bw};
+    resize_core(p, dst, dst_stride, dh, dw, y0, x0, oh, ow, src, src_stride, sh, sw, c, b);
 }
 
 static void axis_free(resize_axis *a)

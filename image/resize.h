@@ -68,12 +68,20 @@ void resize_apply(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int d
 void resize_box(resize_plan *p, uint8_t *dst, int dh, int dw, const uint8_t *src, size_t src_stride,
                 int sh, int sw, int c, double by, double bx, double bh, double bw);
 
-/* resize_apply where the source image's content spans only [0, bh) x [0, bw)
- * of its sh x sw pixels (bh <= sh, bw <= sw, fractional): a JPEG decoded
- * at n/8 is ceil(h * n / 8) rows, of which h * n / 8 are the picture. */
+/* A window of the resize of the box [by, by + bh) x [bx, bx + bw) onto
+ * dh x dw, as resize_apply computes windows. The box may start before and
+ * end after the source (a JPEG decoded at n/8 has ceil(h * n / 8) rows, of
+ * which h * n / 8 are the picture; a region decode holds part of the
+ * picture): as long as the source holds every pixel resize_span names for
+ * the window, the result is the same bytes as from the whole picture. */
 void resize_box_window(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0,
-                       int x0, int oh, int ow, const uint8_t *src, int sh, int sw, int c, double bh,
-                       double bw);
+                       int x0, int oh, int ow, const uint8_t *src, size_t src_stride, int sh,
+                       int sw, int c, double by, double bx, double bh, double bw);
+
+/* The source pixels [*lo, *hi) that outputs [first, first + count) of an
+ * axis read when the box [b0, b0 + blen) of a source `in` long maps onto
+ * `out` outputs (a superset of the taps: what to decode for a window). */
+void resize_span(int in, double b0, double blen, int out, int first, int count, int *lo, int *hi);
 
 void resize_plan_free(resize_plan *p);
 
