@@ -133,34 +133,42 @@ static inline uint8_t clip8(int32_t v)
     return v > 255 ? 255 : (uint8_t)v;
 }
 
-/* The weights as rs_hrows3_avx2 reads them: per output, per pair of taps
- * (t, t + 1), the high halves (wt wt1 wt wt1 wt wt1 0 0) then the low
- * ones, one per channel of a pixel; a missing second tap weighs 0. */
-static void axis_pack(resize_axis *a)
+/* The weights as the vector passes read them, per output and per pair of
+ * taps (t, t + 1), a missing second tap weighing 0:
+ *   RS_PACK_H (rs_hrows3_avx2): the high halves (wt wt1 wt wt1 wt wt1 0 0),
+ *     then the low ones, one pair per channel of a pixel;
+ *   RS_PACK_V (rs_vrow_avx2): (wt wt1) high halves, then (wt wt1) low. */
+enum { RS_PACK_H = 1, RS_PACK_V = 2 };
+static void axis_pack(resize_axis *a, int role)
 {
-    if (a->packed)
+    if (a->packed == role)
         return;
+    const int per = role == RS_PACK_H ? 16 : 4;
     a->groups = (a->taps + 1) / 2;
-    size_t need = (size_t)a->count * (size_t)a->groups * 16;
+    size_t need = (size_t)a->count * (size_t)a->groups * (size_t)per;
     if (need > a->pk_cap) {
         a->pk_cap = need;
         a->pk = xrealloc(a->pk, need * sizeof *a->pk);
     }
     for (int i = 0; i < a->count; i++) {
         const int32_t *k = a->coef + (size_t)i * (size_t)a->taps;
-        int16_t *w = a->pk + (size_t)i * (size_t)a->groups * 16;
-        for (int t = 0; t < a->n[i]; t += 2, w += 16) {
+        int16_t *w = a->pk + (size_t)i * (size_t)a->groups * (size_t)per;
+        for (int t = 0; t < a->n[i]; t += 2, w += per) {
             int32_t k0 = k[t], k1 = t + 1 < a->n[i] ? k[t + 1] : 0;
+            const int16_t h0 = (int16_t)(k0 >> RS_SPLIT), h1 = (int16_t)(k1 >> RS_SPLIT),
+                          l0 = (int16_t)(k0 & RS_SPLIT_MASK), l1 = (int16_t)(k1 & RS_SPLIT_MASK);
+            if (role == RS_PACK_V) {
+                w[0] = h0, w[1] = h1, w[2] = l0, w[3] = l1;
+                continue;
+            }
             for (int ch = 0; ch < 3; ch++) {
-                w[2 * ch] = (int16_t)(k0 >> RS_SPLIT);
-                w[2 * ch + 1] = (int16_t)(k1 >> RS_SPLIT);
-                w[8 + 2 * ch] = (int16_t)(k0 & RS_SPLIT_MASK);
-                w[8 + 2 * ch + 1] = (int16_t)(k1 & RS_SPLIT_MASK);
+                w[2 * ch] = h0, w[2 * ch + 1] = h1;
+                w[8 + 2 * ch] = l0, w[8 + 2 * ch + 1] = l1;
             }
             w[6] = w[7] = w[14] = w[15] = 0;
         }
     }
-    a->packed = 1;
+    a->packed = role;
 }
 
 /* Whether this plan runs the vector passes. */
@@ -212,7 +220,7 @@ static void hpass(uint8_t *restrict out, const uint8_t *restrict in, const resiz
 static void hrows(const resize_plan *p, uint8_t *out0, uint8_t *out1, const uint8_t *in0,
                   const uint8_t *in1, size_t avail, const resize_axis *ax, int c, int off)
 {
-    if (c == 3 && ax->packed && use_simd(p)) {
+    if (c == 3 && ax->packed == RS_PACK_H && use_simd(p)) {
         rs_hrows3_avx2(out0, out1, in0, in1, avail, ax, off);
         return;
     }
@@ -239,13 +247,17 @@ static void vpass_row(uint8_t *restrict out, int32_t *restrict acc, const uint8_
         out[x] = clip8(acc[x]);
 }
 
+/* Output i of the vertical pass: ay->n[i] source rows `stride` apart from
+ * `rows` on. */
 static void vrow(const resize_plan *p, uint8_t *out, const uint8_t *rows, size_t stride,
-                 const int32_t *k, int n, size_t rowb)
+                 const resize_axis *ay, int i, size_t rowb)
 {
-    if (rowb >= 32 && use_simd(p))
-        rs_vrow_avx2(out, rows, stride, k, n, rowb);
+    if (rowb >= 32 && ay->packed == RS_PACK_V && use_simd(p))
+        rs_vrow_avx2(out, rows, stride, ay->pk + (size_t)i * (size_t)ay->groups * 4, ay->n[i],
+                     rowb);
     else
-        vpass_row(out, p->acc, rows, stride, k, n, rowb);
+        vpass_row(out, p->acc, rows, stride, ay->coef + (size_t)i * (size_t)ay->taps, ay->n[i],
+                  rowb);
 }
 
 /* The source box of both axes: [y, y + h) x [x, x + w), source pixels. */
@@ -303,8 +315,8 @@ static void resize_vfirst(resize_plan *p, uint8_t *dst, size_t dst_stride, int o
         const int rows = i + 1 < oh ? 2 : 1;
         for (int r = 0; r < rows; r++)
             vrow(p, p->tmp + (size_t)r * cwb,
-                 src + (size_t)ay->lo[i + r] * src_stride + (size_t)clo * (size_t)c, src_stride,
-                 ay->coef + (size_t)(i + r) * (size_t)ay->taps, ay->n[i + r], cwb);
+                 src + (size_t)ay->lo[i + r] * src_stride + (size_t)clo * (size_t)c, src_stride, ay,
+                 i + r, cwb);
         uint8_t *d = dst + (size_t)i * dst_stride;
         hrows(p, d, d + (size_t)(rows - 1) * dst_stride, p->tmp, p->tmp + (size_t)(rows - 1) * cwb,
               cwb, ax, c, clo);
@@ -331,7 +343,7 @@ static void resize_core(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh,
     if (horiz) {
         axis_build_box(&p->x, sw, b.x, b.w, dw, x0, ow);
         if (c == 3 && use_simd(p))
-            axis_pack(&p->x);
+            axis_pack(&p->x, RS_PACK_H);
     }
     const size_t avail = (size_t)sw * (size_t)c; /* readable bytes of a source row */
     if (!vert) {                                 /* rows map one to one */
@@ -351,6 +363,8 @@ static void resize_core(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh,
         return;
     }
     axis_build_box(&p->y, sh, b.y, b.h, dh, y0, oh);
+    if (use_simd(p))
+        axis_pack(&p->y, RS_PACK_V);
     const resize_axis *ay = &p->y;
     if (horiz && vertical_first(b, dh, dw)) {
         resize_vfirst(p, dst, dst_stride, oh, src, src_stride, c);
@@ -381,7 +395,7 @@ static void resize_core(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh,
     grow_tmp(p, 0, rowb);
     for (int i = 0; i < oh; i++)
         vrow(p, dst + (size_t)i * dst_stride, rows + (size_t)(ay->lo[i] - rlo) * rstride, rstride,
-             ay->coef + (size_t)i * (size_t)ay->taps, ay->n[i], rowb);
+             ay, i, rowb);
 }
 
 void resize_apply(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0,

@@ -24,8 +24,9 @@ void rs_hrows3_avx2(uint8_t *out0, uint8_t *out1, const uint8_t *in0, const uint
                     size_t avail, const resize_axis *ax, int off);
 
 /* One output row of the vertical pass (rowb >= 32 bytes): n source rows
- * `stride` apart weighted by k. */
-void rs_vrow_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int32_t *k, int n,
+ * `stride` apart weighted by w, per pair of taps (t, t + 1) the int16
+ * halves (hi_t hi_t1 lo_t lo_t1). */
+void rs_vrow_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int16_t *w, int n,
                   size_t rowb);
 
 /* 3-channel HWC -> CHW of n pixels from s: planes r, g, b, each written at

@@ -129,18 +129,24 @@ RS_AVX2 void rs_hrows3_avx2(uint8_t *out0, uint8_t *out1, const uint8_t *in0, co
     }
 }
 
+/* A pair of int16 weights (t, t + 1) broadcast, as pmaddwd pairs them */
+RS_AVX2 static inline __m256i pair(const int16_t *w)
+{
+    uint32_t v;
+    memcpy(&v, w, sizeof v);
+    return _mm256_set1_epi32((int)v);
+}
+
 /* 32 output bytes from n source rows `stride` apart at `rows` */
-RS_AVX2 static inline __m256i vstrip(const uint8_t *rows, size_t stride, const int32_t *k, int n)
+RS_AVX2 static inline __m256i vstrip(const uint8_t *rows, size_t stride, const int16_t *w, int n)
 {
     const __m256i zero = _mm256_setzero_si256();
     __m256i h0 = zero, h1 = zero, h2 = zero, h3 = zero, l0 = zero, l1 = zero, l2 = zero, l3 = zero;
-    for (int j = 0; j < n; j += 2) {
+    for (int j = 0; j < n; j += 2, w += 4) {
         const __m256i a = _mm256_loadu_si256((const void *)(rows + (size_t)j * stride));
         const __m256i b =
             j + 1 < n ? _mm256_loadu_si256((const void *)(rows + (size_t)(j + 1) * stride)) : zero;
-        const int32_t k1 = j + 1 < n ? k[j + 1] : 0;
-        const __m256i wh = _mm256_set1_epi32((k1 >> RS_SPLIT) << 16 | k[j] >> RS_SPLIT);
-        const __m256i wl = _mm256_set1_epi32((k1 & RS_SPLIT_MASK) << 16 | (k[j] & RS_SPLIT_MASK));
+        const __m256i wh = pair(w), wl = pair(w + 2);
         const __m256i ab0 = _mm256_unpacklo_epi8(a, b), ab1 = _mm256_unpackhi_epi8(a, b);
         /* (a, b) int16 pairs of bytes 0-3|16-19, 4-7|20-23, 8-11|24-27, 12-15|28-31 */
         const __m256i p0 = _mm256_unpacklo_epi8(ab0, zero), p1 = _mm256_unpackhi_epi8(ab0, zero);
@@ -160,14 +166,14 @@ RS_AVX2 static inline __m256i vstrip(const uint8_t *rows, size_t stride, const i
     return _mm256_packus_epi16(s01, s23);
 }
 
-RS_AVX2 void rs_vrow_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int32_t *k, int n,
+RS_AVX2 void rs_vrow_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int16_t *w, int n,
                           size_t rowb)
 {
     size_t x = 0;
     for (; x + 32 <= rowb; x += 32)
-        _mm256_storeu_si256((void *)(out + x), vstrip(rows + x, stride, k, n));
+        _mm256_storeu_si256((void *)(out + x), vstrip(rows + x, stride, w, n));
     if (x < rowb) /* the last 32 bytes again, overlapping: same values */
-        _mm256_storeu_si256((void *)(out + rowb - 32), vstrip(rows + rowb - 32, stride, k, n));
+        _mm256_storeu_si256((void *)(out + rowb - 32), vstrip(rows + rowb - 32, stride, w, n));
 }
 
 /* pshufb masks: out byte o of plane p from chunk q (bytes 16q..16q+15 of
@@ -225,10 +231,10 @@ void rs_hrows3_avx2(uint8_t *out0, uint8_t *out1, const uint8_t *in0, const uint
 {
     (void)out0, (void)out1, (void)in0, (void)in1, (void)avail, (void)ax, (void)off;
 }
-void rs_vrow_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int32_t *k, int n,
+void rs_vrow_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int16_t *w, int n,
                   size_t rowb)
 {
-    (void)out, (void)rows, (void)stride, (void)k, (void)n, (void)rowb;
+    (void)out, (void)rows, (void)stride, (void)w, (void)n, (void)rowb;
 }
 void img_chw3_row_avx2(uint8_t *r, uint8_t *g, uint8_t *b, const uint8_t *s, int n, int flip)
 {
