@@ -3,7 +3,8 @@
  * The work is split in two so that preload mode can cache the first half:
  *
  *   base    = read -> decode (JPEG via TurboJPEG, DCT-scaled when the target
- *             is smaller; other formats via stb_image) -> channel conversion
+ *             is smaller, and with a centre crop only the region the crop
+ *             reads; other formats via stb_image) -> channel conversion
  *             -> resize -> centre crop (unless the crop is random)
  *             deterministic; HWC u8, base_h x base_w x C
  *   sample  = random crop (if enabled) -> horizontal flip (probability

@@ -1,5 +1,6 @@
 /* jpeg_region.c — decode only the part of a JPEG a crop needs, DCT-
- * scaled, through libjpeg-turbo's own API (the random-resized-crop path).
+ * scaled, through libjpeg-turbo's own API (the random-resized crop, and
+ * the centre crop of a resize: image.c).
  *
  * Why this API: Debian bookworm ships libjpeg-turbo 2.1.5, whose TurboJPEG
  * has no partial decode (tj3SetCroppingRegion arrived in 3.0); its lossless

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "image/simd.h"
 
 static double tri(double t)
 {
@@ -37,6 +38,34 @@ static void axis_reserve(resize_axis *a, int count, int taps)
     }
 }
 
+/* The source pixels [*lo, *hi) under the kernel of radius `radius`
+ * centred on `centre`, kept inside [bmin, bmax). */
+static void tap_bounds(double centre, double radius, int bmin, int bmax, int *lo, int *hi)
+{
+    *lo = (int)floor(centre - radius + 0.5);
+    *hi = (int)floor(centre + radius + 0.5);
+    *lo = *lo < bmin ? bmin : *lo;
+    *hi = *hi > bmax ? bmax : *hi;
+}
+
+/* The box [b0, b0 + blen) of a source `in` long, rounded out to whole
+ * pixels and kept inside it: where the taps may reach. */
+static void box_bounds(int in, double b0, double blen, int *bmin, int *bmax)
+{
+    *bmin = (int)floor(b0), *bmax = (int)ceil(b0 + blen);
+    *bmin = *bmin < 0 ? 0 : *bmin;
+    *bmax = *bmax > in ? in : *bmax;
+}
+
+void resize_span(int in, double b0, double blen, int out, int first, int count, int *lo, int *hi)
+{
+    int bmin, bmax, l, h;
+    box_bounds(in, b0, blen, &bmin, &bmax);
+    double scale = blen / (double)out, radius = scale > 1.0 ? scale : 1.0;
+    tap_bounds(b0 + ((double)first + 0.5) * scale, radius, bmin, bmax, lo, &h);
+    tap_bounds(b0 + ((double)(first + count - 1) + 0.5) * scale, radius, bmin, bmax, &l, hi);
+}
+
 /* Weights for output indices [first, first + count) of an axis that maps
  * the source box [b0, b0 + blen) (of a source `in` long; taps stay inside
  * the box, rounded out to whole pixels) onto `out` outputs; reuses the
@@ -49,9 +78,9 @@ static void axis_build_box(resize_axis *a, int in, double b0, double blen, int o
         return;
     a->b0 = b0;
     a->blen = blen;
-    int bmin = (int)floor(b0), bmax = (int)ceil(b0 + blen);
-    bmin = bmin < 0 ? 0 : bmin;
-    bmax = bmax > in ? in : bmax;
+    a->packed = 0;
+    int bmin, bmax;
+    box_bounds(in, b0, blen, &bmin, &bmax);
     double scale = blen / (double)out;
     double fscale = scale > 1.0 ? scale : 1.0;
     double inv = 1.0 / fscale, radius = fscale;
@@ -64,9 +93,8 @@ static void axis_build_box(resize_axis *a, int in, double b0, double blen, int o
     a->taps = taps;
     for (int i = 0; i < count; i++) {
         double centre = b0 + ((double)(first + i) + 0.5) * scale;
-        int lo = (int)floor(centre - radius + 0.5), hi = (int)floor(centre + radius + 0.5);
-        lo = lo < bmin ? bmin : lo;
-        hi = hi > bmax ? bmax : hi;
+        int lo, hi;
+        tap_bounds(centre, radius, bmin, bmax, &lo, &hi);
         int32_t *k = a->coef + (size_t)i * (size_t)taps;
         double sum = 0.0;
         for (int j = lo; j < hi; j++)
@@ -104,6 +132,47 @@ static inline uint8_t clip8(int32_t v)
     v >>= RS_PRECISION;
     return v > 255 ? 255 : (uint8_t)v;
 }
+
+/* The weights as the vector passes read them, per output and per pair of
+ * taps (t, t + 1), a missing second tap weighing 0:
+ *   RS_PACK_H (rs_hrows3_avx2): the high halves (wt wt1 wt wt1 wt wt1 0 0),
+ *     then the low ones, one pair per channel of a pixel;
+ *   RS_PACK_V (rs_vrow_avx2): (wt wt1) high halves, then (wt wt1) low. */
+enum { RS_PACK_H = 1, RS_PACK_V = 2 };
+static void axis_pack(resize_axis *a, int role)
+{
+    if (a->packed == role)
+        return;
+    const int per = role == RS_PACK_H ? 16 : 4;
+    a->groups = (a->taps + 1) / 2;
+    size_t need = (size_t)a->count * (size_t)a->groups * (size_t)per;
+    if (need > a->pk_cap) {
+        a->pk_cap = need;
+        a->pk = xrealloc(a->pk, need * sizeof *a->pk);
+    }
+    for (int i = 0; i < a->count; i++) {
+        const int32_t *k = a->coef + (size_t)i * (size_t)a->taps;
+        int16_t *w = a->pk + (size_t)i * (size_t)a->groups * (size_t)per;
+        for (int t = 0; t < a->n[i]; t += 2, w += per) {
+            int32_t k0 = k[t], k1 = t + 1 < a->n[i] ? k[t + 1] : 0;
+            const int16_t h0 = (int16_t)(k0 >> RS_SPLIT), h1 = (int16_t)(k1 >> RS_SPLIT),
+                          l0 = (int16_t)(k0 & RS_SPLIT_MASK), l1 = (int16_t)(k1 & RS_SPLIT_MASK);
+            if (role == RS_PACK_V) {
+                w[0] = h0, w[1] = h1, w[2] = l0, w[3] = l1;
+                continue;
+            }
+            for (int ch = 0; ch < 3; ch++) {
+                w[2 * ch] = h0, w[2 * ch + 1] = h1;
+                w[8 + 2 * ch] = l0, w[8 + 2 * ch + 1] = l1;
+            }
+            w[6] = w[7] = w[14] = w[15] = 0;
+        }
+    }
+    a->packed = role;
+}
+
+/* Whether this plan runs the vector passes. */
+static int use_simd(const resize_plan *p) { return !p->scalar && img_avx2(); }
 
 /* One row: ax->count outputs of c channels from a source row whose first
  * pixel is source column `off`. */
@@ -146,6 +215,20 @@ static void hpass(uint8_t *restrict out, const uint8_t *restrict in, const resiz
     }
 }
 
+/* Two rows through the horizontal pass (in1 may be in0 and out1 out0),
+ * `avail` bytes readable from each row's start. */
+static void hrows(const resize_plan *p, uint8_t *out0, uint8_t *out1, const uint8_t *in0,
+                  const uint8_t *in1, size_t avail, const resize_axis *ax, int c, int off)
+{
+    if (c == 3 && ax->packed == RS_PACK_H && use_simd(p)) {
+        rs_hrows3_avx2(out0, out1, in0, in1, avail, ax, off);
+        return;
+    }
+    hpass(out0, in0, ax, c, off);
+    if (out1 != out0)
+        hpass(out1, in1, ax, c, off);
+}
+
 /* One output row of the vertical pass: n source rows `stride` apart,
  * weighted. The pointers are restrict so that gcc vectorises the loops
  * over the row (u8 rows cannot alias the int32 accumulators). */
@@ -164,17 +247,33 @@ static void vpass_row(uint8_t *restrict out, int32_t *restrict acc, const uint8_
         out[x] = clip8(acc[x]);
 }
 
+/* Output i of the vertical pass: ay->n[i] source rows `stride` apart from
+ * `rows` on. */
+static void vrow(const resize_plan *p, uint8_t *out, const uint8_t *rows, size_t stride,
+                 const resize_axis *ay, int i, size_t rowb)
+{
+    if (rowb >= 32 && ay->packed == RS_PACK_V && use_simd(p))
+        rs_vrow_avx2(out, rows, stride, ay->pk + (size_t)i * (size_t)ay->groups * 4, ay->n[i],
+                     rowb);
+    else
+        vpass_row(out, p->acc, rows, stride, ay->coef + (size_t)i * (size_t)ay->taps, ay->n[i],
+                  rowb);
+}
+
 /* The source box of both axes: [y, y + h) x [x, x + w), source pixels. */
 typedef struct resize_window {
     double y, x, h, w;
 } resize_window;
 
 /* Which pass goes first: the one that leaves the other fewer pixels. The
- * horizontal pass is scalar (its taps vary per output), the vertical one
- * vectorises over the row, so shrinking vertically first pays when the
- * horizontal pass would otherwise filter many more source rows than there
- * are output rows. Decided from the box and the full output size only, so
- * a window is computed the way the whole image is (byte for byte). PIL
+ * horizontal pass costs more per product (its taps vary per output; the
+ * portable loop is scalar, the AVX2 one does a pixel's pair of taps per
+ * instruction), the vertical one vectorises over the row, so shrinking
+ * vertically first pays when the horizontal pass would otherwise filter
+ * many more source rows than there are output rows. Decided from the box
+ * and the full output size only, so a window is computed the way the whole
+ * image is (byte for byte), and the same with or without AVX2 (the 4x was
+ * tuned for the scalar pass and kept: changing it changes results). PIL
  * always goes horizontal first; the order changes results by rounding. */
 static int vertical_first(resize_window b, int dh, int dw)
 {
@@ -198,7 +297,8 @@ static void grow_tmp(resize_plan *p, size_t bytes, size_t accs)
 }
 
 /* Both axes built: each output row is the vertical pass over the source
- * columns the horizontal taps need, then the horizontal pass of that row. */
+ * columns the horizontal taps need, then the horizontal pass of that row
+ * (two rows at a time). */
 static void resize_vfirst(resize_plan *p, uint8_t *dst, size_t dst_stride, int oh,
                           const uint8_t *src, size_t src_stride, int c)
 {
@@ -210,11 +310,16 @@ static void resize_vfirst(resize_plan *p, uint8_t *dst, size_t dst_stride, int o
         chi = end > chi ? end : chi;
     }
     const size_t cwb = (size_t)(chi - clo) * (size_t)c;
-    grow_tmp(p, cwb, cwb);
-    for (int i = 0; i < oh; i++) {
-        vpass_row(p->tmp, p->acc, src + (size_t)ay->lo[i] * src_stride + (size_t)clo * (size_t)c,
-                  src_stride, ay->coef + (size_t)i * (size_t)ay->taps, ay->n[i], cwb);
-        hpass(dst + (size_t)i * dst_stride, p->tmp, ax, c, clo);
+    grow_tmp(p, 2 * cwb, cwb);
+    for (int i = 0; i < oh; i += 2) {
+        const int rows = i + 1 < oh ? 2 : 1;
+        for (int r = 0; r < rows; r++)
+            vrow(p, p->tmp + (size_t)r * cwb,
+                 src + (size_t)ay->lo[i + r] * src_stride + (size_t)clo * (size_t)c, src_stride, ay,
+                 i + r, cwb);
+        uint8_t *d = dst + (size_t)i * dst_stride;
+        hrows(p, d, d + (size_t)(rows - 1) * dst_stride, p->tmp, p->tmp + (size_t)(rows - 1) * cwb,
+              cwb, ax, c, clo);
     }
 }
 
@@ -232,23 +337,34 @@ static void resize_core(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh,
     const size_t rowb = (size_t)ow * (size_t)c;
     if (oh <= 0 || ow <= 0)
         return;
-    if (!horiz) /* whole-pixel box: shift the source instead */
-        src += (size_t)b.x * (size_t)c;
-    if (!vert)
-        src += (size_t)b.y * src_stride;
-    if (horiz)
+    /* a whole-pixel box (which may start before a region's source): the
+     * source shifted instead, added to in-range indices only */
+    const int sx0 = horiz ? 0 : (int)b.x, sy0 = vert ? 0 : (int)b.y;
+    if (horiz) {
         axis_build_box(&p->x, sw, b.x, b.w, dw, x0, ow);
-    if (!vert) { /* rows map one to one */
-        for (int i = 0; i < oh; i++) {
-            const uint8_t *s = src + (size_t)(y0 + i) * src_stride;
-            if (horiz)
-                hpass(dst + (size_t)i * dst_stride, s, &p->x, c, 0);
-            else
-                memcpy(dst + (size_t)i * dst_stride, s + (size_t)x0 * (size_t)c, rowb);
+        if (c == 3 && use_simd(p))
+            axis_pack(&p->x, RS_PACK_H);
+    }
+    const size_t avail = (size_t)sw * (size_t)c; /* readable bytes of a source row */
+    if (!vert) {                                 /* rows map one to one */
+        for (int i = 0; i < oh; i += 2) {
+            const int two = i + 1 < oh;
+            const uint8_t *s = src + (size_t)(sy0 + y0 + i) * src_stride;
+            uint8_t *d = dst + (size_t)i * dst_stride;
+            if (horiz) {
+                hrows(p, d, two ? d + dst_stride : d, s, two ? s + src_stride : s, avail, &p->x, c,
+                      0);
+                continue;
+            }
+            memcpy(d, s + (size_t)(sx0 + x0) * (size_t)c, rowb);
+            if (two)
+                memcpy(d + dst_stride, s + src_stride + (size_t)(sx0 + x0) * (size_t)c, rowb);
         }
         return;
     }
     axis_build_box(&p->y, sh, b.y, b.h, dh, y0, oh);
+    if (use_simd(p))
+        axis_pack(&p->y, RS_PACK_V);
     const resize_axis *ay = &p->y;
     if (horiz && vertical_first(b, dh, dw)) {
         resize_vfirst(p, dst, dst_stride, oh, src, src_stride, c);
@@ -263,26 +379,23 @@ static void resize_core(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh,
     const uint8_t *rows;
     size_t rstride;
     if (horiz) { /* horizontal pass over the source rows the window needs */
-        size_t need = (size_t)(rhi - rlo) * rowb;
-        if (need > p->tmp_cap) {
-            p->tmp_cap = need;
-            p->tmp = xrealloc(p->tmp, need);
+        grow_tmp(p, (size_t)(rhi - rlo) * rowb, rowb);
+        for (int r = rlo; r < rhi; r += 2) {
+            const int two = r + 1 < rhi;
+            const uint8_t *s = src + (size_t)r * src_stride;
+            uint8_t *t = p->tmp + (size_t)(r - rlo) * rowb;
+            hrows(p, t, two ? t + rowb : t, s, two ? s + src_stride : s, avail, &p->x, c, 0);
         }
-        for (int r = rlo; r < rhi; r++)
-            hpass(p->tmp + (size_t)(r - rlo) * rowb, src + (size_t)r * src_stride, &p->x, c, 0);
         rows = p->tmp;
         rstride = rowb;
     } else {
-        rows = src + (size_t)rlo * src_stride + (size_t)x0 * (size_t)c;
+        rows = src + (size_t)rlo * src_stride + (size_t)(sx0 + x0) * (size_t)c;
         rstride = src_stride;
     }
-    if (rowb > p->acc_cap) {
-        p->acc_cap = rowb;
-        p->acc = xrealloc(p->acc, rowb * sizeof *p->acc);
-    }
+    grow_tmp(p, 0, rowb);
     for (int i = 0; i < oh; i++)
-        vpass_row(dst + (size_t)i * dst_stride, p->acc, rows + (size_t)(ay->lo[i] - rlo) * rstride,
-                  rstride, ay->coef + (size_t)i * (size_t)ay->taps, ay->n[i], rowb);
+        vrow(p, dst + (size_t)i * dst_stride, rows + (size_t)(ay->lo[i] - rlo) * rstride, rstride,
+             ay, i, rowb);
 }
 
 void resize_apply(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0, int x0,
@@ -302,12 +415,11 @@ void resize_box(resize_plan *p, uint8_t *dst, int dh, int dw, const uint8_t *src
 }
 
 void resize_box_window(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0,
-                       int x0, int oh, int ow, const uint8_t *src, int sh, int sw, int c, double bh,
-                       double bw)
+                       int x0, int oh, int ow, const uint8_t *src, size_t src_stride, int sh,
+                       int sw, int c, double by, double bx, double bh, double bw)
 {
-    resize_window b = {0.0, 0.0, bh, bw};
-    resize_core(p, dst, dst_stride, dh, dw, y0, x0, oh, ow, src, (size_t)sw * (size_t)c, sh, sw, c,
-                b);
+    resize_window b = {by, bx, bh, bw};
+    resize_core(p, dst, dst_stride, dh, dw, y0, x0, oh, ow, src, src_stride, sh, sw, c, b);
 }
 
 static void axis_free(resize_axis *a)
@@ -315,6 +427,7 @@ static void axis_free(resize_axis *a)
     free(a->lo);
     free(a->n);
     free(a->coef);
+    free(a->pk);
 }
 
 void resize_plan_free(resize_plan *p)

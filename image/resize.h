@@ -5,8 +5,11 @@
  * antialiasing of PIL's BILINEAR and of torchvision's Resize on PIL images);
  * when enlarging it is plain bilinear interpolation. Pixel centres sit at
  * (i + 0.5): output pixel i samples the source around (i + 0.5) * in/out.
- * Separable, horizontal pass first into a u8 intermediate, then vertical;
- * weights in Q22 fixed point with 32-bit accumulators, rounded to nearest.
+ * Separable, one pass into a u8 intermediate, then the other (which goes
+ * first depends on the geometry only); weights in Q22 fixed point with
+ * 32-bit accumulators, rounded to nearest. On CPUs with AVX2 the passes run
+ * as vector code chosen at run time (simd_x86.c), byte for byte what the
+ * portable loops give.
  *
  * Only a window of the output may be computed (what a crop keeps): the
  * result equals the same window of the full resize, byte for byte.
@@ -31,6 +34,10 @@ typedef struct resize_axis {
     int32_t *coef;    /* (count, taps) Q22 weights, each row sums to ~1 << 22 */
     size_t cap;       /* entries allocated in lo/n, and taps * cap in coef */
     size_t coef_cap;
+    int16_t *pk; /* (count, groups, 16) the vector pass's weights, when packed */
+    int groups;  /* pairs of taps per output in pk: (taps + 1) / 2 */
+    int packed;  /* pk matches coef */
+    size_t pk_cap;
 } resize_axis;
 
 typedef struct resize_plan {
@@ -39,6 +46,7 @@ typedef struct resize_plan {
     size_t tmp_cap;
     int32_t *acc; /* one row of vertical-pass accumulators */
     size_t acc_cap;
+    int scalar; /* 1: the portable loops even where vector code runs */
 } resize_plan;
 
 #define RS_PRECISION 22
@@ -60,12 +68,20 @@ void resize_apply(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int d
 void resize_box(resize_plan *p, uint8_t *dst, int dh, int dw, const uint8_t *src, size_t src_stride,
                 int sh, int sw, int c, double by, double bx, double bh, double bw);
 
-/* resize_apply where the source image's content spans only [0, bh) x [0, bw)
- * of its sh x sw pixels (bh <= sh, bw <= sw, fractional): a JPEG decoded
- * at n/8 is ceil(h * n / 8) rows, of which h * n / 8 are the picture. */
+/* A window of the resize of the box [by, by + bh) x [bx, bx + bw) onto
+ * dh x dw, as resize_apply computes windows. The box may start before and
+ * end after the source (a JPEG decoded at n/8 has ceil(h * n / 8) rows, of
+ * which h * n / 8 are the picture; a region decode holds part of the
+ * picture): as long as the source holds every pixel resize_span names for
+ * the window, the result is the same bytes as from the whole picture. */
 void resize_box_window(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0,
-                       int x0, int oh, int ow, const uint8_t *src, int sh, int sw, int c, double bh,
-                       double bw);
+                       int x0, int oh, int ow, const uint8_t *src, size_t src_stride, int sh,
+                       int sw, int c, double by, double bx, double bh, double bw);
+
+/* The source pixels [*lo, *hi) that outputs [first, first + count) of an
+ * axis read when the box [b0, b0 + blen) of a source `in` long maps onto
+ * `out` outputs (a superset of the taps: what to decode for a window). */
+void resize_span(int in, double b0, double blen, int out, int first, int count, int *lo, int *hi);
 
 void resize_plan_free(resize_plan *p);
 

@@ -142,6 +142,66 @@ Test(image_geom, resize_window_equals_window_of_full)
     free(src), free(full);
 }
 
+/* The vector passes (AVX2, where the CPU has it) give the portable loops'
+ * bytes exactly, over geometries that take every path: either pass first,
+ * rows one to one, enlarging, 40-tap shrinking, rows shorter than a vector,
+ * odd output counts, windows, fractional boxes, 1, 3 and 4 channels, and
+ * saturated pictures that clip. Sources are allocated to the byte, so a
+ * read past a row's end shows under ASan. On a CPU without AVX2 both
+ * sides are the portable loops. */
+Test(image_geom, resize_vector_passes_equal_the_portable_loops)
+{
+    const struct {
+        int sh, sw, c, dh, dw;
+        double by, bx, bh, bw; /* bh == 0: resize_apply of the window below */
+        int y0, x0, oh, ow;
+    } g[] = {
+        {300, 260, 3, 224, 224, 0, 0, 0, 0, 0, 0, 224, 224},
+        {300, 260, 3, 60, 200, 0, 0, 0, 0, 0, 0, 60, 200},
+        {300, 260, 3, 200, 60, 0, 0, 0, 0, 0, 0, 200, 60},
+        {300, 260, 3, 224, 224, 0, 0, 0, 0, 13, 7, 101, 151},
+        {333, 417, 3, 224, 224, 17.5, 31.25, 301.5, 370.75, 0, 0, 0, 0},
+        {480, 360, 3, 224, 224, 200, 100, 280, 260, 0, 0, 0, 0},
+        {700, 900, 3, 20, 23, 0, 0, 0, 0, 0, 0, 20, 23},
+        {20, 15, 3, 77, 91, 0, 0, 0, 0, 0, 0, 77, 91},
+        {1, 200, 3, 1, 50, 0, 0, 0, 0, 0, 0, 1, 50},
+        {37, 200, 3, 37, 51, 0, 0, 0, 0, 0, 0, 37, 51},
+        {5, 9, 3, 3, 4, 0, 0, 0, 0, 0, 0, 3, 4},
+        {90, 11, 3, 31, 11, 0, 0, 0, 0, 0, 0, 31, 11},
+        {64, 45, 3, 21, 11, 0, 0, 0, 0, 0, 0, 21, 11},
+        {300, 260, 1, 224, 224, 0, 0, 0, 0, 0, 0, 224, 224},
+        {120, 97, 4, 50, 33, 0, 0, 0, 0, 0, 0, 50, 33},
+    };
+    for (size_t k = 0; k < sizeof g / sizeof g[0]; k++)
+        for (int pic = 0; pic < 3; pic++) {
+            const int c = g[k].c, sh = g[k].sh, sw = g[k].sw, dh = g[k].dh, dw = g[k].dw;
+            const size_t n = (size_t)sh * sw * c;
+            uint8_t *src = pic == 0 ? ti_picture(sh, sw, c, 40 + k) : ti_noise(n, 60 + k);
+            if (pic == 2)
+                memset(src, 255, n / 2); /* the top half saturated */
+            const int box = g[k].bh > 0;
+            const int oh = box ? dh : g[k].oh, ow = box ? dw : g[k].ow;
+            const size_t ob = (size_t)oh * ow * c;
+            uint8_t *o[2] = {malloc(ob), malloc(ob)};
+            for (int v = 0; v < 2; v++) {
+                resize_plan plan = {.scalar = v == 0};
+                if (box)
+                    resize_box(&plan, o[v], dh, dw, src, (size_t)sw * c, sh, sw, c, g[k].by,
+                               g[k].bx, g[k].bh, g[k].bw);
+                else
+                    resize_apply(&plan, o[v], (size_t)ow * c, dh, dw, g[k].y0, g[k].x0, oh, ow, src,
+                                 sh, sw, c);
+                resize_plan_free(&plan);
+            }
+            size_t bad = 0;
+            while (bad < ob && o[0][bad] == o[1][bad])
+                bad++;
+            cr_assert_eq(bad, ob, "geometry %zu picture %d: byte %zu is %d, the loops give %d", k,
+                         pic, bad, bad < ob ? o[1][bad] : 0, bad < ob ? o[0][bad] : 0);
+            free(src), free(o[0]), free(o[1]);
+        }
+}
+
 /* A gray PNG whose pixel (y, x) holds y * 16 + x, so every crop tells where
  * it came from. */
 static char *coords_png(int h, int w)
@@ -253,6 +313,50 @@ Test(image_geom, flip_and_draw_order)
     cr_assert_eq(full[1], 1);
     img_ctx_free(c);
     free(path);
+}
+
+/* The 3-channel HWC -> CHW copy (a vector kernel on AVX2 CPUs, 16 pixels
+ * at a time) against a loop written here: rows narrower and wider than a
+ * vector and not multiples of it, crops inside the image and padded
+ * canvases, flipped and not, at every draw. */
+Test(image_geom, rgb_crop_flip_chw_equals_a_reference_loop)
+{
+    const int sizes[][4] = {{9, 15, 9, 15},     {20, 16, 20, 16},     {31, 17, 23, 17},
+                            {40, 250, 35, 224}, {224, 224, 224, 224}, {12, 40, 16, 47},
+                            {50, 33, 64, 64},   {30, 20, 10, 37},     {3, 1, 3, 1}};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const int bh = sizes[k][0], bw = sizes[k][1], oh = sizes[k][2], ow = sizes[k][3];
+        const size_t n = (size_t)3 * oh * ow;
+        uint8_t *base = ti_noise((size_t)bh * bw * 3, 70 + k), *out = malloc(n), *want = malloc(n);
+        img_params p = {
+            .channels = 3, .crop_h = oh, .crop_w = ow, .random_crop = 1, .pad = 1, .hflip = 0.5f};
+        for (uint64_t i = 0; i < 12; i++) {
+            rng r = rng_keyed(5, RNG_AUGMENT, k, i), m = r;
+            errbuf e;
+            cr_assert_eq(img_augment(out, oh, ow, base, bh, bw, &p, &r, &e), 0, "%s", e.msg);
+            /* the draws: top, left (offsets in the image, or of the image in
+             * the canvas), then the flip */
+            int oy = (int)rng_below(&m, (uint32_t)abs(bh - oh) + 1),
+                ox = (int)rng_below(&m, (uint32_t)abs(bw - ow) + 1);
+            int flip = rng_uniform(&m) < 0.5f;
+            for (int ch = 0; ch < 3; ch++)
+                for (int y = 0; y < oh; y++)
+                    for (int x = 0; x < ow; x++) {
+                        int xs = flip ? ow - 1 - x : x; /* canvas column before the flip */
+                        int sy = bh >= oh ? y + oy : y - oy, sx = bw >= ow ? xs + ox : xs - ox;
+                        want[((size_t)ch * oh + y) * ow + x] =
+                            sy >= 0 && sy < bh && sx >= 0 && sx < bw
+                                ? base[((size_t)sy * bw + sx) * 3 + ch]
+                                : 0;
+                    }
+            size_t at = 0;
+            while (at < n && out[at] == want[at])
+                at++;
+            cr_assert_eq(at, n, "%dx%d -> %dx%d draw %d flip %d: byte %zu", bh, bw, oh, ow, (int)i,
+                         flip, at);
+        }
+        free(base), free(out), free(want);
+    }
 }
 
 Test(image_geom, random_crop_with_padding_places_image_in_canvas)

@@ -147,6 +147,70 @@ Test(rrc, the_fused_decode_matches_full_decode_crop_and_resample)
               auto_mean);
 }
 
+/* The validation recipe (Resize 256 + CenterCrop 224) decodes only the
+ * region its crop reads; the result is the whole decode's crop byte for
+ * byte, at full size and at a DCT scale (the 1500x1100 file: auto takes
+ * 4/8), for every subsampling, progressive and grey, portrait and
+ * landscape. The reference decodes the whole file with TurboJPEG at the
+ * same scale and resamples the crop window of it. */
+Test(rrc, the_centre_crop_region_decode_equals_the_whole_decode)
+{
+    struct {
+        int h, w, sub, flags, pf;
+    } kinds[] = {
+        {333, 501, TJSAMP_420, 0, TJPF_RGB},   {480, 357, TJSAMP_444, 0, TJPF_RGB},
+        {401, 299, TJSAMP_422, 0, TJPF_RGB},   {377, 505, TJSAMP_420, TJFLAG_PROGRESSIVE, TJPF_RGB},
+        {350, 420, TJSAMP_GRAY, 0, TJPF_GRAY}, {1100, 1500, TJSAMP_420, 0, TJPF_RGB},
+        {1501, 1099, TJSAMP_420, 0, TJPF_RGB},
+    };
+    const int R = 256, S = 224;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        const int h = kinds[i].h, w = kinds[i].w, c = kinds[i].pf == TJPF_GRAY ? 1 : 3;
+        uint8_t *px = ti_picture(h, w, c, 60 + i);
+        char name[32];
+        snprintf(name, sizeof name, "v%zu.jpg", i);
+        char *path =
+            ti_write_jpeg(dir, name, px, h, w, kinds[i].pf, kinds[i].sub, 85, kinds[i].flags);
+        img_params p = {.channels = c, .resize_short = R, .crop_h = S, .crop_w = S};
+        int bh, bw;
+        errbuf e;
+        uint8_t *got = ti_base(path, &p, &bh, &bw, &e);
+        cr_assert_not_null(got, "%s", e.msg);
+        cr_assert(bh == S && bw == S);
+
+        const int rh = w <= h ? R * h / w : R, rw = w <= h ? R : R * w / h;
+        int sh, sw, num = 8;
+        img_jpeg_scaled_size(w, h, 2 * rh, 2 * rw, &sh, &sw); /* --decode auto */
+        for (int n = 1; n < 8; n++)
+            if ((h * n + 7) / 8 == sh && (w * n + 7) / 8 == sw) {
+                num = n;
+                break;
+            }
+        cr_assert_eq(num, h > 1000 ? 4 : 8, "%s: scale %d/8", name, num);
+        uint8_t *dec = malloc((size_t)sh * sw * c), *want = malloc((size_t)S * S * c);
+        tjhandle tj = tjInitDecompress();
+        size_t len;
+        char *bytes = read_whole_file(path, &len, &e);
+        cr_assert_eq(tjDecompress2(tj, (uint8_t *)bytes, len, dec, sw, 0, sh, kinds[i].pf, 0), 0);
+        img_span cy, cx;
+        img_span_centre(rh, S, 0, &cy);
+        img_span_centre(rw, S, 0, &cx);
+        resize_plan plan = {0};
+        resize_box_window(&plan, want, (size_t)S * c, rh, rw, cy.src, cx.src, S, S, dec,
+                          (size_t)sw * c, sh, sw, c, 0, 0, num < 8 ? h * num / 8.0 : sh,
+                          num < 8 ? w * num / 8.0 : sw);
+        size_t at = 0;
+        while (at < (size_t)S * S * c && got[at] == want[at])
+            at++;
+        cr_assert_eq(at, (size_t)S * S * c, "%s: byte %zu is %d, the whole decode gives %d", name,
+                     at, got[at < (size_t)S * S * c ? at : 0],
+                     want[at < (size_t)S * S * c ? at : 0]);
+        resize_plan_free(&plan);
+        tjDestroy(tj);
+        free(px), free(path), free(got), free(dec), free(want), free(bytes);
+    }
+}
+
 /* The region decoder reads only the rows it needs, so it must still
  * refuse a file a full decode refuses: a truncated one, whatever crop. */
 Test(rrc, a_truncated_jpeg_fails_whatever_the_crop)
