@@ -75,6 +75,8 @@ typedef struct LoaderObject {
     loader_batch held;
     uint64_t generation; /* bumped when the held batch goes back */
     int busy;            /* a call is inside the loader (GIL released) */
+    int building;        /* the preload build is the posted job (L->job) */
+    double build_t0;
     epoch_stats st;
 } LoaderObject;
 
@@ -517,10 +519,15 @@ static uint32_t pass_batches(const LoaderObject *L)
 static int build_cache(LoaderObject *L, errbuf *e)
 {
     run_ctx *r = L->r;
-    double t0 = now_sec();
-    load_job j = {.src = 0, .kind = LOAD_JOB_BUILD, .batch = (uint32_t)r->batch};
-    int id = loader_post(r->ldr, &j);
-    for (uint32_t i = load_job_batches(r->ldr, id); i > 0; i--) {
+    if (!L->building) { /* the build is a pass like the others: a Ctrl-C in it resumes */
+        load_job j = {.src = 0, .kind = LOAD_JOB_BUILD, .batch = (uint32_t)r->batch};
+        L->job = loader_post(r->ldr, &j);
+        L->nbatches = load_job_batches(r->ldr, L->job);
+        L->taken = 0;
+        L->building = 1;
+        L->build_t0 = now_sec();
+    }
+    for (; L->taken < L->nbatches; L->taken++) {
         loader_batch b;
         int rc = loader_next(r->ldr, &b, e);
         if (rc != LOADER_OK)
@@ -530,7 +537,8 @@ static int build_cache(LoaderObject *L, errbuf *e)
     if (cache_commit(&r->cache, e) != 0)
         return RUN_BAD_INPUT;
     r->cache.ready = 1;
-    r->build_s = now_sec() - t0;
+    L->building = 0;
+    r->build_s = now_sec() - L->build_t0;
     return LOADER_OK;
 }
 

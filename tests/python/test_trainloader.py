@@ -3,6 +3,7 @@ train's command line, determinism, sharding, errors, and no process left
 behind. Real files (PNGs, JPEGs), real forked workers, real signals."""
 
 import gc
+import hashlib
 import math
 import os
 import signal
@@ -305,3 +306,39 @@ def test_killed_supervisor_is_named(jpegs):
             pass
     loader.close()
     assert wait_gone(pids) == []
+
+
+RESUME = """
+import hashlib, trainloader
+loader = trainloader.Loader({csv!r}, mode="preload", batch=50, workers=2, channels=1,
+                            _extra=["--test-slow-load", "0.01"])
+print("ready", flush=True)
+try:
+    for _ in loader:
+        pass
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+h = hashlib.sha1()
+loader.set_epoch(1)
+for images, labels in loader:
+    h.update(bytes(memoryview(images)))
+    h.update(repr(loader.last_indices).encode())
+print("pass", h.hexdigest(), loader.stats()["build_s"] > 0, flush=True)
+"""
+
+
+def test_ctrl_c_in_the_preload_build_can_be_caught_and_the_loader_goes_on(fm):
+    p = subprocess.Popen([sys.executable, "-c", RESUME.format(csv=fm)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "ready"
+    time.sleep(0.5)  # inside the build: 500 samples at 10 ms on 2 workers
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    with trainloader.Loader(fm, mode="preload", batch=50, workers=2, channels=1) as ref:
+        ref.set_epoch(1)
+        h = hashlib.sha1()
+        for images, labels in ref:
+            h.update(bytes(memoryview(images)))
+            h.update(repr(ref.last_indices).encode())
+    assert out.split("\n")[:2] == ["interrupted", f"pass {h.hexdigest()} True"], out + err
