@@ -25,6 +25,16 @@ int ranks_agree(run_ctx *r, int status)
     return st;
 }
 
+int ranks_node_cache(run_ctx *r, errbuf *e)
+{
+    if (!r->node_cache || (r->dist.local_rank == 0 && !r->cache.ready))
+        return RUN_OK; /* the builder agrees after its build */
+    int st = ranks_agree(r, RUN_OK);
+    if (st != RUN_OK)
+        return st;
+    return cache_node_check(&r->cache, e) == 0 ? RUN_OK : RUN_INTERNAL;
+}
+
 /* one job's step results summed over the ranks (exact: counts, and loss
  * sums in double) */
 static void sum_stats(run_ctx *r, step_stats *s)

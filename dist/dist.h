@@ -40,8 +40,9 @@ typedef struct dist {
     int rank, size;             /* in the job (0 of 1 without a launcher) */
     int local_rank, local_size; /* on this node (shared-memory communicator) */
     char host[DIST_HOST_MAX];
-    int active; /* MPI initialised: the collectives below talk to the others */
-    int over;   /* an agreement ended the run for every rank */
+    char job[48]; /* the launcher's job id (file-name safe), or its pid: one per job on a node */
+    int active;   /* MPI initialised: the collectives below talk to the others */
+    int over;     /* an agreement ended the run for every rank */
     /* accounting, taken by dist_take_comm */
     double comm_s;          /* seconds inside gradient sums (incl. waiting for a slower rank) */
     uint64_t reduced_bytes; /* bytes of gradient summed per step (the slab) */
