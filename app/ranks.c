@@ -15,21 +15,23 @@
 #include "app/run_ctx.h"
 #include "loader/sampler.h"
 
-int ranks_agree(run_ctx *r, int status)
+static int agree(run_ctx *r, int status, int idle)
 {
     if (!r->dist.active)
         return status;
-    int st = dist_agree(&r->dist, status);
+    int st = idle ? dist_agree_idle(&r->dist, status) : dist_agree(&r->dist, status);
     if (st != RUN_OK && status == RUN_OK)
         r->dist_follow = 1;
     return st;
 }
 
+int ranks_agree(run_ctx *r, int status) { return agree(r, status, 0); }
+
 int ranks_node_cache(run_ctx *r, errbuf *e)
 {
     if (!r->node_cache || (r->dist.local_rank == 0 && !r->cache.ready))
-        return RUN_OK; /* the builder agrees after its build */
-    int st = ranks_agree(r, RUN_OK);
+        return RUN_OK;            /* the builder agrees after its build */
+    int st = agree(r, RUN_OK, 1); /* asleep: local rank 0 needs the cores to decode */
     if (st != RUN_OK)
         return st;
     return cache_node_check(&r->cache, e) == 0 ? RUN_OK : RUN_INTERNAL;

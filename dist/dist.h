@@ -67,6 +67,10 @@ int dist_start(dist *d, errbuf *e);
 /* Every rank offers its status (0 OK, else an exit status); returns the
  * highest offered. A non-zero result sets d->over. */
 int dist_agree(dist *d, int status);
+/* The same, for a rank that may wait long (seconds: another rank builds
+ * the node's preload cache): it sleeps between looks instead of spinning
+ * on a core the builder needs. Matches dist_agree on the other ranks. */
+int dist_agree_idle(dist *d, int status);
 
 /* v[0..n) summed over the ranks, in place, on every rank. */
 void dist_sum(dist *d, double *v, int n);
