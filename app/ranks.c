@@ -29,8 +29,10 @@ int ranks_agree(run_ctx *r, int status) { return agree(r, status, 0); }
 
 int ranks_node_cache(run_ctx *r, errbuf *e)
 {
-    if (!r->node_cache || (r->dist.local_rank == 0 && !r->cache.ready))
-        return RUN_OK;            /* the builder agrees after its build */
+    /* the builder agrees after its build (build_batch); which rank builds
+     * was settled before MPI, so ask the cache, not MPI's local rank */
+    if (!r->node_cache || (!r->cache.follower && !r->cache.ready))
+        return RUN_OK;
     int st = agree(r, RUN_OK, 1); /* asleep: local rank 0 needs the cores to decode */
     if (st != RUN_OK)
         return st;

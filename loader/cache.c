@@ -351,8 +351,10 @@ static int create_node_file(preload_cache *pc, const char *node_path, errbuf *e)
     fchmod(pc->fd, 0644);
     int fa = posix_fallocate(pc->fd, 0, (off_t)len);
     if (fa != 0 && fa != EOPNOTSUPP && fa != EINVAL) {
-        errf(e, "%s: cannot allocate %zu bytes for the node's preload cache: %s", node_path, len,
-             strerror(fa));
+        errf(e,
+             "%s: cannot allocate %zu bytes for the node's preload cache: %s (--cache FILE puts it "
+             "on a disk instead; --mode lazy needs none)",
+             node_path, len, strerror(fa));
         goto out;
     }
     if (ftruncate(pc->fd, (off_t)len) != 0) {
