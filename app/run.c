@@ -424,6 +424,8 @@ int run_one(const options *o, const run_choice *c)
     if (r.dist.active) { /* every rank set up, or none goes on */
         int mine = rc;
         rc = dist_agree(&r.dist, rc);
+        if (r.node_cache) /* every rank of the node has mapped it (before MPI): unnamed now */
+            cache_node_unlink(&r.cache);
         r.dist_follow = mine == RUN_OK && rc != RUN_OK;
         if (rc == RUN_OK && !o->loader_only && dist_attach(&r.dist, &r.m, &e) != 0)
             rc = RUN_INTERNAL; /* the same parameters everywhere, the gradient sum hooked */

@@ -300,7 +300,7 @@ static void write_header(preload_cache *pc)
 
 int cache_commit(preload_cache *pc, errbuf *e)
 {
-    if (pc->node_path) { /* the node's file in memory: complete once it has its header */
+    if (pc->node_mem) { /* the node's file in memory: complete once it has its header */
         write_header(pc);
         pc->ready = 1;
         return 0;
@@ -439,13 +439,22 @@ int cache_open_node(preload_cache *pc, const char *path, const char *node_path, 
     if (leader && path)
         pc->tmp_path = xstrdup(node_path);
     else if (leader)
-        pc->node_path = xstrdup(node_path);
+        pc->node_mem = 1, pc->node_path = xstrdup(node_path);
     char why[sizeof pc->note];
     snprintf(why, sizeof why, "%s", pc->note);
     snprintf(pc->note, sizeof pc->note, "%.400s%sone copy for the node's ranks in %.400s: %s", why,
              why[0] ? "; " : "", node_path,
              leader ? "local rank 0 decodes it" : "mapped from local rank 0");
     return 0;
+}
+
+void cache_node_unlink(preload_cache *pc)
+{
+    if (!pc->node_path)
+        return;
+    unlink(pc->node_path);
+    free(pc->node_path);
+    pc->node_path = NULL;
 }
 
 int cache_node_check(preload_cache *pc, errbuf *e)
@@ -505,10 +514,7 @@ void cache_close(preload_cache *pc)
         unlink(pc->tmp_path);
         free(pc->tmp_path);
     }
-    if (pc->node_path) {
-        unlink(pc->node_path);
-        free(pc->node_path);
-    }
+    cache_node_unlink(pc);
     free(pc->path);
     free(pc->stamps);
     memset(pc, 0, sizeof *pc);

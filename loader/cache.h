@@ -40,7 +40,8 @@ typedef struct preload_cache {
     size_t map_len;
     int fd;
     char *path, *tmp_path;
-    char *node_path; /* the node's file in memory, removed by its leader's cache_close */
+    char *node_path; /* the node's file in memory, while it has a name (cache_node_unlink) */
+    int node_mem;    /* the leader of a node's file in memory: cache_commit writes the header */
     int follower;    /* mapped read-only from the node's leader; ready after cache_node_check */
     const dataset *ix;
     void *stamps;           /* file_stamp per sample (file caches) */
@@ -83,6 +84,10 @@ int cache_attach(preload_cache *pc, int fd, const dataset *ix, int c, int h, int
 int cache_open_node(preload_cache *pc, const char *path, const char *node_path, int leader,
                     const dataset *ix, int c, int h, int w, uint64_t key, uint64_t mem_limit,
                     double wait_s, errbuf *e);
+/* The leader, once every rank of the node has mapped its file in memory:
+ * its name goes, so that nothing is left in /dev/shm even if this process
+ * is killed (cache_close does it otherwise). */
+void cache_node_unlink(preload_cache *pc);
 /* A follower, once the leader has committed: the header must say so. */
 int cache_node_check(preload_cache *pc, errbuf *e);
 

@@ -435,8 +435,9 @@ Test(dist, grad_chunks_that_the_ranks_cannot_split_are_refused_once)
 /* ---------------------------------------------------------------- one preload copy per node */
 
 /* The mapping of a file whose path starts with prefix in pid's address
- * space: 1 with its path, permissions and inode; 0 when there is none
- * (yet); -1 when the process is gone. */
+ * space: 1 with its path, permissions and inode (2 when the file has no
+ * name any more); 0 when there is none (yet); -1 when the process is
+ * gone. */
 static int file_mapping(pid_t pid, const char *prefix, char *path, size_t len, char perms[8],
                         unsigned long *ino)
 {
@@ -452,7 +453,7 @@ static int file_mapping(pid_t pid, const char *prefix, char *path, size_t len, c
             !strncmp(file, prefix, strlen(prefix))) {
             snprintf(perms, 8, "%s", p);
             snprintf(path, len, "%s", file);
-            found = 1;
+            found = strstr(line, " (deleted)") ? 2 : 1;
         }
     }
     fclose(f);
@@ -595,4 +596,32 @@ Test(dist, the_memory_guard_refuses_the_node_copy_once_in_local_rank_0)
     cr_assert_eq(occurrences(r.err, "preload needs"), 1, "said once, by local rank 0: %s", r.err);
     cr_assert_eq(occurrences(r.err, "train:"), 1, "%s", r.err);
     run_free(&r);
+}
+
+Test(dist, a_sigkilled_local_rank_0_leaves_nothing_in_dev_shm)
+{
+    NEED_MPI();
+    char *out = path_join(dir, "o.txt"), *err = path_join(dir, "e.txt");
+    char *args[] = {"--mode",    "preload", "--epochs",   "3", "--batch",          "16",
+                    "--workers", "1",       "--channels", "1", "--test-slow-step", "0.05",
+                    fm_train,    NULL};
+    pid_t mp = spawn_mpi(2, train_bin(), args, out, err);
+    pid_t rank0 = mpi_rank_pid(mp, 0);
+    char path[512], perms[8];
+    unsigned long ino;
+    int got;
+    /* once every rank has mapped it, the node's file loses its name */
+    while ((got = file_mapping(rank0, "/dev/shm/train-", path, sizeof path, perms, &ino)) == 0 ||
+           got == 1)
+        usleep(10000);
+    cr_assert_eq(got, 2, "rank 0 ended before its cache file lost its name");
+    pid_t all[64];
+    int na = process_descendants(mp, all, 64);
+    kill(rank0, SIGKILL); /* nobody runs its cleanup */
+    int st = spawn_wait(mp, 60);
+    cr_assert(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "the job fails: status %d", st);
+    cr_assert_neq(access(path, F_OK), 0, "%s is not left behind", path);
+    assert_all_gone(all, na);
+    free(out);
+    free(err);
 }
