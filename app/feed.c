@@ -194,6 +194,21 @@ int feed_data(run_ctx *r, errbuf *e)
 
 /* ---------------------------------------------------------------- loader */
 
+/* Where a node's ranks keep their one copy without --cache (memory), and
+ * how long the other ranks wait for local rank 0 to make it (it reads the
+ * CSV and stats the images first). */
+#define NODE_CACHE_DIR "/dev/shm"
+#define NODE_CACHE_WAIT_S 120.0
+
+/* Several ranks of a job on this node (known from the launcher before
+ * MPI starts) keep one copy of the preload cache: local rank 0 builds it,
+ * the others map it. */
+static int node_shares_cache(const run_ctx *r)
+{
+    return r->dist.launched && r->dist.local_size > 1 && r->feed_mode == FEED_FORK &&
+           r->o->diag_phase == DIAG_NONE;
+}
+
 int feed_cache(run_ctx *r, errbuf *e)
 {
     if (r->c.mode != MODE_PRELOAD)
@@ -208,6 +223,18 @@ int feed_cache(run_ctx *r, errbuf *e)
         if (cache_attach(&r->cache, LOADER_SERVE_CACHE_FD, &r->train, r->ss.channels, bh, bw,
                          r->o->cache != NULL, e) != 0)
             return RUN_INTERNAL;
+    } else if (node_shares_cache(r)) {
+        char node[4096];
+        if (r->o->cache)
+            snprintf(node, sizeof node, "%s.node-%s", r->o->cache, r->dist.job);
+        else
+            snprintf(node, sizeof node, "%s/train-%s-%016llx", NODE_CACHE_DIR, r->dist.job,
+                     (unsigned long long)key);
+        if (cache_open_node(&r->cache, r->o->cache, node, r->dist.local_rank == 0, &r->train,
+                            r->ss.channels, bh, bw, key, r->o->mem_limit, NODE_CACHE_WAIT_S,
+                            e) != 0)
+            return RUN_BAD_INPUT;
+        r->node_cache = 1;
     } else if (cache_open_shared(&r->cache, r->o->cache, &r->train, r->ss.channels, bh, bw, key,
                                  r->o->mem_limit, r->feed_mode == FEED_SPAWN, e) != 0) {
         return RUN_BAD_INPUT;

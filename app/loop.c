@@ -266,8 +266,10 @@ static void trace_device(run_ctx *r)
 }
 
 /* A batch of the preload build: its samples are in the cache already;
- * the last one commits the cache. */
-static void build_batch(run_ctx *r, const loader_batch *b)
+ * the last one commits the cache. With one cache for the node's ranks,
+ * the others wait for it in ranks_node_cache: they go on after this
+ * agreement (returned). */
+static int build_batch(run_ctx *r, const loader_batch *b)
 {
     const options *o = r->o;
     job_acc *a = &r->acc[b->job];
@@ -276,7 +278,7 @@ static void build_batch(run_ctx *r, const loader_batch *b)
     a->images += b->count;
     report_progress(r->progress, "preload", b->index + 1, nb, now_sec() - a->t0, a->images);
     if (b->index + 1 < nb)
-        return;
+        return RUN_OK;
     r->build_s = now_sec() - a->t0;
     report_progress_end(r->progress);
     errbuf ce;
@@ -288,6 +290,8 @@ static void build_batch(run_ctx *r, const loader_batch *b)
            fmt_bytes(sz, sizeof sz, (uint64_t)r->train.n * r->cache.sample_bytes), r->build_s,
            r->c.workers, r->c.workers == 1 ? "" : "s", o->cache ? "; saved to " : "",
            o->cache ? o->cache : "");
+    fflush(stdout);
+    return r->node_cache ? ranks_agree(r, RUN_OK) : RUN_OK;
 }
 
 /* The results of steps enqueued earlier, oldest first, into their passes'
@@ -417,10 +421,8 @@ static int end_of_pass(run_ctx *r, int job, int time_up, errbuf *e)
  * end. Returns RUN_OK, RUN_TIME_UP or a failure status. */
 static int process(run_ctx *r, const loader_batch *b, const uint8_t *dev, errbuf *e)
 {
-    if (r->jobs[b->job].kind == LOAD_JOB_BUILD) {
-        build_batch(r, b);
-        return RUN_OK;
-    }
+    if (r->jobs[b->job].kind == LOAD_JOB_BUILD)
+        return build_batch(r, b);
     int rc = step_batch(r, b, dev, e);
     if (rc != RUN_OK)
         return rc;

@@ -15,14 +15,28 @@
 #include "app/run_ctx.h"
 #include "loader/sampler.h"
 
-int ranks_agree(run_ctx *r, int status)
+static int agree(run_ctx *r, int status, int idle)
 {
     if (!r->dist.active)
         return status;
-    int st = dist_agree(&r->dist, status);
+    int st = idle ? dist_agree_idle(&r->dist, status) : dist_agree(&r->dist, status);
     if (st != RUN_OK && status == RUN_OK)
         r->dist_follow = 1;
     return st;
+}
+
+int ranks_agree(run_ctx *r, int status) { return agree(r, status, 0); }
+
+int ranks_node_cache(run_ctx *r, errbuf *e)
+{
+    /* the builder agrees after its build (build_batch); which rank builds
+     * was settled before MPI, so ask the cache, not MPI's local rank */
+    if (!r->node_cache || (!r->cache.follower && !r->cache.ready))
+        return RUN_OK;
+    int st = agree(r, RUN_OK, 1); /* asleep: local rank 0 needs the cores to decode */
+    if (st != RUN_OK)
+        return st;
+    return cache_node_check(&r->cache, e) == 0 ? RUN_OK : RUN_INTERNAL;
 }
 
 /* one job's step results summed over the ranks (exact: counts, and loss

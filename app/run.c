@@ -318,7 +318,7 @@ static void print_first_line(run_ctx *r)
                r->dev.kind == DEVICE_CUDA ? "NCCL" : "MPI", tree);
     }
     dataset_print_classes(&r->train, stdout);
-    if (r->use_cache && r->o->cache)
+    if (r->use_cache && (r->o->cache || r->node_cache))
         printf("preload: %s\n", r->cache.note);
     fflush(stdout);
 }
@@ -424,6 +424,8 @@ int run_one(const options *o, const run_choice *c)
     if (r.dist.active) { /* every rank set up, or none goes on */
         int mine = rc;
         rc = dist_agree(&r.dist, rc);
+        if (r.node_cache) /* every rank of the node has mapped it (before MPI): unnamed now */
+            cache_node_unlink(&r.cache);
         r.dist_follow = mine == RUN_OK && rc != RUN_OK;
         if (rc == RUN_OK && !o->loader_only && dist_attach(&r.dist, &r.m, &e) != 0)
             rc = RUN_INTERNAL; /* the same parameters everywhere, the gradient sum hooked */
@@ -434,6 +436,9 @@ int run_one(const options *o, const run_choice *c)
         print_first_line(&r);
         if (note[0])
             fprintf(stderr, "train: %s\n", note);
+        rc = ranks_node_cache(&r, &e); /* the node's cache complete, before any pass */
+    }
+    if (rc == RUN_OK) {
         run_post_jobs(&r);
         rc = o->diag_phase == DIAG_REFEED ? run_refeed_loop(&r, &e) : run_train_loop(&r, &e);
         if (rc == RUN_OK)

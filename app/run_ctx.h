@@ -49,7 +49,8 @@ typedef struct run_ctx {
     /* loader */
     preload_cache cache;
     int use_cache;
-    int feed_mode; /* enum feed_mode: how the loader's processes start */
+    int node_cache; /* one cache for the node's ranks (cache_open_node): local rank 0 builds */
+    int feed_mode;  /* enum feed_mode: how the loader's processes start */
     loader *ldr;
     /* device */
     device_choice dev;
@@ -144,6 +145,12 @@ int run_refeed_loop(run_ctx *r, errbuf *e);
  * rank that offered RUN_OK then stops too, quietly (r->dist_follow). For
  * one process: status. */
 int ranks_agree(run_ctx *r, int status);
+/* With one preload cache for the node's ranks (r->node_cache), before the
+ * training passes are posted: every rank but a building local rank 0
+ * waits here for the ranks' agreement that local rank 0 offers after
+ * committing the cache (build_batch), or after its build failed; then
+ * checks that the cache is complete. RUN_OK, or why not (in e). */
+int ranks_node_cache(run_ctx *r, errbuf *e);
 /* The job-wide numbers of the epoch ending with training job tid (and its
  * validation job): losses and counts summed over the ranks, images summed,
  * time shares averaged, the slowest rank's wait, comm%. A collective. */

@@ -40,8 +40,9 @@ typedef struct dist {
     int rank, size;             /* in the job (0 of 1 without a launcher) */
     int local_rank, local_size; /* on this node (shared-memory communicator) */
     char host[DIST_HOST_MAX];
-    int active; /* MPI initialised: the collectives below talk to the others */
-    int over;   /* an agreement ended the run for every rank */
+    char job[48]; /* the launcher's job id (file-name safe), or its pid: one per job on a node */
+    int active;   /* MPI initialised: the collectives below talk to the others */
+    int over;     /* an agreement ended the run for every rank */
     /* accounting, taken by dist_take_comm */
     double comm_s;          /* seconds inside gradient sums (incl. waiting for a slower rank) */
     uint64_t reduced_bytes; /* bytes of gradient summed per step (the slab) */
@@ -66,6 +67,10 @@ int dist_start(dist *d, errbuf *e);
 /* Every rank offers its status (0 OK, else an exit status); returns the
  * highest offered. A non-zero result sets d->over. */
 int dist_agree(dist *d, int status);
+/* The same, for a rank that may wait long (seconds: another rank builds
+ * the node's preload cache): it sleeps between looks instead of spinning
+ * on a core the builder needs. Matches dist_agree on the other ranks. */
+int dist_agree_idle(dist *d, int status);
 
 /* v[0..n) summed over the ranks, in place, on every rank. */
 void dist_sum(dist *d, double *v, int n);

@@ -4,9 +4,11 @@
  * Every MPI launcher exports the rank; Open MPI, PMI (MPICH's hydra, Intel
  * MPI, srun --mpi=pmi2) and PMIx (srun --mpi=pmix) are recognised. */
 #define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dist/dist.h"
 
@@ -19,6 +21,32 @@ static int env_int(const char *const *names)
             return atoi(v);
     }
     return -1;
+}
+
+/* d->job: what the ranks of one job on a node share, from the launcher
+ * (Open MPI's job id, a PMIx namespace, Slurm's job and step), else the
+ * parent's pid (the launcher's daemon on this node). Only characters safe
+ * in a file name are kept. */
+static void job_id(dist *d)
+{
+    const char *v = getenv("OMPI_MCA_ess_base_jobid");
+    char buf[sizeof d->job];
+    if (!v || !*v)
+        v = getenv("PMIX_NAMESPACE");
+    if ((!v || !*v) && getenv("SLURM_JOB_ID")) {
+        const char *step = getenv("SLURM_STEP_ID");
+        snprintf(buf, sizeof buf, "%s.%s", getenv("SLURM_JOB_ID"), step ? step : "0");
+        v = buf;
+    }
+    if (!v || !*v) {
+        snprintf(buf, sizeof buf, "p%ld", (long)getppid());
+        v = buf;
+    }
+    size_t n = 0;
+    for (; *v && n + 1 < sizeof d->job; v++)
+        if (isalnum((unsigned char)*v) || *v == '.' || *v == '-' || *v == '_')
+            d->job[n++] = *v;
+    d->job[n] = '\0';
 }
 
 int dist_from_env(dist *d, errbuf *e)
@@ -38,6 +66,7 @@ int dist_from_env(dist *d, errbuf *e)
     d->rank = rank;
     int size = env_int(size_vars);
     d->size = size > 0 ? size : 1; /* PMIx alone: MPI_Init tells */
+    job_id(d);
     int lr = env_int(lrank_vars), ls = env_int(lsize_vars);
     d->local_rank = lr >= 0 ? lr : 0;
     d->local_size = ls > 0 ? ls : 1;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "dist/internal.h"
@@ -46,16 +47,33 @@ const char *dist_host_of(const dist *d, int r)
     return d->hosts + (size_t)r * DIST_HOST_MAX;
 }
 
-int dist_agree(dist *d, int status)
+/* Every agreement is the same non-blocking collective (a blocking and a
+ * non-blocking collective do not match in MPI), so that a rank may wait
+ * in one asleep (dist_agree_idle) while another offers its status with
+ * dist_agree (dist_end's, after a failure, included). */
+static int agree(dist *d, int status, int idle)
 {
     if (!d->active)
         return status;
     int worst = status;
-    MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    MPI_Request req;
+    MPI_Iallreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req);
+    if (idle) {
+        int done = 0;
+        struct timespec ms = {0, 1000 * 1000};
+        while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done)
+            nanosleep(&ms, NULL);
+    } else {
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+    }
     if (worst != 0)
         d->over = 1;
     return worst;
 }
+
+int dist_agree(dist *d, int status) { return agree(d, status, 0); }
+
+int dist_agree_idle(dist *d, int status) { return agree(d, status, 1); }
 
 void dist_sum(dist *d, double *v, int n)
 {

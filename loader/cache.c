@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CACHE_MAGIC "TRAINPC\n"
@@ -102,7 +103,8 @@ uint64_t cache_key(const dataset *ix, const img_params *p, int base_h, int base_
     return hash64(v, sizeof v, ix->content_hash);
 }
 
-static int map_anonymous(preload_cache *pc, uint64_t mem_limit, int shareable, errbuf *e)
+/* The memory guard: one copy of the cache in memory must fit the limit. */
+static int check_memory(const preload_cache *pc, uint64_t mem_limit, errbuf *e)
 {
     uint64_t avail = mem_available_bytes();
     uint64_t limit = mem_limit ? mem_limit : avail / 10 * 8;
@@ -117,6 +119,14 @@ static int map_anonymous(preload_cache *pc, uint64_t mem_limit, int shareable, e
                     mem_limit ? "--mem-limit" : "80% of MemAvailable",
                     fmt_bytes(have, sizeof have, avail));
     }
+    return 0;
+}
+
+static int map_anonymous(preload_cache *pc, uint64_t mem_limit, int shareable, errbuf *e)
+{
+    size_t bytes = (size_t)pc->n * pc->sample_bytes;
+    if (check_memory(pc, mem_limit, e) != 0)
+        return -1;
     pc->map_len = bytes ? bytes : 1;
     if (shareable) { /* a memfd, so that a spawned process can map the same pages */
         pc->fd = memfd_create("train-cache", MFD_CLOEXEC);
@@ -234,8 +244,7 @@ int cache_open(preload_cache *pc, const char *path, const dataset *ix, int c, in
     return cache_open_shared(pc, path, ix, c, h, w, key, mem_limit, 0, e);
 }
 
-int cache_open_shared(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w,
-                      uint64_t key, uint64_t mem_limit, int shareable, errbuf *e)
+static void init_cache(preload_cache *pc, const dataset *ix, int c, int h, int w, uint64_t key)
 {
     memset(pc, 0, sizeof *pc);
     pc->fd = -1;
@@ -246,6 +255,12 @@ int cache_open_shared(preload_cache *pc, const char *path, const dataset *ix, in
     pc->w = w;
     pc->key = key;
     pc->sample_bytes = (size_t)c * h * w;
+}
+
+int cache_open_shared(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w,
+                      uint64_t key, uint64_t mem_limit, int shareable, errbuf *e)
+{
+    init_cache(pc, ix, c, h, w, key);
     if (!path)
         return map_anonymous(pc, mem_limit, shareable, e) == 0 ? 0 : (cache_close(pc), -1);
     pc->path = xstrdup(path);
@@ -260,10 +275,9 @@ int cache_open_shared(preload_cache *pc, const char *path, const dataset *ix, in
     return 0;
 }
 
-int cache_commit(preload_cache *pc, errbuf *e)
+/* The header (and the stamps, for a --cache file) after the data. */
+static void write_header(preload_cache *pc)
 {
-    if (!pc->tmp_path)
-        return 0;
     cache_header h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, CACHE_MAGIC, 8);
@@ -277,10 +291,23 @@ int cache_commit(preload_cache *pc, errbuf *e)
     h.data_sum = hash64(pc->data, (size_t)h.data_bytes, 0x64617461);
     h.csv_hash = pc->ix->content_hash;
     uint8_t *stamps = pc->data + h.data_bytes;
-    memcpy(stamps, pc->stamps, stamps_bytes(pc));
+    if (pc->stamps) /* none in a node's memory file */
+        memcpy(stamps, pc->stamps, stamps_bytes(pc));
     h.stamps_sum = hash64(stamps, stamps_bytes(pc), 0x7374616d);
     h.header_sum = header_sum(&h);
     memcpy(pc->map, &h, sizeof h);
+}
+
+int cache_commit(preload_cache *pc, errbuf *e)
+{
+    if (pc->node_mem) { /* the node's file in memory: complete once it has its header */
+        write_header(pc);
+        pc->ready = 1;
+        return 0;
+    }
+    if (!pc->tmp_path)
+        return 0;
+    write_header(pc);
     if (msync(pc->map, pc->map_len, MS_SYNC) != 0 || fsync(pc->fd) != 0)
         return errf(e, "%s: cannot write the cache: %s", pc->tmp_path, strerror(errno));
     if (rename(pc->tmp_path, pc->path) != 0)
@@ -296,6 +323,150 @@ int cache_commit(preload_cache *pc, errbuf *e)
     free(dir);
     free(pc->tmp_path);
     pc->tmp_path = NULL;
+    pc->ready = 1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- one copy per node */
+
+static size_t file_len(const preload_cache *pc)
+{
+    return CACHE_HEADER + (size_t)pc->n * pc->sample_bytes + stamps_bytes(pc);
+}
+
+/* The leader's node file at node_path, full size and mapped read-write:
+ * made under a temporary name and renamed into place, so that a rank that
+ * opens node_path finds it at full size. */
+static int create_node_file(preload_cache *pc, const char *node_path, errbuf *e)
+{
+    size_t n = strlen(node_path) + 16, len = file_len(pc);
+    char *tmp = xmalloc(n);
+    snprintf(tmp, n, "%s.XXXXXX", node_path);
+    pc->fd = mkstemp(tmp);
+    int rc = -1;
+    if (pc->fd < 0) {
+        errf(e, "%s: cannot create the node's preload cache: %s", node_path, strerror(errno));
+        goto out;
+    }
+    fchmod(pc->fd, 0644);
+    int fa = posix_fallocate(pc->fd, 0, (off_t)len);
+    if (fa != 0 && fa != EOPNOTSUPP && fa != EINVAL) {
+        errf(e,
+             "%s: cannot allocate %zu bytes for the node's preload cache: %s (--cache FILE puts it "
+             "on a disk instead; --mode lazy needs none)",
+             node_path, len, strerror(fa));
+        goto out;
+    }
+    if (ftruncate(pc->fd, (off_t)len) != 0) {
+        errf(e, "%s: %s", node_path, strerror(errno));
+        goto out;
+    }
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, pc->fd, 0);
+    if (m == MAP_FAILED) {
+        errf(e, "%s: cannot map: %s", node_path, strerror(errno));
+        goto out;
+    }
+    pc->map = m;
+    pc->map_len = len;
+    pc->data = pc->map + CACHE_HEADER;
+    if (rename(tmp, node_path) != 0) {
+        errf(e, "%s: cannot rename to %s: %s", tmp, node_path, strerror(errno));
+        goto out;
+    }
+    rc = 0;
+out:
+    if (rc != 0)
+        unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+/* A follower: map node_path read-only once the leader has made it,
+ * waiting up to wait_s seconds for it to appear. */
+static int map_node_file(preload_cache *pc, const char *node_path, double wait_s, errbuf *e)
+{
+    double until = now_sec() + wait_s;
+    int fd;
+    while ((fd = open(node_path, O_RDONLY | O_CLOEXEC)) < 0) {
+        if (errno != ENOENT)
+            return errf(e, "%s: %s", node_path, strerror(errno));
+        if (now_sec() >= until)
+            return errf(e,
+                        "local rank 0 did not create the node's preload cache %s within %.0f s "
+                        "(its own message says why)",
+                        node_path, wait_s);
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    pc->fd = fd;
+    struct stat st;
+    size_t len = file_len(pc);
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != len)
+        return errf(e, "%s: the node's preload cache is not the %zu bytes expected", node_path,
+                    len);
+    void *m = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED)
+        return errf(e, "%s: cannot map: %s", node_path, strerror(errno));
+    pc->map = m;
+    pc->map_len = len;
+    pc->data = pc->map + CACHE_HEADER;
+    pc->follower = 1;
+    return 0;
+}
+
+int cache_open_node(preload_cache *pc, const char *path, const char *node_path, int leader,
+                    const dataset *ix, int c, int h, int w, uint64_t key, uint64_t mem_limit,
+                    double wait_s, errbuf *e)
+{
+    init_cache(pc, ix, c, h, w, key);
+    if (path) {
+        pc->path = xstrdup(path);
+        stamp_files(pc, ix);
+        int rc = try_reuse(pc, e);
+        if (rc <= 0)
+            return rc == 0 ? 0 : (cache_close(pc), -1);
+    } else if (leader && check_memory(pc, mem_limit, e) != 0) {
+        cache_close(pc); /* the node's one copy against the guard */
+        return -1;
+    }
+    int rc = leader ? create_node_file(pc, node_path, e) : map_node_file(pc, node_path, wait_s, e);
+    if (rc != 0) {
+        cache_close(pc);
+        return -1;
+    }
+    /* the leader's file goes at cache_close: renamed over path by
+     * cache_commit first, or unlinked (the node's file in memory) */
+    if (leader && path)
+        pc->tmp_path = xstrdup(node_path);
+    else if (leader)
+        pc->node_mem = 1, pc->node_path = xstrdup(node_path);
+    char why[sizeof pc->note];
+    snprintf(why, sizeof why, "%s", pc->note);
+    snprintf(pc->note, sizeof pc->note, "%.400s%sone copy for the node's ranks in %.400s: %s", why,
+             why[0] ? "; " : "", node_path,
+             leader ? "local rank 0 decodes it" : "mapped from local rank 0");
+    return 0;
+}
+
+void cache_node_unlink(preload_cache *pc)
+{
+    if (!pc->node_path)
+        return;
+    unlink(pc->node_path);
+    free(pc->node_path);
+    pc->node_path = NULL;
+}
+
+int cache_node_check(preload_cache *pc, errbuf *e)
+{
+    if (pc->ready)
+        return 0;
+    cache_header h;
+    memcpy(&h, pc->map, sizeof h);
+    if (memcmp(h.magic, CACHE_MAGIC, 8) != 0 || h.header_sum != header_sum(&h) ||
+        h.version != CACHE_VERSION || h.key != pc->key || h.n != pc->n ||
+        h.data_bytes != (uint64_t)pc->n * pc->sample_bytes)
+        return errf(e, "local rank 0 did not complete the node's preload cache (%s)", pc->note);
     pc->ready = 1;
     return 0;
 }
@@ -343,6 +514,7 @@ void cache_close(preload_cache *pc)
         unlink(pc->tmp_path);
         free(pc->tmp_path);
     }
+    cache_node_unlink(pc);
     free(pc->path);
     free(pc->stamps);
     memset(pc, 0, sizeof *pc);

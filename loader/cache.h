@@ -40,6 +40,9 @@ typedef struct preload_cache {
     size_t map_len;
     int fd;
     char *path, *tmp_path;
+    char *node_path; /* the node's file in memory, while it has a name (cache_node_unlink) */
+    int node_mem;    /* the leader of a node's file in memory: cache_commit writes the header */
+    int follower;    /* mapped read-only from the node's leader; ready after cache_node_check */
     const dataset *ix;
     void *stamps;           /* file_stamp per sample (file caches) */
     char note[2 * ERR_MAX]; /* what happened, for the user ("reusing ...") */
@@ -68,6 +71,25 @@ int cache_share_fd(const preload_cache *pc);
  * c x h x w. Read-only when fd is. */
 int cache_attach(preload_cache *pc, int fd, const dataset *ix, int c, int h, int w, int file,
                  errbuf *e);
+
+/* One copy for the ranks of a node (data-parallel preload). The leader
+ * (local rank 0) makes node_path at full size and maps it read-write
+ * (after the memory guard, for that one copy, when there is no path); the
+ * other ranks (followers) wait up to wait_s seconds for it and map it
+ * read-only. They must not read it before the leader's cache_commit:
+ * the caller orders that (an agreement of the ranks), then followers call
+ * cache_node_check. With path (--cache FILE) a matching FILE is reused by
+ * each rank as by cache_open; else node_path is the build file that
+ * cache_commit renames over FILE. */
+int cache_open_node(preload_cache *pc, const char *path, const char *node_path, int leader,
+                    const dataset *ix, int c, int h, int w, uint64_t key, uint64_t mem_limit,
+                    double wait_s, errbuf *e);
+/* The leader, once every rank of the node has mapped its file in memory:
+ * its name goes, so that nothing is left in /dev/shm even if this process
+ * is killed (cache_close does it otherwise). */
+void cache_node_unlink(preload_cache *pc);
+/* A follower, once the leader has committed: the header must say so. */
+int cache_node_check(preload_cache *pc, errbuf *e);
 
 /* After a build: checksum, header, fsync, rename over the target path. A
  * file-less cache needs nothing. */

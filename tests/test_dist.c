@@ -431,3 +431,197 @@ Test(dist, grad_chunks_that_the_ranks_cannot_split_are_refused_once)
     cr_assert(strstr(r.err, "not a power of 2"), "%s", r.err);
     run_free(&r);
 }
+
+/* ---------------------------------------------------------------- one preload copy per node */
+
+/* The mapping of a file whose path starts with prefix in pid's address
+ * space: 1 with its path, permissions and inode (2 when the file has no
+ * name any more); 0 when there is none (yet); -1 when the process is
+ * gone. */
+static int file_mapping(pid_t pid, const char *prefix, char *path, size_t len, char perms[8],
+                        unsigned long *ino)
+{
+    char maps[64], line[1024];
+    snprintf(maps, sizeof maps, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(maps, "r");
+    if (!f)
+        return -1;
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        char p[8], file[512] = "";
+        if (sscanf(line, "%*s %7s %*s %*s %lu %511s", p, ino, file) == 3 &&
+            !strncmp(file, prefix, strlen(prefix))) {
+            snprintf(perms, 8, "%s", p);
+            snprintf(path, len, "%s", file);
+            found = strstr(line, " (deleted)") ? 2 : 1;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* The node's cache file that rank 0 names in its output ("... in PATH:"). */
+static void node_cache_path(const char *out, char *path, size_t len)
+{
+    const char *at = strstr(out, "one copy for the node's ranks in ");
+    cr_assert_not_null(at, "rank 0 says the node shares one cache: %s", out);
+    at += strlen("one copy for the node's ranks in ");
+    size_t n = strcspn(at, ":\n");
+    cr_assert_lt(n, len);
+    memcpy(path, at, n);
+    path[n] = '\0';
+}
+
+#define PRELOAD_ARGS(json)                                                                         \
+    "--mode", "preload", "--epochs", "2", "--batch", "64", "--lr", "0.005", "--workers", "1",      \
+        "--channels", "1", "--val", fm_val, "--json", json
+
+Test(dist, preload_keeps_one_copy_per_node_decoded_once_and_matches_one_process)
+{
+    NEED_MPI();
+    char *j1 = path_join(dir, "p1.json"), *j2 = path_join(dir, "p2.json");
+    char *out = path_join(dir, "o.txt"), *err = path_join(dir, "e.txt");
+    run_result r;
+    run_train(&r, PRELOAD_ARGS(j1), fm_train, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    /* slow steps keep the ranks up while their mappings are looked at */
+    char *args[] = {PRELOAD_ARGS(j2), "--test-slow-step", "0.05", fm_train, NULL};
+    pid_t mp = spawn_mpi(2, train_bin(), args, out, err);
+    pid_t pid[2] = {mpi_rank_pid(mp, 0), mpi_rank_pid(mp, 1)};
+    char path[2][512], perms[2][8];
+    unsigned long ino[2];
+    int got[2] = {0, 0};
+    while (!(got[0] > 0 && got[1] > 0) && got[0] >= 0 && got[1] >= 0) {
+        for (int k = 0; k < 2; k++)
+            if (got[k] <= 0)
+                got[k] = file_mapping(pid[k], "/dev/shm/train-", path[k], sizeof path[k], perms[k],
+                                      &ino[k]);
+        usleep(10000);
+    }
+    int st = spawn_wait(mp, 120);
+    char *o = slurp(out), *e = slurp(err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, e);
+    cr_assert(got[0] > 0 && got[1] > 0, "both ranks mapped the node's cache (%d, %d)", got[0],
+              got[1]);
+    /* one file, one inode: one copy; only rank 0 can write (decode) into it */
+    cr_assert_str_eq(path[0], path[1]);
+    cr_assert_eq(ino[0], ino[1], "the same file: inode %lu vs %lu", ino[0], ino[1]);
+    cr_assert_str_eq(perms[0], "rw-s");
+    cr_assert_str_eq(perms[1], "r--s", "rank 1 maps it read-only: it decodes nothing");
+    char named[512];
+    node_cache_path(o, named, sizeof named);
+    cr_assert_str_eq(named, path[0]);
+    cr_assert_eq(occurrences(o, "preload: decoded 385 samples"), 1, "%s", o);
+    cr_assert_neq(access(named, F_OK), 0, "%s is removed at the end", named);
+    /* the same training as one process that preloads */
+    double l1[2], l2[2], v1[2], v2[2];
+    cr_assert_eq(epoch_numbers(j1, "loss", l1, 2), 2);
+    cr_assert_eq(epoch_numbers(j2, "loss", l2, 2), 2);
+    epoch_numbers(j1, "val_acc", v1, 2);
+    epoch_numbers(j2, "val_acc", v2, 2);
+    for (int k = 0; k < 2; k++) {
+        cr_assert(fabs(l1[k] - l2[k]) <= 1e-13 * fabs(l1[k]),
+                  "epoch %d: loss %.17g (1 process) vs %.17g (2 ranks)", k + 1, l1[k], l2[k]);
+        cr_assert_eq(v1[k], v2[k], "epoch %d: validation accuracy %g vs %g", k + 1, v1[k], v2[k]);
+    }
+    free(o);
+    free(e);
+    free(out);
+    free(err);
+    free(j1);
+    free(j2);
+}
+
+Test(dist, a_preload_build_failing_in_local_rank_0_stops_every_rank_and_removes_the_copy)
+{
+    NEED_MPI();
+    char *csv = slurp(fm_train);
+    char *row = strstr(csv, "train/00199.png"); /* not among the images probed at start */
+    cr_assert_not_null(row);
+    memcpy(row, "train/missing", 13);
+    char *bad_in_fm = write_text(fm, "bad-preload.csv", csv);
+    run_result r;
+    run_mpi(&r, 2, train_bin(), "--mode", "preload", "--epochs", "1", "--batch", "16", "--workers",
+            "1", "--channels", "1", bad_in_fm, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert_eq(occurrences(r.err, "train: rank 0 ("), 1, "local rank 0 named, once: %s", r.err);
+    cr_assert_eq(occurrences(r.err, "missing"), 1, "reported once: %s", r.err);
+    cr_assert_eq(occurrences(r.err, "train:"), 1, "%s", r.err);
+    char named[512];
+    node_cache_path(r.out, named, sizeof named);
+    cr_assert_neq(access(named, F_OK), 0, "%s is removed after the failure", named);
+    run_free(&r);
+    free(csv);
+    free(bad_in_fm);
+}
+
+Test(dist, a_preload_cache_file_is_built_once_for_the_node_then_reused)
+{
+    NEED_MPI();
+    char *cache = path_join(dir, "node.cache"), *ja = path_join(dir, "ca.json"),
+         *jb = path_join(dir, "cb.json");
+    run_result r;
+    for (int k = 0; k < 2; k++) {
+        run_mpi(&r, 2, train_bin(), "--mode", "preload", "--cache", cache, "--epochs", "1",
+                "--batch", "64", "--workers", "1", "--channels", "1", "--json", k ? jb : ja,
+                fm_train, NULL);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        if (k == 0) {
+            cr_assert_eq(occurrences(r.out, "preload: decoded 385 samples"), 1, "%s", r.out);
+            cr_assert(strstr(r.out, "saved to"), "%s", r.out);
+            char named[512];
+            node_cache_path(r.out, named, sizeof named);
+            cr_assert_neq(access(named, F_OK), 0, "the build file %s became the cache", named);
+        } else {
+            cr_assert(strstr(r.out, "matches: reusing it"), "%s", r.out);
+            cr_assert_null(strstr(r.out, "preload: decoded"), "%s", r.out);
+        }
+        run_free(&r);
+    }
+    cr_assert_eq(access(cache, F_OK), 0);
+    assert_same_losses(ja, jb, 1);
+    free(cache);
+    free(ja);
+    free(jb);
+}
+
+Test(dist, the_memory_guard_refuses_the_node_copy_once_in_local_rank_0)
+{
+    NEED_MPI();
+    run_result r; /* 385 samples of 28x28: 295 KB for the node's one copy */
+    run_mpi(&r, 2, train_bin(), "--mode", "preload", "--mem-limit", "200K", "--epochs", "1",
+            "--workers", "1", "--channels", "1", fm_train, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert_eq(occurrences(r.err, "preload needs"), 1, "said once, by local rank 0: %s", r.err);
+    cr_assert_eq(occurrences(r.err, "train:"), 1, "%s", r.err);
+    run_free(&r);
+}
+
+Test(dist, a_sigkilled_local_rank_0_leaves_nothing_in_dev_shm)
+{
+    NEED_MPI();
+    char *out = path_join(dir, "o.txt"), *err = path_join(dir, "e.txt");
+    char *args[] = {"--mode",    "preload", "--epochs",   "3", "--batch",          "16",
+                    "--workers", "1",       "--channels", "1", "--test-slow-step", "0.05",
+                    fm_train,    NULL};
+    pid_t mp = spawn_mpi(2, train_bin(), args, out, err);
+    pid_t rank0 = mpi_rank_pid(mp, 0);
+    char path[512], perms[8];
+    unsigned long ino;
+    int got;
+    /* once every rank has mapped it, the node's file loses its name */
+    while ((got = file_mapping(rank0, "/dev/shm/train-", path, sizeof path, perms, &ino)) == 0 ||
+           got == 1)
+        usleep(10000);
+    cr_assert_eq(got, 2, "rank 0 ended before its cache file lost its name");
+    pid_t all[64];
+    int na = process_descendants(mp, all, 64);
+    kill(rank0, SIGKILL); /* nobody runs its cleanup */
+    int st = spawn_wait(mp, 60);
+    cr_assert(!(WIFEXITED(st) && WEXITSTATUS(st) == 0), "the job fails: status %d", st);
+    cr_assert_neq(access(path, F_OK), 0, "%s is not left behind", path);
+    assert_all_gone(all, na);
+    free(out);
+    free(err);
+}
