@@ -199,7 +199,7 @@ GIT_REV := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
 build/version.h: FORCE
 	@mkdir -p build; echo '#define TRAIN_REVISION "$(GIT_REV)"' | cmp -s - $@ || \
 	  echo '#define TRAIN_REVISION "$(GIT_REV)"' > $@
-$(foreach v,cpu cuda asan fakecuda,build/$(v)/app/run_header.o): build/version.h
+$(foreach v,cpu cuda asan fakecuda pic,build/$(v)/app/run_header.o): build/version.h
 
 # ---------------------------------------------------------------- fragments
 # Each area adds its own benchmark, fuzz and helper rules in mk/<area>.mk and
