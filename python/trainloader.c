@@ -24,6 +24,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app/run_ctx.h"
 #include "loader/sampler.h"
@@ -76,6 +77,7 @@ typedef struct LoaderObject {
     uint64_t generation; /* bumped when the held batch goes back */
     int busy;            /* a call is inside the loader (GIL released) */
     int building;        /* the preload build is the posted job (L->job) */
+    pid_t pid;           /* the process that made it: a forked child must not stop it */
     double build_t0;
     epoch_stats st;
 } LoaderObject;
@@ -361,6 +363,13 @@ static void loader_close_impl(LoaderObject *L)
 {
     if (!L->r)
         return;
+    if (getpid() != L->pid) { /* a fork of the Python process (os.fork, multiprocessing):
+                                 the loader is its parent's; forget it, stop nothing */
+        L->r = NULL;
+        L->holding = 0;
+        L->generation++;
+        return;
+    }
     give_back(L);
     run_ctx *r = L->r;
     L->r = NULL;
@@ -427,6 +436,7 @@ static PyObject *loader_new_py(PyTypeObject *type, PyObject *args, PyObject *kw)
     if (!L)
         return NULL;
     L->job = -1;
+    L->pid = getpid();
     L->rank = rank;
     L->ranks = ranks;
     L->train = train;
@@ -494,6 +504,12 @@ fail:
 
 static int loader_usable(LoaderObject *L)
 {
+    if (L->r && getpid() != L->pid) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this loader belongs to the process that made it, not to a fork of it: "
+                        "make a Loader in the child");
+        return 0;
+    }
     if (!L->r) {
         PyErr_SetString(PyExc_ValueError, "the loader is closed");
         return 0;

@@ -342,3 +342,23 @@ def test_ctrl_c_in_the_preload_build_can_be_caught_and_the_loader_goes_on(fm):
             h.update(bytes(memoryview(images)))
             h.update(repr(ref.last_indices).encode())
     assert out.split("\n")[:2] == ["interrupted", f"pass {h.hexdigest()} True"], out + err
+
+
+def test_a_fork_of_the_script_neither_uses_nor_stops_the_loader(fm):
+    with trainloader.Loader(fm, batch=100, workers=2, channels=1) as loader:
+        first = pass_of(loader)
+        pid = os.fork()
+        if pid == 0:  # the child: its copy of the loader refuses work and closes nothing
+            code = 0
+            try:
+                iter(loader)
+                code = 1
+            except RuntimeError as e:
+                code = 0 if "fork" in str(e) else 2
+            loader.close()
+            os._exit(code)
+        _, st = os.waitpid(pid, 0)
+        assert os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0
+        loader.set_epoch(0)
+        again = pass_of(loader)  # the parent's loader still runs
+        assert [b[0] for b in again] == [b[0] for b in first]
