@@ -10,7 +10,8 @@
  *
  * FAKECUDA_CLOCK=FILE: the process that used the device also writes its
  * virtual clock there (fake.h's fake_clock_stats, one "key value" a line),
- * for the tests that time whole runs on the fake.
+ * for the tests that time whole runs on the fake, and with MPI the NCCL
+ * sums that ran and those that overtook queued compute (fake_nccl_overlap).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -35,6 +36,13 @@ static void write_clock(void)
             "launches %d\nspin_waits %d\nstall_syncs %d\n",
             c.host_ms, c.compute_ms, c.h2d_ms, c.d2h_ms, c.host_syncs, c.launches, c.spin_waits,
             c.stall_syncs);
+#ifdef TRAIN_MPI
+    fake_nccl_stats n;
+    fake_nccl_overlap(&n);
+    fprintf(f,
+            "nccl_sums %lu\nnccl_overtaking %lu\nnccl_floats %.0f\nnccl_floats_overtaking %.0f\n",
+            n.sums, n.overtaking, n.floats, n.floats_overtaking);
+#endif
     fclose(f);
 }
 

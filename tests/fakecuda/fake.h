@@ -49,6 +49,15 @@ void fake_set_quiet(int quiet);
 int fake_violations(void);
 /* ncclAllReduce calls so far (tests/fakecuda/nccl.c, MPI builds) */
 unsigned long fake_nccl_allreduces(void);
+/* The sums that ran, and those that ran while another stream held a queued
+ * kernel or library call not ordered after them (the overlap the schedule
+ * shows: with fake_set_early_nccl, a bucket summed while the earlier
+ * layers' backward pass is still to run) — counts and floats. */
+typedef struct fake_nccl_stats {
+    unsigned long sums, overtaking;
+    double floats, floats_overtaking;
+} fake_nccl_stats;
+void fake_nccl_overlap(fake_nccl_stats *st);
 const char *fake_last_violation(void);
 
 /* Device allocations / host registrations / streams / events / handles
@@ -83,6 +92,18 @@ void fake_fault_next(const char *api);
  * variable FAKECUDA_COPIES=eager turns it on at start-up (and after every
  * fake_reset), for the train binary on the fake. */
 void fake_set_eager_copies(int on);
+
+/* on: a stream that has carried an ncclAllReduce runs every operation as
+ * early as it is allowed — as soon as it is enqueued, or the moment the
+ * event record it waits for (cudaStreamWaitEvent) completes — while the
+ * other streams stay lazy: the schedule in which a collective that is
+ * not ordered after the kernels writing its buffer reads it before they
+ * ran, and the communication overlaps the compute where events allow.
+ * Off (the default), that stream is lazy too, so work the compute stream
+ * does not wait for runs after the work it should precede. The
+ * environment variable FAKECUDA_NCCL=early turns it on at start-up (and
+ * after every fake_reset), for the train binary on the fake. */
+void fake_set_early_nccl(int on);
 
 /* Operations enqueued on s and not yet run. */
 int fake_pending(cudaStream_t s);

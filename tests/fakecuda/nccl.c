@@ -33,8 +33,11 @@ struct ncclComm {
 };
 
 static unsigned long allreduces;
+static fake_nccl_stats ran;
 
 unsigned long fake_nccl_allreduces(void) { return allreduces; }
+
+void fake_nccl_overlap(fake_nccl_stats *st) { *st = ran; }
 
 const char *ncclGetErrorString(ncclResult_t r)
 {
@@ -101,6 +104,12 @@ typedef struct allreduce_op {
 static void run_allreduce(void *arg)
 {
     allreduce_op *op = arg;
+    ran.sums++;
+    ran.floats += (double)op->n;
+    if (fk_running_overtakes_kernels()) {
+        ran.overtaking++;
+        ran.floats_overtaking += (double)op->n;
+    }
     MPI_Allreduce(MPI_IN_PLACE, op->buf, (int)op->n, MPI_FLOAT, MPI_SUM, op->comm);
 }
 
@@ -119,6 +128,7 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     }
     if (!fk_dev_range(api, "buffer", recv, count * sizeof(float)))
         return ncclInvalidArgument;
+    fk_stream_carries_nccl(stream);
     allreduce_op *op = malloc(sizeof *op);
     *op = (allreduce_op){.buf = recv, .n = count, .comm = comm->comm};
     if (fk_enqueue_timed(stream, api, run_allreduce, free, op, NULL, 0, FK_ENGINE_COMPUTE,
