@@ -122,12 +122,13 @@ int dist_nccl_create(dist *d, model *m, errbuf *e)
     }
     d->nccl = s;
     m->dist.reduce = nccl_reduce;
-    /* the same plan on every rank: it follows from the model alone */
-    int nb = model_plan_buckets(m, buckets_wanted());
     d->nccl_buckets = 1;
-    if (buckets_wanted() == 1)
+    /* the same plan on every rank: it follows from the model alone. One
+     * bucket (asked for, or no layer completes a tail of the slab): the
+     * sum after backward on the compute stream overlaps as little */
+    int nb = model_plan_buckets(m, buckets_wanted());
+    if (nb < 2)
         return 0;
-    /* nb may be 1 (no cut point): still on the comm stream, as configured */
     if (gpu_soft_cuda(e, cudaStreamCreateWithFlags(&s->comm_stream, cudaStreamNonBlocking),
                       "creating the NCCL stream") != 0)
         return -1;

@@ -27,7 +27,10 @@
  * that is not ordered by events runs in an order the code did not ask for,
  * and missing waits show up as wrong data. The fake is stricter than CUDA:
  * no copy completes before a sync point, even from pageable memory — unless
- * eager copies are on (fake_set_eager_copies), the opposite timing.
+ * eager copies are on (fake_set_eager_copies), the opposite timing. A stream
+ * carrying NCCL work can be made to run as early as its waits allow
+ * (fake_set_early_nccl): the schedule that exposes a collective not ordered
+ * after the kernels writing its buffer.
  *
  * Single-threaded: call it from one thread. Deliberately missing: sticky
  * errors, multiple devices, anything the backend does not call.

@@ -8,8 +8,11 @@
  * rank its own), nranks and rank are MPI's. ncclAllReduce checks its
  * buffers are device memory of the right extent and enqueues the sum on
  * the given stream like any kernel: it runs when the stream does (at the
- * next synchronisation), so stream order is what orders it, as on a GPU.
- * Each call is counted (fake_nccl_calls) for tests.
+ * next synchronisation), so stream order and events are what order it, as
+ * on a GPU; with fake_set_early_nccl (FAKECUDA_NCCL=early) its stream runs
+ * it as early as those allow instead. Each call is counted
+ * (fake_nccl_allreduces), and each sum that ran, with whether it ran beside
+ * queued work of another stream (fake_nccl_overlap), for tests.
  *
  * Only what train calls: ncclFloat sums, no groups, no other collectives.
  */

@@ -6,7 +6,10 @@
  * cudaFree or cudaStreamDestroy, or any call on the legacy default stream
  * (which first runs every blocking stream, and never the non-blocking
  * ones, like CUDA). With eager copies on, copies and event bookkeeping run
- * as soon as nothing orders them later. An operation with a host source
+ * as soon as nothing orders them later; an early stream (a stream carrying
+ * NCCL work, with fake_set_early_nccl) runs everything as soon as its waits
+ * allow, including right after the record it waits for completes while
+ * another stream runs. An operation with a host source
  * checks at run time
  * that the source was not modified since it was enqueued. Emulated kernels
  * are enqueued here too. See fake.h.
