@@ -133,13 +133,14 @@ size_t fake_workspace_need(int dir, int algo, const int *xdims, const int *wdims
  * copies to or from pageable memory) and enqueues since the reset. */
 typedef struct fake_clock_stats {
     double host_ms, compute_ms, h2d_ms, d2h_ms;
+    double link_ms; /* NCCL sums, on a link engine of their own */
     int host_syncs, launches;
     int spin_waits;  /* event waits that had to wait, on events without cudaEventBlockingSync */
     int stall_syncs; /* host waits that waited and left the compute engine with nothing queued */
 } fake_clock_stats;
 void fake_clock(fake_clock_stats *st);
 /* Set one cost ("launch_us", "h2d_gbps", "d2h_gbps", "kernel_us",
- * "tflops", "dev_gbps"); -1 for an unknown key or a value <= 0. The
+ * "tflops", "dev_gbps", "link_gbps"); -1 for an unknown key or a value <= 0. The
  * environment variable FAKECUDA_COST="kernel_us=30,h2d_gbps=0.5" does the
  * same at start-up. fake_reset goes back to the defaults. */
 int fake_set_cost(const char *key, double value);

@@ -11,8 +11,14 @@
 
 #include "tests/fakecuda/fake.h"
 
-/* the engines of the virtual clock (clock.c) */
-typedef enum { FK_ENGINE_COMPUTE, FK_ENGINE_H2D, FK_ENGINE_D2H, FK_ENGINES } fk_engine;
+/* the engines of the virtual clock (clock.c); LINK: the NCCL sums */
+typedef enum {
+    FK_ENGINE_COMPUTE,
+    FK_ENGINE_H2D,
+    FK_ENGINE_D2H,
+    FK_ENGINE_LINK,
+    FK_ENGINES
+} fk_engine;
 
 /* ---- runtime.c */
 /* Every runtime call starts with this: counts the call, then fails it (as

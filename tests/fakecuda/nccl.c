@@ -134,9 +134,10 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     fk_stream_carries_nccl(stream);
     allreduce_op *op = malloc(sizeof *op);
     *op = (allreduce_op){.buf = recv, .n = count, .comm = comm->comm};
-    if (fk_enqueue_timed(stream, api, run_allreduce, free, op, NULL, 0, FK_ENGINE_COMPUTE,
-                         fk_cost_ms(FK_ENGINE_COMPUTE, 2 * count * sizeof(float), 0),
-                         0) != cudaSuccess)
+    /* a ring sends and receives 2 (K-1)/K of the buffer per rank */
+    size_t moved = 2 * (size_t)(comm->nranks - 1) * count * sizeof(float) / (size_t)comm->nranks;
+    if (fk_enqueue_timed(stream, api, run_allreduce, free, op, NULL, 0, FK_ENGINE_LINK,
+                         fk_cost_ms(FK_ENGINE_LINK, moved, 0), 0) != cudaSuccess)
         return ncclInvalidUsage;
     allreduces++;
     return ncclSuccess;
