@@ -311,6 +311,8 @@ static void print_first_line(run_ctx *r)
         if (r->chunks)
             snprintf(tree, sizeof tree,
                      " as a fixed tree of %d chunks (the same bits for %s ranks)", r->chunks, ks);
+        if (r->dist.nccl_buckets > 1 && !r->chunks) /* chunk trees sum once, after */
+            snprintf(tree, sizeof tree, " in %d buckets, during backward", r->dist.nccl_buckets);
         printf("ranks %d (%d on this node): each loads its slice of every global batch of %d "
                "(%d-%d samples); gradients summed with %s%s\n",
                r->dist.size, r->dist.local_size, r->batch, r->batch / r->dist.size,

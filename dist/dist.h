@@ -18,9 +18,11 @@
  * rank 0, which prints it once, naming the rank and host.
  *
  * Gradients: each rank's loss is scaled by 1 / (global batch), the slab is
- * summed over the ranks (MPI_Allreduce in place on the CPU backend; one
- * ncclAllReduce on the compute stream on the GPU backend, with its
- * communicator bootstrapped from an ncclUniqueId broadcast over MPI), and
+ * summed over the ranks (MPI_Allreduce in place after backward on the CPU
+ * backend; on the GPU backend ncclAllReduce of a few buckets of the slab
+ * on a communication stream, each as soon as backward has written it, so
+ * the sums overlap the rest of backward; its communicator bootstrapped
+ * from an ncclUniqueId broadcast over MPI), and
  * every rank applies the same update. Parameters start identical (rank 0's
  * are broadcast once), so they stay identical.
  */
@@ -34,6 +36,9 @@
 #include "nn/model.h"
 
 #define DIST_HOST_MAX 64
+/* gradient buckets summed during backward on GPUs, unless TRAIN_NCCL_BUCKETS
+ * (1 to MODEL_MAX_BUCKETS) says otherwise; 1: one sum after backward */
+#define DIST_NCCL_BUCKETS 4
 
 typedef struct dist {
     int launched;               /* started by an MPI launcher (even with one rank) */
@@ -47,6 +52,7 @@ typedef struct dist {
     double comm_s;          /* seconds inside gradient sums (incl. waiting for a slower rank) */
     uint64_t reduced_bytes; /* bytes of gradient summed per step (the slab) */
     void *nccl;             /* the GPU's communicator state (dist/nccl.c), or NULL */
+    int nccl_buckets;       /* its sums per step: 1 after backward, else during it */
     char *hosts;            /* rank 0: every rank's host name, DIST_HOST_MAX each */
     int canonical;          /* dist_canonical */
     float *scratch;         /* its receive buffer */

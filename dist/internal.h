@@ -4,12 +4,13 @@
 
 #include "dist/dist.h"
 
-/* nccl.c (CUDA and MPI builds): the GPU backend's gradient sum, one
- * ncclAllReduce over the slab on the backend's compute stream. create
- * bootstraps the communicator (rank 0's ncclUniqueId broadcast over MPI;
- * a collective) and sets d->nccl; -1 with e when NCCL refuses. */
-int dist_nccl_create(dist *d, backend *be, errbuf *e);
-void dist_nccl_reduce(void *ctx, float *grads, size_t n); /* ctx: the dist */
+/* nccl.c (CUDA and MPI builds): the GPU backend's gradient sum on NCCL.
+ * create bootstraps the communicator (rank 0's ncclUniqueId broadcast over
+ * MPI; a collective), sets d->nccl and d->nccl_buckets and m's hooks:
+ * buckets summed on a communication stream during backward, or one
+ * ncclAllReduce over the slab on the compute stream after it
+ * (TRAIN_NCCL_BUCKETS=1); -1 with e when NCCL or CUDA refuses. */
+int dist_nccl_create(dist *d, model *m, errbuf *e);
 void dist_nccl_free(dist *d);
 
 #endif

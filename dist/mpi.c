@@ -153,9 +153,8 @@ int dist_attach(dist *d, model *m, errbuf *e)
         m->dist.reduce = reduce_host;
     } else {
 #ifdef TRAIN_CUDA
-        if (dist_nccl_create(d, m->be, e) != 0)
+        if (dist_nccl_create(d, m, e) != 0)
             return -1;
-        m->dist.reduce = dist_nccl_reduce;
 #else
         return errf(e, "internal: a device backend in a build without CUDA");
 #endif

@@ -683,9 +683,65 @@ static const float *layer_backward(model *m, model_layer *L, const float *g, int
     return din && !m->layers[L->src].gacc ? din : NULL;
 }
 
-/* every layer backward, from dlogits down to the lowest parameters; -1
- * when the backend was cancelled on the way */
-static int backward(model *m, int B)
+/* where the slab's gradients of layers below i end: once layers i and up
+ * are through backward, [grads_end_below(m, i), nparams) is final (gaps and
+ * running statistics are never written) */
+static size_t grads_end_below(const model *m, int i)
+{
+    size_t end = 0;
+    for (int j = 0; j < i; j++) {
+        const model_layer *L = &m->layers[j];
+        int ts[2] = {L->w_tensor, L->b_tensor}; /* bn's scale and shift too */
+        for (int k = 0; k < 2; k++) {
+            if (ts[k] < 0)
+                continue;
+            const model_tensor *t = &m->tensors[ts[k]];
+            if (t->offset + t->n > end)
+                end = t->offset + t->n;
+        }
+    }
+    return end;
+}
+
+int model_plan_buckets(model *m, int want)
+{
+    model_dist *d = &m->dist;
+    want = want < 1 ? 1 : want > MODEL_MAX_BUCKETS ? MODEL_MAX_BUCKETS : want;
+    size_t target = (m->nparams + (size_t)want - 1) / (size_t)want, sent = m->nparams;
+    d->nbuckets = 0;
+    d->bucket_off[0] = sent;
+    for (int i = m->nlayers - 1; i >= 0; i--) {
+        size_t ready = grads_end_below(m, i);
+        if (ready < sent && (sent - ready >= target || i == 0)) {
+            d->bucket_after[d->nbuckets] = i;
+            d->bucket_off[++d->nbuckets] = ready;
+            sent = ready;
+        }
+    }
+    return d->nbuckets;
+}
+
+/* Bucket k of the plan to dist.reduce_range */
+static void bucket_send(model *m, int k)
+{
+    const model_dist *d = &m->dist;
+    size_t lo = d->bucket_off[k + 1];
+    d->reduce_range(d->ctx, m->grads, lo, d->bucket_off[k] - lo);
+}
+
+/* after layer i's backward: the buckets it completes (all from *next on
+ * that are due after layer i) */
+static void buckets_due(model *m, int i, int *next)
+{
+    while (*next < m->dist.nbuckets && m->dist.bucket_after[*next] == i)
+        bucket_send(m, (*next)++);
+}
+
+/* every layer backward, from dlogits down to the lowest parameters, and
+ * (next not NULL) the gradient buckets handed to dist.reduce_range as they
+ * complete, *next the first not handed yet; -1 when the backend was
+ * cancelled on the way */
+static int backward_overlap(model *m, int B, int *next)
 {
     backend *be = m->be;
     const float *g = m->dlogits;
@@ -694,17 +750,21 @@ static int backward(model *m, int B)
     for (int i = m->nlayers - 1; i >= 0; i--) {
         model_layer *L = &m->layers[i];
         if (!L->need_grad) {
-            g = NULL;
-            continue; /* nothing below needs a gradient through here */
+            g = NULL; /* nothing below needs a gradient through here */
+        } else {
+            if (L->gacc)
+                g = L->gacc;
+            g = layer_backward(m, L, g, B);
+            if (backend_cancelled(be))
+                return -1;
         }
-        if (L->gacc)
-            g = L->gacc;
-        g = layer_backward(m, L, g, B);
-        if (backend_cancelled(be))
-            return -1;
+        if (next)
+            buckets_due(m, i, next);
     }
     return backend_cancelled(be) ? -1 : 0;
 }
+
+static int backward(model *m, int B) { return backward_overlap(m, B, NULL); }
 
 /* Enqueue the read-back of the per-sample losses and predictions (one
  * copy: every loss slot, then the first B predictions) into the next free
@@ -909,24 +969,32 @@ static int grouped_gradient(model *m, const uint8_t *x, const int32_t *labels, i
  * included (model.dist); -1 when cancelled */
 static int train_gradient(model *m, const uint8_t *x, const int32_t *labels, int B)
 {
+    /* buckets during backward (model_dist.reduce_range), else one sum after */
+    int overlap = m->dist.reduce_range && m->dist.nbuckets > 0 && m->dist.nchunks == 0;
+    int next = 0, rc = 0;
     if (m->dist.nchunks > 0 && model_groups_cheap(m)) {
-        if (grouped_gradient(m, x, labels, B) != 0)
-            return -1;
+        rc = grouped_gradient(m, x, labels, B);
     } else if (m->dist.nchunks > 0) {
-        if (chunked_gradient(m, x, labels) != 0)
-            return -1;
+        rc = chunked_gradient(m, x, labels);
     } else if (B == 0 && m->dist.reduce) {
-        zero_grads(m);
+        zero_grads(m); /* the buckets follow below: the others' calls, all at once */
     } else {
         check_batch(m, labels, B, "model_train_enqueue");
         /* the flag never goes back to 0, so an operation cut short anywhere
          * before here is seen here, before the update */
-        if (forward_loss(m, x, labels, B, 1) != 0 || backward(m, B) != 0)
-            return -1;
+        rc = forward_loss(m, x, labels, B, 1) != 0 ||
+             backward_overlap(m, B, overlap ? &next : NULL) != 0;
     }
-    if (m->dist.reduce)
+    if (overlap) {
+        /* every rank makes the same calls each step, cancelled or not, so
+         * the collectives of the ranks stay matched */
+        while (next < m->dist.nbuckets)
+            bucket_send(m, next++);
+        m->dist.reduce_wait(m->dist.ctx);
+    } else if (m->dist.reduce && rc == 0) {
         m->dist.reduce(m->dist.ctx, m->grads, m->nparams);
-    return 0;
+    }
+    return rc ? -1 : 0;
 }
 
 int model_train_enqueue(model *m, const uint8_t *x, const int32_t *labels, int B, float lr,

@@ -50,6 +50,7 @@
 #define MODEL_NAME_MAX 32
 #define MODEL_PLAN_SLOTS 3                  /* conv plans kept per layer, one per batch size */
 #define MODEL_MAX_CHUNKS BACKEND_GROUPS_MAX /* model_dist.chunk */
+#define MODEL_MAX_BUCKETS 8                 /* model_plan_buckets: at most this many asked */
 /* enqueued steps whose results may be pending at once: the one being
  * enqueued and the one before it (results come back a step late) */
 #define MODEL_RESULTS_MAX 2
@@ -138,6 +139,21 @@ typedef struct model_dist {
      * otherwise every chunk runs its own forward and backward pass. */
     int nchunks;
     int chunk[MODEL_MAX_CHUNKS];
+    /* Overlap with backward (optional; set with model_plan_buckets, used
+     * when nchunks is 0): instead of one reduce after backward, the slab is
+     * summed in buckets, each handed over as soon as the ENQUEUED backward
+     * pass has written every gradient in it. reduce_range(ctx, grads, off,
+     * n) sums grads[off, off + n): it is called for every bucket of the
+     * plan, in plan order (decreasing offsets; together exactly [0,
+     * nparams)), by every rank the same way (a rank with an empty slice
+     * too), and must not let the sum overtake the writes enqueued before
+     * the call; reduce_wait(ctx) follows the last bucket, and everything
+     * enqueued after it (the update) must come after every sum. */
+    void (*reduce_range)(void *ctx, float *grads, size_t off, size_t n);
+    void (*reduce_wait)(void *ctx);
+    int nbuckets;
+    size_t bucket_off[MODEL_MAX_BUCKETS + 1]; /* bucket k: [bucket_off[k+1], bucket_off[k]) */
+    int bucket_after[MODEL_MAX_BUCKETS];      /* ... handed over after this layer's backward */
 } model_dist;
 
 typedef struct model {
@@ -273,6 +289,15 @@ void model_stage_labels(model *m, const int32_t *dev_labels);
 /* Forward and loss only, no gradients, no update. Same return; B 0 (an
  * empty slice) with m->dist.reduce set does nothing. */
 int model_eval_step(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st);
+
+/* The bucket plan of model_dist (reduce_range): about `want` buckets (1 to
+ * MODEL_MAX_BUCKETS) of the slab in backward order, each cut where a
+ * layer's backward pass completes a contiguous tail of the slab and at
+ * least nparams / want floats long but the last (so at most want of
+ * them); fewer where the layout allows no cut (one, when the
+ * first layer's gradients lie at the end of the slab). Fills m->dist's
+ * nbuckets, bucket_off and bucket_after; returns nbuckets. */
+int model_plan_buckets(model *m, int want);
 
 /* 1 when canonical gradient sums (model_dist.nchunks) cost next to
  * nothing: the backend cuts only the sums over samples

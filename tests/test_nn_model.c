@@ -444,3 +444,99 @@ Test(nn_model, learns_a_synthetic_task)
     model_free(&m);
     be->ops->destroy(be);
 }
+
+/* ---------------------------------------------------------------- overlap buckets */
+
+/* A hook that stands in for a sum over 2 identical ranks: each bucket is
+ * copied as it is handed over (it must already be the final gradient) and
+ * doubled in place (the doubling must survive: nothing writes the bucket
+ * after it was handed over). */
+typedef struct bucket_log {
+    int calls, waits, reduces;
+    size_t off[MODEL_MAX_BUCKETS], n[MODEL_MAX_BUCKETS];
+    float *seen; /* nparams: each bucket as it was when handed over */
+} bucket_log;
+
+static void log_range(void *ctx, float *grads, size_t off, size_t n)
+{
+    bucket_log *l = ctx;
+    cr_assert_lt(l->calls, MODEL_MAX_BUCKETS);
+    cr_assert_eq(l->waits, 0, "a bucket after reduce_wait");
+    l->off[l->calls] = off;
+    l->n[l->calls++] = n;
+    memcpy(l->seen + off, grads + off, n * sizeof(float));
+    for (size_t i = off; i < off + n; i++)
+        grads[i] *= 2.0f;
+}
+
+static void log_wait(void *ctx) { ((bucket_log *)ctx)->waits++; }
+
+static void log_reduce(void *ctx, float *grads, size_t n)
+{
+    (void)grads, (void)n;
+    ((bucket_log *)ctx)->reduces++;
+}
+
+/* lenet (tensors in layer order) and resnet8 (weights first, then biases
+ * and bn parameters: the first layers' biases lie near the end, so fewer
+ * cuts): the buckets cover the slab once, in decreasing offsets, and each
+ * is handed over only once backward has written all of it. */
+Test(nn_model, gradient_buckets_are_handed_over_once_written)
+{
+    const char *names[2] = {"lenet", "resnet8"};
+    int C[2] = {1, 3}, HW[2] = {28, 16}, min_buckets[2] = {2, 2};
+    for (int k = 0; k < 2; k++) {
+        nn_set s;
+        synth_set(&s, 6, C[k], HW[k], HW[k], 10, 7);
+        backend *be = cpu_backend(1);
+        model m;
+        create_ok(&m, names[k], C[k], HW[k], HW[k], 10, 6, be);
+        model_init_params(&m, 5);
+        step_stats st;
+        cr_assert_eq(model_train_step(&m, s.x, s.y, 6, 0.0f, 0.0f, 0.0f, &st), MODEL_STEP_OK);
+        float *ref = download_floats(be, m.grads, m.nparams);
+
+        bucket_log l = {.seen = xcalloc(m.nparams, sizeof(float))};
+        int nb = model_plan_buckets(&m, 4);
+        cr_assert(nb >= min_buckets[k] && nb <= 4, "%s: %d buckets", names[k], nb);
+        m.dist = (model_dist){.reduce = log_reduce,
+                              .reduce_range = log_range,
+                              .reduce_wait = log_wait,
+                              .ctx = &l,
+                              .global_batch = 6};
+        cr_assert_eq(model_plan_buckets(&m, 4), nb);
+        cr_assert_eq(model_train_step(&m, s.x, s.y, 6, 0.0f, 0.0f, 0.0f, &st), MODEL_STEP_OK);
+        cr_assert_eq(l.calls, nb, "%s", names[k]);
+        cr_assert_eq(l.waits, 1);
+        cr_assert_eq(l.reduces, 0, "one sum of the whole slab besides the buckets");
+        size_t at = m.nparams;
+        for (int b = 0; b < nb; b++) {
+            cr_assert_eq(l.off[b] + l.n[b], at, "%s: bucket %d does not end where %d began",
+                         names[k], b, b - 1);
+            cr_assert_gt(l.n[b], 0);
+            at = l.off[b];
+        }
+        cr_assert_eq(at, 0, "%s: the buckets leave [0, %zu) out", names[k], at);
+        float *got = download_floats(be, m.grads, m.nparams);
+        size_t early = 0, lost = 0;
+        for (size_t i = 0; i < m.nparams; i++) {
+            early += l.seen[i] != ref[i];
+            lost += got[i] != 2.0f * ref[i];
+        }
+        cr_assert_eq(early, 0, "%s: %zu gradients handed over before backward wrote them", names[k],
+                     early);
+        cr_assert_eq(lost, 0, "%s: %zu summed gradients overwritten after", names[k], lost);
+
+        /* a rank with an empty slice makes the same calls, on zeros */
+        l.calls = l.waits = 0;
+        cr_assert_eq(model_train_step(&m, s.x, s.y, 0, 0.0f, 0.0f, 0.0f, &st), MODEL_STEP_OK);
+        cr_assert_eq(l.calls, nb);
+        cr_assert_eq(l.waits, 1);
+        free(got);
+        free(ref);
+        free(l.seen);
+        model_free(&m);
+        be->ops->destroy(be);
+        nn_set_free(&s);
+    }
+}

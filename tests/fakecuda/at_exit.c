@@ -10,11 +10,14 @@
  *
  * FAKECUDA_CLOCK=FILE: the process that used the device also writes its
  * virtual clock there (fake.h's fake_clock_stats, one "key value" a line),
- * for the tests that time whole runs on the fake.
+ * for the tests that time whole runs on the fake, and with MPI the NCCL
+ * sums that ran and those that overtook queued compute (fake_nccl_overlap);
+ * under Open MPI's mpirun, rank r > 0 writes FILE.r instead.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "tests/fakecuda/fake.h"
 
@@ -25,6 +28,13 @@ static void write_clock(void)
     fake_clock(&c);
     if (!path || !c.launches)
         return;
+    /* under mpirun each rank has its own clock: rank r > 0 writes FILE.r */
+    char ranked[4096];
+    const char *rank = getenv("OMPI_COMM_WORLD_RANK");
+    if (rank && strcmp(rank, "0") != 0) {
+        snprintf(ranked, sizeof ranked, "%s.%s", path, rank);
+        path = ranked;
+    }
     FILE *f = fopen(path, "w");
     if (!f) {
         fprintf(stderr, "fakecuda: at exit: cannot write %s\n", path);
@@ -35,6 +45,14 @@ static void write_clock(void)
             "launches %d\nspin_waits %d\nstall_syncs %d\n",
             c.host_ms, c.compute_ms, c.h2d_ms, c.d2h_ms, c.host_syncs, c.launches, c.spin_waits,
             c.stall_syncs);
+    fprintf(f, "link_ms %.6f\n", c.link_ms);
+#ifdef TRAIN_MPI
+    fake_nccl_stats n;
+    fake_nccl_overlap(&n);
+    fprintf(f,
+            "nccl_sums %lu\nnccl_overtaking %lu\nnccl_floats %.0f\nnccl_floats_overtaking %.0f\n",
+            n.sums, n.overtaking, n.floats, n.floats_overtaking);
+#endif
     fclose(f);
 }
 

@@ -1,7 +1,8 @@
 /* clock.c — the fake device's virtual time line. Data still moves when the
  * lazy queues of streams.c run; this file only says WHEN each operation
- * would have run on a device with one compute engine and one copy engine
- * per direction, and how long the host was held up.
+ * would have run on a device with one compute engine, one copy engine
+ * per direction and a link for NCCL's sums, and how long the host was held
+ * up.
  *
  * Scheduling happens when an operation is enqueued (list scheduling in
  * enqueue order): it starts at the latest of
@@ -25,6 +26,11 @@
  *   dev_gbps    when the call told the clock its flops and bytes
  *               (fk_cost_next); device-to-device copies and memsets go on
  *               the compute engine at dev_gbps
+ *   link_gbps   an NCCL sum moves the bytes it is given (the fake NCCL:
+ *               a ring's 2 (K-1)/K of the buffer) at this bandwidth on a
+ *               link engine of its own, beside the compute engine: as if
+ *               NCCL's kernels took nothing from the compute they overlap
+ *               (optimistic: on a GPU they share the SMs)
  * A host synchronisation (stream, event or device synchronize, a blocking
  * cudaMemcpy, a pageable copy) moves the host clock to the end of what it
  * waits for and is counted. A wait that really waited (the host was ahead)
@@ -50,7 +56,7 @@
 #include "tests/fakecuda/internal.h"
 
 typedef struct cost_model {
-    double launch_us, h2d_gbps, d2h_gbps, kernel_us, tflops, dev_gbps;
+    double launch_us, h2d_gbps, d2h_gbps, kernel_us, tflops, dev_gbps, link_gbps;
 } cost_model;
 
 static const cost_model defaults = {
@@ -60,6 +66,7 @@ static const cost_model defaults = {
     .kernel_us = 10.0,
     .tflops = 10.0,
     .dev_gbps = 500.0,
+    .link_gbps = 25.0,
 };
 
 static struct {
@@ -82,7 +89,7 @@ static void parse_costs(const char *spec)
         if (!eq || fake_set_cost((*eq = '\0', tok), atof(eq + 1)) != 0)
             fk_violation("FAKECUDA_COST",
                          "cannot use '%s' (keys: launch_us h2d_gbps d2h_gbps "
-                         "kernel_us tflops dev_gbps)",
+                         "kernel_us tflops dev_gbps link_gbps)",
                          tok);
     }
 }
@@ -106,7 +113,8 @@ int fake_set_cost(const char *key, double value)
         double *v;
     } keys[] = {{"launch_us", &K.c.launch_us}, {"h2d_gbps", &K.c.h2d_gbps},
                 {"d2h_gbps", &K.c.d2h_gbps},   {"kernel_us", &K.c.kernel_us},
-                {"tflops", &K.c.tflops},       {"dev_gbps", &K.c.dev_gbps}};
+                {"tflops", &K.c.tflops},       {"dev_gbps", &K.c.dev_gbps},
+                {"link_gbps", &K.c.link_gbps}};
     for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
         if (!strcmp(key, keys[i].name)) {
             if (!(value > 0.0) && strcmp(key, "launch_us"))
@@ -158,6 +166,7 @@ double fk_cost_ms(fk_engine eng, size_t bytes, int pageable)
             gbps /= 2;
         return (double)bytes / (gbps * 1e6);
     }
+    case FK_ENGINE_LINK: return (double)bytes / (K.c.link_gbps * 1e6);
     case FK_ENGINE_COMPUTE:
     default:
         ms = K.c.kernel_us / 1000.0 + K.next_flops / (K.c.tflops * 1e9) +
@@ -186,6 +195,7 @@ void fake_clock(fake_clock_stats *st)
     st->compute_ms = K.engine_busy[FK_ENGINE_COMPUTE];
     st->h2d_ms = K.engine_busy[FK_ENGINE_H2D];
     st->d2h_ms = K.engine_busy[FK_ENGINE_D2H];
+    st->link_ms = K.engine_busy[FK_ENGINE_LINK];
     st->host_syncs = K.syncs;
     st->launches = K.launches;
     st->spin_waits = K.spins;

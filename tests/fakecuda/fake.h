@@ -27,7 +27,10 @@
  * that is not ordered by events runs in an order the code did not ask for,
  * and missing waits show up as wrong data. The fake is stricter than CUDA:
  * no copy completes before a sync point, even from pageable memory — unless
- * eager copies are on (fake_set_eager_copies), the opposite timing.
+ * eager copies are on (fake_set_eager_copies), the opposite timing. A stream
+ * carrying NCCL work can be made to run as early as its waits allow
+ * (fake_set_early_nccl): the schedule that exposes a collective not ordered
+ * after the kernels writing its buffer.
  *
  * Single-threaded: call it from one thread. Deliberately missing: sticky
  * errors, multiple devices, anything the backend does not call.
@@ -49,6 +52,15 @@ void fake_set_quiet(int quiet);
 int fake_violations(void);
 /* ncclAllReduce calls so far (tests/fakecuda/nccl.c, MPI builds) */
 unsigned long fake_nccl_allreduces(void);
+/* The sums that ran, and those that ran while another stream held a queued
+ * kernel or library call not ordered after them (the overlap the schedule
+ * shows: with fake_set_early_nccl, a bucket summed while the earlier
+ * layers' backward pass is still to run) — counts and floats. */
+typedef struct fake_nccl_stats {
+    unsigned long sums, overtaking;
+    double floats, floats_overtaking;
+} fake_nccl_stats;
+void fake_nccl_overlap(fake_nccl_stats *st);
 const char *fake_last_violation(void);
 
 /* Device allocations / host registrations / streams / events / handles
@@ -84,6 +96,18 @@ void fake_fault_next(const char *api);
  * fake_reset), for the train binary on the fake. */
 void fake_set_eager_copies(int on);
 
+/* on: a stream that has carried an ncclAllReduce runs every operation as
+ * early as it is allowed — as soon as it is enqueued, or the moment the
+ * event record it waits for (cudaStreamWaitEvent) completes — while the
+ * other streams stay lazy: the schedule in which a collective that is
+ * not ordered after the kernels writing its buffer reads it before they
+ * ran, and the communication overlaps the compute where events allow.
+ * Off (the default), that stream is lazy too, so work the compute stream
+ * does not wait for runs after the work it should precede. The
+ * environment variable FAKECUDA_NCCL=early turns it on at start-up (and
+ * after every fake_reset), for the train binary on the fake. */
+void fake_set_early_nccl(int on);
+
 /* Operations enqueued on s and not yet run. */
 int fake_pending(cudaStream_t s);
 /* Number of calls of `api` since the reset. */
@@ -109,13 +133,14 @@ size_t fake_workspace_need(int dir, int algo, const int *xdims, const int *wdims
  * copies to or from pageable memory) and enqueues since the reset. */
 typedef struct fake_clock_stats {
     double host_ms, compute_ms, h2d_ms, d2h_ms;
+    double link_ms; /* NCCL sums, on a link engine of their own */
     int host_syncs, launches;
     int spin_waits;  /* event waits that had to wait, on events without cudaEventBlockingSync */
     int stall_syncs; /* host waits that waited and left the compute engine with nothing queued */
 } fake_clock_stats;
 void fake_clock(fake_clock_stats *st);
 /* Set one cost ("launch_us", "h2d_gbps", "d2h_gbps", "kernel_us",
- * "tflops", "dev_gbps"); -1 for an unknown key or a value <= 0. The
+ * "tflops", "dev_gbps", "link_gbps"); -1 for an unknown key or a value <= 0. The
  * environment variable FAKECUDA_COST="kernel_us=30,h2d_gbps=0.5" does the
  * same at start-up. fake_reset goes back to the defaults. */
 int fake_set_cost(const char *key, double value);

@@ -11,8 +11,14 @@
 
 #include "tests/fakecuda/fake.h"
 
-/* the engines of the virtual clock (clock.c) */
-typedef enum { FK_ENGINE_COMPUTE, FK_ENGINE_H2D, FK_ENGINE_D2H, FK_ENGINES } fk_engine;
+/* the engines of the virtual clock (clock.c); LINK: the NCCL sums */
+typedef enum {
+    FK_ENGINE_COMPUTE,
+    FK_ENGINE_H2D,
+    FK_ENGINE_D2H,
+    FK_ENGINE_LINK,
+    FK_ENGINES
+} fk_engine;
 
 /* ---- runtime.c */
 /* Every runtime call starts with this: counts the call, then fails it (as
@@ -80,6 +86,14 @@ cudaError_t fk_enqueue_timed(cudaStream_t s, const char *name, void (*run)(void 
 double fk_stream_end_ms(cudaStream_t s);
 /* 1 when s is a live stream or NULL */
 int fk_stream_ok(cudaStream_t s);
+/* s carries NCCL work: with fake_set_early_nccl on, it becomes an early
+ * stream from now on (NULL, the legacy stream, never does). */
+void fk_stream_carries_nccl(cudaStream_t s);
+/* 1 when, while the operation now running runs, another stream holds a
+ * queued kernel or library call that nothing orders after it (not behind a
+ * wait that has not completed, on a stream not blocked waiting): on a
+ * device both could be running at once — overlap, on the fake's schedule. */
+int fk_running_overtakes_kernels(void);
 /* Run every queue to the end. */
 void fk_drain_all(void);
 /* Run every blocking stream to the end (what the legacy stream waits for). */

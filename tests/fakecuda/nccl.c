@@ -8,8 +8,11 @@
  * rank its own), nranks and rank are MPI's. ncclAllReduce checks its
  * buffers are device memory of the right extent and enqueues the sum on
  * the given stream like any kernel: it runs when the stream does (at the
- * next synchronisation), so stream order is what orders it, as on a GPU.
- * Each call is counted (fake_nccl_calls) for tests.
+ * next synchronisation), so stream order and events are what order it, as
+ * on a GPU; with fake_set_early_nccl (FAKECUDA_NCCL=early) its stream runs
+ * it as early as those allow instead. Each call is counted
+ * (fake_nccl_allreduces), and each sum that ran, with whether it ran beside
+ * queued work of another stream (fake_nccl_overlap), for tests.
  *
  * Only what train calls: ncclFloat sums, no groups, no other collectives.
  */
@@ -33,8 +36,11 @@ struct ncclComm {
 };
 
 static unsigned long allreduces;
+static fake_nccl_stats ran;
 
 unsigned long fake_nccl_allreduces(void) { return allreduces; }
+
+void fake_nccl_overlap(fake_nccl_stats *st) { *st = ran; }
 
 const char *ncclGetErrorString(ncclResult_t r)
 {
@@ -101,6 +107,12 @@ typedef struct allreduce_op {
 static void run_allreduce(void *arg)
 {
     allreduce_op *op = arg;
+    ran.sums++;
+    ran.floats += (double)op->n;
+    if (fk_running_overtakes_kernels()) {
+        ran.overtaking++;
+        ran.floats_overtaking += (double)op->n;
+    }
     MPI_Allreduce(MPI_IN_PLACE, op->buf, (int)op->n, MPI_FLOAT, MPI_SUM, op->comm);
 }
 
@@ -119,11 +131,13 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count, ncclDataT
     }
     if (!fk_dev_range(api, "buffer", recv, count * sizeof(float)))
         return ncclInvalidArgument;
+    fk_stream_carries_nccl(stream);
     allreduce_op *op = malloc(sizeof *op);
     *op = (allreduce_op){.buf = recv, .n = count, .comm = comm->comm};
-    if (fk_enqueue_timed(stream, api, run_allreduce, free, op, NULL, 0, FK_ENGINE_COMPUTE,
-                         fk_cost_ms(FK_ENGINE_COMPUTE, 2 * count * sizeof(float), 0),
-                         0) != cudaSuccess)
+    /* a ring sends and receives 2 (K-1)/K of the buffer per rank */
+    size_t moved = 2 * (size_t)(comm->nranks - 1) * count * sizeof(float) / (size_t)comm->nranks;
+    if (fk_enqueue_timed(stream, api, run_allreduce, free, op, NULL, 0, FK_ENGINE_LINK,
+                         fk_cost_ms(FK_ENGINE_LINK, moved, 0), 0) != cudaSuccess)
         return ncclInvalidUsage;
     allreduces++;
     return ncclSuccess;

@@ -59,6 +59,8 @@ static void configure_defaults(void)
     F.configured = 1;
     const char *copies = getenv("FAKECUDA_COPIES");
     fake_set_eager_copies(copies && !strcmp(copies, "eager"));
+    const char *nccl = getenv("FAKECUDA_NCCL");
+    fake_set_early_nccl(nccl && !strcmp(nccl, "early"));
 }
 
 static void init_once(void)

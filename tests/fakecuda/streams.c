@@ -6,7 +6,10 @@
  * cudaFree or cudaStreamDestroy, or any call on the legacy default stream
  * (which first runs every blocking stream, and never the non-blocking
  * ones, like CUDA). With eager copies on, copies and event bookkeeping run
- * as soon as nothing orders them later. An operation with a host source
+ * as soon as nothing orders them later; an early stream (a stream carrying
+ * NCCL work, with fake_set_early_nccl) runs everything as soon as its waits
+ * allow, including right after the record it waits for completes while
+ * another stream runs. An operation with a host source
  * checks at run time
  * that the source was not modified since it was enqueued. Emulated kernels
  * are enqueued here too. See fake.h.
@@ -25,6 +28,8 @@ struct CUstream_st {
     struct fk_op *head, *tail;
     int pending;
     double end_ms; /* virtual clock: when the last operation enqueued ends */
+    int early;     /* runs each operation as soon as its waits allow (fake_set_early_nccl) */
+    int blocked;   /* its front wait is running another stream to the awaited record */
 };
 
 struct CUevent_st {
@@ -49,8 +54,9 @@ typedef struct fk_op {
     cudaEvent_t rec, wait;
     cudaStream_t wait_stream; /* where the awaited record was issued */
     unsigned seq;
-    int fault; /* running it raises the sticky asynchronous error */
-    int copy;  /* a copy or memset: the copy engine's work */
+    int fault;           /* running it raises the sticky asynchronous error */
+    int copy;            /* a copy or memset: the copy engine's work */
+    unsigned long order; /* enqueue order over every stream */
 } fk_op;
 
 #define STREAM_MAX 64
@@ -61,6 +67,11 @@ static struct {
     cudaEvent_t events[EVENT_MAX];
     struct CUstream_st legacy; /* the legacy default stream (NULL) */
     int eager;                 /* fake_set_eager_copies */
+    int early_nccl;            /* fake_set_early_nccl */
+    int in_early;              /* run_early is running (it does not nest) */
+    unsigned long order;       /* operations enqueued so far */
+    const fk_op *running;      /* the operation whose run is running, and its stream */
+    struct CUstream_st *running_on;
 } S;
 
 /* ---------------------------------------------------------------- queues */
@@ -88,6 +99,7 @@ static int event_ok(cudaEvent_t e)
 }
 
 static void run_until(struct CUstream_st *s, unsigned ev_seq, cudaEvent_t ev);
+static void run_early(void);
 
 /* Run one op from the front of s. */
 static void run_one(struct CUstream_st *s)
@@ -97,23 +109,36 @@ static void run_one(struct CUstream_st *s)
     if (!s->head)
         s->tail = NULL;
     s->pending--;
-    if (op->wait && op->wait->completed < op->seq)
+    if (op->wait && op->wait->completed < op->seq) {
+        s->blocked++;
         run_until(stream_of(op->wait_stream), op->seq, op->wait);
+        s->blocked--;
+    }
     if (op->host && hash64(op->host, op->host_bytes, 0) != op->host_hash)
         fk_violation(op->name,
                      "the host buffer %p (%zu bytes) was modified after the copy was "
                      "enqueued and before it ran: it was reused before its copy "
                      "completed (wait for the copy's event)",
                      op->host, op->host_bytes);
-    if (op->run)
+    if (op->run) {
+        const fk_op *outer = S.running;
+        struct CUstream_st *outer_on = S.running_on;
+        S.running = op;
+        S.running_on = s;
         op->run(op->arg);
+        S.running = outer;
+        S.running_on = outer_on;
+    }
     if (op->fault)
         fk_raise_fault();
-    if (op->rec && op->seq > op->rec->completed)
+    int recorded = op->rec && op->seq > op->rec->completed;
+    if (recorded)
         op->rec->completed = op->seq;
     if (op->drop)
         op->drop(op->arg);
     free(op);
+    if (recorded) /* an early stream waiting for this record goes on now */
+        run_early();
 }
 
 /* Run s until event ev has completed record number ev_seq (or s is empty). */
@@ -181,6 +206,38 @@ static void progress(void)
 
 void fake_set_eager_copies(int on) { S.eager = on; }
 
+/* Early streams (fake_set_early_nccl): every operation at the front of one
+ * runs as soon as it is allowed to — at once, or the moment the record a
+ * wait names completes (run_one calls this after each record) — while the
+ * other streams stay lazy. */
+static void run_early(void)
+{
+    if (S.in_early)
+        return;
+    S.in_early = 1;
+    int more = 1;
+    while (more) {
+        more = 0;
+        for (int i = 0; i < STREAM_MAX; i++) {
+            struct CUstream_st *st = S.streams[i];
+            while (st && st->early && st->head &&
+                   (!st->head->wait || st->head->wait->completed >= st->head->seq)) {
+                run_one(st);
+                more = 1;
+            }
+        }
+    }
+    S.in_early = 0;
+}
+
+void fake_set_early_nccl(int on) { S.early_nccl = on; }
+
+void fk_stream_carries_nccl(cudaStream_t s)
+{
+    if (S.early_nccl && s)
+        s->early = 1;
+}
+
 /* ---------------------------------------------------------------- the clock */
 
 /* When work enqueued now on s may start: after the stream's last operation;
@@ -218,6 +275,7 @@ static cudaError_t push(cudaStream_t s, fk_op *op)
     if (!s)
         fk_legacy_barrier();
     op->next = NULL;
+    op->order = ++S.order;
     if (st->tail)
         st->tail->next = op;
     else
@@ -228,6 +286,8 @@ static cudaError_t push(cudaStream_t s, fk_op *op)
         run_all(st);
     if (S.eager)
         progress();
+    if (st->early)
+        run_early();
     return cudaSuccess;
 }
 
@@ -505,6 +565,24 @@ const char *fk_queued_reader(const void *base, size_t size)
                 b < (const char *)op->host + op->host_bytes)
                 return op->name;
     return NULL;
+}
+
+int fk_running_overtakes_kernels(void)
+{
+    if (!S.running)
+        return 0;
+    for (int k = -1; k < STREAM_MAX; k++) {
+        struct CUstream_st *st = k < 0 ? &S.legacy : S.streams[k];
+        if (!st || st == S.running_on || st->blocked)
+            continue; /* a blocked stream waits for the running one: its work comes after */
+        for (const fk_op *op = st->head; op; op = op->next) {
+            if (op->wait && op->wait->completed < op->seq)
+                break; /* what follows may wait for the running operation */
+            if (op->run && !op->copy)
+                return 1;
+        }
+    }
+    return 0;
 }
 
 int fk_streams_live(void)
