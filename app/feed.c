@@ -284,10 +284,10 @@ int feed_loader(run_ctx *r, const loader_config *extra, errbuf *e)
 }
 
 int feed_open(run_ctx *r, const options *o, errbuf *e)
-{ /* r->feed_mode is the caller's */
-    r->o = o;
+{
+    r->o = o; /* r->feed_mode and r->dist.rank are the caller's */
     run_choice_first(o, &r->c);
-    r->batch = r->c.batch ? r->c.batch : 64; /* as --loader-only's */
+    r->batch = r->c.batch ? r->c.batch : RUN_DEFAULT_BATCH;
     int rc = feed_data(r, e);
     return rc == RUN_OK ? feed_cache(r, e) : rc;
 }

@@ -102,7 +102,7 @@ static int setup_model_choice(run_ctx *r, ckpt_info *ck, errbuf *e)
     const options *o = r->o;
     if (o->loader_only) {
         r->model_name = "none";
-        r->batch = r->c.batch ? r->c.batch : 64;
+        r->batch = r->c.batch ? r->c.batch : RUN_DEFAULT_BATCH;
         return check_drop_last(r, e);
     }
     if (o->resume) {
@@ -134,7 +134,7 @@ static int setup_model_choice(run_ctx *r, ckpt_info *ck, errbuf *e)
         r->hp.wd = o->wd;
     if (o->schedule_given)
         r->hp.schedule = o->schedule;
-    r->batch = r->c.batch ? r->c.batch : 64;
+    r->batch = r->c.batch ? r->c.batch : RUN_DEFAULT_BATCH;
     if (o->resume && !r->c.batch && ck->state.batch > 0)
         r->batch = ck->state.batch;
     return check_drop_last(r, e);

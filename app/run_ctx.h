@@ -93,6 +93,9 @@ typedef struct run_ctx {
     double *per_rank; /* the last epoch's images/s and wait% per rank (rank 0) */
 } run_ctx;
 
+/* --batch's default (options keep 0: "the model's", which is this for every model) */
+enum { RUN_DEFAULT_BATCH = 64 };
+
 /* process() status (never an exit status): the training pass reached
  * --max-seconds (hidden, set by --diagnose) and was reported; stop. */
 enum { RUN_TIME_UP = -1 };
