@@ -2,9 +2,17 @@
  *
  * Per sample b (P = OH*OW output pixels, CRS = C*R*S taps):
  *   forward   col_b (CRS x P) = im2col(in_b);  out_b (K x P) = w (K x CRS) . col_b + bias
- *   backward  dw     += dout_b (K x P) . col_b^T
+ *   backward  dw^T   += col_b (CRS x P) . dout_b^T  (transposed at the end
+ *                        of each chunk: OpenBLAS packs the col much faster
+ *                        in this orientation)
  *             dbias  += dout_b . ones(P)
  *             din_b   = col2im(w^T (CRS x K) . dout_b)  (when din is wanted)
+ *   or, stride 1 (R == S, pad <= R-1): din_b = wf (C x KRS) . im2col'(dout_b),
+ *             the input gradient as a convolution of dout padded by R-1-pad
+ *             with the flipped, transposed weights wf: a GEMM with inner
+ *             dimension K*R*S instead of K, and an im2col instead of the
+ *             col2im's scatter-adds (resnet20's 16-channel 3x3 convs:
+ *             about 2x faster than w^T . dout then col2im).
  *
  * Why per sample rather than one GEMM over the whole batch: the shapes of
  * the nets here are small (lenet's second conv is 50 x 64 x 500 per
@@ -65,17 +73,24 @@ static int conv_chunk(int B)
 typedef struct conv_plan_cpu {
     conv_shape s;
     int P, CRS, direct;
+    /* flip: the input gradient as a stride-1 convolution of dout (pad
+     * R-1-pad) with the flipped, transposed weights wf (C x K*R*S) */
+    int flip;
+    conv_shape ts; /* that convolution's shape (B unused) */
+    float *wf;     /* the plan's own: C x K*R*S */
     int threads;
     int nchunks; /* partials (room for) */
     /* in the backend's shared scratch (cpu_ctx.conv_scratch), set from
      * the offsets below at the start of each operation */
     float *col;  /* threads x CRS x P im2col scratch */
-    float *dcol; /* threads x CRS x P */
+    float *dcol; /* threads x dcol_n: CRS x P, or K*R*S x H*W with flip */
+    size_t dcol_n;
     float *xpad; /* padded stride-1 convs: threads x C x (H+2pad) x (W+2pad) */
     size_t xpad_n;
+    float *wt;     /* threads x CRS x K: a chunk's weight gradient, transposed */
     float *part_w; /* nchunks x K x CRS */
     float *part_b; /* nchunks x K */
-    size_t off_col, off_dcol, off_xpad, off_part_w, off_part_b;
+    size_t off_col, off_dcol, off_xpad, off_wt, off_part_w, off_part_b;
     float *ones; /* P ones: bias gradients as a GEMV (the plan's own) */
 } conv_plan_cpu;
 
@@ -95,8 +110,9 @@ static void plan_partials(backend *be, conv_plan_cpu *p, int n)
     size_t one = (size_t)p->CRS * p->P, at = 0;
     p->nchunks = n;
     p->off_col = carve(&at, p->direct ? 0 : one * p->threads);
-    p->off_dcol = carve(&at, one * p->threads);
+    p->off_dcol = carve(&at, p->dcol_n * p->threads);
     p->off_xpad = carve(&at, p->xpad_n * p->threads);
+    p->off_wt = carve(&at, (size_t)s->K * p->CRS * p->threads);
     p->off_part_w = carve(&at, (size_t)n * s->K * p->CRS);
     p->off_part_b = carve(&at, (size_t)n * s->K);
     cpu_ctx *c = cpu_ctx_of(be);
@@ -117,6 +133,17 @@ void *cpu_conv_plan(backend *be, const conv_shape *s)
     p->threads = cpu_ctx_of(be)->threads;
     if (s->stride == 1 && s->pad > 0)
         p->xpad_n = (size_t)s->C * (s->H + 2 * s->pad) * (s->W + 2 * s->pad);
+    p->dcol_n = (size_t)p->CRS * p->P;
+    p->flip = s->stride == 1 && !p->direct && s->R == s->S && s->pad <= s->R - 1;
+    if (p->flip) {
+        int tp = s->R - 1 - s->pad;
+        conv_shape_init(&p->ts, s->B, s->K, s->OH, s->OW, s->C, s->R, s->S, 1, tp);
+        p->dcol_n = (size_t)s->K * s->R * s->S * s->H * s->W;
+        size_t tpad = tp ? (size_t)s->K * (s->OH + 2 * tp) * (s->OW + 2 * tp) : 0;
+        if (tpad > p->xpad_n)
+            p->xpad_n = tpad;
+        p->wf = cpu_alloc(be, (size_t)s->K * p->CRS * sizeof(float));
+    }
     /* enough partials for this B or any smaller one (groups may ask for
      * more: plan_partials) */
     plan_partials(be, p, s->B < CONV_MAX_CHUNKS ? s->B : CONV_MAX_CHUNKS);
@@ -132,6 +159,7 @@ static void bind_scratch(backend *be, conv_plan_cpu *p)
     p->col = p->direct ? NULL : base + p->off_col;
     p->dcol = base + p->off_dcol;
     p->xpad = p->xpad_n ? base + p->off_xpad : NULL;
+    p->wt = base + p->off_wt;
     p->part_w = base + p->off_part_w;
     p->part_b = base + p->off_part_b;
 }
@@ -142,6 +170,7 @@ void cpu_conv_plan_free(backend *be, void *plan)
     if (!p)
         return;
     cpu_free(be, p->ones);
+    cpu_free(be, p->wf);
     free(p);
 }
 
@@ -393,21 +422,32 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
     conv_plan_cpu *p = j->p;
     const conv_shape *s = j->s;
     float *pw = p->part_w + (size_t)c * s->K * p->CRS, *pb = p->part_b + (size_t)c * s->K;
+    float *wt = p->wt + (size_t)thread * s->K * p->CRS;
     int b0 = j->b0[c], b1 = j->b1[c];
     memset(pb, 0, (size_t)s->K * sizeof(float));
     if (b0 == b1) /* an empty group */
-        cpu_vfill(pw, 0.0f, (size_t)s->K * p->CRS);
+        cpu_vfill(wt, 0.0f, (size_t)s->K * p->CRS);
     for (int b = b0; b < b1; b++) {
         const float *x = j->in + (size_t)b * s->C * s->H * s->W;
         const float *dy = j->dout + (size_t)b * s->K * p->P;
         const float *col = sample_col(p, x, thread);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->K, p->CRS, p->P, 1.0f, dy, p->P,
-                    col, p->P, b == b0 ? 0.0f : 1.0f, pw, p->CRS);
+        /* dw^T (CRS x K) += col . dy^T: OpenBLAS packs the col far faster
+         * in this orientation than as dw = dy . col^T (16 channels at
+         * 28x28: 42 against 119 us per sample) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p->CRS, s->K, p->P, 1.0f, col, p->P,
+                    dy, p->P, b == b0 ? 0.0f : 1.0f, wt, s->K);
         if (j->dbias)
             cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1, 1.0f,
                         pb, 1);
-        if (j->din) {
-            float *dcol = p->dcol + (size_t)thread * p->CRS * p->P;
+        if (j->din && p->flip) {
+            /* din_b (C x HW) = wf (C x KRS) . im2col(dy_b) (KRS x HW) */
+            float *tcol = p->dcol + (size_t)thread * p->dcol_n;
+            int KRS = s->K * s->R * s->S, HW = s->H * s->W;
+            im2col(tcol, dy, &p->ts, xpad_of(p, thread));
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->C, HW, KRS, 1.0f, p->wf, KRS,
+                        tcol, HW, 0.0f, j->din + (size_t)b * s->C * HW, HW);
+        } else if (j->din) {
+            float *dcol = p->dcol + (size_t)thread * p->dcol_n;
             float *dx = j->din + (size_t)b * s->C * s->H * s->W;
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->CRS, p->P, s->K, 1.0f, j->w,
                         p->CRS, dy, p->P, 0.0f, p->direct ? dx : dcol, p->P);
@@ -415,6 +455,9 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
                 col2im(dx, dcol, s, xpad_of(p, thread));
         }
     }
+    for (int k = 0; k < s->K; k++)
+        for (int i = 0; i < p->CRS; i++)
+            pw[(size_t)k * p->CRS + i] = wt[(size_t)i * s->K + k];
 }
 
 /* out = the sum of partials part (n floats at stride each, elements
@@ -446,6 +489,17 @@ static void conv_reduce_task(void *arg, int t, int thread)
         reduce_partials(j, j->dbias, p->part_b, (size_t)j->s->K, 0, (size_t)j->s->K);
 }
 
+/* wf[c][k][R-1-r][S-1-s] = w[k][c][r][s]: the weights of the input
+ * gradient as a convolution of dout */
+static void flip_weights(float *restrict wf, const float *restrict w, const conv_shape *s)
+{
+    int RS = s->R * s->S;
+    for (int k = 0; k < s->K; k++)
+        for (int c = 0; c < s->C; c++)
+            for (int t = 0; t < RS; t++)
+                wf[((size_t)c * s->K + k) * RS + RS - 1 - t] = w[((size_t)k * s->C + c) * RS + t];
+}
+
 /* The chunks of every group (one group without batch_groups) */
 static void plan_chunks(backend *be, conv_job *j, int B)
 {
@@ -474,6 +528,8 @@ void cpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *db
     plan_chunks(be, j, s->B);
     if (j->nchunks > p->nchunks)
         plan_partials(be, p, j->nchunks);
+    if (din && p->flip)
+        flip_weights(p->wf, w, s);
     bind_scratch(be, p);
     cpu_run(be, j->nchunks, conv_bwd_chunk_task, j);
     cpu_run(be, cpu_ntasks((size_t)s->K * p->CRS, REDUCE_BLOCK), conv_reduce_task, j);
