@@ -2,9 +2,20 @@
  *
  * Per sample b (P = OH*OW output pixels, CRS = C*R*S taps):
  *   forward   col_b (CRS x P) = im2col(in_b);  out_b (K x P) = w (K x CRS) . col_b + bias
- *   backward  dw     += dout_b (K x P) . col_b^T
+ *   backward  dw     += dout_b (K x P) . col_b^T, or for P >= 128
+ *             dw^T   += col_b (CRS x P) . dout_b^T  (transposed at the end
+ *                        of each chunk: OpenBLAS packs the col much faster
+ *                        in this orientation)
  *             dbias  += dout_b . ones(P)
  *             din_b   = col2im(w^T (CRS x K) . dout_b)  (when din is wanted)
+ *
+ * Stride 1, 3x3, pad <= 2, at least 8 channels in and out (every 3x3
+ * "same" conv of the resnets but their first) skips the col altogether
+ * ("flip" plans, tap_conv below): each of the R*S taps is a GEMM straight on the padded input,
+ * computed on the padded grid; din is the same kind of convolution of dout
+ * (padded by R-1-pad) with the flipped, transposed weights, and dw^T is
+ * R*S GEMMs of the padded input against dout spread onto that grid. These
+ * GEMMs are small enough that OpenBLAS runs them without packing.
  *
  * Why per sample rather than one GEMM over the whole batch: the shapes of
  * the nets here are small (lenet's second conv is 50 x 64 x 500 per
@@ -65,17 +76,39 @@ static int conv_chunk(int B)
 typedef struct conv_plan_cpu {
     conv_shape s;
     int P, CRS, direct;
+    /* dwt: the weight gradient as dw^T = col . dout^T, for P >= 128: then
+     * OpenBLAS packs the large col far faster than for dw = dout . col^T
+     * (resnet20's 16 channels at 28x28: 42 against 119-183 us per sample;
+     * at P < 128 the plain orientation is as fast or 5-20% faster) */
+    int dwt;
+    /* flip: the input gradient as a stride-1 convolution of dout (pad
+     * R-1-pad) with the flipped, transposed weights wf (C x K*R*S) */
+    int flip;
+    /* tapbwd: the backward too (P >= 128: at 7x7, 29% of junk columns
+     * made it slower than im2col + col2im, 30 against 27 ms per resnet20
+     * step); without it the forward alone runs tap by tap */
+    int tapbwd;
+    conv_shape ts; /* that convolution's shape (B unused) */
+    /* the plan's own, R*S x K x C each: w by tap for the forward, and
+     * the flipped, transposed weights by tap for din */
+    float *wtap, *wftap;
     int threads;
     int nchunks; /* partials (room for) */
     /* in the backend's shared scratch (cpu_ctx.conv_scratch), set from
      * the offsets below at the start of each operation */
     float *col;  /* threads x CRS x P im2col scratch */
-    float *dcol; /* threads x CRS x P */
+    float *dcol; /* threads x dcol_n: CRS x P (not with flip) */
+    size_t dcol_n;
+    /* flip plans run tap by tap (tap_conv): wide_n floats per thread for a
+     * K x OH*Wp product (or dout spread onto that grid) */
+    float *wide;
+    size_t col_n, wide_n;
     float *xpad; /* padded stride-1 convs: threads x C x (H+2pad) x (W+2pad) */
     size_t xpad_n;
+    float *wt;     /* threads x CRS x K: a chunk's weight gradient, transposed */
     float *part_w; /* nchunks x K x CRS */
     float *part_b; /* nchunks x K */
-    size_t off_col, off_dcol, off_xpad, off_part_w, off_part_b;
+    size_t off_col, off_dcol, off_xpad, off_wide, off_wt, off_part_w, off_part_b;
     float *ones; /* P ones: bias gradients as a GEMV (the plan's own) */
 } conv_plan_cpu;
 
@@ -92,11 +125,13 @@ static size_t carve(size_t *at, size_t n)
 static void plan_partials(backend *be, conv_plan_cpu *p, int n)
 {
     const conv_shape *s = &p->s;
-    size_t one = (size_t)p->CRS * p->P, at = 0;
+    size_t at = 0;
     p->nchunks = n;
-    p->off_col = carve(&at, p->direct ? 0 : one * p->threads);
-    p->off_dcol = carve(&at, one * p->threads);
+    p->off_col = carve(&at, p->col_n * p->threads);
+    p->off_dcol = carve(&at, p->dcol_n * p->threads);
     p->off_xpad = carve(&at, p->xpad_n * p->threads);
+    p->off_wide = carve(&at, p->wide_n * p->threads);
+    p->off_wt = carve(&at, (size_t)s->K * p->CRS * p->threads);
     p->off_part_w = carve(&at, (size_t)n * s->K * p->CRS);
     p->off_part_b = carve(&at, (size_t)n * s->K);
     cpu_ctx *c = cpu_ctx_of(be);
@@ -107,6 +142,10 @@ static void plan_partials(backend *be, conv_plan_cpu *p, int n)
     }
 }
 
+static void tap_sizes(const conv_shape *s, size_t *xpad_n, size_t *wide_n);
+static void tap_weights(float *restrict wtap, float *restrict wftap, const float *restrict w,
+                        const conv_shape *s);
+
 void *cpu_conv_plan(backend *be, const conv_shape *s)
 {
     conv_plan_cpu *p = xcalloc(1, sizeof *p);
@@ -114,9 +153,28 @@ void *cpu_conv_plan(backend *be, const conv_shape *s)
     p->P = s->OH * s->OW;
     p->CRS = s->C * s->R * s->S;
     p->direct = s->R == 1 && s->S == 1 && s->stride == 1 && s->pad == 0;
+    p->dwt = p->P >= 128;
     p->threads = cpu_ctx_of(be)->threads;
     if (s->stride == 1 && s->pad > 0)
         p->xpad_n = (size_t)s->C * (s->H + 2 * s->pad) * (s->W + 2 * s->pad);
+    p->col_n = p->direct ? 0 : (size_t)p->CRS * p->P;
+    p->dcol_n = (size_t)p->CRS * p->P;
+    /* tap by tap only where it pays (measured, one thread): 3x3 with at
+     * least 8 channels in and out. lenet's 5x5s (one input channel, or a
+     * pad-4 input gradient of an 8x8 dout) run 1.7-3x slower that way. */
+    p->flip = s->stride == 1 && !p->direct && s->R == s->S && s->R <= 3 && s->pad <= s->R - 1 &&
+              s->C >= 8 && s->K >= 8;
+    if (p->flip) {
+        conv_shape_init(&p->ts, s->B, s->K, s->OH, s->OW, s->C, s->R, s->S, 1, s->R - 1 - s->pad);
+        p->col_n = p->dcol_n = p->xpad_n = p->wide_n = 0;
+        tap_sizes(&p->s, &p->xpad_n, &p->wide_n);
+        tap_sizes(&p->ts, &p->xpad_n, &p->wide_n);
+        p->wtap = cpu_alloc(be, (size_t)s->K * p->CRS * sizeof(float));
+        p->wftap = cpu_alloc(be, (size_t)s->K * p->CRS * sizeof(float));
+        p->tapbwd = p->P >= 128;
+        if (!p->tapbwd) /* the backward's col and dcol */
+            p->col_n = p->dcol_n = (size_t)p->CRS * p->P;
+    }
     /* enough partials for this B or any smaller one (groups may ask for
      * more: plan_partials) */
     plan_partials(be, p, s->B < CONV_MAX_CHUNKS ? s->B : CONV_MAX_CHUNKS);
@@ -131,7 +189,9 @@ static void bind_scratch(backend *be, conv_plan_cpu *p)
     float *base = cpu_ctx_of(be)->conv_scratch;
     p->col = p->direct ? NULL : base + p->off_col;
     p->dcol = base + p->off_dcol;
+    p->wide = base + p->off_wide;
     p->xpad = p->xpad_n ? base + p->off_xpad : NULL;
+    p->wt = base + p->off_wt;
     p->part_w = base + p->off_part_w;
     p->part_b = base + p->off_part_b;
 }
@@ -142,6 +202,8 @@ void cpu_conv_plan_free(backend *be, void *plan)
     if (!p)
         return;
     cpu_free(be, p->ones);
+    cpu_free(be, p->wtap);
+    cpu_free(be, p->wftap);
     free(p);
 }
 
@@ -203,6 +265,76 @@ static void pad_copy(float *restrict xp, const float *restrict x, int C, int H, 
         for (int h = 0; h < H; h++)
             cpu_vcopy(xp + ((size_t)c * Hp + h + pad) * Wp + pad, x + ((size_t)c * H + h) * W,
                       (size_t)W);
+}
+
+/* ---- stride 1 on the padded grid, tap by tap ("flip" plans): with the
+ * input padded to Hp x Wp (plane = Hp * Wp), tap (r, q)'s rows of the col
+ * are the channels' runs of OH * Wp floats starting at (r, q): a C x
+ * OH*Wp matrix inside the padded input itself, row pitch plane. So the
+ * convolution is R*S GEMMs, wide (K x OH*Wp) += w_rq (K x C) . that
+ * matrix, with no im2col at all; row oh of the product has the OW
+ * outputs then Wp - OW junk columns (7% more GEMM columns at 28x28, 29%
+ * at 7x7). The last tap's last row runs S - 1 floats past the padded
+ * input (into junk columns), so the padded buffer has S floats of slack.
+ * OpenBLAS packs each tap's matrix as it would have packed the col. */
+
+/* per-thread floats a tap convolution of shape s needs: raised to it */
+static void tap_sizes(const conv_shape *s, size_t *xpad_n, size_t *wide_n)
+{
+    size_t Hp = (size_t)s->H + 2 * s->pad, Wp = (size_t)s->W + 2 * s->pad;
+    size_t x = (size_t)s->C * Hp * Wp + (size_t)s->S, w = (size_t)s->K * s->OH * Wp;
+    *xpad_n = x > *xpad_n ? x : *xpad_n;
+    *wide_n = w > *wide_n ? w : *wide_n;
+}
+
+/* x (C x H x W) padded into xp, with zeroed slack */
+static void tap_pad(float *xp, const float *x, const conv_shape *s)
+{
+    size_t plane = (size_t)(s->H + 2 * s->pad) * (s->W + 2 * s->pad);
+    pad_copy(xp, x, s->C, s->H, s->W, s->pad);
+    cpu_vfill(xp + (size_t)s->C * plane, 0.0f, (size_t)s->S);
+}
+
+/* y (K x OH x OW) = the convolution of x with wtap (R*S x K x C: tap
+ * major), + bias; xp and wide are the caller's scratch */
+static void tap_conv(float *y, const float *x, const float *wtap, const float *bias,
+                     const conv_shape *s, float *xp, float *wide)
+{
+    int Wp = s->W + 2 * s->pad, PW = s->OH * Wp, plane = (s->H + 2 * s->pad) * Wp;
+    tap_pad(xp, x, s);
+    for (int r = 0; r < s->R; r++)
+        for (int q = 0; q < s->S; q++) {
+            int t = r * s->S + q;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s->K, PW, s->C, 1.0f,
+                        wtap + (size_t)t * s->K * s->C, s->C, xp + (size_t)r * Wp + q, plane,
+                        t ? 1.0f : 0.0f, wide, PW);
+        }
+    /* the outputs out of the grid, + bias (explicit vectors: gcc does
+     * not vectorise this nest at -O2) */
+    for (int k = 0; k < s->K; k++) {
+        float b = bias ? bias[k] : 0.0f;
+        cpu_f4 bv = {b, b, b, b};
+        const float *src = wide + (size_t)k * PW;
+        float *dst = y + (size_t)k * s->OH * s->OW;
+        for (int oh = 0; oh < s->OH; oh++, src += Wp, dst += s->OW) {
+            int ow = 0;
+            for (; ow + 4 <= s->OW; ow += 4)
+                *(cpu_f4 *)(dst + ow) = *(const cpu_f4 *)(src + ow) + bv;
+            for (; ow < s->OW; ow++)
+                dst[ow] = src[ow] + b;
+        }
+    }
+}
+
+/* dy (K x OH x OW) onto the wide grid (K x OH x Wp), zeros in the junk */
+static void tap_spread(float *restrict wide, const float *restrict dy, const conv_shape *s)
+{
+    int Wp = s->W + 2 * s->pad;
+    for (int k = 0; k < s->K; k++)
+        for (int oh = 0; oh < s->OH; oh++, wide += Wp, dy += s->OW) {
+            cpu_vcopy(wide, dy, (size_t)s->OW);
+            cpu_vfill(wide + s->OW, 0.0f, (size_t)(Wp - s->OW));
+        }
 }
 
 /* unpadded, stride 1: row (c, r, q) of col is the OH x OW window of
@@ -358,7 +490,7 @@ static const float *sample_col(conv_plan_cpu *p, const float *x, int thread)
 {
     if (p->direct)
         return x;
-    float *col = p->col + (size_t)thread * p->CRS * p->P;
+    float *col = p->col + (size_t)thread * p->col_n;
     im2col(col, x, &p->s, xpad_of(p, thread));
     return col;
 }
@@ -370,6 +502,11 @@ static void conv_fwd_task(void *arg, int b, int thread)
     const conv_shape *s = j->s;
     const float *x = j->in + (size_t)b * s->C * s->H * s->W;
     float *y = j->out + (size_t)b * s->K * p->P;
+    if (p->flip) {
+        tap_conv(y, x, p->wtap, j->bias, s, xpad_of(p, thread),
+                 p->wide + (size_t)thread * p->wide_n);
+        return;
+    }
     const float *col = sample_col(p, x, thread);
     for (int k = 0; k < s->K; k++)
         cpu_vfill(y + (size_t)k * p->P, j->bias ? j->bias[k] : 0.0f, (size_t)p->P);
@@ -383,8 +520,37 @@ void cpu_conv_forward(backend *be, void *plan, float *out, const float *in, cons
     conv_plan_cpu *p = plan;
     check_shape(p, s, "conv_forward");
     bind_scratch(be, p);
+    if (p->flip)
+        tap_weights(p->wtap, NULL, w, s);
     conv_job j = {.p = p, .s = s, .out = out, .in = in, .w = w, .bias = bias};
     cpu_run(be, s->B, conv_fwd_task, &j);
+}
+
+/* one sample of a flip plan's backward: for each tap, rows (c, tap) of
+ * dw^T (+)= the tap's C x OH*Wp matrix of padded x . wide dy^T (dy's junk
+ * columns are zeros); dbias; din as the tap convolution of dy with the
+ * flipped, transposed weights */
+static void flip_sample(const conv_job *j, int b, int first, float *wt, float *pb, int thread)
+{
+    conv_plan_cpu *p = j->p;
+    const conv_shape *s = j->s;
+    const float *x = j->in + (size_t)b * s->C * s->H * s->W;
+    const float *dy = j->dout + (size_t)b * s->K * p->P;
+    float *xp = xpad_of(p, thread), *wide = p->wide + (size_t)thread * p->wide_n;
+    int Wp = s->W + 2 * s->pad, PW = s->OH * Wp, plane = (s->H + 2 * s->pad) * Wp;
+    int RS = s->R * s->S;
+    tap_pad(xp, x, s);
+    tap_spread(wide, dy, s);
+    for (int r = 0; r < s->R; r++)
+        for (int q = 0; q < s->S; q++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->C, s->K, PW, 1.0f,
+                        xp + (size_t)r * Wp + q, plane, wide, PW, first ? 0.0f : 1.0f,
+                        wt + (size_t)(r * s->S + q) * s->K, RS * s->K);
+    if (j->dbias)
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1, 1.0f, pb,
+                    1);
+    if (j->din)
+        tap_conv(j->din + (size_t)b * s->C * s->H * s->W, dy, p->wftap, NULL, &p->ts, xp, wide);
 }
 
 static void conv_bwd_chunk_task(void *arg, int c, int thread)
@@ -393,21 +559,32 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
     conv_plan_cpu *p = j->p;
     const conv_shape *s = j->s;
     float *pw = p->part_w + (size_t)c * s->K * p->CRS, *pb = p->part_b + (size_t)c * s->K;
+    /* the chunk's weight gradient: transposed in this thread's wt, or
+     * straight into the partial */
+    float *wt = p->tapbwd || p->dwt ? p->wt + (size_t)thread * s->K * p->CRS : NULL;
     int b0 = j->b0[c], b1 = j->b1[c];
     memset(pb, 0, (size_t)s->K * sizeof(float));
     if (b0 == b1) /* an empty group */
-        cpu_vfill(pw, 0.0f, (size_t)s->K * p->CRS);
+        cpu_vfill(wt ? wt : pw, 0.0f, (size_t)s->K * p->CRS);
     for (int b = b0; b < b1; b++) {
         const float *x = j->in + (size_t)b * s->C * s->H * s->W;
         const float *dy = j->dout + (size_t)b * s->K * p->P;
+        if (p->tapbwd) {
+            flip_sample(j, b, b == b0, wt, pb, thread);
+            continue;
+        }
         const float *col = sample_col(p, x, thread);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->K, p->CRS, p->P, 1.0f, dy, p->P,
-                    col, p->P, b == b0 ? 0.0f : 1.0f, pw, p->CRS);
+        if (wt) /* dw^T (CRS x K) += col . dy^T */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p->CRS, s->K, p->P, 1.0f, col,
+                        p->P, dy, p->P, b == b0 ? 0.0f : 1.0f, wt, s->K);
+        else /* dw (K x CRS) += dy . col^T */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->K, p->CRS, p->P, 1.0f, dy, p->P,
+                        col, p->P, b == b0 ? 0.0f : 1.0f, pw, p->CRS);
         if (j->dbias)
             cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1, 1.0f,
                         pb, 1);
         if (j->din) {
-            float *dcol = p->dcol + (size_t)thread * p->CRS * p->P;
+            float *dcol = p->dcol + (size_t)thread * p->dcol_n;
             float *dx = j->din + (size_t)b * s->C * s->H * s->W;
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->CRS, p->P, s->K, 1.0f, j->w,
                         p->CRS, dy, p->P, 0.0f, p->direct ? dx : dcol, p->P);
@@ -415,6 +592,9 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
                 col2im(dx, dcol, s, xpad_of(p, thread));
         }
     }
+    for (int k = 0; wt && k < s->K; k++)
+        for (int i = 0; i < p->CRS; i++)
+            pw[(size_t)k * p->CRS + i] = wt[(size_t)i * s->K + k];
 }
 
 /* out = the sum of partials part (n floats at stride each, elements
@@ -446,6 +626,24 @@ static void conv_reduce_task(void *arg, int t, int thread)
         reduce_partials(j, j->dbias, p->part_b, (size_t)j->s->K, 0, (size_t)j->s->K);
 }
 
+/* wtap[t][k][c] = w[k][c][t] (t = r*S + q), and the flipped, transposed
+ * weights of din as a convolution of dout, wftap[t][c][k] =
+ * w[k][c][R*S-1-t] (either may be NULL) */
+static void tap_weights(float *restrict wtap, float *restrict wftap, const float *restrict w,
+                        const conv_shape *s)
+{
+    int RS = s->R * s->S, K = s->K, C = s->C;
+    for (int k = 0; k < K; k++)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < RS; t++) {
+                float v = w[((size_t)k * C + c) * RS + t];
+                if (wtap)
+                    wtap[((size_t)t * K + k) * C + c] = v;
+                if (wftap)
+                    wftap[((size_t)(RS - 1 - t) * C + c) * K + k] = v;
+            }
+}
+
 /* The chunks of every group (one group without batch_groups) */
 static void plan_chunks(backend *be, conv_job *j, int B)
 {
@@ -474,6 +672,8 @@ void cpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *db
     plan_chunks(be, j, s->B);
     if (j->nchunks > p->nchunks)
         plan_partials(be, p, j->nchunks);
+    if (din && p->tapbwd)
+        tap_weights(NULL, p->wftap, w, s);
     bind_scratch(be, p);
     cpu_run(be, j->nchunks, conv_bwd_chunk_task, j);
     cpu_run(be, cpu_ntasks((size_t)s->K * p->CRS, REDUCE_BLOCK), conv_reduce_task, j);

@@ -84,6 +84,12 @@ Test(nn_ops, conv_padded_and_odd_sizes)
     check_conv(2, 3, 3, 11, 9, 4, 3, 1, 1);
     check_conv(1, 2, 2, 7, 10, 3, 5, 1, 2); /* pad 2, 5x5 */
     check_conv(3, 17, 2, 6, 6, 3, 3, 1, 1); /* 17 samples: uneven chunks */
+    /* 3x3 with >= 8 channels: the tap-by-tap path (pad 1 and 0, C != K),
+     * forward only below 128 output pixels, backward too from 128 */
+    check_conv(2, 5, 8, 9, 13, 12, 3, 1, 1);
+    check_conv(3, 7, 12, 7, 6, 8, 3, 1, 0);
+    check_conv(2, 3, 8, 12, 12, 10, 3, 1, 1);
+    check_conv(3, 5, 10, 13, 14, 8, 3, 1, 0);
 }
 
 Test(nn_ops, conv_stride2_and_1x1)
