@@ -651,6 +651,18 @@ int options_arg(const char *name)
     return !s || !s->help ? -1 : s->kind == ARG_NONE ? 0 : s->kind == ARG_REQ ? 1 : 2;
 }
 
+const char *options_section(const char *name)
+{
+    const char *title = NULL;
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
+        if (!table[i].name)
+            title = table[i].help;
+        else if (!strcmp(table[i].name, name))
+            return table[i].help ? title : NULL;
+    }
+    return NULL;
+}
+
 void options_free(options *o)
 {
     free(o->sweep_arg);

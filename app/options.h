@@ -122,6 +122,9 @@ int options_parse_to(options *o, int argc, char **argv, errbuf *e);
 /* Whether option --name takes a value: 0 never, 1 always, 2 optionally
  * and then only as --name=VALUE (--pin=off); -1 no such option (or a hidden one). */
 int options_arg(const char *name);
+/* The --help section heading option --name is listed under ("Loader",
+ * "Images", "Data (a CSV ...)"), or NULL (no such option, or hidden). */
+const char *options_section(const char *name);
 void options_free(options *o);
 void options_usage(FILE *f);
 

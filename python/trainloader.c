@@ -791,7 +791,22 @@ static PyObject *option_arg_py(PyObject *mod, PyObject *args)
     return PyLong_FromLong(options_arg(name));
 }
 
+/* option_section(name) -> the --help section of --name, or None */
+static PyObject *option_section_py(PyObject *mod, PyObject *args)
+{
+    (void)mod;
+    const char *name;
+    if (!PyArg_ParseTuple(args, "s", &name))
+        return NULL;
+    const char *t = options_section(name);
+    if (!t)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(t);
+}
+
 static PyMethodDef module_methods[] = {
+    {"option_section", option_section_py, METH_VARARGS,
+     "the --help section train's option --NAME is listed under, or None"},
     {"option_arg", option_arg_py, METH_VARARGS,
      "whether train's option --NAME takes a value (0 no, 1 yes, 2 as --NAME=V, -1 unknown)"},
     {NULL, NULL, 0, NULL}};

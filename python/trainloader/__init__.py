@@ -36,15 +36,20 @@ __all__ = ["Loader", "Array", "LoaderError", "BadInput", "WorkerLost"]
 
 _SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trainloader-supervisor")
 
-# train options that are not the loader's: refused, so that a typo or a
+# the loader's options are those of train --help's sections Data, Images and
+# Loader (read from train's own option table), less what makes no sense for
+# one Loader, plus pin; anything else is refused, so that a typo or a
 # training option does not pass silently
-_NOT_LOADER = {
-    "check", "val", "loader-only", "model", "device", "threads", "grad-chunks", "epochs", "lr",
-    "momentum", "wd", "lr-schedule", "mean", "std", "normalize", "save", "resume",
-    "non-blocking", "no-non-blocking", "pin-force", "selftest", "json", "trace",
-    "warmup-epochs", "diagnose", "diagnose-batches", "diagnose-seconds", "progress",
-    "no-progress", "help",
-}
+_LOADER_SECTIONS = ("Data", "Images", "Loader")
+_NOT_LOADER = {"check", "val", "loader-only"}
+_ALSO_LOADER = {"pin", "no-pin"}
+
+
+def _is_loader_option(name):
+    section = _c.option_section(name) or ""
+    return name in _ALSO_LOADER or (section.startswith(_LOADER_SECTIONS)
+                                     and name not in _NOT_LOADER)
+
 
 _live = weakref.WeakSet()
 
@@ -58,7 +63,7 @@ def _argv(path, options, extra=()):
             continue
         name = key.replace("_", "-")
         kind = _c.option_arg(name)
-        if kind < 0 or name in _NOT_LOADER:
+        if kind < 0 or not _is_loader_option(name):
             why = "is not a loader option" if kind >= 0 else "is not an option of train"
             raise TypeError(f"Loader() got an unexpected keyword argument '{key}': "
                             f"--{name} {why} (see train --help, sections Data, Images, Loader)")
