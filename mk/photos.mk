@@ -48,12 +48,13 @@ bench-deps: bench-photos-deps
 # /usr/bin/python3 with --system-site-packages, so the torch peer there runs
 # Debian's torch and torchvision on it and only PIL differs from the stock
 # torch peer (tools/bench-photos --peers torch,torch-simd). About 30 MB and
-# half a minute on 2 cores. The binary needs AVX2 (x86-64-v3) at run time.
-# A failure says so and does not stop bench-deps; bench-photos then skips
-# the peer with the reason.
+# half a minute on 2 cores. AVX2 only where this CPU has it (the build then
+# runs only on AVX2 CPUs), else Pillow-SIMD's default SSE4. A failure says
+# so and does not stop bench-deps; bench-photos then skips the peer with
+# the reason.
 PILLOW_SIMD_VENV    := build/venv-pillow-simd
 PILLOW_SIMD_VERSION ?= 12.1.1.post0
-PILLOW_SIMD_CC      ?= cc -mavx2
+PILLOW_SIMD_CC      ?= cc$(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && echo ' -mavx2')
 PILLOW_SIMD_PKGS    := python3-venv python3-dev libjpeg62-turbo-dev zlib1g-dev python3-torch python3-torchvision
 PILLOW_SIMD_CHECK   := from importlib.metadata import version; import PIL; \
   assert version("pillow-simd") == PIL.__version__ and PIL.__file__.startswith(sys.prefix), PIL.__file__; \
