@@ -49,9 +49,10 @@ bench-deps: bench-photos-deps
 # Debian's torch and torchvision on it and only PIL differs from the stock
 # torch peer (tools/bench-photos --peers torch,torch-simd). About 30 MB and
 # half a minute on 2 cores. AVX2 only where this CPU has it (the build then
-# runs only on AVX2 CPUs), else Pillow-SIMD's default SSE4. A failure says
-# so and does not stop bench-deps; bench-photos then skips the peer with
-# the reason.
+# runs only on AVX2 CPUs), else Pillow-SIMD's default SSE4. Reruns only
+# install when the venv lacks PILLOW_SIMD_VERSION (rm -rf the venv to
+# rebuild with another PILLOW_SIMD_CC). A failure says so and does not stop
+# bench-deps; bench-photos then skips the peer with the reason.
 PILLOW_SIMD_VENV    := build/venv-pillow-simd
 PILLOW_SIMD_VERSION ?= 12.1.1.post0
 PILLOW_SIMD_CC      ?= cc$(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && echo ' -mavx2')
