@@ -31,15 +31,43 @@ build/tools/bench_photos: tools/bench_photos.c $(call libs_of,cpu,loader image c
 # is there, else PyPI's, which pulls CUDA libraries: pass
 # PEER_PIP_ARGS='--index-url https://download.pytorch.org/whl/cpu' for CPU
 # wheels), tensorflow-cpu (1.3 GB installed) and DALI (nvidia-dali-cuda130,
-# 0.5 GB plus nvimgcodec; its CPU pipeline needs no GPU). Pillow-SIMD is
-# left out: it builds from source and installs the same PIL package as
-# Pillow, replacing it for every user of the interpreter.
+# 0.5 GB plus nvimgcodec; its CPU pipeline needs no GPU). Pillow-SIMD gets
+# its own venv (bench-pillow-simd below): it installs the same PIL package
+# as Pillow and would replace it for every user of the interpreter.
 PEER_PIP      := torch torchvision pillow numpy tensorflow-cpu nvidia-dali-cuda130
 PEER_PIP_ARGS ?=
-bench-photos-deps:
+bench-photos-deps: bench-pillow-simd
 	python3 -m pip install --quiet $(PEER_PIP_ARGS) $(PEER_PIP) || \
 	  echo "bench-photos-deps: some peers did not install; tools/bench-photos skips them and says why"
 bench-deps: bench-photos-deps
+
+# bench-pillow-simd: uploadcare's Pillow-SIMD (resize and a few filters in
+# SSE4/AVX2; decode is still libjpeg-turbo), built from its sdist with AVX2
+# as its README says (CC="cc -mavx2"; --no-cache-dir so a cached SSE4 wheel
+# is never reused), into build/venv-pillow-simd: a venv over Debian's
+# /usr/bin/python3 with --system-site-packages, so the torch peer there runs
+# Debian's torch and torchvision on it and only PIL differs from the stock
+# torch peer (tools/bench-photos --peers torch,torch-simd). About 30 MB and
+# half a minute on 2 cores. AVX2 only where this CPU has it (the build then
+# runs only on AVX2 CPUs), else Pillow-SIMD's default SSE4. Reruns only
+# install when the venv lacks PILLOW_SIMD_VERSION (rm -rf the venv to
+# rebuild with another PILLOW_SIMD_CC). A failure says so and does not stop
+# bench-deps; bench-photos then skips the peer with the reason.
+PILLOW_SIMD_VENV    := build/venv-pillow-simd
+PILLOW_SIMD_VERSION ?= 12.1.1.post0
+PILLOW_SIMD_CC      ?= cc$(shell grep -qw avx2 /proc/cpuinfo 2>/dev/null && echo ' -mavx2')
+PILLOW_SIMD_PKGS    := python3-venv python3-dev libjpeg62-turbo-dev zlib1g-dev python3-torch python3-torchvision
+PILLOW_SIMD_CHECK   := from importlib.metadata import version; import PIL; \
+  assert version("pillow-simd") == PIL.__version__ and PIL.__file__.startswith(sys.prefix), PIL.__file__; \
+  print("bench-pillow-simd: PIL", PIL.__version__, "from", PIL.__file__)
+bench-pillow-simd:
+	-$(call apt_install,$(PILLOW_SIMD_PKGS))
+	@{ test -x $(PILLOW_SIMD_VENV)/bin/python || /usr/bin/python3 -m venv --system-site-packages $(PILLOW_SIMD_VENV); } && \
+	  { $(PILLOW_SIMD_VENV)/bin/python -c 'import sys; $(PILLOW_SIMD_CHECK)' 2>/dev/null | grep -qF "PIL $(PILLOW_SIMD_VERSION) " || \
+	    CC="$(PILLOW_SIMD_CC)" $(PILLOW_SIMD_VENV)/bin/python -m pip install --quiet --no-cache-dir \
+	      --no-binary pillow-simd pillow-simd==$(PILLOW_SIMD_VERSION); } && \
+	  $(PILLOW_SIMD_VENV)/bin/python -c 'import sys; $(PILLOW_SIMD_CHECK)' || \
+	  echo "bench-pillow-simd: Pillow-SIMD did not install; tools/bench-photos skips torch-simd and says why"
 
 BENCH_PHOTOS_N      ?= 384
 BENCH_PHOTOS_ROUNDS ?= 3
@@ -49,4 +77,4 @@ bench-photos: train build/tools/bench_photos
 	tools/bench-photos --n $(BENCH_PHOTOS_N) --rounds $(BENCH_PHOTOS_ROUNDS) --out build/bench/photos.md
 BENCH_TARGETS += bench-photos
 
-.PHONY: bench-photos bench-photos-deps
+.PHONY: bench-photos bench-photos-deps bench-pillow-simd

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """peer_photos.py — one loader peer on the ImageNet recipe, for tools/bench-photos.
 
-    peer_photos.py --peer torch|tf|dali --recipe rrc|val --workers W --list FILES.csv [--epochs E]
+    peer_photos.py --peer torch|torch-simd|tf|dali --recipe rrc|val --workers W --list FILES.csv
+                   [--epochs E]
 
 Reads the files listed in FILES.csv (path,label; written by bench-photos),
 runs E epochs (the first is a warm-up) of the recipe, loader only, batch 64,
 and prints one JSON line for the last epoch: images, wall seconds, CPU
-seconds of this process and its children (per-core rate = images / CPU s).
+seconds of this process and its children (per-core rate = images / CPU s),
+and the versions of what ran ("lib").
 
 Recipes (u8 CHW out, as train's ring holds):
   rrc  RandomResizedCrop(224, scale 0.08-1, ratio 3/4-4/3) + horizontal flip
@@ -14,6 +16,10 @@ Recipes (u8 CHW out, as train's ring holds):
 Peers:
   torch  torchvision 0.2x on PIL (Image.open().convert("RGB")), transforms
          v1, PILToTensor, DataLoader(num_workers=W; W=0 loads in-process)
+  torch-simd  the same code, but refuses to run unless PIL is Pillow-SIMD
+         installed in this interpreter's own prefix (a venv, e.g.
+         build/venv-pillow-simd from `make bench-pillow-simd`): the
+         distribution pillow-simd at PIL's version, PIL under sys.prefix
   tf     tf.data: read_file, sample_distorted_bounding_box +
          decode_and_crop_jpeg (rrc) or decode_jpeg + resize + crop (val),
          tf.image.resize bilinear (antialias=True, as PIL), flip,
@@ -49,10 +55,33 @@ def read_list(path):
     return [r[0] for r in rows], [int(r[1]) for r in rows]
 
 
-def torch_epochs(files, labels, recipe, workers, epochs):
+def pillow_simd_check():
+    """Why this PIL is not Pillow-SIMD from this interpreter's prefix, or None.
+    A venv made with --system-site-packages also sees Debian's Pillow: the
+    label must not silently fall back to it."""
+    from importlib import metadata
+
+    import PIL
+
+    try:
+        dist = metadata.version("pillow-simd")
+    except metadata.PackageNotFoundError:
+        return f"no pillow-simd distribution for {sys.executable} (PIL {PIL.__version__} at {PIL.__file__})"
+    if dist != PIL.__version__:
+        return f"PIL {PIL.__version__} at {PIL.__file__} is not pillow-simd {dist}"
+    if not os.path.realpath(PIL.__file__).startswith(os.path.realpath(sys.prefix) + os.sep):
+        return f"PIL at {PIL.__file__} is outside {sys.prefix}"
+    return None
+
+
+def torch_epochs(files, labels, recipe, workers, epochs, lib):
+    import PIL
     import torch
+    import torchvision
     from PIL import Image
     from torchvision import transforms as T
+
+    lib.update(torch=torch.__version__, torchvision=torchvision.__version__, PIL=PIL.__version__)
 
     torch.set_num_threads(1)
     if recipe == "rrc":
@@ -78,9 +107,11 @@ def torch_epochs(files, labels, recipe, workers, epochs):
         yield n, time.perf_counter() - t0, cpu_now() - c0
 
 
-def tf_epochs(files, labels, recipe, workers, epochs):
+def tf_epochs(files, labels, recipe, workers, epochs, lib):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
+
+    lib.update(tensorflow=tf.__version__)
 
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(max(workers, 1))
@@ -121,8 +152,11 @@ def tf_epochs(files, labels, recipe, workers, epochs):
         yield n, time.perf_counter() - t0, cpu_now() - c0
 
 
-def dali_epochs(files, labels, recipe, workers, epochs):
+def dali_epochs(files, labels, recipe, workers, epochs, lib):
+    import nvidia.dali
     from nvidia.dali import fn, pipeline_def, types
+
+    lib.update(dali=nvidia.dali.__version__)
 
     @pipeline_def(batch_size=BATCH, num_threads=max(workers, 1), device_id=None, prefetch_queue_depth=2)
     def pipe():
@@ -153,20 +187,25 @@ def dali_epochs(files, labels, recipe, workers, epochs):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--peer", choices=["torch", "tf", "dali"], required=True)
+    ap.add_argument("--peer", choices=["torch", "torch-simd", "tf", "dali"], required=True)
     ap.add_argument("--recipe", choices=["rrc", "val"], default="rrc")
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--list", required=True)
     ap.add_argument("--epochs", type=int, default=2)
     a = ap.parse_args()
     files, labels = read_list(a.list)
-    run = {"torch": torch_epochs, "tf": tf_epochs, "dali": dali_epochs}[a.peer]
+    if a.peer == "torch-simd":
+        why = pillow_simd_check()
+        if why:
+            sys.exit(f"peer_photos: torch-simd: {why}")
+    run = {"torch": torch_epochs, "torch-simd": torch_epochs, "tf": tf_epochs, "dali": dali_epochs}[a.peer]
+    lib = {"python": sys.executable}
     last = None
-    for last in run(files, labels, a.recipe, a.workers, a.epochs):
+    for last in run(files, labels, a.recipe, a.workers, a.epochs, lib):
         pass
     n, wall, cpu = last
     print(json.dumps({"peer": a.peer, "recipe": a.recipe, "workers": a.workers, "images": n, "wall_s": wall,
-                      "cpu_s": cpu}))
+                      "cpu_s": cpu, "lib": lib}))
     sys.stdout.flush()
     os._exit(0)  # DALI and TF threads can hang interpreter teardown
 
