@@ -70,19 +70,20 @@ void resize_span(int in, double b0, double blen, int out, int first, int count, 
  * the source box [b0, b0 + blen) (of a source `in` long; taps stay inside
  * the box, rounded out to whole pixels) onto `out` outputs; reuses the
  * previous ones when the geometry is unchanged. */
-static void axis_build_box(resize_axis *a, int in, double b0, double blen, int out, int first,
-                           int count)
+static void axis_build(resize_axis *a, int in, double b0, double blen, int out, int first,
+                       int count, double radius_px)
 {
     if (a->lo && a->in == in && a->out == out && a->first == first && a->count == count &&
-        a->b0 == b0 && a->blen == blen)
+        a->b0 == b0 && a->blen == blen && a->radius == radius_px)
         return;
     a->b0 = b0;
     a->blen = blen;
+    a->radius = radius_px;
     a->packed = 0;
     int bmin, bmax;
     box_bounds(in, b0, blen, &bmin, &bmax);
     double scale = blen / (double)out;
-    double fscale = scale > 1.0 ? scale : 1.0;
+    double fscale = radius_px > 0.0 ? radius_px : scale > 1.0 ? scale : 1.0;
     double inv = 1.0 / fscale, radius = fscale;
     int taps = (int)ceil(radius) * 2 + 1;
     axis_reserve(a, count, taps);
@@ -123,6 +124,12 @@ static void axis_build_box(resize_axis *a, int in, double b0, double blen, int o
         if (n == 0)
             k[0] = 0;
     }
+}
+
+static void axis_build_box(resize_axis *a, int in, double b0, double blen, int out, int first,
+                           int count)
+{
+    axis_build(a, in, b0, blen, out, first, count, 0.0);
 }
 
 static inline uint8_t clip8(int32_t v)
@@ -420,6 +427,49 @@ void resize_box_window(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, 
 {
     resize_window b = {by, bx, bh, bw};
     resize_core(p, dst, dst_stride, dh, dw, y0, x0, oh, ow, src, src_stride, sh, sw, c, b);
+}
+
+void resize_plane(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw,
+                  const uint8_t *src, size_t src_stride, int sh, int sw, double by, double bx,
+                  double bh, double bw, double ry, double rx)
+{
+    resize_axis *ay = &p->y, *ax = &p->x;
+    axis_build(ay, sh, by, bh, dh, 0, dh, ry);
+    axis_build(ax, sw, bx, bw, dw, 0, dw, rx);
+    int clo = ax->lo[0], chi = clo;
+    for (int i = 0; i < dw; i++) {
+        const int end = ax->lo[i] + ax->n[i];
+        clo = ax->lo[i] < clo ? ax->lo[i] : clo;
+        chi = end > chi ? end : chi;
+    }
+    const size_t cw = (size_t)(chi - clo);
+    if (use_simd(p) && dh >= 32 && cw >= 32) {
+        /* the horizontal pass as a vertical one over the transpose:
+         * A = vertical pass (dh x cw), A' (cw x dh), B' = A' through the
+         * x weights (dw x dh), dst = B'' */
+        axis_pack(ay, RS_PACK_V);
+        axis_pack(ax, RS_PACK_V);
+        const size_t a = (size_t)dh * cw, bt = (size_t)dw * (size_t)dh;
+        grow_tmp(p, 2 * a + bt, 0);
+        uint8_t *A = p->tmp, *At = p->tmp + a, *Bt = p->tmp + 2 * a;
+        for (int i = 0; i < dh; i++)
+            rs_vrow_avx2(A + (size_t)i * cw, src + (size_t)ay->lo[i] * src_stride + (size_t)clo,
+                         src_stride, ay->pk + (size_t)i * (size_t)ay->groups * 4, ay->n[i], cw);
+        img_transpose(At, (size_t)dh, A, cw, dh, (int)cw);
+        for (int j = 0; j < dw; j++)
+            rs_vrow_avx2(Bt + (size_t)j * (size_t)dh, At + (size_t)(ax->lo[j] - clo) * (size_t)dh,
+                         (size_t)dh, ax->pk + (size_t)j * (size_t)ax->groups * 4, ax->n[j],
+                         (size_t)dh);
+        img_transpose(dst, dst_stride, Bt, (size_t)dh, dw, dh);
+        return;
+    }
+    grow_tmp(p, (size_t)dh * cw, cw);
+    for (int i = 0; i < dh; i++)
+        vpass_row(p->tmp + (size_t)i * cw, p->acc,
+                  src + (size_t)ay->lo[i] * src_stride + (size_t)clo, src_stride,
+                  ay->coef + (size_t)i * (size_t)ay->taps, ay->n[i], cw);
+    for (int i = 0; i < dh; i++)
+        hpass(dst + (size_t)i * dst_stride, p->tmp + (size_t)i * cw, ax, 1, clo);
 }
 
 static void axis_free(resize_axis *a)
