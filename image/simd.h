@@ -29,6 +29,11 @@ void rs_hrows3_avx2(uint8_t *out0, uint8_t *out1, const uint8_t *in0, const uint
 void rs_vrow_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int16_t *w, int n,
                   size_t rowb);
 
+/* rs_vrow_avx2 with Q14 weights: per pair of taps (t, t + 1) the int16
+ * (w_t w_t1); resize_plane's vertical pass. */
+void rs_vrow14_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int16_t *w, int n,
+                    size_t rowb);
+
 /* 3-channel HWC -> CHW of n pixels from s: planes r, g, b, each written at
  * [0, n), or reversed (pixel x to [n - 1 - x]) when flip. */
 void img_chw3_row_avx2(uint8_t *r, uint8_t *g, uint8_t *b, const uint8_t *s, int n, int flip);

@@ -176,6 +176,38 @@ RS_AVX2 void rs_vrow_avx2(uint8_t *out, const uint8_t *rows, size_t stride, cons
         _mm256_storeu_si256((void *)(out + rowb - 32), vstrip(rows + rowb - 32, stride, w, n));
 }
 
+/* 32 output bytes of the Q14 vertical pass: one int16 pair of weights
+ * per two rows, sums below 2^23, exact in 32 bits */
+RS_AVX2 static inline __m256i vstrip14(const uint8_t *rows, size_t stride, const int16_t *w, int n)
+{
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i s0 = _mm256_set1_epi32(1 << 13), s1 = s0, s2 = s0, s3 = s0;
+    for (int j = 0; j < n; j += 2, w += 2) {
+        const __m256i a = _mm256_loadu_si256((const void *)(rows + (size_t)j * stride));
+        const __m256i b =
+            j + 1 < n ? _mm256_loadu_si256((const void *)(rows + (size_t)(j + 1) * stride)) : zero;
+        const __m256i wp = pair(w);
+        const __m256i ab0 = _mm256_unpacklo_epi8(a, b), ab1 = _mm256_unpackhi_epi8(a, b);
+        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_unpacklo_epi8(ab0, zero), wp));
+        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_unpackhi_epi8(ab0, zero), wp));
+        s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(_mm256_unpacklo_epi8(ab1, zero), wp));
+        s3 = _mm256_add_epi32(s3, _mm256_madd_epi16(_mm256_unpackhi_epi8(ab1, zero), wp));
+    }
+    const __m256i s01 = _mm256_packs_epi32(_mm256_srai_epi32(s0, 14), _mm256_srai_epi32(s1, 14));
+    const __m256i s23 = _mm256_packs_epi32(_mm256_srai_epi32(s2, 14), _mm256_srai_epi32(s3, 14));
+    return _mm256_packus_epi16(s01, s23);
+}
+
+RS_AVX2 void rs_vrow14_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int16_t *w,
+                            int n, size_t rowb)
+{
+    size_t x = 0;
+    for (; x + 32 <= rowb; x += 32)
+        _mm256_storeu_si256((void *)(out + x), vstrip14(rows + x, stride, w, n));
+    if (x < rowb) /* the last 32 bytes again, overlapping: same values */
+        _mm256_storeu_si256((void *)(out + rowb - 32), vstrip14(rows + rowb - 32, stride, w, n));
+}
+
 /* pshufb masks: out byte o of plane p from chunk q (bytes 16q..16q+15 of
  * the 48) is source byte 3o + p - 16q where that lies in the chunk, else
  * zero (-1); flipped, out byte o takes pixel 15 - o */
@@ -370,6 +402,11 @@ void rs_hrows3_avx2(uint8_t *out0, uint8_t *out1, const uint8_t *in0, const uint
 }
 void rs_vrow_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int16_t *w, int n,
                   size_t rowb)
+{
+    (void)out, (void)rows, (void)stride, (void)w, (void)n, (void)rowb;
+}
+void rs_vrow14_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int16_t *w, int n,
+                    size_t rowb)
 {
     (void)out, (void)rows, (void)stride, (void)w, (void)n, (void)rowb;
 }
