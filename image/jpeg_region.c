@@ -20,6 +20,19 @@
  * (tests/test_rrc.c checks it on 4:2:0, 4:2:2, 4:4:4, progressive and grey
  * files).
  *
+ * The planar decode (img_jpeg_decode_planes, the random-resized crop's
+ * --decode auto/fast) stops before upsampling and colour conversion: it
+ * takes libjpeg's post-processor slot (jpegint.h's method table, set
+ * after jpeg_start_decompress) and copies each row group's component rows
+ * into planes. libjpeg-turbo 2.1.5's own raw mode (raw_data_out +
+ * jpeg_read_raw_data) cannot do this: jpeg_crop_scanline and
+ * jpeg_skip_scanlines refuse its state, so it would inverse-transform every
+ * column and every row above the crop. Fancy upsampling is turned off (no
+ * context rows, so whole row groups are skipped cheaply); the skip starts
+ * at a row group boundary so the post-processor always sees whole groups.
+ * Taken for grey and YCbCr files whose luma has the full sampling; CMYK,
+ * YCCK and RGB JPEGs take the pixel path.
+ *
  * Errors and warnings follow jpeg.c's policy: a warning in the benign
  * list is accepted when the file has an end-of-image marker, anything else
  * fails with `path: reason`. Progressive files with more than 500 scans are
