@@ -184,8 +184,9 @@ RS_AVX2 static inline __m256i vstrip14(const uint8_t *rows, size_t stride, const
     __m256i s0 = _mm256_set1_epi32(1 << 13), s1 = s0, s2 = s0, s3 = s0;
     for (int j = 0; j < n; j += 2, w += 2) {
         const __m256i a = _mm256_loadu_si256((const void *)(rows + (size_t)j * stride));
-        const __m256i b =
-            j + 1 < n ? _mm256_loadu_si256((const void *)(rows + (size_t)(j + 1) * stride)) : zero;
+        __m256i b = zero; /* an odd last row pairs with zeros */
+        if (j + 1 < n)
+            b = _mm256_loadu_si256((const void *)(rows + (size_t)(j + 1) * stride));
         const __m256i wp = pair(w);
         const __m256i ab0 = _mm256_unpacklo_epi8(a, b), ab1 = _mm256_unpackhi_epi8(a, b);
         s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_unpacklo_epi8(ab0, zero), wp));
@@ -204,7 +205,7 @@ RS_AVX2 void rs_vrow14_avx2(uint8_t *out, const uint8_t *rows, size_t stride, co
     size_t x = 0;
     for (; x + 32 <= rowb; x += 32)
         _mm256_storeu_si256((void *)(out + x), vstrip14(rows + x, stride, w, n));
-    if (x < rowb) /* the last 32 bytes again, overlapping: same values */
+    if (x < rowb) /* the tail: the last 32 bytes, overlapping */
         _mm256_storeu_si256((void *)(out + rowb - 32), vstrip14(rows + rowb - 32, stride, w, n));
 }
 
