@@ -25,6 +25,12 @@
  *   floor: tj full             tjDecompress2 at full size
  *   val ours                   Resize 256 + CenterCrop 224 + CHW
  *   floor: val decode          tjDecompress2 at the scale val picks
+ *   rrc auto through RGB       rrc auto with the planar decode off: the
+ *                              region decoded to RGB pixels (the path
+ *                              before it, and --decode exact's)
+ *   region decode as planes    the planar decode of the floor's region,
+ *                              no upsampling or colour conversion
+ * Fidelity adds "auto through RGB" beside auto (planar) and fast.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
