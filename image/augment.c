@@ -153,9 +153,20 @@ int img_augment(uint8_t *out, int out_h, int out_w, const uint8_t *base, int bh,
         return errf(e, "image is %dx%d, expected %dx%d (--resize or --crop make sizes equal)", bh,
                     bw, out_h, out_w);
     }
-    int flip = p->hflip > 0 && rng_uniform(r) < p->hflip;
+    int flip = img_flip_draw(p, r);
     write_chw(out, out_h, out_w, base, bw, p->channels, sy, sx, flip);
+    img_jitter_chw(out, out_h, out_w, p, r);
+    return 0;
+}
+
+int img_flip_draw(const img_params *p, rng *r)
+{
+    int flip = p->hflip > 0 && rng_uniform(r) < p->hflip;
+    return flip;
+}
+
+void img_jitter_chw(uint8_t *out, int out_h, int out_w, const img_params *p, rng *r)
+{
     if (p->jitter[0] > 0.0f || p->jitter[1] > 0.0f || p->jitter[2] > 0.0f)
         color_jitter(out, p->channels, (size_t)out_h * (size_t)out_w, p->jitter, r);
-    return 0;
 }

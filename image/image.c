@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "image/internal.h"
+#include "image/simd.h"
 
 /* ---------------------------------------------------------------- context */
 
@@ -39,9 +40,13 @@ void img_ctx_free(img_ctx *c)
     free(c->dec);
     free(c->tmp);
     free(c->out);
+    free(c->pln);
     resize_plan_free(&c->rs);
+    resize_plan_free(&c->rs_c);
     free(c);
 }
+
+void img_ctx_set_planar(img_ctx *c, int on) { c->no_planar = !on; }
 
 void img_ctx_set_limits(img_ctx *c, int max_side, uint64_t max_pixels)
 {
@@ -639,6 +644,104 @@ static int rrc_resample(img_ctx *c, const char *path, const img_info *info, cons
     return 0;
 }
 
+void img_ycc_row(uint8_t *r, uint8_t *g, uint8_t *b, const uint8_t *y, const uint8_t *cb,
+                 const uint8_t *cr, int n, int flip)
+{
+    if (n >= 32 && img_avx2()) {
+        img_ycc_row_avx2(r, g, b, y, cb, cr, n, flip);
+        return;
+    }
+    /* jdcolor.c's tables as arithmetic: FIX(x) = round(x * 2^16) */
+    for (int i = 0; i < n; i++) {
+        const int32_t l = y[i], u = cb[i] - 128, v = cr[i] - 128;
+        int32_t R = l + ((91881 * v + 32768) >> 16);
+        int32_t G = l + ((-22554 * u - 46802 * v + 32768) >> 16);
+        int32_t B = l + ((116130 * u + 32768) >> 16);
+        const int o = flip ? n - 1 - i : i;
+        r[o] = (uint8_t)(R < 0 ? 0 : R > 255 ? 255 : R);
+        g[o] = (uint8_t)(G < 0 ? 0 : G > 255 ? 255 : G);
+        b[o] = (uint8_t)(B < 0 ? 0 : B > 255 ? 255 : B);
+    }
+}
+
+/* n bytes of s to d, mirrored when flip. */
+static void copy_row(uint8_t *d, const uint8_t *s, int n, int flip)
+{
+    if (!flip) {
+        memcpy(d, s, (size_t)n);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        d[n - 1 - i] = s[i];
+}
+
+/* The triangle's radius, in samples, for a plane of `ratio` samples per
+ * pixel along an axis the luma shrinks by `scale` (0: the resampler's own,
+ * max(scale, 1)). The exact path upsamples 2x-subsampled chroma by linear
+ * interpolation (libjpeg's fancy upsampling: a triangle of radius 2
+ * pixels) and then resamples with a triangle of radius max(scale, 1)
+ * pixels; one triangle of the summed variance (r^2 / 6 each) stands in
+ * for both, in half-resolution samples: sqrt(1 + max(scale, 1)^2 / 4).
+ * Other ratios keep the resampler's (4x: libjpeg replicates). */
+static double chroma_radius(double ratio, double scale)
+{
+    if (ratio != 0.5)
+        return 0.0;
+    const double s = scale > 1.0 ? scale : 1.0;
+    return sqrt(1.0 + s * s / 4.0);
+}
+
+/* The random-resized crop of the box (by, bx, bh, bw) from a planar
+ * decode of it at n/8 (jpeg_region.c): luma and chroma resampled each at
+ * its own resolution, then converted to RGB at the output's (or luma
+ * alone for one channel, as libjpeg makes grey of colour), written as CHW
+ * with the flip, then the jitter. 1 without decoding when the file has no
+ * planar layout here. */
+static int rrc_planar(img_ctx *c, const char *path, const img_info *info, const img_params *p,
+                      rng *r, int by, int bx, int bh, int bw, int num, uint8_t *out, int out_h,
+                      int out_w, errbuf *e)
+{
+    const double f = num / 8.0;
+    img_region want, got;
+    want.y = (int)floor(by * f);
+    want.x = (int)floor(bx * f);
+    want.h = (int)ceil((by + bh) * f) - want.y;
+    want.w = (int)ceil((bx + bw) * f) - want.x;
+    img_planes pl;
+    double t0 = now_sec();
+    int rc = img_jpeg_decode_planes(c, path, info, num, &want, &got, &pl, e);
+    c->decode_s += now_sec() - t0;
+    if (rc != 0)
+        return rc;
+    const int C = p->channels, n = C == 1 ? 1 : pl.n;
+    const size_t np = (size_t)out_h * (size_t)out_w;
+    uint8_t *rs = img_grow(&c->pln, &c->pln_cap, (size_t)n * np);
+    for (int k = 0; k < n; k++) {
+        double y0 = (by * f - got.y) * pl.fy[k], x0 = (bx * f - got.x) * pl.fx[k];
+        double hh = bh * f * pl.fy[k], ww = bw * f * pl.fx[k];
+        if (y0 + hh > pl.h[k]) /* the last scaled row rounds up; stay inside */
+            hh = pl.h[k] - y0;
+        if (x0 + ww > pl.w[k])
+            ww = pl.w[k] - x0;
+        resize_plane(k ? &c->rs_c : &c->rs, rs + (size_t)k * np, (size_t)out_w, out_h, out_w,
+                     pl.p[k], pl.stride[k], pl.h[k], pl.w[k], y0, x0, hh, ww,
+                     chroma_radius(pl.fy[k], bh * f / out_h),
+                     chroma_radius(pl.fx[k], bw * f / out_w));
+    }
+    const int flip = img_flip_draw(p, r);
+    for (int i = 0; i < out_h; i++) {
+        const size_t o = (size_t)i * (size_t)out_w;
+        if (n == 3)
+            img_ycc_row(out + o, out + np + o, out + 2 * np + o, rs + o, rs + np + o,
+                        rs + 2 * np + o, out_w, flip);
+        else
+            for (int ch = 0; ch < C; ch++)
+                copy_row(out + (size_t)ch * np + o, rs + o, out_w, flip);
+    }
+    img_jitter_chw(out, out_h, out_w, p, r);
+    return 0;
+}
+
 static int load_rrc(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t *out,
                     int out_h, int out_w, errbuf *e)
 {
@@ -651,6 +754,14 @@ static int load_rrc(img_ctx *c, const char *path, const img_params *p, rng *r, u
     int uh, uw, by, bx, bh, bw;
     upright_size(&info, orientation(p, &info), &uh, &uw);
     img_rrc_box(uh, uw, p, r, &by, &bx, &bh, &bw);
+    if (info.format == IMG_FMT_JPEG && !p->full_decode && orientation(p, &info) == 1 &&
+        p->decode != IMG_DECODE_EXACT && !info.cmyk && !c->no_planar) {
+        int num, m = p->decode == IMG_DECODE_FAST ? 1 : 2;
+        img_jpeg_scale_for(bw, bh, m * out_h, m * out_w, &num);
+        int rc = rrc_planar(c, path, &info, p, r, by, bx, bh, bw, num, out, out_h, out_w, e);
+        if (rc <= 0)
+            return rc;
+    }
     if (rrc_resample(c, path, &info, p, by, bx, bh, bw, out_h, out_w, e) != 0)
         return -1;
     img_params flip_only = *p;

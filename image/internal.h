@@ -20,6 +20,10 @@ struct img_ctx {
     uint8_t *out; /* resized and/or cropped base */
     size_t out_cap;
     resize_plan rs;
+    resize_plan rs_c; /* the chroma planes' (another geometry than rs's luma) */
+    uint8_t *pln;     /* resampled planes of a planar decode */
+    size_t pln_cap;
+    int no_planar; /* 1: the random-resized crop's fused decode goes through RGB */
     int max_side;
     uint64_t max_pixels;
     double read_s, decode_s; /* seconds spent reading files and decoding them, so far */
@@ -47,6 +51,10 @@ typedef struct img_info {
 } img_info;
 
 const char *img_format_name(img_format f);
+
+/* Whether the random-resized crop may take the planar decode (on by
+ * default; off for comparisons). */
+void img_ctx_set_planar(img_ctx *c, int on);
 
 /* Replace control and non-ASCII bytes of a library's message with '?'. */
 void img_printable(char *s);
@@ -97,6 +105,25 @@ void img_jpeg_scale_for(int w, int h, int want_h, int want_w, int *num);
 int img_jpeg_decode_region(img_ctx *c, const char *path, const img_info *info, int C, int num,
                            const img_region *want, img_region *got, errbuf *e);
 
+/* A region decoded as planes: the components' samples before upsampling
+ * and colour conversion (grey: Y; colour: Y, Cb, Cr). Plane k's first
+ * sample sits at the region's corner; it has fy[k] rows and fx[k] columns
+ * per pixel of the region (1, or 1/2 for 4:2:0 chroma: JPEG's chroma
+ * samples are centred, so sample edges scale with the pixel edges). */
+typedef struct img_planes {
+    int n;
+    const uint8_t *p[3];
+    size_t stride[3];
+    int h[3], w[3];
+    double fy[3], fx[3];
+} img_planes;
+/* img_jpeg_decode_region's region as planes, in c->dec: 0, or 1 without
+ * decoding when the file's layout has no planar decode here (CMYK, YCCK,
+ * RGB, luma below the full sampling); got->y may start up to a row group
+ * (<= 3 rows) above want->y. */
+int img_jpeg_decode_planes(img_ctx *c, const char *path, const img_info *info, int num,
+                           const img_region *want, img_region *got, img_planes *pl, errbuf *e);
+
 /* The DCT-scaled size TurboJPEG gives for the smallest factor n/8 whose
  * output is >= want in both dimensions (exposed for tests and benchmarks). */
 void img_jpeg_scaled_size(int w, int h, int want_h, int want_w, int *sh, int *sw);
@@ -127,5 +154,15 @@ typedef struct img_span {
 } img_span;
 /* Centre: torchvision's CenterCrop placement; -1 when size < crop and !pad. */
 int img_span_centre(int size, int crop, int pad, img_span *s);
+/* img_augment's steps 2 and 3 for a caller that writes the CHW image
+ * itself: the flip's draw, then the colour jitter (its draws) over out. */
+int img_flip_draw(const img_params *p, rng *r);
+void img_jitter_chw(uint8_t *out, int out_h, int out_w, const img_params *p, rng *r);
+
+/* simd_x86.c / image.c — YCbCr (JPEG's full-range BT.601, libjpeg's
+ * integer arithmetic: jdcolor.c) to R, G, B planes, n pixels of a row,
+ * mirrored when flip. */
+void img_ycc_row(uint8_t *r, uint8_t *g, uint8_t *b, const uint8_t *y, const uint8_t *cb,
+                 const uint8_t *cr, int n, int flip);
 
 #endif

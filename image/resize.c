@@ -70,19 +70,21 @@ void resize_span(int in, double b0, double blen, int out, int first, int count, 
  * the source box [b0, b0 + blen) (of a source `in` long; taps stay inside
  * the box, rounded out to whole pixels) onto `out` outputs; reuses the
  * previous ones when the geometry is unchanged. */
-static void axis_build_box(resize_axis *a, int in, double b0, double blen, int out, int first,
-                           int count)
+static void axis_build(resize_axis *a, int in, double b0, double blen, int out, int first,
+                       int count, double radius_px)
 {
-    if (a->lo && a->in == in && a->out == out && a->first == first && a->count == count &&
-        a->b0 == b0 && a->blen == blen)
+    if (a->lo && !a->q14_only && a->in == in && a->out == out && a->first == first &&
+        a->count == count && a->b0 == b0 && a->blen == blen && a->radius == radius_px)
         return;
+    a->q14_only = 0;
     a->b0 = b0;
     a->blen = blen;
+    a->radius = radius_px;
     a->packed = 0;
     int bmin, bmax;
     box_bounds(in, b0, blen, &bmin, &bmax);
     double scale = blen / (double)out;
-    double fscale = scale > 1.0 ? scale : 1.0;
+    double fscale = radius_px > 0.0 ? radius_px : scale > 1.0 ? scale : 1.0;
     double inv = 1.0 / fscale, radius = fscale;
     int taps = (int)ceil(radius) * 2 + 1;
     axis_reserve(a, count, taps);
@@ -125,6 +127,12 @@ static void axis_build_box(resize_axis *a, int in, double b0, double blen, int o
     }
 }
 
+static void axis_build_box(resize_axis *a, int in, double b0, double blen, int out, int first,
+                           int count)
+{
+    axis_build(a, in, b0, blen, out, first, count, 0.0);
+}
+
 static inline uint8_t clip8(int32_t v)
 {
     if (v < 0)
@@ -137,8 +145,9 @@ static inline uint8_t clip8(int32_t v)
  * taps (t, t + 1), a missing second tap weighing 0:
  *   RS_PACK_H (rs_hrows3_avx2): the high halves (wt wt1 wt wt1 wt wt1 0 0),
  *     then the low ones, one pair per channel of a pixel;
- *   RS_PACK_V (rs_vrow_avx2): (wt wt1) high halves, then (wt wt1) low. */
-enum { RS_PACK_H = 1, RS_PACK_V = 2 };
+ *   RS_PACK_V (rs_vrow_avx2): (wt wt1) high halves, then (wt wt1) low;
+ *   RS_PACK_Q14 (resize_plane, from axis_build_q14): (wt wt1) in Q14. */
+enum { RS_PACK_H = 1, RS_PACK_V = 2, RS_PACK_Q14 = 3 };
 static void axis_pack(resize_axis *a, int role)
 {
     if (a->packed == role)
@@ -169,6 +178,94 @@ static void axis_pack(resize_axis *a, int role)
         }
     }
     a->packed = role;
+}
+
+/* resize_plane's weights for outputs [0, out): axis_build's filter (box,
+ * radius, taps), normalised and rounded straight to the Q14 pairs of
+ * RS_PACK_Q14 (one division per output, not per tap). */
+static void axis_build_q14(resize_axis *a, int in, double b0, double blen, int out,
+                           double radius_px)
+{
+    if (a->lo && a->q14_only && a->in == in && a->out == out && a->b0 == b0 && a->blen == blen &&
+        a->radius == radius_px)
+        return;
+    int bmin, bmax;
+    box_bounds(in, b0, blen, &bmin, &bmax);
+    const double scale = blen / (double)out;
+    const double r = radius_px > 0.0 ? radius_px : scale > 1.0 ? scale : 1.0, inv = 1.0 / r;
+    const int taps = (int)ceil(r) * 2 + 1;
+    axis_reserve(a, out, 0);
+    a->groups = (taps + 1) / 2;
+    size_t need = (size_t)out * (size_t)a->groups * 2;
+    if (need > a->pk_cap) {
+        a->pk_cap = need;
+        a->pk = xrealloc(a->pk, need * sizeof *a->pk);
+    }
+    for (int i = 0; i < out; i++) {
+        const double centre = b0 + ((double)i + 0.5) * scale;
+        int lo, hi;
+        tap_bounds(centre, r, bmin, bmax, &lo, &hi);
+        double sum = 0.0;
+        for (int j = lo; j < hi; j++)
+            sum += tri(((double)j - centre + 0.5) * inv);
+        int16_t *w = a->pk + (size_t)i * (size_t)a->groups * 2;
+        int n = 0, first = -1;
+        if (sum > 0.0) {
+            const double q = (double)(1 << 14) / sum;
+            for (int j = lo; j < hi; j++) {
+                const int16_t v = (int16_t)floor(tri(((double)j - centre + 0.5) * inv) * q + 0.5);
+                if (v == 0 && first < 0)
+                    continue; /* leading zero weight: skip the tap */
+                if (first < 0)
+                    first = j;
+                w[n++] = v;
+            }
+            while (n > 1 && w[n - 1] == 0) /* trailing zero weights */
+                n--;
+        }
+        if (n == 0) { /* cannot happen for in, out >= 1; stay safe */
+            const int j = (int)centre;
+            first = j < bmin ? bmin : j >= bmax ? bmax - 1 : j;
+            w[n++] = 1 << 14;
+        }
+        if (n % 2)
+            w[n] = 0; /* the pair's missing second tap */
+        a->lo[i] = first;
+        a->n[i] = n;
+    }
+    a->in = in, a->out = out, a->first = 0, a->count = out, a->taps = taps;
+    a->b0 = b0, a->blen = blen, a->radius = radius_px;
+    a->q14_only = 1;
+    a->packed = RS_PACK_Q14;
+}
+
+/* The passes of resize_plane, portable: one output row from n source
+ * rows `stride` apart, and one row of outputs from a source row whose
+ * first byte is column `off`; weights in Q14 pairs (RS_PACK_Q14). */
+static void plane_vrow(uint8_t *restrict out, const uint8_t *restrict rows, size_t stride,
+                       const int16_t *restrict w, int n, size_t rowb)
+{
+    for (size_t x = 0; x < rowb; x++) {
+        int32_t acc = 1 << 13;
+        for (int j = 0; j < n; j++)
+            acc += rows[(size_t)j * stride + x] * w[j];
+        acc >>= 14;
+        out[x] = (uint8_t)(acc > 255 ? 255 : acc);
+    }
+}
+
+static void plane_hrow(uint8_t *restrict out, const uint8_t *restrict in, const resize_axis *ax,
+                       int off)
+{
+    for (int i = 0; i < ax->count; i++) {
+        const int16_t *w = ax->pk + (size_t)i * (size_t)ax->groups * 2;
+        const uint8_t *s = in + (ax->lo[i] - off);
+        int32_t acc = 1 << 13;
+        for (int j = 0; j < ax->n[i]; j++)
+            acc += s[j] * w[j];
+        acc >>= 14;
+        out[i] = (uint8_t)(acc > 255 ? 255 : acc);
+    }
 }
 
 /* Whether this plan runs the vector passes. */
@@ -420,6 +517,46 @@ void resize_box_window(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, 
 {
     resize_window b = {by, bx, bh, bw};
     resize_core(p, dst, dst_stride, dh, dw, y0, x0, oh, ow, src, src_stride, sh, sw, c, b);
+}
+
+void resize_plane(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw,
+                  const uint8_t *src, size_t src_stride, int sh, int sw, double by, double bx,
+                  double bh, double bw, double ry, double rx)
+{
+    resize_axis *ay = &p->y, *ax = &p->x;
+    axis_build_q14(ay, sh, by, bh, dh, ry);
+    axis_build_q14(ax, sw, bx, bw, dw, rx);
+    int clo = ax->lo[0], chi = clo;
+    for (int i = 0; i < dw; i++) {
+        const int end = ax->lo[i] + ax->n[i];
+        clo = ax->lo[i] < clo ? ax->lo[i] : clo;
+        chi = end > chi ? end : chi;
+    }
+    const size_t cw = (size_t)(chi - clo);
+    if (use_simd(p) && dh >= 32 && cw >= 32) {
+        /* the horizontal pass as a vertical one over the transpose:
+         * A = vertical pass (dh x cw), A' (cw x dh), B' = A' through the
+         * x weights (dw x dh), dst = B'' */
+        const size_t a = (size_t)dh * cw, bt = (size_t)dw * (size_t)dh;
+        grow_tmp(p, 2 * a + bt, 0);
+        uint8_t *A = p->tmp, *At = p->tmp + a, *Bt = p->tmp + 2 * a;
+        for (int i = 0; i < dh; i++)
+            rs_vrow14_avx2(A + (size_t)i * cw, src + (size_t)ay->lo[i] * src_stride + (size_t)clo,
+                           src_stride, ay->pk + (size_t)i * (size_t)ay->groups * 2, ay->n[i], cw);
+        img_transpose(At, (size_t)dh, A, cw, dh, (int)cw);
+        for (int j = 0; j < dw; j++)
+            rs_vrow14_avx2(Bt + (size_t)j * (size_t)dh, At + (size_t)(ax->lo[j] - clo) * (size_t)dh,
+                           (size_t)dh, ax->pk + (size_t)j * (size_t)ax->groups * 2, ax->n[j],
+                           (size_t)dh);
+        img_transpose(dst, dst_stride, Bt, (size_t)dh, dw, dh);
+        return;
+    }
+    grow_tmp(p, (size_t)dh * cw, 0);
+    for (int i = 0; i < dh; i++)
+        plane_vrow(p->tmp + (size_t)i * cw, src + (size_t)ay->lo[i] * src_stride + (size_t)clo,
+                   src_stride, ay->pk + (size_t)i * (size_t)ay->groups * 2, ay->n[i], cw);
+    for (int i = 0; i < dh; i++)
+        plane_hrow(dst + (size_t)i * dst_stride, p->tmp + (size_t)i * cw, ax, clo);
 }
 
 static void axis_free(resize_axis *a)

@@ -28,6 +28,8 @@ typedef struct resize_axis {
     int in, out;      /* source size, full output size */
     int first, count; /* computed window of output indices */
     double b0, blen;  /* source box mapped onto the output */
+    double radius;    /* the kernel's, in source pixels (0: max(scale, 1)) */
+    int q14_only;     /* built by resize_plane: pk only, no coef */
     int taps;         /* stride of coef */
     int *lo;          /* (count) first source index of each output */
     int *n;           /* (count) number of taps of each output */
@@ -77,6 +79,19 @@ void resize_box(resize_plan *p, uint8_t *dst, int dh, int dw, const uint8_t *src
 void resize_box_window(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0,
                        int x0, int oh, int ow, const uint8_t *src, size_t src_stride, int sh,
                        int sw, int c, double by, double bx, double bh, double bw);
+
+/* One channel (c = 1): the box of src (sh x sw, rows src_stride apart)
+ * resampled to a whole dh x dw image at dst (rows dst_stride apart): the
+ * filter of resize_box, with the triangle's radius ry, rx source pixels
+ * where > 0 (a chroma plane's resampling standing in for upsampling +
+ * resampling), but always the vertical pass first and the weights
+ * rounded to Q14 (int16: a planar decode's luma and chroma, within
+ * rounding of resize_box, not its bytes). On CPUs with AVX2 the
+ * horizontal pass runs as a vertical one over the transposed rows, the
+ * portable loops' bytes. */
+void resize_plane(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw,
+                  const uint8_t *src, size_t src_stride, int sh, int sw, double by, double bx,
+                  double bh, double bw, double ry, double rx);
 
 /* The source pixels [*lo, *hi) that outputs [first, first + count) of an
  * axis read when the box [b0, b0 + blen) of a source `in` long maps onto

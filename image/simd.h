@@ -29,8 +29,23 @@ void rs_hrows3_avx2(uint8_t *out0, uint8_t *out1, const uint8_t *in0, const uint
 void rs_vrow_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int16_t *w, int n,
                   size_t rowb);
 
+/* rs_vrow_avx2 with Q14 weights: per pair of taps (t, t + 1) the int16
+ * (w_t w_t1); resize_plane's vertical pass. */
+void rs_vrow14_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int16_t *w, int n,
+                    size_t rowb);
+
 /* 3-channel HWC -> CHW of n pixels from s: planes r, g, b, each written at
  * [0, n), or reversed (pixel x to [n - 1 - x]) when flip. */
 void img_chw3_row_avx2(uint8_t *r, uint8_t *g, uint8_t *b, const uint8_t *s, int n, int flip);
+
+/* dst (cols x rows, rows dst_stride apart) = the transpose of src (rows x
+ * cols); 16 x 32 blocks with AVX2, a plain loop otherwise. */
+void img_transpose(uint8_t *dst, size_t dst_stride, const uint8_t *src, size_t src_stride, int rows,
+                   int cols);
+
+/* img_ycc_row (image.c): YCbCr to R, G, B planes, n >= 32 pixels,
+ * mirrored when flip; the same bytes. */
+void img_ycc_row_avx2(uint8_t *r, uint8_t *g, uint8_t *b, const uint8_t *y, const uint8_t *cb,
+                      const uint8_t *cr, int n, int flip);
 
 #endif

@@ -176,6 +176,39 @@ RS_AVX2 void rs_vrow_avx2(uint8_t *out, const uint8_t *rows, size_t stride, cons
         _mm256_storeu_si256((void *)(out + rowb - 32), vstrip(rows + rowb - 32, stride, w, n));
 }
 
+/* 32 output bytes of the Q14 vertical pass: one int16 pair of weights
+ * per two rows, sums below 2^23, exact in 32 bits */
+RS_AVX2 static inline __m256i vstrip14(const uint8_t *rows, size_t stride, const int16_t *w, int n)
+{
+    const __m256i zero = _mm256_setzero_si256();
+    __m256i s0 = _mm256_set1_epi32(1 << 13), s1 = s0, s2 = s0, s3 = s0;
+    for (int j = 0; j < n; j += 2, w += 2) {
+        const __m256i a = _mm256_loadu_si256((const void *)(rows + (size_t)j * stride));
+        __m256i b = zero; /* an odd last row pairs with zeros */
+        if (j + 1 < n)
+            b = _mm256_loadu_si256((const void *)(rows + (size_t)(j + 1) * stride));
+        const __m256i wp = pair(w);
+        const __m256i ab0 = _mm256_unpacklo_epi8(a, b), ab1 = _mm256_unpackhi_epi8(a, b);
+        s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_unpacklo_epi8(ab0, zero), wp));
+        s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_unpackhi_epi8(ab0, zero), wp));
+        s2 = _mm256_add_epi32(s2, _mm256_madd_epi16(_mm256_unpacklo_epi8(ab1, zero), wp));
+        s3 = _mm256_add_epi32(s3, _mm256_madd_epi16(_mm256_unpackhi_epi8(ab1, zero), wp));
+    }
+    const __m256i s01 = _mm256_packs_epi32(_mm256_srai_epi32(s0, 14), _mm256_srai_epi32(s1, 14));
+    const __m256i s23 = _mm256_packs_epi32(_mm256_srai_epi32(s2, 14), _mm256_srai_epi32(s3, 14));
+    return _mm256_packus_epi16(s01, s23);
+}
+
+RS_AVX2 void rs_vrow14_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int16_t *w,
+                            int n, size_t rowb)
+{
+    size_t x = 0;
+    for (; x + 32 <= rowb; x += 32)
+        _mm256_storeu_si256((void *)(out + x), vstrip14(rows + x, stride, w, n));
+    if (x < rowb) /* the tail: the last 32 bytes, overlapping */
+        _mm256_storeu_si256((void *)(out + rowb - 32), vstrip14(rows + rowb - 32, stride, w, n));
+}
+
 /* pshufb masks: out byte o of plane p from chunk q (bytes 16q..16q+15 of
  * the 48) is source byte 3o + p - 16q where that lies in the chunk, else
  * zero (-1); flipped, out byte o takes pixel 15 - o */
@@ -223,9 +256,146 @@ RS_AVX2 void img_chw3_row_avx2(uint8_t *r, uint8_t *g, uint8_t *b, const uint8_t
     }
 }
 
+/* One round of the transpose: a[2i], a[2i + 1] interleaved into b[i]
+ * (low halves) and b[i + 8] (high halves), per 128-bit lane, by elements
+ * of 8, 16, 32 or 64 bits */
+#define TR_ROUND(name, lo, hi)                                                                     \
+    RS_AVX2 static inline void name(__m256i *b, const __m256i *a)                                  \
+    {                                                                                              \
+        _Pragma("GCC unroll 8") for (int i = 0; i < 8; i++)                                        \
+        {                                                                                          \
+            b[i] = lo(a[2 * i], a[2 * i + 1]);                                                     \
+            b[i + 8] = hi(a[2 * i], a[2 * i + 1]);                                                 \
+        }                                                                                          \
+    }
+TR_ROUND(tr8, _mm256_unpacklo_epi8, _mm256_unpackhi_epi8)
+TR_ROUND(tr16, _mm256_unpacklo_epi16, _mm256_unpackhi_epi16)
+TR_ROUND(tr32, _mm256_unpacklo_epi32, _mm256_unpackhi_epi32)
+TR_ROUND(tr64, _mm256_unpacklo_epi64, _mm256_unpackhi_epi64)
+
+/* 16 rows x 32 columns of src to 32 rows x 16 columns of dst: each lane
+ * transposes a 16 x 16 block by four rounds of interleaving, which leave
+ * column col[k] in register k. (Unrolled so that the arrays live in
+ * registers: simd_x86.c is built at -O2.) */
+RS_AVX2 static void transpose16x32(uint8_t *dst, size_t ds, const uint8_t *src, size_t ss)
+{
+    static const int col[16] = {0, 8, 4, 12, 2, 10, 6, 14, 1, 9, 5, 13, 3, 11, 7, 15};
+    __m256i a[16], b[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; i++)
+        a[i] = _mm256_loadu_si256((const void *)(src + (size_t)i * ss));
+    tr8(b, a);
+    tr16(a, b);
+    tr32(b, a);
+    tr64(a, b);
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; k++) {
+        _mm_storeu_si128((void *)(dst + (size_t)col[k] * ds), _mm256_castsi256_si128(a[k]));
+        _mm_storeu_si128((void *)(dst + (size_t)(col[k] + 16) * ds),
+                         _mm256_extracti128_si256(a[k], 1));
+    }
+}
+
+void img_transpose(uint8_t *dst, size_t dst_stride, const uint8_t *src, size_t src_stride, int rows,
+                   int cols)
+{
+    const int vec = img_avx2();
+    int r = 0;
+    for (; vec && r + 16 <= rows; r += 16) {
+        int c = 0;
+        for (; c + 32 <= cols; c += 32)
+            transpose16x32(dst + (size_t)c * dst_stride + (size_t)r, dst_stride,
+                           src + (size_t)r * src_stride + (size_t)c, src_stride);
+        if (c < cols && cols >= 32) { /* the last 32 columns again, overlapping */
+            c = cols - 32;
+            transpose16x32(dst + (size_t)c * dst_stride + (size_t)r, dst_stride,
+                           src + (size_t)r * src_stride + (size_t)c, src_stride);
+            c = cols;
+        }
+        for (; c < cols; c++)
+            for (int i = r; i < r + 16; i++)
+                dst[(size_t)c * dst_stride + (size_t)i] = src[(size_t)i * src_stride + (size_t)c];
+    }
+    for (; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            dst[(size_t)c * dst_stride + (size_t)r] = src[(size_t)r * src_stride + (size_t)c];
+}
+
+/* (a * k + 32768) >> 16 per int16 lane, exactly: the 32-bit product is
+ * (mulhi << 16) + mullo (unsigned), and adding half carries into the high
+ * half when mullo's top bit is set */
+RS_AVX2 static inline __m256i mul_round16(__m256i a, short k)
+{
+    const __m256i kk = _mm256_set1_epi16(k);
+    return _mm256_sub_epi16(_mm256_mulhi_epi16(a, kk),
+                            _mm256_srai_epi16(_mm256_mullo_epi16(a, kk), 15));
+}
+
+/* R, G, B of 16 pixels (int16, one register each) from Y, U = Cb - 128,
+ * V = Cr - 128:
+ *   R = Y + (91881 V + h) >> 16 = Y + V + (26345 V + h) >> 16,
+ *   B = Y + (116130 U + h) >> 16 = Y + 2U + (-14942 U + h) >> 16,
+ *   G = Y + (-22554 U - 46802 V + h) >> 16
+ *     = Y - V + (-22554 U + 18734 V + h) >> 16, h = 32768:
+ * image.c's loop, term by term */
+RS_AVX2 static inline void ycc16(__m256i l, __m256i u, __m256i v, __m256i *R, __m256i *G,
+                                 __m256i *B)
+{
+    const __m256i half = _mm256_set1_epi32(32768);
+    const __m256i kg = _mm256_set1_epi32((int)((uint32_t)18734 << 16 | (uint16_t)-22554));
+    *R = _mm256_add_epi16(_mm256_add_epi16(l, v), mul_round16(v, 26345));
+    *B = _mm256_add_epi16(_mm256_add_epi16(l, _mm256_add_epi16(u, u)), mul_round16(u, -14942));
+    const __m256i g0 = _mm256_srai_epi32(
+        _mm256_add_epi32(_mm256_madd_epi16(_mm256_unpacklo_epi16(u, v), kg), half), 16);
+    const __m256i g1 = _mm256_srai_epi32(
+        _mm256_add_epi32(_mm256_madd_epi16(_mm256_unpackhi_epi16(u, v), kg), half), 16);
+    *G = _mm256_add_epi16(_mm256_sub_epi16(l, v), _mm256_packs_epi32(g0, g1));
+}
+
+RS_AVX2 void img_ycc_row_avx2(uint8_t *r, uint8_t *g, uint8_t *b, const uint8_t *y,
+                              const uint8_t *cb, const uint8_t *cr, int n, int flip)
+{
+    /* n >= 32: 32 pixels a step, bytes widened within lanes (pixels 0-7
+     * and 16-23 in one register, 8-15 and 24-31 in the other), which the
+     * packs put back in order */
+    const __m256i zero = _mm256_setzero_si256(), c128 = _mm256_set1_epi16(128);
+    const __m256i rev = _mm256_setr_epi8(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 15,
+                                         14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    for (int x = 0;; x += 32) {
+        if (x > n - 32) /* the last 32 pixels again, overlapping: same bytes */
+            x = n - 32;
+        const __m256i Y = _mm256_loadu_si256((const void *)(y + x));
+        const __m256i U = _mm256_loadu_si256((const void *)(cb + x));
+        const __m256i V = _mm256_loadu_si256((const void *)(cr + x));
+        __m256i R0, G0, B0, R1, G1, B1;
+        ycc16(_mm256_unpacklo_epi8(Y, zero), _mm256_sub_epi16(_mm256_unpacklo_epi8(U, zero), c128),
+              _mm256_sub_epi16(_mm256_unpacklo_epi8(V, zero), c128), &R0, &G0, &B0);
+        ycc16(_mm256_unpackhi_epi8(Y, zero), _mm256_sub_epi16(_mm256_unpackhi_epi8(U, zero), c128),
+              _mm256_sub_epi16(_mm256_unpackhi_epi8(V, zero), c128), &R1, &G1, &B1);
+        __m256i o[3] = {_mm256_packus_epi16(R0, R1), _mm256_packus_epi16(G0, G1),
+                        _mm256_packus_epi16(B0, B1)};
+        if (flip)
+            for (int p = 0; p < 3; p++)
+                o[p] = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(o[p], rev), 0x4e);
+        const size_t d = (size_t)(flip ? n - 32 - x : x);
+        _mm256_storeu_si256((void *)(r + d), o[0]);
+        _mm256_storeu_si256((void *)(g + d), o[1]);
+        _mm256_storeu_si256((void *)(b + d), o[2]);
+        if (x == n - 32)
+            return;
+    }
+}
+
 #else
 
 int img_avx2(void) { return 0; }
+void img_transpose(uint8_t *dst, size_t dst_stride, const uint8_t *src, size_t src_stride, int rows,
+                   int cols)
+{
+    for (int r = 0; r < rows; r++)
+        for (int c = 0; c < cols; c++)
+            dst[(size_t)c * dst_stride + (size_t)r] = src[(size_t)r * src_stride + (size_t)c];
+}
 void rs_hrows3_avx2(uint8_t *out0, uint8_t *out1, const uint8_t *in0, const uint8_t *in1,
                     size_t avail, const resize_axis *ax, int off)
 {
@@ -236,9 +406,19 @@ void rs_vrow_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int16_
 {
     (void)out, (void)rows, (void)stride, (void)w, (void)n, (void)rowb;
 }
+void rs_vrow14_avx2(uint8_t *out, const uint8_t *rows, size_t stride, const int16_t *w, int n,
+                    size_t rowb)
+{
+    (void)out, (void)rows, (void)stride, (void)w, (void)n, (void)rowb;
+}
 void img_chw3_row_avx2(uint8_t *r, uint8_t *g, uint8_t *b, const uint8_t *s, int n, int flip)
 {
     (void)r, (void)g, (void)b, (void)s, (void)n, (void)flip;
+}
+void img_ycc_row_avx2(uint8_t *r, uint8_t *g, uint8_t *b, const uint8_t *y, const uint8_t *cb,
+                      const uint8_t *cr, int n, int flip)
+{
+    (void)r, (void)g, (void)b, (void)y, (void)cb, (void)cr, (void)n, (void)flip;
 }
 
 #endif

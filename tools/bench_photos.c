@@ -25,6 +25,12 @@
  *   floor: tj full             tjDecompress2 at full size
  *   val ours                   Resize 256 + CenterCrop 224 + CHW
  *   floor: val decode          tjDecompress2 at the scale val picks
+ *   rrc auto through RGB       rrc auto with the planar decode off: the
+ *                              region decoded to RGB pixels (the path
+ *                              before it, and --decode exact's)
+ *   region decode as planes    the planar decode of the floor's region,
+ *                              no upsampling or colour conversion
+ * Fidelity adds "auto through RGB" beside auto (planar) and fast.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -37,7 +43,7 @@
 #include "image/internal.h"
 #include "loader/dataset.h"
 
-enum { S = 224, VAL_RESIZE = 256, BLOCK = 50, MAX_RUNS = 64, NVAR = 8 };
+enum { S = 224, VAL_RESIZE = 256, BLOCK = 50, MAX_RUNS = 64, NVAR = 10 };
 
 typedef struct set {
     int n;
@@ -140,8 +146,10 @@ static void fidelity(const char *name, const set *s, int keys)
 {
     img_ctx *c = img_ctx_create();
     uint8_t *ref = xmalloc(3 * S * S), *got = xmalloc(3 * S * S);
-    diffs d[4];
+    diffs d[5];
     memset(d, 0, sizeof d);
+    img_ctx *rgb = img_ctx_create();
+    img_ctx_set_planar(rgb, 0);
     const int modes[2] = {IMG_DECODE_AUTO, IMG_DECODE_FAST};
     errbuf e;
     for (int i = 0; i < s->n; i++) {
@@ -160,6 +168,10 @@ static void fidelity(const char *name, const set *s, int keys)
                 if (img_load(c, s->paths[i], &p, &r, got, S, S, &e) == 0)
                     diff_add(&d[m], ref, got, 3 * S * S);
             }
+            p.decode = IMG_DECODE_AUTO;
+            r = r0;
+            if (img_load(rgb, s->paths[i], &p, &r, got, S, S, &e) == 0)
+                diff_add(&d[4], ref, got, 3 * S * S);
         }
         img_params pv = val(1, IMG_DECODE_EXACT);
         rng r = rng_keyed(1, RNG_AUGMENT, (uint64_t)i, 0);
@@ -176,19 +188,22 @@ static void fidelity(const char *name, const set *s, int keys)
     printf("| %-40s | mean | p99 | max | > 2 |\n|---|---:|---:|---:|---:|\n", "variant");
     diff_print("rrc 224, --decode auto (default)", &d[0]);
     diff_print("rrc 224, --decode fast", &d[1]);
+    diff_print("rrc 224, auto through RGB (before)", &d[4]);
     diff_print("val: Resize 256 + CenterCrop 224, auto", &d[2]);
     diff_print("val: Resize 256 + CenterCrop 224, fast", &d[3]);
     free(ref), free(got);
     img_ctx_free(c);
+    img_ctx_free(rgb);
 }
 
 /* ---------------------------------------------------------------- speed */
 
 static const char *const var_name[NVAR] = {
-    "ours: rrc 224 + flip, --decode auto",         "ours: rrc 224 + flip, --decode fast",
-    "ours: rrc 224 + flip, --decode exact",        "unfused: full decode + crop + resample",
-    "floor: region decode at the auto scale",      "floor: tjDecompress2 full size",
-    "ours: val Resize 256 + CenterCrop 224, auto", "floor: val decode at its DCT scale",
+    "ours: rrc 224 + flip, --decode auto",          "ours: rrc 224 + flip, --decode fast",
+    "ours: rrc 224 + flip, --decode exact",         "unfused: full decode + crop + resample",
+    "floor: region decode at the auto scale",       "floor: tjDecompress2 full size",
+    "ours: val Resize 256 + CenterCrop 224, auto",  "floor: val decode at its DCT scale",
+    "ours: rrc auto, decoded through RGB (before)", "region decode as planes (no upsampling)",
 };
 
 /* Images [a, b) of variant v; returns CPU seconds. */
@@ -205,6 +220,17 @@ static double run_block(int v, const set *s, int a, int b, img_ctx *c, tjhandle 
                                    0)
                        : v == 3 ? rrc(IMG_DECODE_EXACT, 1)
                                 : val(0, IMG_DECODE_AUTO);
+        if (v == 8) {
+            static img_ctx *rgb; /* the fused decode to RGB pixels, not planes */
+            if (!rgb) {
+                rgb = img_ctx_create();
+                img_ctx_set_planar(rgb, 0);
+            }
+            p = rrc(IMG_DECODE_AUTO, 0);
+            if (img_load(rgb, s->paths[i], &p, &r, out, S, S, &e) != 0)
+                fprintf(stderr, "bench_photos: %s\n", e.msg);
+            continue;
+        }
         if (v <= 3 || v == 6) {
             if (img_load(c, s->paths[i], &p, &r, out, S, S, &e) != 0)
                 fprintf(stderr, "bench_photos: %s\n", e.msg);
@@ -212,7 +238,8 @@ static double run_block(int v, const set *s, int a, int b, img_ctx *c, tjhandle 
         }
         int w, h, sub, cs;
         tjDecompressHeader3(tj, s->bytes[i], (unsigned long)s->len[i], &w, &h, &sub, &cs);
-        if (v == 4) { /* the box and scale img_load would use, then just the region decode */
+        if (v == 4 ||
+            v == 9) { /* the box and scale img_load would use, then just the region decode */
             img_info info = {.format = IMG_FMT_JPEG, .w = w, .h = h, .channels = 3, .cmyk = 0};
             int by, bx, bh, bw, num;
             img_rrc_box(h, w, &p, &r, &by, &bx, &bh, &bw);
@@ -226,7 +253,10 @@ static double run_block(int v, const set *s, int a, int b, img_ctx *c, tjhandle 
                 fc = img_ctx_create();
             fc->file = s->bytes[i];
             fc->file_len = s->len[i];
-            if (img_jpeg_decode_region(fc, s->paths[i], &info, 3, num, &want, &got, &e) != 0)
+            img_planes pl;
+            if ((v == 4 ? img_jpeg_decode_region(fc, s->paths[i], &info, 3, num, &want, &got, &e)
+                        : img_jpeg_decode_planes(fc, s->paths[i], &info, num, &want, &got, &pl,
+                                                 &e)) < 0)
                 fprintf(stderr, "bench_photos: %s\n", e.msg);
             fc->file = NULL;
             continue;
@@ -278,9 +308,10 @@ static void speed(const set *s, int runs)
             fprintf(stderr, " %.0f", rate[v][r]);
         fprintf(stderr, "\n");
     }
-    double med[NVAR], ratio_floor[MAX_RUNS], ratio_val[MAX_RUNS];
+    double med[NVAR], ratio_floor[MAX_RUNS], ratio_val[MAX_RUNS], ratio_old[MAX_RUNS];
     for (int r = 0; r < runs; r++) {
         ratio_floor[r] = rate[0][r] / rate[4][r];
+        ratio_old[r] = rate[8][r] / rate[4][r];
         ratio_val[r] = rate[6][r] / rate[7][r];
     }
     for (int v = 0; v < NVAR; v++) {
@@ -289,6 +320,7 @@ static void speed(const set *s, int runs)
     }
     qsort(ratio_floor, (size_t)runs, sizeof(double), cmp_d);
     qsort(ratio_val, (size_t)runs, sizeof(double), cmp_d);
+    qsort(ratio_old, (size_t)runs, sizeof(double), cmp_d);
     printf("\nspeed per core (%d images, %d rounds, medians):\n\n| %-44s | images/s | us/image "
            "|\n|---|---:|---:|\n",
            s->n, runs, "variant");
@@ -298,6 +330,8 @@ static void speed(const set *s, int runs)
            "decode floor %.3f\n",
            ratio_floor[runs / 2], ratio_val[runs / 2]);
     printf("speedup of the fused auto path over unfused: %.2fx\n", med[0] / med[3]);
+    printf("rrc auto through RGB (before planar) / floor %.3f; planar over it %.2fx\n",
+           ratio_old[runs / 2], med[0] / med[8]);
     free(out), free(scratch);
     tjDestroy(tj);
     img_ctx_free(c);
