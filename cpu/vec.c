@@ -168,9 +168,9 @@ static void p_add(float *restrict o, const float *restrict a, const float *restr
         o[i] = k_add(a[i], b[i]);
 }
 
-static void p_copy(float *o, const float *x, size_t n) { cpu_vcopy(o, x, n); }
+static void p_copy(float *o, const float *x, size_t n) { cpu_vcopy_short(o, x, n); }
 
-static void p_fill(float *o, float v, size_t n) { cpu_vfill(o, v, n); }
+static void p_fill(float *o, float v, size_t n) { cpu_vfill_short(o, v, n); }
 
 static const cpu_vec_ops portable = {
     .name = "portable",
@@ -210,3 +210,9 @@ const cpu_vec_ops *cpu_vec(void)
 }
 
 void cpu_vec_force(int level) { forced = level; }
+
+void cpu_vfill_long(float *o, float v, size_t n) { cpu_vec()->fill(o, v, n); }
+
+void cpu_vcopy_long(float *o, const float *x, size_t n) { cpu_vec()->copy(o, x, n); }
+
+void cpu_vadd_long(float *o, const float *x, size_t n) { cpu_vec()->add_into(o, x, n); }

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 
+#include "cpu/internal.h"
 #include "cpu/vec.h"
 #include "tests/support/nn_fixtures.h"
 
@@ -187,6 +188,36 @@ Test(cpu_vec, element_wise_ops_match_the_portable_loops_bit_for_bit)
                 same_bits(ov, op, total * 4, "fill", lv, n, 1, 1, o);
                 free(a), free(b), free(ov), free(op);
             }
+}
+
+/* internal.h's helpers, short runs inline and long ones through cpu_vec():
+ * what a plain loop gives, on either side of CPU_VLONG, whichever version
+ * runs */
+Test(cpu_vec, conv_helpers_give_plain_loop_results_short_and_long)
+{
+    static const size_t ns[] = {3, 17, CPU_VLONG - 1, CPU_VLONG, CPU_VLONG + 13, 5000};
+    for (int forced = -1; forced <= CPU_VEC_PORTABLE; forced++) {
+        cpu_vec_force(forced);
+        for (size_t k = 0; k < NELEMS(ns); k++) {
+            size_t n = ns[k];
+            float *a = data(n + 2, n, 0.0f, 3.0f, 0), *b = data(n + 2, n + 1, 0.0f, 3.0f, 0);
+            float *o = sentinels(n + 3), *want = sentinels(n + 3);
+            cpu_vfill(o + 1, 0.25f, n);
+            for (size_t i = 0; i < n; i++)
+                want[i + 1] = 0.25f;
+            same_bits(o, want, (n + 3) * 4, "cpu_vfill", cpu_vec()->name, n, 1, 1, 1);
+            cpu_vcopy(o + 1, a + 1, n);
+            for (size_t i = 0; i < n; i++)
+                want[i + 1] = a[i + 1];
+            same_bits(o, want, (n + 3) * 4, "cpu_vcopy", cpu_vec()->name, n, 1, 1, 1);
+            cpu_vadd(o + 1, b + 2, n);
+            for (size_t i = 0; i < n; i++)
+                want[i + 1] = a[i + 1] + b[i + 2];
+            same_bits(o, want, (n + 3) * 4, "cpu_vadd", cpu_vec()->name, n, 1, 1, 1);
+            free(a), free(b), free(o), free(want);
+        }
+    }
+    cpu_vec_force(-1);
 }
 
 /* the CPU flags, as the kernel lists them */
