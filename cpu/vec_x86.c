@@ -22,6 +22,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cpu/vec.h"
 
+#include <stdint.h>
+
 #include "cpu/internal.h"
 #include "nn/kernels.h"
 
@@ -292,24 +294,38 @@ AVX2 static void a2_fill(float *o, float v, size_t n)
 /* the lanes of a tail of r < 16 elements */
 AVX512 static inline __mmask16 tail(size_t r) { return (__mmask16)((1u << r) - 1u); }
 
+/* The floats from o to its next 64-byte boundary, at most n: the rows of a
+ * channel start anywhere in a line (HW = 49, 196), and a 64-byte access
+ * that splits two lines costs more than a masked head. */
+static inline size_t head(const float *o, size_t n)
+{
+    size_t h = ((64 - ((uintptr_t)o & 63)) & 63) / sizeof(float);
+    return h < n ? h : n;
+}
+
+AVX512 static inline __m512 apply16(__m512 x, __m512 vm, __m512 vi, __m512 vs, __m512 vh)
+{
+    return _mm512_add_ps(_mm512_mul_ps(_mm512_mul_ps(_mm512_sub_ps(x, vm), vi), vs), vh);
+}
+
 AVX512 static void a5_bn_apply(float *y, const float *x, size_t stride, int rows, size_t n,
                                float mean, float invstd, float sc, float sh)
 {
     __m512 vm = _mm512_set1_ps(mean), vi = _mm512_set1_ps(invstd), vs = _mm512_set1_ps(sc),
            vh = _mm512_set1_ps(sh);
-    __mmask16 t = tail(n % 16);
     for (int b = 0; b < rows; b++) {
         const float *r = x + (size_t)b * stride;
         float *o = y + (size_t)b * stride;
-        size_t i = 0;
-        for (; i + 16 <= n; i += 16) {
-            __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_loadu_ps(r + i), vm), vi);
-            _mm512_storeu_ps(o + i, _mm512_add_ps(_mm512_mul_ps(v, vs), vh));
-        }
-        if (t) {
-            __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(t, r + i), vm), vi);
-            _mm512_mask_storeu_ps(o + i, t, _mm512_add_ps(_mm512_mul_ps(v, vs), vh));
-        }
+        size_t i = head(o, n);
+        __mmask16 m = tail(i);
+        if (m)
+            _mm512_mask_storeu_ps(o, m, apply16(_mm512_maskz_loadu_ps(m, r), vm, vi, vs, vh));
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(o + i, apply16(_mm512_loadu_ps(r + i), vm, vi, vs, vh));
+        m = tail(n - i);
+        if (m)
+            _mm512_mask_storeu_ps(o + i, m,
+                                  apply16(_mm512_maskz_loadu_ps(m, r + i), vm, vi, vs, vh));
     }
 }
 
@@ -325,19 +341,24 @@ AVX512 static void a5_bn_grad(float *dx, const float *x, const float *dy, size_t
 {
     __m512 vm = _mm512_set1_ps(mean), vi = _mm512_set1_ps(invstd), vs = _mm512_set1_ps(si),
            vg = _mm512_set1_ps(mdy), vx = _mm512_set1_ps(mdyx);
-    __mmask16 t = tail(n % 16);
     for (int b = 0; b < rows; b++) {
         size_t off = (size_t)b * stride;
         const float *r = x + off, *g = dy + off;
         float *o = dx + off;
-        size_t i = 0;
+        size_t i = head(o, n);
+        __mmask16 m = tail(i);
+        if (m)
+            _mm512_mask_storeu_ps(o, m,
+                                  grad16(_mm512_maskz_loadu_ps(m, r), _mm512_maskz_loadu_ps(m, g),
+                                         vm, vi, vs, vg, vx));
         for (; i + 16 <= n; i += 16)
             _mm512_storeu_ps(
                 o + i, grad16(_mm512_loadu_ps(r + i), _mm512_loadu_ps(g + i), vm, vi, vs, vg, vx));
-        if (t)
-            _mm512_mask_storeu_ps(o + i, t,
-                                  grad16(_mm512_maskz_loadu_ps(t, r + i),
-                                         _mm512_maskz_loadu_ps(t, g + i), vm, vi, vs, vg, vx));
+        m = tail(n - i);
+        if (m)
+            _mm512_mask_storeu_ps(o + i, m,
+                                  grad16(_mm512_maskz_loadu_ps(m, r + i),
+                                         _mm512_maskz_loadu_ps(m, g + i), vm, vi, vs, vg, vx));
     }
 }
 
