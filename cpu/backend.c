@@ -151,6 +151,7 @@ static void cpu_normalize_u8(backend *be, float *out, const uint8_t *in, int B, 
 }
 
 /* ---------------------------------------------------------------- relu */
+/* (the loops are vec.h's: AVX-512 or AVX2 where the CPU runs them) */
 typedef struct relu_job {
     float *out;
     const float *in, *aux;

@@ -8,7 +8,8 @@
  * in float over CPU_VEC lanes, the rows are added in double in row order.
  * Every channel is one task whatever the thread count, so the numbers do
  * not depend on it (backend.c). The per-element arithmetic is
- * nn/kernels.h's, shared with the GPU build.
+ * nn/kernels.h's, shared with the GPU build. The loops are vec.h's: AVX-512
+ * or AVX2 where the CPU runs them, the portable loops' bits either way.
  *
  * Left out: fusing batch norm with the relu after it or the convolution
  * before it (the interface keeps them separate ops).
