@@ -6,15 +6,17 @@
  *   - sums: CPU_VEC = 8 lanes are one 256-bit register, so a row's lanes
  *     are one accumulator adding one load per block, exactly the portable
  *     lane order; the tail and the lanes are then added in scalar code in
- *     the portable order. A row's chain of adds is serial, so four rows
- *     run at once (their results still added to the double in row order).
- *     AVX-512 has no faster way to keep 8 lanes, so both levels use these.
+ *     the portable order. A row's chain of adds is serial, so several
+ *     rows run at once (four; two for backward's pair of sums), their
+ *     results still added to the double in row order. AVX-512 has no
+ *     faster way to keep 8 lanes, so both levels use these.
  *   - element-wise: each element's operations as in nn/kernels.h, in the
  *     same order, multiply and add kept separate (the functions are
  *     compiled for avx2 without fma, and -std=c11 keeps gcc from
  *     contracting the AVX-512 ones); relu is a compare-greater and a mask,
  *     which gives +0 for -0 and NaN as the scalar `x > 0 ? x : 0` does.
- *     AVX-512 runs 16 at a time and does the tail under a mask.
+ *     AVX-512 runs 16 at a time and does the tail under a mask (and a
+ *     batch-norm row's head, up to its first 64-byte boundary).
  *
  * Compiled for any x86-64 (the functions carry target attributes, the
  * rest of the program stays baseline); other machines get a stub.
