@@ -30,6 +30,7 @@
 #include "common/util.h"
 #include "cpu/cpu.h"
 #include "cpu/internal.h"
+#include "cpu/vec.h"
 #include "nn/kernels.h"
 
 /* element-wise ops are cut into blocks of this many elements */
@@ -150,39 +151,20 @@ static void cpu_normalize_u8(backend *be, float *out, const uint8_t *in, int B, 
 }
 
 /* ---------------------------------------------------------------- relu */
+/* (the loops are vec.h's: AVX-512 or AVX2 where the CPU runs them) */
 typedef struct relu_job {
     float *out;
     const float *in, *aux;
     size_t n;
+    const cpu_vec_ops *v;
 } relu_job;
-
-static void relu_fwd_span(float *restrict o, const float *restrict x, size_t n)
-{
-    size_t i = 0;
-    for (; i + CPU_VEC <= n; i += CPU_VEC)
-        for (int k = 0; k < CPU_VEC; k++)
-            o[i + k] = k_relu(x[i + k]);
-    for (; i < n; i++)
-        o[i] = k_relu(x[i]);
-}
-
-static void relu_bwd_span(float *restrict o, const float *restrict g, const float *restrict y,
-                          size_t n)
-{
-    size_t i = 0;
-    for (; i + CPU_VEC <= n; i += CPU_VEC)
-        for (int k = 0; k < CPU_VEC; k++)
-            o[i + k] = k_relu_grad(g[i + k], y[i + k]);
-    for (; i < n; i++)
-        o[i] = k_relu_grad(g[i], y[i]);
-}
 
 static void relu_fwd_task(void *arg, int t, int thread)
 {
     (void)thread;
     relu_job *j = arg;
     size_t a = (size_t)t * ELEM_BLOCK, n = a + ELEM_BLOCK < j->n ? ELEM_BLOCK : j->n - a;
-    relu_fwd_span(j->out + a, j->in + a, n);
+    j->v->relu_fwd(j->out + a, j->in + a, n);
 }
 
 static void relu_bwd_task(void *arg, int t, int thread)
@@ -190,19 +172,19 @@ static void relu_bwd_task(void *arg, int t, int thread)
     (void)thread;
     relu_job *j = arg;
     size_t a = (size_t)t * ELEM_BLOCK, n = a + ELEM_BLOCK < j->n ? ELEM_BLOCK : j->n - a;
-    relu_bwd_span(j->out + a, j->in + a, j->aux + a, n);
+    j->v->relu_bwd(j->out + a, j->in + a, j->aux + a, n);
 }
 
 static void cpu_relu_forward(backend *be, float *out, const float *in, size_t n)
 {
-    relu_job j = {out, in, NULL, n};
+    relu_job j = {out, in, NULL, n, cpu_vec()};
     cpu_run(be, cpu_ntasks(n, ELEM_BLOCK), relu_fwd_task, &j);
 }
 
 static void cpu_relu_backward(backend *be, float *din, const float *dout, const float *out,
                               size_t n)
 {
-    relu_job j = {din, dout, out, n};
+    relu_job j = {din, dout, out, n, cpu_vec()};
     cpu_run(be, cpu_ntasks(n, ELEM_BLOCK), relu_bwd_task, &j);
 }
 

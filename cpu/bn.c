@@ -8,7 +8,8 @@
  * in float over CPU_VEC lanes, the rows are added in double in row order.
  * Every channel is one task whatever the thread count, so the numbers do
  * not depend on it (backend.c). The per-element arithmetic is
- * nn/kernels.h's, shared with the GPU build.
+ * nn/kernels.h's, shared with the GPU build. The loops are vec.h's: AVX-512
+ * or AVX2 where the CPU runs them, the portable loops' bits either way.
  *
  * Left out: fusing batch norm with the relu after it or the convolution
  * before it (the interface keeps them separate ops).
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 
 #include "cpu/internal.h"
+#include "cpu/vec.h"
 #include "nn/kernels.h"
 
 #define ELEM_BLOCK 32768
@@ -27,52 +29,8 @@ typedef struct bn_job {
     const float *x, *dy, *scale, *shift, *mean_in, *invstd_in, *rm, *rv;
     int B, C, HW;
     float momentum, eps;
+    const cpu_vec_ops *v;
 } bn_job;
-
-/* sum of x[i] - m over n floats, in float lanes */
-static float row_sum(const float *restrict x, size_t n, float m)
-{
-    float lane[CPU_VEC] = {0};
-    size_t i = 0;
-    for (; i + CPU_VEC <= n; i += CPU_VEC)
-        for (int k = 0; k < CPU_VEC; k++)
-            lane[k] += x[i + k] - m;
-    float s = 0.0f;
-    for (; i < n; i++)
-        s += x[i] - m;
-    for (int k = 0; k < CPU_VEC; k++)
-        s += lane[k];
-    return s;
-}
-
-/* sum of (x[i] - m)^2 */
-static float row_sq(const float *restrict x, size_t n, float m)
-{
-    float lane[CPU_VEC] = {0};
-    size_t i = 0;
-    for (; i + CPU_VEC <= n; i += CPU_VEC)
-        for (int k = 0; k < CPU_VEC; k++) {
-            float d = x[i + k] - m;
-            lane[k] += d * d;
-        }
-    float s = 0.0f;
-    for (; i < n; i++)
-        s += (x[i] - m) * (x[i] - m);
-    for (int k = 0; k < CPU_VEC; k++)
-        s += lane[k];
-    return s;
-}
-
-static void row_apply(float *restrict y, const float *restrict x, size_t n, float mean,
-                      float invstd, float sc, float sh)
-{
-    size_t i = 0;
-    for (; i + CPU_VEC <= n; i += CPU_VEC)
-        for (int k = 0; k < CPU_VEC; k++)
-            y[i + k] = k_bn_apply(x[i + k], mean, invstd, sc, sh);
-    for (; i < n; i++)
-        y[i] = k_bn_apply(x[i], mean, invstd, sc, sh);
-}
 
 static const float *row_of(const float *p, const bn_job *j, int b, int c)
 {
@@ -83,18 +41,14 @@ static void bn_fwd_train_task(void *arg, int c, int thread)
 {
     (void)thread;
     bn_job *j = arg;
-    size_t HW = (size_t)j->HW;
-    double N = (double)j->B * (double)HW, s = 0.0, v = 0.0;
-    for (int b = 0; b < j->B; b++)
-        s += row_sum(row_of(j->x, j, b, c), HW, 0.0f);
+    size_t HW = (size_t)j->HW, stride = (size_t)j->C * HW;
+    const float *x = row_of(j->x, j, 0, c);
+    double N = (double)j->B * (double)HW, s = j->v->sum(x, stride, j->B, HW);
     float mean = (float)(s / N);
-    for (int b = 0; b < j->B; b++)
-        v += row_sq(row_of(j->x, j, b, c), HW, mean);
-    double var = v / N;
+    double var = j->v->sq(x, stride, j->B, HW, mean) / N;
     float invstd = k_bn_invstd((float)var, j->eps);
-    for (int b = 0; b < j->B; b++)
-        row_apply((float *)row_of(j->y, j, b, c), row_of(j->x, j, b, c), HW, mean, invstd,
-                  j->scale[c], j->shift[c]);
+    j->v->bn_apply((float *)row_of(j->y, j, 0, c), x, stride, j->B, HW, mean, invstd, j->scale[c],
+                   j->shift[c]);
     j->save_mean[c] = mean;
     j->save_invstd[c] = invstd;
     j->run_mean[c] = k_bn_running(j->run_mean[c], mean, j->momentum);
@@ -107,52 +61,27 @@ static void bn_fwd_infer_task(void *arg, int c, int thread)
     (void)thread;
     bn_job *j = arg;
     float invstd = k_bn_invstd(j->rv[c], j->eps);
-    for (int b = 0; b < j->B; b++)
-        row_apply((float *)row_of(j->y, j, b, c), row_of(j->x, j, b, c), (size_t)j->HW, j->rm[c],
-                  invstd, j->scale[c], j->shift[c]);
+    j->v->bn_apply((float *)row_of(j->y, j, 0, c), row_of(j->x, j, 0, c), (size_t)j->C * j->HW,
+                   j->B, (size_t)j->HW, j->rm[c], invstd, j->scale[c], j->shift[c]);
 }
 
 static void bn_bwd_task(void *arg, int c, int thread)
 {
     (void)thread;
     bn_job *j = arg;
-    size_t HW = (size_t)j->HW;
+    size_t HW = (size_t)j->HW, stride = (size_t)j->C * HW;
+    const float *x = row_of(j->x, j, 0, c), *dy = row_of(j->dy, j, 0, c);
     float mean = j->mean_in[c], invstd = j->invstd_in[c];
-    double sdy = 0.0, sdyx = 0.0;
-    for (int b = 0; b < j->B; b++) {
-        const float *restrict x = row_of(j->x, j, b, c), *restrict dy = row_of(j->dy, j, b, c);
-        float l1[CPU_VEC] = {0}, l2[CPU_VEC] = {0}, r1 = 0.0f, r2 = 0.0f;
-        size_t i = 0;
-        for (; i + CPU_VEC <= HW; i += CPU_VEC)
-            for (int k = 0; k < CPU_VEC; k++) {
-                l1[k] += dy[i + k];
-                l2[k] += dy[i + k] * ((x[i + k] - mean) * invstd);
-            }
-        for (; i < HW; i++) {
-            r1 += dy[i];
-            r2 += dy[i] * ((x[i] - mean) * invstd);
-        }
-        for (int k = 0; k < CPU_VEC; k++)
-            r1 += l1[k], r2 += l2[k];
-        sdy += r1;
-        sdyx += r2;
-    }
+    double sdy, sdyx;
+    j->v->bn_sums(&sdy, &sdyx, x, dy, stride, j->B, HW, mean, invstd);
     j->dshift[c] = (float)sdy;
     j->dscale[c] = (float)sdyx;
     if (!j->y)
         return;
     double N = (double)j->B * (double)HW;
     float mdy = (float)(sdy / N), mdyx = (float)(sdyx / N), si = j->scale[c] * invstd;
-    for (int b = 0; b < j->B; b++) {
-        const float *restrict x = row_of(j->x, j, b, c), *restrict dy = row_of(j->dy, j, b, c);
-        float *restrict dx = (float *)row_of(j->y, j, b, c);
-        size_t i = 0;
-        for (; i + CPU_VEC <= HW; i += CPU_VEC) /* blocks gcc vectorises at -O2 */
-            for (int k = 0; k < CPU_VEC; k++)
-                dx[i + k] = k_bn_grad(dy[i + k], (x[i + k] - mean) * invstd, si, mdy, mdyx);
-        for (; i < HW; i++)
-            dx[i] = k_bn_grad(dy[i], (x[i] - mean) * invstd, si, mdy, mdyx);
-    }
+    j->v->bn_grad((float *)row_of(j->y, j, 0, c), x, dy, stride, j->B, HW, mean, invstd, si, mdy,
+                  mdyx);
 }
 
 void cpu_bn_forward_train(backend *be, float *y, float *save_mean, float *save_invstd,
@@ -171,7 +100,8 @@ void cpu_bn_forward_train(backend *be, float *y, float *save_mean, float *save_i
                 .C = C,
                 .HW = HW,
                 .momentum = momentum,
-                .eps = eps};
+                .eps = eps,
+                .v = cpu_vec()};
     cpu_run(be, C, bn_fwd_train_task, &j);
 }
 
@@ -188,7 +118,8 @@ void cpu_bn_forward_infer(backend *be, float *y, const float *x, const float *sc
                 .B = B,
                 .C = C,
                 .HW = HW,
-                .eps = eps};
+                .eps = eps,
+                .v = cpu_vec()};
     cpu_run(be, C, bn_fwd_infer_task, &j);
 }
 
@@ -206,7 +137,8 @@ void cpu_bn_backward(backend *be, float *dx, float *dscale, float *dshift, const
                 .invstd_in = save_invstd,
                 .B = B,
                 .C = C,
-                .HW = HW};
+                .HW = HW,
+                .v = cpu_vec()};
     cpu_run(be, C, bn_bwd_task, &j);
 }
 
@@ -215,28 +147,8 @@ typedef struct add_job {
     float *out;
     const float *a, *b;
     size_t n;
+    const cpu_vec_ops *v;
 } add_job;
-
-/* o = o + x (k_add is commutative: a + b and b + a are the same bits) */
-static void add_into(float *restrict o, const float *restrict x, size_t n)
-{
-    size_t i = 0;
-    for (; i + CPU_VEC <= n; i += CPU_VEC)
-        for (int k = 0; k < CPU_VEC; k++)
-            o[i + k] = k_add(o[i + k], x[i + k]);
-    for (; i < n; i++)
-        o[i] = k_add(o[i], x[i]);
-}
-
-static void add_apart(float *restrict o, const float *restrict a, const float *restrict b, size_t n)
-{
-    size_t i = 0;
-    for (; i + CPU_VEC <= n; i += CPU_VEC)
-        for (int k = 0; k < CPU_VEC; k++)
-            o[i + k] = k_add(a[i + k], b[i + k]);
-    for (; i < n; i++)
-        o[i] = k_add(a[i], b[i]);
-}
 
 static void add_task(void *arg, int t, int thread)
 {
@@ -245,26 +157,26 @@ static void add_task(void *arg, int t, int thread)
     size_t s = (size_t)t * ELEM_BLOCK, n = s + ELEM_BLOCK < j->n ? ELEM_BLOCK : j->n - s;
     float *o = j->out + s;
     const float *a = j->a + s, *b = j->b ? j->b + s : NULL;
-    /* out may be a or b (the model's gradient sums are out == a): loops
-     * over restrict pointers for each case, so that gcc vectorises them */
+    /* out may be a or b (the model's gradient sums are out == a); k_add is
+     * commutative, so o + b and b + o are the same bits */
     if (!b)
-        cpu_vcopy(o, a, n);
+        j->v->copy(o, a, n);
     else if (o == a)
-        add_into(o, b, n);
+        j->v->add_into(o, b, n);
     else if (o == b)
-        add_into(o, a, n);
+        j->v->add_into(o, a, n);
     else
-        add_apart(o, a, b, n);
+        j->v->add(o, a, b, n);
 }
 
 void cpu_add(backend *be, float *out, const float *a, const float *b, size_t n)
 {
-    add_job j = {out, a, b, n};
+    add_job j = {out, a, b, n, cpu_vec()};
     cpu_run(be, cpu_ntasks(n, ELEM_BLOCK), add_task, &j);
 }
 
 void cpu_copy_floats(backend *be, float *dst, const float *src, size_t n)
 {
-    add_job j = {dst, src, NULL, n};
+    add_job j = {dst, src, NULL, n, cpu_vec()};
     cpu_run(be, cpu_ntasks(n, ELEM_BLOCK), add_task, &j);
 }

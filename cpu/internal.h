@@ -102,7 +102,10 @@ void cpu_copy_floats(backend *be, float *dst, const float *src, size_t n);
 
 /* Copies and fills go through 16-byte vectors held opaque to the optimiser:
  * gcc otherwise turns them into memcpy/memset calls, which cost more than
- * the 8-24 floats im2col moves at a time. */
+ * the 8-24 floats im2col moves at a time. Runs of CPU_VLONG floats or more
+ * go to the widest version the CPU runs instead (vec.h's fill, copy and
+ * add_into: the same bits), through a call that short runs would not
+ * repay. */
 typedef float cpu_f4 __attribute__((vector_size(16), aligned(4), may_alias));
 #if defined(__x86_64__) || defined(__i386__)
 #define CPU_OPAQUE(v) __asm__("" : "+x"(v))
@@ -110,7 +113,13 @@ typedef float cpu_f4 __attribute__((vector_size(16), aligned(4), may_alias));
 #define CPU_OPAQUE(v) ((void)0)
 #endif
 
-static inline void cpu_vfill(float *restrict o, float v, size_t n)
+#define CPU_VLONG 256
+/* vec.c: the fill, copy and o += x of cpu_vec() */
+void cpu_vfill_long(float *o, float v, size_t n);
+void cpu_vcopy_long(float *o, const float *x, size_t n);
+void cpu_vadd_long(float *o, const float *x, size_t n);
+
+static inline void cpu_vfill_short(float *restrict o, float v, size_t n)
 {
     cpu_f4 vv = {v, v, v, v};
     CPU_OPAQUE(vv);
@@ -124,7 +133,7 @@ static inline void cpu_vfill(float *restrict o, float v, size_t n)
     }
 }
 
-static inline void cpu_vcopy(float *restrict o, const float *restrict x, size_t n)
+static inline void cpu_vcopy_short(float *restrict o, const float *restrict x, size_t n)
 {
     size_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -140,7 +149,7 @@ static inline void cpu_vcopy(float *restrict o, const float *restrict x, size_t 
 }
 
 /* o += x */
-static inline void cpu_vadd(float *restrict o, const float *restrict x, size_t n)
+static inline void cpu_vadd_short(float *restrict o, const float *restrict x, size_t n)
 {
     size_t i = 0;
     for (; i + CPU_VEC <= n; i += CPU_VEC)
@@ -148,6 +157,31 @@ static inline void cpu_vadd(float *restrict o, const float *restrict x, size_t n
             o[i + k] += x[i + k];
     for (; i < n; i++)
         o[i] += x[i];
+}
+
+static inline void cpu_vfill(float *restrict o, float v, size_t n)
+{
+    if (n >= CPU_VLONG)
+        cpu_vfill_long(o, v, n);
+    else
+        cpu_vfill_short(o, v, n);
+}
+
+static inline void cpu_vcopy(float *restrict o, const float *restrict x, size_t n)
+{
+    if (n >= CPU_VLONG)
+        cpu_vcopy_long(o, x, n);
+    else
+        cpu_vcopy_short(o, x, n);
+}
+
+/* o += x */
+static inline void cpu_vadd(float *restrict o, const float *restrict x, size_t n)
+{
+    if (n >= CPU_VLONG)
+        cpu_vadd_long(o, x, n);
+    else
+        cpu_vadd_short(o, x, n);
 }
 
 /* Ranges of a fixed-size split: task t covers [t*block, min(n, (t+1)*block)). */
