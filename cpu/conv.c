@@ -57,6 +57,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "cpu/conv_direct.h"
 #include "cpu/internal.h"
 
 #define CONV_CHUNK 8
@@ -88,6 +89,10 @@ typedef struct conv_plan_cpu {
      * made it slower than im2col + col2im, 30 against 27 ms per resnet20
      * step); without it the forward alone runs tap by tap */
     int tapbwd;
+    /* dk: flip plans run conv_direct (conv_direct.c) for the forward and
+     * din instead of tap_conv's GEMMs, with wtap and wftap in its layout;
+     * din takes it even without tapbwd */
+    int dk;
     conv_shape ts; /* that convolution's shape (B unused) */
     /* the plan's own, R*S x K x C each: w by tap for the forward, and
      * the flipped, transposed weights by tap for din */
@@ -169,8 +174,16 @@ void *cpu_conv_plan(backend *be, const conv_shape *s)
         p->col_n = p->dcol_n = p->xpad_n = p->wide_n = 0;
         tap_sizes(&p->s, &p->xpad_n, &p->wide_n);
         tap_sizes(&p->ts, &p->xpad_n, &p->wide_n);
-        p->wtap = cpu_alloc(be, (size_t)s->K * p->CRS * sizeof(float));
-        p->wftap = cpu_alloc(be, (size_t)s->K * p->CRS * sizeof(float));
+        size_t nwt = (size_t)s->K * p->CRS, nwf = nwt;
+        p->dk = conv_direct_on();
+        if (p->dk) {
+            nwt = conv_direct_w_n(&p->s), nwf = conv_direct_w_n(&p->ts);
+            size_t x = conv_direct_xpad_n(&p->s), xt = conv_direct_xpad_n(&p->ts);
+            p->xpad_n = x > p->xpad_n ? x : p->xpad_n;
+            p->xpad_n = xt > p->xpad_n ? xt : p->xpad_n;
+        }
+        p->wtap = cpu_alloc(be, nwt * sizeof(float));
+        p->wftap = cpu_alloc(be, nwf * sizeof(float));
         p->tapbwd = p->P >= 128;
         if (!p->tapbwd) /* the backward's col and dcol */
             p->col_n = p->dcol_n = (size_t)p->CRS * p->P;
@@ -502,6 +515,10 @@ static void conv_fwd_task(void *arg, int b, int thread)
     const conv_shape *s = j->s;
     const float *x = j->in + (size_t)b * s->C * s->H * s->W;
     float *y = j->out + (size_t)b * s->K * p->P;
+    if (p->dk) {
+        conv_direct(y, x, p->wtap, j->bias, s, xpad_of(p, thread));
+        return;
+    }
     if (p->flip) {
         tap_conv(y, x, p->wtap, j->bias, s, xpad_of(p, thread),
                  p->wide + (size_t)thread * p->wide_n);
@@ -520,7 +537,9 @@ void cpu_conv_forward(backend *be, void *plan, float *out, const float *in, cons
     conv_plan_cpu *p = plan;
     check_shape(p, s, "conv_forward");
     bind_scratch(be, p);
-    if (p->flip)
+    if (p->dk)
+        conv_direct_weights(p->wtap, w, s);
+    else if (p->flip)
         tap_weights(p->wtap, NULL, w, s);
     conv_job j = {.p = p, .s = s, .out = out, .in = in, .w = w, .bias = bias};
     cpu_run(be, s->B, conv_fwd_task, &j);
@@ -549,7 +568,9 @@ static void flip_sample(const conv_job *j, int b, int first, float *wt, float *p
     if (j->dbias)
         cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1, 1.0f, pb,
                     1);
-    if (j->din)
+    if (j->din && p->dk)
+        conv_direct(j->din + (size_t)b * s->C * s->H * s->W, dy, p->wftap, NULL, &p->ts, xp);
+    else if (j->din)
         tap_conv(j->din + (size_t)b * s->C * s->H * s->W, dy, p->wftap, NULL, &p->ts, xp, wide);
 }
 
@@ -583,7 +604,10 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
         if (j->dbias)
             cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1, 1.0f,
                         pb, 1);
-        if (j->din) {
+        if (j->din && p->dk) {
+            conv_direct(j->din + (size_t)b * s->C * s->H * s->W, dy, p->wftap, NULL, &p->ts,
+                        xpad_of(p, thread));
+        } else if (j->din) {
             float *dcol = p->dcol + (size_t)thread * p->dcol_n;
             float *dx = j->din + (size_t)b * s->C * s->H * s->W;
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->CRS, p->P, s->K, 1.0f, j->w,
@@ -672,7 +696,9 @@ void cpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *db
     plan_chunks(be, j, s->B);
     if (j->nchunks > p->nchunks)
         plan_partials(be, p, j->nchunks);
-    if (din && p->tapbwd)
+    if (din && p->dk)
+        conv_direct_weights_flip(p->wftap, w, s);
+    else if (din && p->tapbwd)
         tap_weights(NULL, p->wftap, w, s);
     bind_scratch(be, p);
     cpu_run(be, j->nchunks, conv_bwd_chunk_task, j);
