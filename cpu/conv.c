@@ -269,15 +269,23 @@ static void rows_add(float *restrict d, const float *restrict o, int rows, int n
     }
 }
 
-/* x (C x H x W) into the middle of xp (C x (H+2pad) x (W+2pad)), zero border */
+/* x (C x H x W) into the middle of xp (C x (H+2pad) x (W+2pad)), zero
+ * border: only the border is written with zeros (a row's right padding
+ * and the next row's left padding are one run) */
 static void pad_copy(float *restrict xp, const float *restrict x, int C, int H, int W, int pad)
 {
-    int Wp = W + 2 * pad, Hp = H + 2 * pad;
-    cpu_vfill(xp, 0.0f, (size_t)C * Hp * Wp);
-    for (int c = 0; c < C; c++)
-        for (int h = 0; h < H; h++)
-            cpu_vcopy(xp + ((size_t)c * Hp + h + pad) * Wp + pad, x + ((size_t)c * H + h) * W,
-                      (size_t)W);
+    size_t Wp = (size_t)W + 2 * pad, plane = ((size_t)H + 2 * pad) * Wp;
+    size_t top = pad * Wp + pad, bottom = pad * Wp - pad;
+    for (int c = 0; c < C; c++, xp += plane) {
+        float *o = xp;
+        cpu_vfill(o, 0.0f, top);
+        o += top;
+        for (int h = 0; h < H; h++, o += Wp, x += W) {
+            cpu_vcopy(o, x, (size_t)W);
+            cpu_vfill(o + W, 0.0f, 2 * (size_t)pad);
+        }
+        cpu_vfill(o, 0.0f, bottom);
+    }
 }
 
 /* ---- stride 1 on the padded grid, tap by tap ("flip" plans): with the

@@ -108,7 +108,7 @@ typedef struct dk_geom {
  * [p0, p0 + 16 NV) of the wide grid into y (+ bias). */
 DK_AVX512 static inline __attribute__((always_inline)) void
 dk_tile(float *restrict y, const float *restrict xp, const float *restrict w,
-        const float *restrict bias, const dk_geom *g, int k0, int p0, const int NV)
+        const float *restrict bias, const dk_geom *g, int k0, int p0, const int NV, const int S3)
 {
     __m512 acc[KB][3];
 #pragma GCC unroll 8
@@ -119,21 +119,24 @@ dk_tile(float *restrict y, const float *restrict xp, const float *restrict w,
     const float *xc = xp + p0;
     for (int c = 0; c < g->C; c++, xc += g->plane) {
         const float *xr = xc;
-        for (int t = 0, q = 0; t < g->RS; t++, w += KB) {
-            __m512 xv[3];
+        /* S3: a 3x3 kernel with its taps unrolled, else any R x S */
+        const int R = S3 ? 3 : g->RS / g->S, S = S3 ? 3 : g->S;
 #pragma GCC unroll 3
-            for (int v = 0; v < NV; v++)
-                xv[v] = _mm512_loadu_ps(xr + q + 16 * v);
-#pragma GCC unroll 8
-            for (int k = 0; k < KB; k++) {
-                __m512 wv = _mm512_set1_ps(w[k]);
+        for (int r = 0; r < R; r++, xr += g->Wq)
+#pragma GCC unroll 3
+            for (int q = 0; q < S; q++, w += KB) {
+                __m512 xv[3];
 #pragma GCC unroll 3
                 for (int v = 0; v < NV; v++)
-                    acc[k][v] = _mm512_fmadd_ps(xv[v], wv, acc[k][v]);
+                    xv[v] = _mm512_loadu_ps(xr + q + 16 * v);
+#pragma GCC unroll 8
+                for (int k = 0; k < KB; k++) {
+                    __m512 wv = _mm512_set1_ps(w[k]);
+#pragma GCC unroll 3
+                    for (int v = 0; v < NV; v++)
+                        acc[k][v] = _mm512_fmadd_ps(xv[v], wv, acc[k][v]);
+                }
             }
-            if (++q == g->S)
-                q = 0, xr += g->Wq;
-        }
     }
     int kn = g->K - k0 < KB ? g->K - k0 : KB;
 #pragma GCC unroll 3
@@ -164,6 +167,28 @@ dk_tile(float *restrict y, const float *restrict xp, const float *restrict w,
     }
 }
 
+/* every tile: blocks of KB output channels x 48 positions, the last with
+ * the vectors it needs */
+DK_AVX512 static inline __attribute__((always_inline)) void dk_run(float *y, const float *xp,
+                                                                   const float *wd,
+                                                                   const float *bias,
+                                                                   const dk_geom *g, const int S3)
+{
+    for (int k0 = 0; k0 < g->K; k0 += KB) {
+        const float *w = wd + (size_t)k0 * g->C * g->RS;
+        int p0 = 0;
+        for (; p0 + 48 <= g->PW; p0 += 48)
+            dk_tile(y, xp, w, bias, g, k0, p0, 3, S3);
+        int nv = (g->PW - p0 + 15) / 16;
+        if (nv == 1)
+            dk_tile(y, xp, w, bias, g, k0, p0, 1, S3);
+        else if (nv == 2)
+            dk_tile(y, xp, w, bias, g, k0, p0, 2, S3);
+        else if (nv == 3)
+            dk_tile(y, xp, w, bias, g, k0, p0, 3, S3);
+    }
+}
+
 DK_AVX512 void conv_direct(float *y, const float *x, const float *wd, const float *bias,
                            const conv_shape *s, float *xp)
 {
@@ -179,19 +204,10 @@ DK_AVX512 void conv_direct(float *y, const float *x, const float *wd, const floa
                  .PW = s->OH * Wq,
                  .plane = dk_plane(s),
                  .P = (size_t)s->OH * s->OW};
-    for (int k0 = 0; k0 < s->K; k0 += KB) {
-        const float *w = wd + (size_t)k0 * g.C * g.RS;
-        int p0 = 0;
-        for (; p0 + 48 <= g.PW; p0 += 48)
-            dk_tile(y, xp, w, bias, &g, k0, p0, 3);
-        int nv = (g.PW - p0 + 15) / 16;
-        if (nv == 1)
-            dk_tile(y, xp, w, bias, &g, k0, p0, 1);
-        else if (nv == 2)
-            dk_tile(y, xp, w, bias, &g, k0, p0, 2);
-        else if (nv == 3)
-            dk_tile(y, xp, w, bias, &g, k0, p0, 3);
-    }
+    if (s->R == 3 && s->S == 3)
+        dk_run(y, xp, wd, bias, &g, 1);
+    else
+        dk_run(y, xp, wd, bias, &g, 0);
 }
 
 #else

@@ -34,8 +34,8 @@ static int have_avx512f(void)
 Test(conv_direct, dispatch_follows_the_cpu)
 {
     cr_assert_eq(conv_direct_available() != 0, have_avx512f(),
-                 "conv_direct_available() %d but the CPU's avx512f is %d",
-                 conv_direct_available(), have_avx512f());
+                 "conv_direct_available() %d but the CPU's avx512f is %d", conv_direct_available(),
+                 have_avx512f());
     cr_assert_eq(conv_direct_on() != 0, have_avx512f());
     conv_direct_enable(0);
     cr_assert_eq(conv_direct_on(), 0);
@@ -53,8 +53,8 @@ static float *absdup(const float *x, size_t n)
 
 /* |got - want| <= 2 * (terms + 2) * eps * mag for every element (both
  * paths' rounding); counts the elements that differ at all into *ndiff */
-static void assert_agree(const float *got, const float *want, const float *mag, size_t n,
-                         int terms, const char *what, const conv_shape *s, long *ndiff)
+static void assert_agree(const float *got, const float *want, const float *mag, size_t n, int terms,
+                         const char *what, const conv_shape *s, long *ndiff)
 {
     for (size_t i = 0; i < n; i++) {
         double tol = 2.0 * (terms + 2) * FLT_EPSILON * mag[i];
@@ -77,8 +77,7 @@ static long compare(backend *be, int B, int C, int H, int W, int K, int R, int p
     size_t nin = (size_t)B * C * H * W, nout = (size_t)B * K * s.OH * s.OW,
            nw = (size_t)K * C * R * R;
     float *in = rand_floats(nin, -1, 1, key), *w = rand_floats(nw, -1, 1, key + 1),
-          *bias = rand_floats((size_t)K, -1, 1, key + 2),
-          *dout = rand_floats(nout, -1, 1, key + 3);
+          *bias = rand_floats((size_t)K, -1, 1, key + 2), *dout = rand_floats(nout, -1, 1, key + 3);
     float *ain = absdup(in, nin), *aw = absdup(w, nw), *abias = absdup(bias, (size_t)K),
           *adout = absdup(dout, nout);
     float *out[3], *din[3], *dw[3], *db[3];
