@@ -15,7 +15,9 @@
  * computed on the padded grid; din is the same kind of convolution of dout
  * (padded by R-1-pad) with the flipped, transposed weights, and dw^T is
  * R*S GEMMs of the padded input against dout spread onto that grid. These
- * GEMMs are small enough that OpenBLAS runs them without packing.
+ * GEMMs are small enough that OpenBLAS runs them without packing. On
+ * CPUs with AVX-512F a direct kernel (conv_direct.c) replaces these GEMMs:
+ * the forward and din of every flip plan, and dw of the 3x3s, at any size.
  *
  * Why per sample rather than one GEMM over the whole batch: the shapes of
  * the nets here are small (lenet's second conv is 50 x 64 x 500 per
@@ -91,8 +93,9 @@ typedef struct conv_plan_cpu {
     int tapbwd;
     /* dk: flip plans run conv_direct (conv_direct.c) for the forward and
      * din instead of tap_conv's GEMMs, with wtap and wftap in its layout;
-     * din takes it even without tapbwd */
-    int dk;
+     * din takes it even without tapbwd; dkw: the weight gradient of a
+     * 3x3 tapbwd plan too (conv_direct_dw) */
+    int dk, dkw;
     conv_shape ts; /* that convolution's shape (B unused) */
     /* the plan's own, R*S x K x C each: w by tap for the forward, and
      * the flipped, transposed weights by tap for din */
@@ -181,10 +184,14 @@ void *cpu_conv_plan(backend *be, const conv_shape *s)
             size_t x = conv_direct_xpad_n(&p->s), xt = conv_direct_xpad_n(&p->ts);
             p->xpad_n = x > p->xpad_n ? x : p->xpad_n;
             p->xpad_n = xt > p->xpad_n ? xt : p->xpad_n;
+            p->dkw = s->R == 3 && s->S == 3;
+            size_t d = conv_direct_dyw_n(&p->s);
+            p->wide_n = d > p->wide_n ? d : p->wide_n;
         }
         p->wtap = cpu_alloc(be, nwt * sizeof(float));
         p->wftap = cpu_alloc(be, nwf * sizeof(float));
-        p->tapbwd = p->P >= 128;
+        /* with conv_direct_dw (no junk columns) at any size */
+        p->tapbwd = p->P >= 128 || p->dkw;
         if (!p->tapbwd) /* the backward's col and dcol */
             p->col_n = p->dcol_n = (size_t)p->CRS * p->P;
     }
@@ -566,13 +573,17 @@ static void flip_sample(const conv_job *j, int b, int first, float *wt, float *p
     float *xp = xpad_of(p, thread), *wide = p->wide + (size_t)thread * p->wide_n;
     int Wp = s->W + 2 * s->pad, PW = s->OH * Wp, plane = (s->H + 2 * s->pad) * Wp;
     int RS = s->R * s->S;
-    tap_pad(xp, x, s);
-    tap_spread(wide, dy, s);
-    for (int r = 0; r < s->R; r++)
-        for (int q = 0; q < s->S; q++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->C, s->K, PW, 1.0f,
-                        xp + (size_t)r * Wp + q, plane, wide, PW, first ? 0.0f : 1.0f,
-                        wt + (size_t)(r * s->S + q) * s->K, RS * s->K);
+    if (p->dkw) {
+        conv_direct_dw(wt, x, dy, s, first, xp, wide);
+    } else {
+        tap_pad(xp, x, s);
+        tap_spread(wide, dy, s);
+        for (int r = 0; r < s->R; r++)
+            for (int q = 0; q < s->S; q++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->C, s->K, PW, 1.0f,
+                            xp + (size_t)r * Wp + q, plane, wide, PW, first ? 0.0f : 1.0f,
+                            wt + (size_t)(r * s->S + q) * s->K, RS * s->K);
+    }
     if (j->dbias)
         cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1, 1.0f, pb,
                     1);

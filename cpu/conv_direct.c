@@ -18,9 +18,16 @@
  * (the extra channels are computed, never stored); positions run in tiles
  * of 48, the last tile with as many vectors as it needs.
  *
- * Each output is summed in one fixed order (channels, then taps) whatever
- * the thread count; it differs from the GEMM path's order in the last
- * bits.
+ * The weight gradient of a 3x3 (conv_direct_dw) runs the other way
+ * round: dw[k][c][t] sums over positions, so the lanes hold 16 output
+ * channels (dy transposed to position-major, dyT) and each of 27
+ * accumulators (3 input channels x 9 taps) takes one broadcast input per
+ * position; only the valid positions are visited, and the sums land in
+ * dw^T's rows (c, t), where K is contiguous, as the GEMM path's did.
+ *
+ * Each output is summed in one fixed order (channels, then taps; or
+ * positions) whatever the thread count; it differs from the GEMM path's
+ * order in the last bits.
  *
  * xp has slack past its last plane (zeros) so that every vector load
  * stays inside it: the last tile reads up to 15 positions past the grid.
@@ -90,6 +97,24 @@ static void dk_pad(float *restrict xp, const float *restrict x, const conv_shape
         memset(o, 0, (plane - (size_t)(o - xp)) * sizeof(float));
     }
     memset(xp, 0, DK_SLACK(s) * sizeof(float));
+}
+
+/* output channels rounded up to whole vectors: dyT's row pitch */
+static int dk_k16(const conv_shape *s) { return (s->K + 15) / 16 * 16; }
+
+size_t conv_direct_dyw_n(const conv_shape *s) { return (size_t)s->OH * s->OW * (size_t)dk_k16(s); }
+
+/* dyT (P x K16) = dy (K x P) transposed, zeros past K */
+static void dk_transpose(float *restrict dyT, const float *restrict dy, const conv_shape *s)
+{
+    int K = s->K, K16 = dk_k16(s);
+    size_t P = (size_t)s->OH * s->OW;
+    for (size_t i = 0; i < P; i++, dyT += K16) {
+        for (int k = 0; k < K; k++)
+            dyT[k] = dy[(size_t)k * P + i];
+        for (int k = K; k < K16; k++)
+            dyT[k] = 0.0f;
+    }
 }
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -210,9 +235,87 @@ DK_AVX512 void conv_direct(float *y, const float *x, const float *wd, const floa
         dk_run(y, xp, wd, bias, &g, 0);
 }
 
+/* The weight gradient, 3x3: 16 output channels (lanes; km masks those
+ * past K) x CT (1-3) input channels x 9 taps, CT x 9 accumulators in
+ * registers over every valid output position in order (no junk columns
+ * are visited), per position one dy vector (dyT's row) and CT x 9
+ * broadcast inputs; stored into rows (c, t) of wt, where dw^T keeps K
+ * contiguous. */
+DK_AVX512 static inline __attribute__((always_inline)) void
+dw_tile(float *restrict wt, const float *restrict xc, size_t plane, const float *restrict dyT,
+        const conv_shape *s, int c0, int k0, __mmask16 km, int first, const int CT)
+{
+    const int Wq = s->W + s->pad, K16 = dk_k16(s), OW = s->OW;
+    __m512 acc[3][9];
+#pragma GCC unroll 3
+    for (int ct = 0; ct < CT; ct++)
+#pragma GCC unroll 9
+        for (int t = 0; t < 9; t++)
+            acc[ct][t] = _mm512_setzero_ps();
+    const float *d = dyT + k0;
+    for (int oh = 0; oh < s->OH; oh++) {
+        const float *xr = xc + (size_t)oh * Wq;
+        for (int ow = 0; ow < OW; ow++, d += K16) {
+            __m512 dv = _mm512_loadu_ps(d);
+            /* one opaque pointer per input channel, the taps at r * Wq + q
+             * from it: else gcc keeps the 27 offsets (or the taps shared
+             * with the next position) in stack slots */
+            const float *xo[3];
+#pragma GCC unroll 3
+            for (int ct = 0; ct < CT; ct++) {
+                xo[ct] = xr + ct * plane + ow;
+                __asm__("" : "+r"(xo[ct]));
+            }
+#pragma GCC unroll 3
+            for (int ct = 0; ct < CT; ct++)
+#pragma GCC unroll 3
+                for (int r = 0; r < 3; r++)
+#pragma GCC unroll 3
+                    for (int q = 0; q < 3; q++) {
+                        __m512 xv = _mm512_set1_ps(xo[ct][(size_t)r * Wq + q]);
+                        acc[ct][r * 3 + q] = _mm512_fmadd_ps(xv, dv, acc[ct][r * 3 + q]);
+                    }
+        }
+    }
+#pragma GCC unroll 3
+    for (int ct = 0; ct < CT; ct++)
+#pragma GCC unroll 9
+        for (int t = 0; t < 9; t++) {
+            float *o = wt + ((size_t)(c0 + ct) * 9 + t) * s->K + k0;
+            __m512 v = acc[ct][t];
+            if (!first)
+                v = _mm512_add_ps(_mm512_maskz_loadu_ps(km, o), v);
+            _mm512_mask_storeu_ps(o, km, v);
+        }
+}
+
+DK_AVX512 void conv_direct_dw(float *wt, const float *x, const float *dy, const conv_shape *s,
+                              int first, float *xp, float *dyT)
+{
+    dk_pad(xp, x, s);
+    dk_transpose(dyT, dy, s);
+    size_t plane = dk_plane(s);
+    for (int k0 = 0; k0 < s->K; k0 += 16) {
+        __mmask16 km = (__mmask16)(s->K - k0 >= 16 ? 0xffffu : (1u << (s->K - k0)) - 1);
+        int c0 = 0;
+        for (; c0 + 3 <= s->C; c0 += 3)
+            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 3);
+        if (s->C - c0 == 2)
+            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 2);
+        else if (s->C - c0 == 1)
+            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 1);
+    }
+}
+
 #else
 
 int conv_direct_available(void) { return 0; }
+
+void conv_direct_dw(float *wt, const float *x, const float *dy, const conv_shape *s, int first,
+                    float *xp, float *dyT)
+{
+    (void)wt, (void)x, (void)dy, (void)s, (void)first, (void)xp, (void)dyT;
+}
 
 void conv_direct(float *y, const float *x, const float *wd, const float *bias, const conv_shape *s,
                  float *xp)

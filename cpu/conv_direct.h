@@ -41,4 +41,16 @@ void conv_direct_weights_flip(float *wd, const float *w, const conv_shape *s);
 void conv_direct(float *y, const float *x, const float *wd, const float *bias, const conv_shape *s,
                  float *xp);
 
+/* floats of the transposed dout conv_direct_dw needs for shape s (per
+ * thread) */
+size_t conv_direct_dyw_n(const conv_shape *s);
+
+/* The weight gradient of one sample x (C x H x W), dy (K x OH x OW) of a
+ * 3x3 shape s (stride 1, pad <= 2), transposed: rows (c, t) of wt (C*9 x
+ * K) = (first ? 0 : wt) + the sample's dw[k][c][t]. xp and dyT are
+ * scratch of conv_direct_xpad_n(s) and conv_direct_dyw_n(s) floats. Only
+ * when conv_direct_available(). */
+void conv_direct_dw(float *wt, const float *x, const float *dy, const conv_shape *s, int first,
+                    float *xp, float *dyT);
+
 #endif
