@@ -36,7 +36,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cpu/conv_direct.h"
 
-#include <string.h>
+#include "cpu/internal.h" /* cpu_vcopy, cpu_vfill: no libc call per short row */
 
 #define KB CONV_DIRECT_KB
 #define DK_SLACK(s) ((size_t)(s)->S + 16)
@@ -87,16 +87,16 @@ static void dk_pad(float *restrict xp, const float *restrict x, const conv_shape
     int H = s->H, W = s->W, pad = s->pad, Wq = W + pad;
     size_t plane = dk_plane(s), top = (size_t)pad * Wq + pad;
     for (int c = 0; c < s->C; c++, xp += plane) {
-        memset(xp, 0, top * sizeof(float));
+        cpu_vfill(xp, 0.0f, top);
         float *o = xp + top;
         for (int h = 0; h < H; h++, o += Wq, x += W) {
-            memcpy(o, x, (size_t)W * sizeof(float));
-            memset(o + W, 0, (size_t)pad * sizeof(float));
+            cpu_vcopy(o, x, (size_t)W);
+            cpu_vfill(o + W, 0.0f, (size_t)pad);
         }
         /* o is past the last row's (and the first bottom row's) left padding */
-        memset(o, 0, (plane - (size_t)(o - xp)) * sizeof(float));
+        cpu_vfill(o, 0.0f, plane - (size_t)(o - xp));
     }
-    memset(xp, 0, DK_SLACK(s) * sizeof(float));
+    cpu_vfill(xp, 0.0f, DK_SLACK(s));
 }
 
 /* output channels rounded up to whole vectors: dyT's row pitch */
