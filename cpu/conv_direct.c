@@ -120,7 +120,7 @@ static void dk_transpose(float *restrict dyT, const float *restrict dy, const co
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
-int conv_direct_available(void) { return __builtin_cpu_supports("avx512f"); }
+int conv_direct_available(void) { return __builtin_cpu_supports("avx512f") != 0; }
 
 #define DK_AVX512 __attribute__((target("avx512f")))
 
