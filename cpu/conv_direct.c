@@ -171,13 +171,18 @@ dk_tile(float *restrict y, const float *restrict xp, const float *restrict w,
             break;
         int row = i0 / g->Wq, col = i0 % g->Wq;
         size_t dst = (size_t)row * g->OW + (size_t)(col < g->OW ? col : g->OW);
+        /* the lanes of valid columns, a run per row the vector touches;
+         * none past the grid */
         unsigned m = 0;
-        for (int l = 0; l < 16; l++) {
-            if (row < g->OH && col < g->OW)
-                m |= 1u << l;
-            if (++col == g->Wq)
-                col = 0, row++;
+        for (int l = 0; l < 16;) {
+            int run = col < g->OW ? g->OW - col : 0, skip = g->Wq - col - run;
+            m |= (run >= 16 ? 0xffffu : (1u << run) - 1) << l;
+            l += run + skip;
+            col = 0;
         }
+        if (g->PW - i0 < 16)
+            m &= (1u << (g->PW - i0)) - 1;
+        m &= 0xffffu;
         __mmask16 keep = (__mmask16)m, out = (__mmask16)((1u << __builtin_popcount(m)) - 1);
 #pragma GCC unroll 8
         for (int k = 0; k < KB; k++) {
