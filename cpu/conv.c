@@ -15,7 +15,9 @@
  * computed on the padded grid; din is the same kind of convolution of dout
  * (padded by R-1-pad) with the flipped, transposed weights, and dw^T is
  * R*S GEMMs of the padded input against dout spread onto that grid. These
- * GEMMs are small enough that OpenBLAS runs them without packing.
+ * GEMMs are small enough that OpenBLAS runs them without packing. On
+ * CPUs with AVX-512F a direct kernel (conv_direct.c) replaces these GEMMs:
+ * the forward and din of every flip plan, and dw of the 3x3s, at any size.
  *
  * Why per sample rather than one GEMM over the whole batch: the shapes of
  * the nets here are small (lenet's second conv is 50 x 64 x 500 per
@@ -57,6 +59,7 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "cpu/conv_direct.h"
 #include "cpu/internal.h"
 
 #define CONV_CHUNK 8
@@ -88,6 +91,11 @@ typedef struct conv_plan_cpu {
      * made it slower than im2col + col2im, 30 against 27 ms per resnet20
      * step); without it the forward alone runs tap by tap */
     int tapbwd;
+    /* dk: flip plans run conv_direct (conv_direct.c) for the forward and
+     * din instead of tap_conv's GEMMs, with wtap and wftap in its layout;
+     * din takes it even without tapbwd; dkw: the weight gradient of a
+     * 3x3 tapbwd plan too (conv_direct_dw) */
+    int dk, dkw;
     conv_shape ts; /* that convolution's shape (B unused) */
     /* the plan's own, R*S x K x C each: w by tap for the forward, and
      * the flipped, transposed weights by tap for din */
@@ -169,9 +177,21 @@ void *cpu_conv_plan(backend *be, const conv_shape *s)
         p->col_n = p->dcol_n = p->xpad_n = p->wide_n = 0;
         tap_sizes(&p->s, &p->xpad_n, &p->wide_n);
         tap_sizes(&p->ts, &p->xpad_n, &p->wide_n);
-        p->wtap = cpu_alloc(be, (size_t)s->K * p->CRS * sizeof(float));
-        p->wftap = cpu_alloc(be, (size_t)s->K * p->CRS * sizeof(float));
-        p->tapbwd = p->P >= 128;
+        size_t nwt = (size_t)s->K * p->CRS, nwf = nwt;
+        p->dk = conv_direct_on();
+        if (p->dk) {
+            nwt = conv_direct_w_n(&p->s), nwf = conv_direct_w_n(&p->ts);
+            size_t x = conv_direct_xpad_n(&p->s), xt = conv_direct_xpad_n(&p->ts);
+            p->xpad_n = x > p->xpad_n ? x : p->xpad_n;
+            p->xpad_n = xt > p->xpad_n ? xt : p->xpad_n;
+            p->dkw = s->R == 3 && s->S == 3;
+            size_t d = conv_direct_dyw_n(&p->s);
+            p->wide_n = d > p->wide_n ? d : p->wide_n;
+        }
+        p->wtap = cpu_alloc(be, nwt * sizeof(float));
+        p->wftap = cpu_alloc(be, nwf * sizeof(float));
+        /* with conv_direct_dw (no junk columns) at any size */
+        p->tapbwd = p->P >= 128 || p->dkw;
         if (!p->tapbwd) /* the backward's col and dcol */
             p->col_n = p->dcol_n = (size_t)p->CRS * p->P;
     }
@@ -256,15 +276,23 @@ static void rows_add(float *restrict d, const float *restrict o, int rows, int n
     }
 }
 
-/* x (C x H x W) into the middle of xp (C x (H+2pad) x (W+2pad)), zero border */
+/* x (C x H x W) into the middle of xp (C x (H+2pad) x (W+2pad)), zero
+ * border: only the border is written with zeros (a row's right padding
+ * and the next row's left padding are one run) */
 static void pad_copy(float *restrict xp, const float *restrict x, int C, int H, int W, int pad)
 {
-    int Wp = W + 2 * pad, Hp = H + 2 * pad;
-    cpu_vfill(xp, 0.0f, (size_t)C * Hp * Wp);
-    for (int c = 0; c < C; c++)
-        for (int h = 0; h < H; h++)
-            cpu_vcopy(xp + ((size_t)c * Hp + h + pad) * Wp + pad, x + ((size_t)c * H + h) * W,
-                      (size_t)W);
+    size_t Wp = (size_t)W + 2 * pad, plane = ((size_t)H + 2 * pad) * Wp;
+    size_t top = pad * Wp + pad, bottom = pad * Wp - pad;
+    for (int c = 0; c < C; c++, xp += plane) {
+        float *o = xp;
+        cpu_vfill(o, 0.0f, top);
+        o += top;
+        for (int h = 0; h < H; h++, o += Wp, x += W) {
+            cpu_vcopy(o, x, (size_t)W);
+            cpu_vfill(o + W, 0.0f, 2 * (size_t)pad);
+        }
+        cpu_vfill(o, 0.0f, bottom);
+    }
 }
 
 /* ---- stride 1 on the padded grid, tap by tap ("flip" plans): with the
@@ -502,6 +530,10 @@ static void conv_fwd_task(void *arg, int b, int thread)
     const conv_shape *s = j->s;
     const float *x = j->in + (size_t)b * s->C * s->H * s->W;
     float *y = j->out + (size_t)b * s->K * p->P;
+    if (p->dk) {
+        conv_direct(y, x, p->wtap, j->bias, s, xpad_of(p, thread));
+        return;
+    }
     if (p->flip) {
         tap_conv(y, x, p->wtap, j->bias, s, xpad_of(p, thread),
                  p->wide + (size_t)thread * p->wide_n);
@@ -520,7 +552,9 @@ void cpu_conv_forward(backend *be, void *plan, float *out, const float *in, cons
     conv_plan_cpu *p = plan;
     check_shape(p, s, "conv_forward");
     bind_scratch(be, p);
-    if (p->flip)
+    if (p->dk)
+        conv_direct_weights(p->wtap, w, s);
+    else if (p->flip)
         tap_weights(p->wtap, NULL, w, s);
     conv_job j = {.p = p, .s = s, .out = out, .in = in, .w = w, .bias = bias};
     cpu_run(be, s->B, conv_fwd_task, &j);
@@ -539,17 +573,23 @@ static void flip_sample(const conv_job *j, int b, int first, float *wt, float *p
     float *xp = xpad_of(p, thread), *wide = p->wide + (size_t)thread * p->wide_n;
     int Wp = s->W + 2 * s->pad, PW = s->OH * Wp, plane = (s->H + 2 * s->pad) * Wp;
     int RS = s->R * s->S;
-    tap_pad(xp, x, s);
-    tap_spread(wide, dy, s);
-    for (int r = 0; r < s->R; r++)
-        for (int q = 0; q < s->S; q++)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->C, s->K, PW, 1.0f,
-                        xp + (size_t)r * Wp + q, plane, wide, PW, first ? 0.0f : 1.0f,
-                        wt + (size_t)(r * s->S + q) * s->K, RS * s->K);
+    if (p->dkw) {
+        conv_direct_dw(wt, x, dy, s, first, xp, wide);
+    } else {
+        tap_pad(xp, x, s);
+        tap_spread(wide, dy, s);
+        for (int r = 0; r < s->R; r++)
+            for (int q = 0; q < s->S; q++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->C, s->K, PW, 1.0f,
+                            xp + (size_t)r * Wp + q, plane, wide, PW, first ? 0.0f : 1.0f,
+                            wt + (size_t)(r * s->S + q) * s->K, RS * s->K);
+    }
     if (j->dbias)
         cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1, 1.0f, pb,
                     1);
-    if (j->din)
+    if (j->din && p->dk)
+        conv_direct(j->din + (size_t)b * s->C * s->H * s->W, dy, p->wftap, NULL, &p->ts, xp);
+    else if (j->din)
         tap_conv(j->din + (size_t)b * s->C * s->H * s->W, dy, p->wftap, NULL, &p->ts, xp, wide);
 }
 
@@ -583,7 +623,10 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
         if (j->dbias)
             cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1, 1.0f,
                         pb, 1);
-        if (j->din) {
+        if (j->din && p->dk) {
+            conv_direct(j->din + (size_t)b * s->C * s->H * s->W, dy, p->wftap, NULL, &p->ts,
+                        xpad_of(p, thread));
+        } else if (j->din) {
             float *dcol = p->dcol + (size_t)thread * p->dcol_n;
             float *dx = j->din + (size_t)b * s->C * s->H * s->W;
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->CRS, p->P, s->K, 1.0f, j->w,
@@ -672,7 +715,9 @@ void cpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *db
     plan_chunks(be, j, s->B);
     if (j->nchunks > p->nchunks)
         plan_partials(be, p, j->nchunks);
-    if (din && p->tapbwd)
+    if (din && p->dk)
+        conv_direct_weights_flip(p->wftap, w, s);
+    else if (din && p->tapbwd)
         tap_weights(NULL, p->wftap, w, s);
     bind_scratch(be, p);
     cpu_run(be, j->nchunks, conv_bwd_chunk_task, j);

@@ -1,0 +1,331 @@
+/* conv_direct.c — a direct AVX-512 kernel for conv.c's stride-1 tap
+ * convolutions (see conv_direct.h).
+ *
+ * The input is padded into xp with rows of Wq = W + pad floats: a row's
+ * right padding is the next row's left padding (both zeros), so each row
+ * carries pad junk floats, not 2 pad. Output (oh, ow) sits at position
+ * i = oh * Wq + ow of the "wide" grid (OH x Wq; columns ow >= OW are junk,
+ * never stored), and tap (r, q) of input channel c reads xp[c][i + r * Wq
+ * + q]: a plain run of floats for any run of positions.
+ *
+ * A tile is CONV_DIRECT_KB (8) output channels x 1-3 vectors of 16
+ * positions, 8-24 accumulators held in registers over all C input
+ * channels and R*S taps (per step: one load per vector, one broadcast
+ * weight per channel, 8 x NV FMAs), then stored once: + bias, the valid
+ * lanes compressed (vcompressps) and written with a masked store, since
+ * the valid positions of the wide grid are, in order, the consecutive
+ * outputs y[oh * OW + ow]. K is padded to a multiple of 8 by zero weights
+ * (the extra channels are computed, never stored); positions run in tiles
+ * of 48, the last tile with as many vectors as it needs.
+ *
+ * The weight gradient of a 3x3 (conv_direct_dw) runs the other way
+ * round: dw[k][c][t] sums over positions, so the lanes hold 16 output
+ * channels (dy transposed to position-major, dyT) and each of 27
+ * accumulators (3 input channels x 9 taps) takes one broadcast input per
+ * position; only the valid positions are visited, and the sums land in
+ * dw^T's rows (c, t), where K is contiguous, as the GEMM path's did.
+ *
+ * Each output is summed in one fixed order (channels, then taps; or
+ * positions) whatever the thread count; it differs from the GEMM path's
+ * order in the last bits.
+ *
+ * xp has slack past its last plane (zeros) so that every vector load
+ * stays inside it: the last tile reads up to 15 positions past the grid.
+ * Only the padding and the slack are zeroed, not the whole buffer.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "cpu/conv_direct.h"
+
+#include "cpu/internal.h" /* cpu_vcopy, cpu_vfill: no libc call per short row */
+
+#define KB CONV_DIRECT_KB
+#define DK_SLACK(s) ((size_t)(s)->S + 16)
+
+static int dk_disabled;
+
+void conv_direct_enable(int on) { dk_disabled = !on; }
+
+int conv_direct_on(void) { return !dk_disabled && conv_direct_available(); }
+
+static size_t dk_plane(const conv_shape *s)
+{
+    return (size_t)(s->H + 2 * s->pad) * (size_t)(s->W + s->pad);
+}
+
+size_t conv_direct_xpad_n(const conv_shape *s) { return (size_t)s->C * dk_plane(s) + DK_SLACK(s); }
+
+size_t conv_direct_w_n(const conv_shape *s)
+{
+    return (size_t)(s->K + KB - 1) / KB * KB * (size_t)s->C * (size_t)(s->R * s->S);
+}
+
+void conv_direct_weights(float *wd, const float *w, const conv_shape *s)
+{
+    int K = s->K, C = s->C, RS = s->R * s->S;
+    for (int kb = 0; kb < K; kb += KB)
+        for (int c = 0; c < C; c++)
+            for (int t = 0; t < RS; t++)
+                for (int k = kb; k < kb + KB; k++)
+                    *wd++ = k < K ? w[((size_t)k * C + c) * RS + t] : 0.0f;
+}
+
+void conv_direct_weights_flip(float *wd, const float *w, const conv_shape *s)
+{
+    /* ts: channels in = s->K (k), out = s->C (c) */
+    int K = s->K, C = s->C, RS = s->R * s->S;
+    for (int cb = 0; cb < C; cb += KB)
+        for (int k = 0; k < K; k++)
+            for (int t = 0; t < RS; t++)
+                for (int c = cb; c < cb + KB; c++)
+                    *wd++ = c < C ? w[((size_t)k * C + c) * RS + (RS - 1 - t)] : 0.0f;
+}
+
+/* x (C x H x W) into xp (C x (H + 2 pad) x (W + pad), see the top): the
+ * rows' data, then zeros in the padding and the slack only */
+static void dk_pad(float *restrict xp, const float *restrict x, const conv_shape *s)
+{
+    int H = s->H, W = s->W, pad = s->pad, Wq = W + pad;
+    size_t plane = dk_plane(s), top = (size_t)pad * Wq + pad;
+    for (int c = 0; c < s->C; c++, xp += plane) {
+        cpu_vfill(xp, 0.0f, top);
+        float *o = xp + top;
+        for (int h = 0; h < H; h++, o += Wq, x += W) {
+            cpu_vcopy(o, x, (size_t)W);
+            cpu_vfill(o + W, 0.0f, (size_t)pad);
+        }
+        /* o is past the last row's (and the first bottom row's) left padding */
+        cpu_vfill(o, 0.0f, plane - (size_t)(o - xp));
+    }
+    cpu_vfill(xp, 0.0f, DK_SLACK(s));
+}
+
+/* output channels rounded up to whole vectors: dyT's row pitch */
+static int dk_k16(const conv_shape *s) { return (s->K + 15) / 16 * 16; }
+
+size_t conv_direct_dyw_n(const conv_shape *s) { return (size_t)s->OH * s->OW * (size_t)dk_k16(s); }
+
+/* dyT (P x K16) = dy (K x P) transposed, zeros past K */
+static void dk_transpose(float *restrict dyT, const float *restrict dy, const conv_shape *s)
+{
+    int K = s->K, K16 = dk_k16(s);
+    size_t P = (size_t)s->OH * s->OW;
+    for (size_t i = 0; i < P; i++, dyT += K16) {
+        for (int k = 0; k < K; k++)
+            dyT[k] = dy[(size_t)k * P + i];
+        for (int k = K; k < K16; k++)
+            dyT[k] = 0.0f;
+    }
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+int conv_direct_available(void) { return __builtin_cpu_supports("avx512f") != 0; }
+
+#define DK_AVX512 __attribute__((target("avx512f")))
+
+typedef struct dk_geom {
+    int C, K, RS, S, Wq, OH, OW, PW;
+    size_t plane, P;
+} dk_geom;
+
+/* Output channels [k0, k0 + KB) (w: their block of weights) x positions
+ * [p0, p0 + 16 NV) of the wide grid into y (+ bias). */
+DK_AVX512 static inline __attribute__((always_inline)) void
+dk_tile(float *restrict y, const float *restrict xp, const float *restrict w,
+        const float *restrict bias, const dk_geom *g, int k0, int p0, const int NV, const int S3)
+{
+    __m512 acc[KB][3];
+#pragma GCC unroll 8
+    for (int k = 0; k < KB; k++)
+#pragma GCC unroll 3
+        for (int v = 0; v < NV; v++)
+            acc[k][v] = _mm512_setzero_ps();
+    const float *xc = xp + p0;
+    for (int c = 0; c < g->C; c++, xc += g->plane) {
+        const float *xr = xc;
+        /* S3: a 3x3 kernel with its taps unrolled, else any R x S */
+        const int R = S3 ? 3 : g->RS / g->S, S = S3 ? 3 : g->S;
+#pragma GCC unroll 3
+        for (int r = 0; r < R; r++, xr += g->Wq)
+#pragma GCC unroll 3
+            for (int q = 0; q < S; q++, w += KB) {
+                __m512 xv[3];
+#pragma GCC unroll 3
+                for (int v = 0; v < NV; v++)
+                    xv[v] = _mm512_loadu_ps(xr + q + 16 * v);
+#pragma GCC unroll 8
+                for (int k = 0; k < KB; k++) {
+                    __m512 wv = _mm512_set1_ps(w[k]);
+#pragma GCC unroll 3
+                    for (int v = 0; v < NV; v++)
+                        acc[k][v] = _mm512_fmadd_ps(xv[v], wv, acc[k][v]);
+                }
+            }
+    }
+    int kn = g->K - k0 < KB ? g->K - k0 : KB;
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; v++) {
+        int i0 = p0 + 16 * v;
+        if (i0 >= g->PW)
+            break;
+        int row = i0 / g->Wq, col = i0 % g->Wq;
+        size_t dst = (size_t)row * g->OW + (size_t)(col < g->OW ? col : g->OW);
+        /* the lanes of valid columns, a run per row the vector touches;
+         * none past the grid */
+        unsigned m = 0;
+        for (int l = 0; l < 16;) {
+            int run = col < g->OW ? g->OW - col : 0, skip = g->Wq - col - run;
+            m |= (run >= 16 ? 0xffffu : (1u << run) - 1) << l;
+            l += run + skip;
+            col = 0;
+        }
+        if (g->PW - i0 < 16)
+            m &= (1u << (g->PW - i0)) - 1;
+        m &= 0xffffu;
+        __mmask16 keep = (__mmask16)m, out = (__mmask16)((1u << __builtin_popcount(m)) - 1);
+#pragma GCC unroll 8
+        for (int k = 0; k < KB; k++) {
+            if (k >= kn)
+                break;
+            __m512 o = acc[k][v];
+            if (bias)
+                o = _mm512_add_ps(o, _mm512_set1_ps(bias[k0 + k]));
+            _mm512_mask_storeu_ps(y + (size_t)(k0 + k) * g->P + dst, out,
+                                  _mm512_maskz_compress_ps(keep, o));
+        }
+    }
+}
+
+/* every tile: blocks of KB output channels x 48 positions, the last with
+ * the vectors it needs */
+DK_AVX512 static inline __attribute__((always_inline)) void dk_run(float *y, const float *xp,
+                                                                   const float *wd,
+                                                                   const float *bias,
+                                                                   const dk_geom *g, const int S3)
+{
+    for (int k0 = 0; k0 < g->K; k0 += KB) {
+        const float *w = wd + (size_t)k0 * g->C * g->RS;
+        int p0 = 0;
+        for (; p0 + 48 <= g->PW; p0 += 48)
+            dk_tile(y, xp, w, bias, g, k0, p0, 3, S3);
+        int nv = (g->PW - p0 + 15) / 16;
+        if (nv == 1)
+            dk_tile(y, xp, w, bias, g, k0, p0, 1, S3);
+        else if (nv == 2)
+            dk_tile(y, xp, w, bias, g, k0, p0, 2, S3);
+        else if (nv == 3)
+            dk_tile(y, xp, w, bias, g, k0, p0, 3, S3);
+    }
+}
+
+DK_AVX512 void conv_direct(float *y, const float *x, const float *wd, const float *bias,
+                           const conv_shape *s, float *xp)
+{
+    dk_pad(xp, x, s);
+    int Wq = s->W + s->pad;
+    dk_geom g = {.C = s->C,
+                 .K = s->K,
+                 .RS = s->R * s->S,
+                 .S = s->S,
+                 .Wq = Wq,
+                 .OH = s->OH,
+                 .OW = s->OW,
+                 .PW = s->OH * Wq,
+                 .plane = dk_plane(s),
+                 .P = (size_t)s->OH * s->OW};
+    if (s->R == 3 && s->S == 3)
+        dk_run(y, xp, wd, bias, &g, 1);
+    else
+        dk_run(y, xp, wd, bias, &g, 0);
+}
+
+/* The weight gradient, 3x3: 16 output channels (lanes; km masks those
+ * past K) x CT (1-3) input channels x 9 taps, CT x 9 accumulators in
+ * registers over every valid output position in order (no junk columns
+ * are visited), per position one dy vector (dyT's row) and CT x 9
+ * broadcast inputs; stored into rows (c, t) of wt, where dw^T keeps K
+ * contiguous. */
+DK_AVX512 static inline __attribute__((always_inline)) void
+dw_tile(float *restrict wt, const float *restrict xc, size_t plane, const float *restrict dyT,
+        const conv_shape *s, int c0, int k0, __mmask16 km, int first, const int CT)
+{
+    const int Wq = s->W + s->pad, K16 = dk_k16(s), OW = s->OW;
+    __m512 acc[3][9];
+#pragma GCC unroll 3
+    for (int ct = 0; ct < CT; ct++)
+#pragma GCC unroll 9
+        for (int t = 0; t < 9; t++)
+            acc[ct][t] = _mm512_setzero_ps();
+    const float *d = dyT + k0;
+    for (int oh = 0; oh < s->OH; oh++) {
+        const float *xr = xc + (size_t)oh * Wq;
+        for (int ow = 0; ow < OW; ow++, d += K16) {
+            __m512 dv = _mm512_loadu_ps(d);
+            /* one opaque pointer per input channel, the taps at r * Wq + q
+             * from it: else gcc keeps the 27 offsets (or the taps shared
+             * with the next position) in stack slots */
+            const float *xo[3];
+#pragma GCC unroll 3
+            for (int ct = 0; ct < CT; ct++) {
+                xo[ct] = xr + ct * plane + ow;
+                __asm__("" : "+r"(xo[ct]));
+            }
+#pragma GCC unroll 3
+            for (int ct = 0; ct < CT; ct++)
+#pragma GCC unroll 3
+                for (int r = 0; r < 3; r++)
+#pragma GCC unroll 3
+                    for (int q = 0; q < 3; q++) {
+                        __m512 xv = _mm512_set1_ps(xo[ct][(size_t)r * Wq + q]);
+                        acc[ct][r * 3 + q] = _mm512_fmadd_ps(xv, dv, acc[ct][r * 3 + q]);
+                    }
+        }
+    }
+#pragma GCC unroll 3
+    for (int ct = 0; ct < CT; ct++)
+#pragma GCC unroll 9
+        for (int t = 0; t < 9; t++) {
+            float *o = wt + ((size_t)(c0 + ct) * 9 + t) * s->K + k0;
+            __m512 v = acc[ct][t];
+            if (!first)
+                v = _mm512_add_ps(_mm512_maskz_loadu_ps(km, o), v);
+            _mm512_mask_storeu_ps(o, km, v);
+        }
+}
+
+DK_AVX512 void conv_direct_dw(float *wt, const float *x, const float *dy, const conv_shape *s,
+                              int first, float *xp, float *dyT)
+{
+    dk_pad(xp, x, s);
+    dk_transpose(dyT, dy, s);
+    size_t plane = dk_plane(s);
+    for (int k0 = 0; k0 < s->K; k0 += 16) {
+        __mmask16 km = (__mmask16)(s->K - k0 >= 16 ? 0xffffu : (1u << (s->K - k0)) - 1);
+        int c0 = 0;
+        for (; c0 + 3 <= s->C; c0 += 3)
+            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 3);
+        if (s->C - c0 == 2)
+            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 2);
+        else if (s->C - c0 == 1)
+            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 1);
+    }
+}
+
+#else
+
+int conv_direct_available(void) { return 0; }
+
+void conv_direct_dw(float *wt, const float *x, const float *dy, const conv_shape *s, int first,
+                    float *xp, float *dyT)
+{
+    (void)wt, (void)x, (void)dy, (void)s, (void)first, (void)xp, (void)dyT;
+}
+
+void conv_direct(float *y, const float *x, const float *wd, const float *bias, const conv_shape *s,
+                 float *xp)
+{
+    (void)y, (void)x, (void)wd, (void)bias, (void)s, (void)xp;
+}
+
+#endif

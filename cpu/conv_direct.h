@@ -1,0 +1,56 @@
+/* conv_direct.h — the direct AVX-512 kernel of conv.c's tap-by-tap
+ * ("flip") convolutions: stride 1, any R x S, pad <= S - 1, one sample
+ * at a time (conv_direct.c). conv.c asks conv_direct_on() when it makes a
+ * plan and keeps its GEMM path for other CPUs (and valgrind, which has no
+ * AVX-512). */
+#ifndef TRAIN_CPU_CONV_DIRECT_H
+#define TRAIN_CPU_CONV_DIRECT_H
+
+#include <stddef.h>
+
+#include "nn/backend.h"
+
+/* output channels per block: the weights are laid out, and K padded, by it */
+#define CONV_DIRECT_KB 8
+
+/* Whether this CPU runs the kernel (AVX-512F, with the OS saving its
+ * state). */
+int conv_direct_available(void);
+/* Whether new plans use it: available and not switched off by
+ * conv_direct_enable(0) (the tests' switch to the GEMM path). */
+int conv_direct_on(void);
+void conv_direct_enable(int on);
+
+/* floats of the padded input conv_direct needs for shape s (per thread) */
+size_t conv_direct_xpad_n(const conv_shape *s);
+/* floats of its weights for shape s: K rounded up to CONV_DIRECT_KB */
+size_t conv_direct_w_n(const conv_shape *s);
+
+/* wd (conv_direct_w_n(s) floats) from w (K x C x R x S): blocks of
+ * CONV_DIRECT_KB output channels, [K / KB][C][R*S][KB], zeros past K */
+void conv_direct_weights(float *wd, const float *w, const conv_shape *s);
+/* the same for the input gradient as a convolution of dout: the weights
+ * of shape ts (C_ts = s->K, K_ts = s->C) are w flipped and transposed,
+ * wd[c / KB][k][R*S - 1 - t][c % KB] = w[k][c][t] */
+void conv_direct_weights_flip(float *wd, const float *w, const conv_shape *s);
+
+/* y (K x OH x OW) = the convolution of one sample x (C x H x W) with wd
+ * (conv_direct_weights' layout), + bias (may be NULL); s->stride must be
+ * 1 and s->pad <= s->S - 1; xp is scratch of conv_direct_xpad_n(s)
+ * floats. Only when conv_direct_available(). */
+void conv_direct(float *y, const float *x, const float *wd, const float *bias, const conv_shape *s,
+                 float *xp);
+
+/* floats of the transposed dout conv_direct_dw needs for shape s (per
+ * thread) */
+size_t conv_direct_dyw_n(const conv_shape *s);
+
+/* The weight gradient of one sample x (C x H x W), dy (K x OH x OW) of a
+ * 3x3 shape s (stride 1, pad <= 2), transposed: rows (c, t) of wt (C*9 x
+ * K) = (first ? 0 : wt) + the sample's dw[k][c][t]. xp and dyT are
+ * scratch of conv_direct_xpad_n(s) and conv_direct_dyw_n(s) floats. Only
+ * when conv_direct_available(). */
+void conv_direct_dw(float *wt, const float *x, const float *dy, const conv_shape *s, int first,
+                    float *xp, float *dyT);
+
+#endif

@@ -1,0 +1,200 @@
+/* test_conv_direct.c — the direct AVX-512 convolution kernel
+ * (cpu/conv_direct.c) against the GEMM path it replaces, through the CPU
+ * backend's convolution ops: forward (with and without bias) and the
+ * backward (input, weight and bias gradients) of the stride-1 "flip"
+ * plans, on many shapes (channel counts that are and are not multiples of
+ * the kernel's 8-channel block, sizes whose wide grid ends inside a
+ * vector, pads 0-2, 2x2 and 3x3 kernels).
+ *
+ * The two paths sum in different orders, so they agree to rounding: each
+ * result may be off by about n * eps times the sum of its terms' absolute
+ * values (n terms), which the test gets from the GEMM path run on |x|,
+ * |w|, |bias|. A dropped tap or a shifted position is far outside that.
+ * On a CPU with AVX-512F the direct path must really run: some bits must
+ * differ from the GEMM path's somewhere.
+ */
+#define _GNU_SOURCE
+#include <float.h>
+
+#include "cpu/conv_direct.h"
+#include "tests/support/nn_fixtures.h"
+
+TestSuite(conv_direct);
+
+static int have_avx512f(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") != 0;
+#else
+    return 0;
+#endif
+}
+
+Test(conv_direct, dispatch_follows_the_cpu)
+{
+    cr_assert_eq(conv_direct_available() != 0, have_avx512f(),
+                 "conv_direct_available() %d but the CPU's avx512f is %d", conv_direct_available(),
+                 have_avx512f());
+    cr_assert_eq(conv_direct_on() != 0, have_avx512f());
+    conv_direct_enable(0);
+    cr_assert_eq(conv_direct_on(), 0);
+    conv_direct_enable(1);
+    cr_assert_eq(conv_direct_on() != 0, have_avx512f());
+}
+
+static float *absdup(const float *x, size_t n)
+{
+    float *a = xmalloc(n * sizeof *a + 1);
+    for (size_t i = 0; i < n; i++)
+        a[i] = fabsf(x[i]);
+    return a;
+}
+
+/* |got - want| <= 2 * (terms + 2) * eps * mag for every element (both
+ * paths' rounding); counts the elements that differ at all into *ndiff */
+static void assert_agree(const float *got, const float *want, const float *mag, size_t n, int terms,
+                         const char *what, const conv_shape *s, long *ndiff)
+{
+    for (size_t i = 0; i < n; i++) {
+        double tol = 2.0 * (terms + 2) * FLT_EPSILON * mag[i];
+        double d = fabs((double)got[i] - want[i]);
+        cr_assert(d <= tol,
+                  "%s[%zu] (B %d C %d %dx%d K %d R %d pad %d): direct %.9g, gemm %.9g, "
+                  "tolerance %.3g",
+                  what, i, s->B, s->C, s->H, s->W, s->K, s->R, s->pad, (double)got[i],
+                  (double)want[i], tol);
+        *ndiff += got[i] != want[i];
+    }
+}
+
+/* One shape through both paths; returns how many results differ in any bit. */
+static long compare(backend *be, int B, int C, int H, int W, int K, int R, int pad, int with_bias,
+                    uint64_t key)
+{
+    conv_shape s;
+    cr_assert_eq(conv_shape_init(&s, B, C, H, W, K, R, R, 1, pad), 0);
+    size_t nin = (size_t)B * C * H * W, nout = (size_t)B * K * s.OH * s.OW,
+           nw = (size_t)K * C * R * R;
+    float *in = rand_floats(nin, -1, 1, key), *w = rand_floats(nw, -1, 1, key + 1),
+          *bias = rand_floats((size_t)K, -1, 1, key + 2), *dout = rand_floats(nout, -1, 1, key + 3);
+    float *ain = absdup(in, nin), *aw = absdup(w, nw), *abias = absdup(bias, (size_t)K),
+          *adout = absdup(dout, nout);
+    float *out[3], *din[3], *dw[3], *db[3];
+    for (int i = 0; i < 3; i++) {
+        out[i] = be->ops->alloc(be, nout * 4);
+        din[i] = be->ops->alloc(be, nin * 4);
+        dw[i] = be->ops->alloc(be, nw * 4);
+        db[i] = be->ops->alloc(be, (size_t)K * 4);
+    }
+    conv_direct_enable(0);
+    void *gemm = be->ops->conv_plan(be, &s);
+    conv_direct_enable(1);
+    void *direct = be->ops->conv_plan(be, &s);
+    const float *b = with_bias ? bias : NULL, *ab = with_bias ? abias : NULL;
+    /* 0: direct, 1: gemm, 2: gemm on absolute values (the tolerances) */
+    be->ops->conv_forward(be, direct, out[0], in, w, b, &s);
+    be->ops->conv_forward(be, gemm, out[1], in, w, b, &s);
+    be->ops->conv_forward(be, gemm, out[2], ain, aw, ab, &s);
+    be->ops->conv_backward(be, direct, din[0], dw[0], db[0], dout, in, w, &s);
+    be->ops->conv_backward(be, gemm, din[1], dw[1], db[1], dout, in, w, &s);
+    be->ops->conv_backward(be, gemm, din[2], dw[2], db[2], adout, ain, aw, &s);
+    long ndiff = 0;
+    assert_agree(out[0], out[1], out[2], nout, C * R * R + 1, "out", &s, &ndiff);
+    assert_agree(din[0], din[1], din[2], nin, K * R * R, "din", &s, &ndiff);
+    assert_agree(dw[0], dw[1], dw[2], nw, B * s.OH * s.OW, "dw", &s, &ndiff);
+    assert_agree(db[0], db[1], db[2], (size_t)K, B * s.OH * s.OW, "dbias", &s, &ndiff);
+    be->ops->conv_plan_free(be, gemm);
+    be->ops->conv_plan_free(be, direct);
+    for (int i = 0; i < 3; i++) {
+        be->ops->free(be, out[i]);
+        be->ops->free(be, din[i]);
+        be->ops->free(be, dw[i]);
+        be->ops->free(be, db[i]);
+    }
+    free(in), free(w), free(bias), free(dout), free(ain), free(aw), free(abias), free(adout);
+    return ndiff;
+}
+
+static const int chans[] = {8, 13, 16, 32, 64};
+static const int sizes[] = {7, 8, 14, 15, 28, 33};
+#define N_OF(a) ((int)(sizeof a / sizeof a[0]))
+
+/* every C, K pair at every size as H and as W (the other size cycling), a
+ * batch of 1-3, bias on every other shape */
+static void sweep(int threads, int kc)
+{
+    backend *be = cpu_backend(threads);
+    long ndiff = 0;
+    int n = 0;
+    for (int ci = 0; ci < N_OF(chans); ci++) {
+        int K = chans[kc], C = chans[ci];
+        for (int hi = 0; hi < N_OF(sizes); hi++)
+            for (int wi = 0; wi < N_OF(sizes); wi++, n++) {
+                /* the largest shapes once per C, K pair: they cost the most */
+                if (sizes[hi] * sizes[wi] > 28 * 15 && (hi + wi + ci) % 3)
+                    continue;
+                ndiff += compare(be, 1 + n % 3, C, sizes[hi], sizes[wi], K, 3, 1, n % 2,
+                                 (uint64_t)(100 * n + kc));
+            }
+    }
+    be->ops->destroy(be);
+    if (conv_direct_available())
+        cr_assert_gt(ndiff, 0, "the direct kernel never ran: every result is the GEMM path's");
+}
+
+Test(conv_direct, matches_gemm_k8) { sweep(1, 0); }
+Test(conv_direct, matches_gemm_k13) { sweep(2, 1); }
+Test(conv_direct, matches_gemm_k16) { sweep(1, 2); }
+Test(conv_direct, matches_gemm_k32) { sweep(2, 3); }
+Test(conv_direct, matches_gemm_k64) { sweep(1, 4); }
+
+/* pads 0 and 2 of a 3x3, 2x2 kernels, a 1-row output, odd channel counts */
+Test(conv_direct, matches_gemm_other_pads_and_kernels)
+{
+    backend *be = cpu_backend(2);
+    long ndiff = 0;
+    ndiff += compare(be, 2, 16, 14, 15, 16, 3, 0, 1, 1);
+    ndiff += compare(be, 3, 13, 7, 9, 8, 3, 2, 0, 2);
+    ndiff += compare(be, 2, 8, 8, 8, 13, 2, 0, 1, 3);
+    ndiff += compare(be, 1, 9, 15, 14, 10, 2, 1, 1, 4);
+    ndiff += compare(be, 2, 8, 3, 40, 17, 3, 0, 1, 5);
+    ndiff += compare(be, 3, 33, 1, 1, 9, 3, 1, 1, 6);
+    be->ops->destroy(be);
+    if (conv_direct_available())
+        cr_assert_gt(ndiff, 0);
+}
+
+/* per-sample work: the same bits for 1 and 3 threads */
+Test(conv_direct, same_bits_any_thread_count)
+{
+    conv_shape s;
+    conv_shape_init(&s, 7, 16, 15, 14, 24, 3, 3, 1, 1);
+    size_t nin = (size_t)s.B * s.C * s.H * s.W, nout = (size_t)s.B * s.K * s.OH * s.OW;
+    size_t nw = (size_t)s.K * s.C * 9;
+    float *in = rand_floats(nin, -1, 1, 7), *w = rand_floats(nw, -1, 1, 8),
+          *bias = rand_floats((size_t)s.K, -1, 1, 9), *dout = rand_floats(nout, -1, 1, 10);
+    float *res[2][3];
+    for (int t = 0; t < 2; t++) {
+        backend *be = cpu_backend(t ? 3 : 1);
+        void *plan = be->ops->conv_plan(be, &s);
+        float *out = be->ops->alloc(be, nout * 4), *din = be->ops->alloc(be, nin * 4),
+              *dw = be->ops->alloc(be, nw * 4), *db = be->ops->alloc(be, (size_t)s.K * 4);
+        be->ops->conv_forward(be, plan, out, in, w, bias, &s);
+        be->ops->conv_backward(be, plan, din, dw, db, dout, in, w, &s);
+        res[t][0] = xmalloc(nout * 4), res[t][1] = xmalloc(nin * 4), res[t][2] = xmalloc(nw * 4);
+        memcpy(res[t][0], out, nout * 4), memcpy(res[t][1], din, nin * 4);
+        memcpy(res[t][2], dw, nw * 4);
+        be->ops->free(be, out), be->ops->free(be, din), be->ops->free(be, dw);
+        be->ops->free(be, db);
+        be->ops->conv_plan_free(be, plan);
+        be->ops->destroy(be);
+    }
+    cr_assert_eq(memcmp(res[0][0], res[1][0], nout * 4), 0, "out");
+    cr_assert_eq(memcmp(res[0][1], res[1][1], nin * 4), 0, "din");
+    cr_assert_eq(memcmp(res[0][2], res[1][2], nw * 4), 0, "dw");
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < 3; i++)
+            free(res[t][i]);
+    free(in), free(w), free(bias), free(dout);
+}
