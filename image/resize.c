@@ -202,7 +202,7 @@ static void axis_build_q14(resize_axis *a, int in, double b0, double blen, int o
         a->pk = xrealloc(a->pk, need * sizeof *a->pk);
     }
     for (int i = 0; i < count; i++) {
-        const double centre = b0 + ((double)(first + i) + 0.5) * scale;
+        const double centre = b0 + ((double)(i + first) + 0.5) * scale;
         int lo, hi;
         tap_bounds(centre, r, bmin, bmax, &lo, &hi);
         double sum = 0.0;

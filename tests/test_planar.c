@@ -1,8 +1,8 @@
 /* test_planar.c — the planar decode (jpeg_region.c, image.c) of the
  * random-resized crop and of the validation recipe (resize + centre
- * crop, below the rrc tests): luma and chroma taken from libjpeg before upsampling and
- * colour conversion, resampled each at its resolution, converted to RGB at
- * the output's. Against the exact path (full decode, crop, resample) on a
+ * crop, below the rrc tests): luma and chroma taken from libjpeg before
+ * upsampling and colour conversion, resampled each at its resolution,
+ * converted to RGB at the output's. Against the exact path (full decode, crop, resample) on a
  * real photograph re-encoded in every layout; the flip; the layouts that
  * fall back to the RGB decode; the vector kernels against the portable
  * loops and the colour conversion against libjpeg's own. */
