@@ -458,9 +458,15 @@ static int decode_centre_region(img_ctx *c, const char *path, const img_info *in
     return img_jpeg_decode_region(c, path, info, C, num, &want, got, e);
 }
 
-int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8_t **base, int *bh,
-                  int *bw, errbuf *e)
+static int base_planar(img_ctx *c, const char *path, const img_info *info, int C, int want_h,
+                       int want_w, int rh, int rw, img_span sy, img_span sx, int *n, errbuf *e);
+
+/* img_load_base; a planar decode leaves *planes (> 0) resampled planes of
+ * the base in c->pln instead of pixels (*base NULL). */
+static int load_base(img_ctx *c, const char *path, const img_params *p, const uint8_t **base,
+                     int *bh, int *bw, int *planes, errbuf *e)
 {
+    *planes = 0;
     errbuf pe;
     if (img_params_check(p, &pe) != 0)
         return errf(e, "%s: %s", path, pe.msg);
@@ -495,11 +501,27 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
     int dh, dw, rc;
     double box_h, box_w;  /* the picture's extent in the decoded pixels */
     img_region got = {0}; /* the decoded part of the picture (all of it but below) */
+    const int m = p->decode == IMG_DECODE_AUTO ? 2 : 1,
+              exact = p->full_decode || p->decode == IMG_DECODE_EXACT;
+    const int want_h = exact ? 0 : m * (swap ? rw : rh), want_w = exact ? 0 : m * (swap ? rh : rw);
+    /* --decode auto/fast of a stored-upright JPEG that is resized: YCbCr
+     * (or grey) planes resampled each at its resolution (img_jpeg_complete:
+     * a truncated file takes the whole decode, which names how) */
+    if (info.format == IMG_FMT_JPEG && !exact && !info.cmyk && !c->no_planar && orient == 1 &&
+        (centre || resized) && sy.len == oh && sx.len == ow && img_jpeg_complete(c)) {
+        rc = base_planar(c, path, &info, C, want_h, want_w, rh, rw, sy, sx, planes, e);
+        if (rc < 0)
+            return -1;
+        if (rc == 0) {
+            *base = NULL;
+            *bh = oh;
+            *bw = ow;
+            return 0;
+        }
+        *planes = 0; /* no planar layout: the RGB decode */
+    }
     double dec0 = now_sec();
     if (info.format == IMG_FMT_JPEG) {
-        int m = p->decode == IMG_DECODE_AUTO ? 2 : 1,
-            exact = p->full_decode || p->decode == IMG_DECODE_EXACT;
-        int want_h = exact ? 0 : m * (swap ? rw : rh), want_w = exact ? 0 : m * (swap ? rh : rw);
         /* (a file without its end-of-image marker takes the whole decode,
          * which names how it is truncated) */
         if (centre && orient == 1 && sy.len == oh && sx.len == ow && img_jpeg_complete(c)) {
@@ -544,6 +566,49 @@ int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8
     *base = out;
     *bh = oh;
     *bw = ow;
+    return 0;
+}
+
+/* The n resampled planes in c->pln (oh x ow each) as C-channel HWC at
+ * out: converted to RGB where there are three, luma copied otherwise. */
+static void planes_hwc(img_ctx *c, uint8_t *out, int oh, int ow, int n, int C)
+{
+    const size_t np = (size_t)oh * (size_t)ow;
+    const uint8_t *rs = c->pln;
+    uint8_t *row = img_grow(&c->tmp, &c->tmp_cap, 3 * (size_t)ow);
+    for (int i = 0; i < oh; i++) {
+        const size_t o = (size_t)i * (size_t)ow;
+        uint8_t *d = out + o * (size_t)C;
+        if (n == 3) {
+            img_ycc_row(row, row + ow, row + 2 * (size_t)ow, rs + o, rs + np + o, rs + 2 * np + o,
+                        ow, 0);
+            for (int x = 0; x < ow; x++)
+                for (int ch = 0; ch < 3; ch++)
+                    d[(size_t)x * 3 + (size_t)ch] = row[(size_t)ch * (size_t)ow + (size_t)x];
+        } else {
+            for (int x = 0; x < ow; x++)
+                for (int ch = 0; ch < C; ch++)
+                    d[(size_t)x * (size_t)C + (size_t)ch] = rs[o + (size_t)x];
+        }
+    }
+}
+
+/* The n resampled planes in c->pln (oh x ow each) as C-channel CHW at
+ * out, mirrored when flip. */
+static void planes_chw(img_ctx *c, uint8_t *out, int oh, int ow, int n, int C, int flip);
+
+int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8_t **base, int *bh,
+                  int *bw, errbuf *e)
+{
+    int planes;
+    if (load_base(c, path, p, base, bh, bw, &planes, e) != 0)
+        return -1;
+    if (planes) {
+        uint8_t *out =
+            img_grow(&c->out, &c->out_cap, (size_t)*bh * (size_t)*bw * (size_t)p->channels);
+        planes_hwc(c, out, *bh, *bw, planes, p->channels);
+        *base = out;
+    }
     return 0;
 }
 
@@ -728,17 +793,69 @@ static int rrc_planar(img_ctx *c, const char *path, const img_info *info, const 
                      chroma_radius(pl.fy[k], bh * f / out_h),
                      chroma_radius(pl.fx[k], bw * f / out_w));
     }
-    const int flip = img_flip_draw(p, r);
-    for (int i = 0; i < out_h; i++) {
-        const size_t o = (size_t)i * (size_t)out_w;
+    planes_chw(c, out, out_h, out_w, n, C, img_flip_draw(p, r));
+    img_jitter_chw(out, out_h, out_w, p, r);
+    return 0;
+}
+
+static void planes_chw(img_ctx *c, uint8_t *out, int oh, int ow, int n, int C, int flip)
+{
+    const size_t np = (size_t)oh * (size_t)ow;
+    const uint8_t *rs = c->pln;
+    for (int i = 0; i < oh; i++) {
+        const size_t o = (size_t)i * (size_t)ow;
         if (n == 3)
             img_ycc_row(out + o, out + np + o, out + 2 * np + o, rs + o, rs + np + o,
-                        rs + 2 * np + o, out_w, flip);
+                        rs + 2 * np + o, ow, flip);
         else
             for (int ch = 0; ch < C; ch++)
-                copy_row(out + (size_t)ch * np + o, rs + o, out_w, flip);
+                copy_row(out + (size_t)ch * np + o, rs + o, ow, flip);
     }
-    img_jitter_chw(out, out_h, out_w, p, r);
+}
+
+/* The planar base's margin, in decoded luma pixels each side, beyond what
+ * the luma's taps read: the chroma's wider triangle (chroma_radius) and a
+ * 4:1:1 plane's one-sample radius reach further. */
+#define PLANAR_MARGIN 8
+
+/* The window sy x sx of the rh x rw resize of a YCbCr or grey JPEG (the
+ * centre crop, or the whole resize) through the planar decode: the region
+ * the window's taps read (decode_centre_region's, PLANAR_MARGIN wider)
+ * decoded as planes at the scale the RGB path takes, each plane resampled
+ * at its own resolution over the whole picture's box (as the exact path
+ * resizes the whole image and then crops) into c->pln: *n planes of
+ * sy.len x sx.len (luma alone for one channel). 1 without decoding when
+ * the file has no planar layout here. */
+static int base_planar(img_ctx *c, const char *path, const img_info *info, int C, int want_h,
+                       int want_w, int rh, int rw, img_span sy, img_span sx, int *n, errbuf *e)
+{
+    const int num = tj_scale_num(info, want_h, want_w);
+    const int dh = (info->h * num + 7) / 8, dw = (info->w * num + 7) / 8;
+    double box_h, box_w;
+    dct_extent(info, dh, dw, &box_h, &box_w);
+    int y0, y1, x0, x1;
+    resize_span(dh, 0.0, box_h, rh, sy.src, sy.len, &y0, &y1);
+    resize_span(dw, 0.0, box_w, rw, sx.src, sx.len, &x0, &x1);
+    const img_region want = {.y = y0 - PLANAR_MARGIN,
+                             .x = x0 - PLANAR_MARGIN,
+                             .h = y1 - y0 + 2 * PLANAR_MARGIN,
+                             .w = x1 - x0 + 2 * PLANAR_MARGIN};
+    img_region got;
+    img_planes pl;
+    double t0 = now_sec();
+    int rc = img_jpeg_decode_planes(c, path, info, num, &want, &got, &pl, e);
+    c->decode_s += now_sec() - t0;
+    if (rc != 0)
+        return rc;
+    *n = C == 1 ? 1 : pl.n;
+    const size_t np = (size_t)sy.len * (size_t)sx.len;
+    uint8_t *rs = img_grow(&c->pln, &c->pln_cap, (size_t)*n * np);
+    for (int k = 0; k < *n; k++)
+        resize_plane_window(k ? &c->rs_c : &c->rs, rs + (size_t)k * np, (size_t)sx.len, rh, rw,
+                            sy.src, sx.src, sy.len, sx.len, pl.p[k], pl.stride[k], pl.h[k], pl.w[k],
+                            -got.y * pl.fy[k], -got.x * pl.fx[k], box_h * pl.fy[k],
+                            box_w * pl.fx[k], chroma_radius(pl.fy[k], box_h / rh),
+                            chroma_radius(pl.fx[k], box_w / rw));
     return 0;
 }
 
@@ -783,9 +900,21 @@ int img_load(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t 
         return load_rrc(c, path, p, r, out, out_h, out_w, e);
     }
     const uint8_t *base;
-    int bh, bw;
-    if (img_load_base(c, path, p, &base, &bh, &bw, e) != 0)
+    int bh, bw, planes;
+    if (load_base(c, path, p, &base, &bh, &bw, &planes, e) != 0)
         return -1;
+    if (planes && !p->random_crop && out_h == bh && out_w == bw) {
+        /* img_augment's draws and bytes, straight from the planes */
+        planes_chw(c, out, out_h, out_w, planes, p->channels, img_flip_draw(p, r));
+        img_jitter_chw(out, out_h, out_w, p, r);
+        return 0;
+    }
+    if (planes) {
+        uint8_t *hwc =
+            img_grow(&c->out, &c->out_cap, (size_t)bh * (size_t)bw * (size_t)p->channels);
+        planes_hwc(c, hwc, bh, bw, planes, p->channels);
+        base = hwc;
+    }
     errbuf ae;
     if (img_augment(out, out_h, out_w, base, bh, bw, p, r, &ae) != 0)
         return errf(e, "%s: %s", path, ae.msg);

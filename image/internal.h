@@ -23,7 +23,7 @@ struct img_ctx {
     resize_plan rs_c; /* the chroma planes' (another geometry than rs's luma) */
     uint8_t *pln;     /* resampled planes of a planar decode */
     size_t pln_cap;
-    int no_planar; /* 1: the random-resized crop's fused decode goes through RGB */
+    int no_planar; /* 1: the fused decodes (rrc, resize/centre crop) go through RGB */
     int max_side;
     uint64_t max_pixels;
     double read_s, decode_s; /* seconds spent reading files and decoding them, so far */

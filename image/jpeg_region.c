@@ -20,8 +20,8 @@
  * (tests/test_rrc.c checks it on 4:2:0, 4:2:2, 4:4:4, progressive and grey
  * files).
  *
- * The planar decode (img_jpeg_decode_planes, the random-resized crop's
- * --decode auto/fast) stops before upsampling and colour conversion: it
+ * The planar decode (img_jpeg_decode_planes: --decode auto/fast of the
+ * random-resized crop and of a resize or centre crop, image.c) stops before upsampling and colour conversion: it
  * takes libjpeg's post-processor slot (jpegint.h's method table, set
  * after jpeg_start_decompress) and copies each row group's component rows
  * into planes. libjpeg-turbo 2.1.5's own raw mode (raw_data_out +

@@ -183,26 +183,26 @@ static void axis_pack(resize_axis *a, int role)
 /* resize_plane's weights for outputs [0, out): axis_build's filter (box,
  * radius, taps), normalised and rounded straight to the Q14 pairs of
  * RS_PACK_Q14 (one division per output, not per tap). */
-static void axis_build_q14(resize_axis *a, int in, double b0, double blen, int out,
-                           double radius_px)
+static void axis_build_q14(resize_axis *a, int in, double b0, double blen, int out, int first,
+                           int count, double radius_px)
 {
-    if (a->lo && a->q14_only && a->in == in && a->out == out && a->b0 == b0 && a->blen == blen &&
-        a->radius == radius_px)
+    if (a->lo && a->q14_only && a->in == in && a->out == out && a->first == first &&
+        a->count == count && a->b0 == b0 && a->blen == blen && a->radius == radius_px)
         return;
     int bmin, bmax;
     box_bounds(in, b0, blen, &bmin, &bmax);
     const double scale = blen / (double)out;
     const double r = radius_px > 0.0 ? radius_px : scale > 1.0 ? scale : 1.0, inv = 1.0 / r;
     const int taps = (int)ceil(r) * 2 + 1;
-    axis_reserve(a, out, 0);
+    axis_reserve(a, count, 0);
     a->groups = (taps + 1) / 2;
-    size_t need = (size_t)out * (size_t)a->groups * 2;
+    size_t need = (size_t)count * (size_t)a->groups * 2;
     if (need > a->pk_cap) {
         a->pk_cap = need;
         a->pk = xrealloc(a->pk, need * sizeof *a->pk);
     }
-    for (int i = 0; i < out; i++) {
-        const double centre = b0 + ((double)i + 0.5) * scale;
+    for (int i = 0; i < count; i++) {
+        const double centre = b0 + ((double)(i + first) + 0.5) * scale;
         int lo, hi;
         tap_bounds(centre, r, bmin, bmax, &lo, &hi);
         double sum = 0.0;
@@ -233,7 +233,7 @@ static void axis_build_q14(resize_axis *a, int in, double b0, double blen, int o
         a->lo[i] = first;
         a->n[i] = n;
     }
-    a->in = in, a->out = out, a->first = 0, a->count = out, a->taps = taps;
+    a->in = in, a->out = out, a->first = first, a->count = count, a->taps = taps;
     a->b0 = b0, a->blen = blen, a->radius = radius_px;
     a->q14_only = 1;
     a->packed = RS_PACK_Q14;
@@ -519,44 +519,54 @@ void resize_box_window(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, 
     resize_core(p, dst, dst_stride, dh, dw, y0, x0, oh, ow, src, src_stride, sh, sw, c, b);
 }
 
-void resize_plane(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw,
-                  const uint8_t *src, size_t src_stride, int sh, int sw, double by, double bx,
-                  double bh, double bw, double ry, double rx)
+void resize_plane_window(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0,
+                         int x0, int oh, int ow, const uint8_t *src, size_t src_stride, int sh,
+                         int sw, double by, double bx, double bh, double bw, double ry, double rx)
 {
+    if (oh <= 0 || ow <= 0)
+        return;
     resize_axis *ay = &p->y, *ax = &p->x;
-    axis_build_q14(ay, sh, by, bh, dh, ry);
-    axis_build_q14(ax, sw, bx, bw, dw, rx);
+    axis_build_q14(ay, sh, by, bh, dh, y0, oh, ry);
+    axis_build_q14(ax, sw, bx, bw, dw, x0, ow, rx);
     int clo = ax->lo[0], chi = clo;
-    for (int i = 0; i < dw; i++) {
+    for (int i = 0; i < ow; i++) {
         const int end = ax->lo[i] + ax->n[i];
         clo = ax->lo[i] < clo ? ax->lo[i] : clo;
         chi = end > chi ? end : chi;
     }
     const size_t cw = (size_t)(chi - clo);
-    if (use_simd(p) && dh >= 32 && cw >= 32) {
+    if (use_simd(p) && oh >= 32 && cw >= 32) {
         /* the horizontal pass as a vertical one over the transpose:
-         * A = vertical pass (dh x cw), A' (cw x dh), B' = A' through the
-         * x weights (dw x dh), dst = B'' */
-        const size_t a = (size_t)dh * cw, bt = (size_t)dw * (size_t)dh;
+         * A = vertical pass (oh x cw), A' (cw x oh), B' = A' through the
+         * x weights (ow x oh), dst = B'' */
+        const size_t a = (size_t)oh * cw, bt = (size_t)ow * (size_t)oh;
         grow_tmp(p, 2 * a + bt, 0);
         uint8_t *A = p->tmp, *At = p->tmp + a, *Bt = p->tmp + 2 * a;
-        for (int i = 0; i < dh; i++)
+        for (int i = 0; i < oh; i++)
             rs_vrow14_avx2(A + (size_t)i * cw, src + (size_t)ay->lo[i] * src_stride + (size_t)clo,
                            src_stride, ay->pk + (size_t)i * (size_t)ay->groups * 2, ay->n[i], cw);
-        img_transpose(At, (size_t)dh, A, cw, dh, (int)cw);
-        for (int j = 0; j < dw; j++)
-            rs_vrow14_avx2(Bt + (size_t)j * (size_t)dh, At + (size_t)(ax->lo[j] - clo) * (size_t)dh,
-                           (size_t)dh, ax->pk + (size_t)j * (size_t)ax->groups * 2, ax->n[j],
-                           (size_t)dh);
-        img_transpose(dst, dst_stride, Bt, (size_t)dh, dw, dh);
+        img_transpose(At, (size_t)oh, A, cw, oh, (int)cw);
+        for (int j = 0; j < ow; j++)
+            rs_vrow14_avx2(Bt + (size_t)j * (size_t)oh, At + (size_t)(ax->lo[j] - clo) * (size_t)oh,
+                           (size_t)oh, ax->pk + (size_t)j * (size_t)ax->groups * 2, ax->n[j],
+                           (size_t)oh);
+        img_transpose(dst, dst_stride, Bt, (size_t)oh, ow, oh);
         return;
     }
-    grow_tmp(p, (size_t)dh * cw, 0);
-    for (int i = 0; i < dh; i++)
+    grow_tmp(p, (size_t)oh * cw, 0);
+    for (int i = 0; i < oh; i++)
         plane_vrow(p->tmp + (size_t)i * cw, src + (size_t)ay->lo[i] * src_stride + (size_t)clo,
                    src_stride, ay->pk + (size_t)i * (size_t)ay->groups * 2, ay->n[i], cw);
-    for (int i = 0; i < dh; i++)
+    for (int i = 0; i < oh; i++)
         plane_hrow(dst + (size_t)i * dst_stride, p->tmp + (size_t)i * cw, ax, clo);
+}
+
+void resize_plane(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw,
+                  const uint8_t *src, size_t src_stride, int sh, int sw, double by, double bx,
+                  double bh, double bw, double ry, double rx)
+{
+    resize_plane_window(p, dst, dst_stride, dh, dw, 0, 0, dh, dw, src, src_stride, sh, sw, by, bx,
+                        bh, bw, ry, rx);
 }
 
 static void axis_free(resize_axis *a)

@@ -93,6 +93,14 @@ void resize_plane(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int d
                   const uint8_t *src, size_t src_stride, int sh, int sw, double by, double bx,
                   double bh, double bw, double ry, double rx);
 
+/* A window of resize_plane's resample of the box onto dh x dw: rows
+ * [y0, y0 + oh) and columns [x0, x0 + ow) to dst, the bytes resize_plane
+ * gives there (a centre crop's planes: taps reach past the crop's edges,
+ * as far as the box's rounded-out bounds and the source allow). */
+void resize_plane_window(resize_plan *p, uint8_t *dst, size_t dst_stride, int dh, int dw, int y0,
+                         int x0, int oh, int ow, const uint8_t *src, size_t src_stride, int sh,
+                         int sw, double by, double bx, double bh, double bw, double ry, double rx);
+
 /* The source pixels [*lo, *hi) that outputs [first, first + count) of an
  * axis read when the box [b0, b0 + blen) of a source `in` long maps onto
  * `out` outputs (a superset of the taps: what to decode for a window). */

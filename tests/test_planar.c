@@ -1,7 +1,8 @@
-/* test_planar.c — the random-resized crop's planar decode (jpeg_region.c,
- * image.c): luma and chroma taken from libjpeg before upsampling and
- * colour conversion, resampled each at its resolution, converted to RGB at
- * the output's. Against the exact path (full decode, crop, resample) on a
+/* test_planar.c — the planar decode (jpeg_region.c, image.c) of the
+ * random-resized crop and of the validation recipe (resize + centre
+ * crop, below the rrc tests): luma and chroma taken from libjpeg before
+ * upsampling and colour conversion, resampled each at its resolution,
+ * converted to RGB at the output's. Against the exact path (full decode, crop, resample) on a
  * real photograph re-encoded in every layout; the flip; the layouts that
  * fall back to the RGB decode; the vector kernels against the portable
  * loops and the colour conversion against libjpeg's own. */
@@ -319,4 +320,222 @@ Test(planar, the_vector_plane_resampler_gives_the_portable_bytes)
         free(t);
     }
     free(src);
+}
+
+/* ------------------------------------------------ the validation recipe */
+
+static img_params val_params(int decode)
+{
+    return (img_params){
+        .channels = 3, .resize_short = 256, .crop_h = 224, .crop_w = 224, .decode = decode};
+}
+
+/* Sample k of `path` through context c, the output p's crop (or resize). */
+static int load_val(img_ctx *c, const char *path, const img_params *p, int k, uint8_t *out,
+                    errbuf *e)
+{
+    rng r = rng_keyed(3, RNG_AUGMENT, 5, (uint64_t)k);
+    const int oh = p->crop_h > 0 ? p->crop_h : p->resize_h,
+              ow = p->crop_w > 0 ? p->crop_w : p->resize_w;
+    return img_load(c, path, p, &r, out, oh, ow, e);
+}
+
+/* The validation recipe (Resize 256 + CenterCrop 224) and a plain
+ * --resize HxW take the planar decode for --decode auto/fast: within the
+ * issue's bound of the exact path (mean <= 0.5, p99 <= 4) with auto on a
+ * photograph in every layout, portrait and landscape, baseline and
+ * progressive, at full scale and at a DCT scale (1100 x 1500: auto takes
+ * 4/8); fast (a smaller DCT scale) within 0.2 levels of what the RGB
+ * decode at its scale gives; grey the exact path within a level. */
+Test(planar, the_validation_recipe_stays_within_the_bound_of_the_exact_path)
+{
+    struct {
+        int h, w, sub, flags, pf, decode, resize_hw;
+    } kinds[] = {
+        {333, 501, TJSAMP_420, 0, TJPF_RGB, IMG_DECODE_AUTO, 0},
+        {501, 333, TJSAMP_420, 0, TJPF_RGB, IMG_DECODE_AUTO, 0},
+        {377, 505, TJSAMP_420, TJFLAG_PROGRESSIVE, TJPF_RGB, IMG_DECODE_AUTO, 0},
+        {401, 299, TJSAMP_422, 0, TJPF_RGB, IMG_DECODE_AUTO, 0},
+        {480, 357, TJSAMP_444, 0, TJPF_RGB, IMG_DECODE_AUTO, 0},
+        {350, 421, TJSAMP_440, 0, TJPF_RGB, IMG_DECODE_AUTO, 0},
+        {345, 470, TJSAMP_411, 0, TJPF_RGB, IMG_DECODE_AUTO, 0},
+        {350, 420, TJSAMP_GRAY, 0, TJPF_GRAY, IMG_DECODE_AUTO, 0},
+        {1100, 1500, TJSAMP_420, 0, TJPF_RGB, IMG_DECODE_AUTO, 0},
+        {1100, 1500, TJSAMP_420, TJFLAG_PROGRESSIVE, TJPF_RGB, IMG_DECODE_FAST, 0},
+        {501, 377, TJSAMP_420, 0, TJPF_RGB, IMG_DECODE_FAST, 0},
+        {333, 501, TJSAMP_420, 0, TJPF_RGB, IMG_DECODE_AUTO, 1},
+    };
+    const size_t n = 3 * 224 * 224, big = 3 * 200 * 300;
+    uint8_t *ref = malloc(big), *got = malloc(big), *rgb = malloc(big);
+    img_ctx *c = img_ctx_create(), *through_rgb = img_ctx_create();
+    img_ctx_set_planar(through_rgb, 0);
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        const int h = kinds[i].h, w = kinds[i].w;
+        uint8_t *px = photo(h, w, 11 + i);
+        if (kinds[i].pf == TJPF_GRAY)
+            for (size_t j = 0; j < (size_t)h * w; j++)
+                px[j] = img_luma(px[3 * j], px[3 * j + 1], px[3 * j + 2]);
+        char name[32];
+        snprintf(name, sizeof name, "v%zu.jpg", i);
+        char *path =
+            ti_write_jpeg(dir, name, px, h, w, kinds[i].pf, kinds[i].sub, 90, kinds[i].flags);
+        img_params p = val_params(IMG_DECODE_EXACT);
+        if (kinds[i].resize_hw) /* --resize 200x300, no crop */
+            p = (img_params){.channels = 3, .resize_h = 200, .resize_w = 300};
+        const size_t m = p.crop_h > 0 ? n : big;
+        errbuf e = {{0}};
+        cr_assert_eq(load_val(c, path, &p, 0, ref, &e), 0, "%s", e.msg);
+        p.decode = kinds[i].decode;
+        cr_assert_eq(load_val(c, path, &p, 0, got, &e), 0, "%s", e.msg);
+        cr_assert_eq(load_val(through_rgb, path, &p, 0, rgb, &e), 0, "%s", e.msg);
+        diff d = {{0}, 0}, dr = {{0}, 0};
+        diff_add(&d, ref, got, m);
+        diff_add(&dr, ref, rgb, m);
+        int q, mx, qr, mxr;
+        double mean = diff_mean(&d, &q, &mx), mean_rgb = diff_mean(&dr, &qr, &mxr);
+        if (kinds[i].pf == TJPF_GRAY) {
+            cr_assert(mx <= 1, "%s (grey): %d levels from the exact path", name, mx);
+            free(px), free(path);
+            continue;
+        }
+        if (kinds[i].decode == IMG_DECODE_AUTO)
+            cr_assert(mean <= 0.5 && q <= 4, "%s: mean %.3f, p99 %d, max %d", name, mean, q, mx);
+        else
+            cr_assert(mean <= mean_rgb + 0.2, "%s (fast): mean %.3f, through RGB %.3f", name, mean,
+                      mean_rgb);
+        cr_assert(memcmp(got, rgb, m) != 0, "%s: the planar path was not taken", name);
+        free(px), free(path);
+    }
+    img_ctx_free(c), img_ctx_free(through_rgb);
+    free(ref), free(got), free(rgb);
+}
+
+/* The planar validation sample is img_load_base + img_augment byte for
+ * byte (the preload contract): the centre crop with the flip and colour
+ * jitter, and a resize followed by a random crop; the flip mirrors the
+ * unflipped sample. */
+Test(planar, the_validation_sample_is_the_base_plus_augment)
+{
+    uint8_t *px = photo(333, 501, 9);
+    char *path = ti_write_jpeg(dir, "pre.jpg", px, 333, 501, TJPF_RGB, TJSAMP_420, 90, 0);
+    img_ctx *lazy = img_ctx_create(), *pre = img_ctx_create();
+    const size_t n = 3 * 224 * 224;
+    uint8_t *a = malloc(n), *b = malloc(n), *flat = malloc(n);
+    for (int kind = 0; kind < 2; kind++) {
+        img_params p = val_params(IMG_DECODE_AUTO);
+        p.hflip = 0.5f;
+        p.jitter[0] = p.jitter[1] = p.jitter[2] = 0.3f;
+        if (kind == 1) {
+            p.resize_short = 0, p.resize_h = 256, p.resize_w = 300;
+            p.random_crop = 1;
+        }
+        const uint8_t *base;
+        int bh, bw;
+        errbuf e = {{0}};
+        cr_assert_eq(img_load_base(pre, path, &p, &base, &bh, &bw, &e), 0, "%s", e.msg);
+        for (int k = 0; k < 6; k++) {
+            cr_assert_eq(load_val(lazy, path, &p, k, a, &e), 0, "%s", e.msg);
+            rng r = rng_keyed(3, RNG_AUGMENT, 5, (uint64_t)k);
+            cr_assert_eq(img_augment(b, 224, 224, base, bh, bw, &p, &r, &e), 0, "%s", e.msg);
+            cr_assert(memcmp(a, b, n) == 0, "kind %d sample %d: lazy != base + augment", kind, k);
+        }
+    }
+    img_params p = val_params(IMG_DECODE_AUTO);
+    errbuf e = {{0}};
+    cr_assert_eq(load_val(lazy, path, &p, 0, flat, &e), 0, "%s", e.msg);
+    p.hflip = 1.0f;
+    cr_assert_eq(load_val(lazy, path, &p, 0, a, &e), 0, "%s", e.msg);
+    for (size_t row = 0; row < 3 * 224; row++)
+        for (int x = 0; x < 224; x++)
+            cr_assert_eq(a[row * 224 + x], flat[row * 224 + 223 - x], "row %zu column %d", row, x);
+    img_ctx_free(lazy), img_ctx_free(pre);
+    free(px), free(path), free(a), free(b), free(flat);
+}
+
+/* A JPEG with an Exif APP1 (little-endian) of orientation `orient`. */
+static char *with_orientation(const char *name, const uint8_t *px, int h, int w, int orient)
+{
+    size_t len;
+    uint8_t *j = ti_jpeg(px, h, w, TJPF_RGB, TJSAMP_420, 90, 0, &len);
+    /* APP1: "Exif\0\0", a TIFF header (II, IFD0 at 8), one entry:
+     * Orientation (0x0112), SHORT, count 1, the value; no next IFD */
+    uint8_t head[36] = {0xFF, 0xE1, 0, 34, 'E', 'x', 'i',  'f', 0, 0, 'I', 'I', '*', 0,
+                        8,    0,    0, 0,  1,   0,   0x12, 1,   3, 0, 1,   0,   0,   0};
+    head[28] = (uint8_t)orient;
+    uint8_t *out = malloc(len + sizeof head);
+    memcpy(out, j, 2);
+    memcpy(out + 2, head, sizeof head);
+    memcpy(out + 2 + sizeof head, j + 2, len - 2);
+    char *path = malloc(strlen(dir) + strlen(name) + 2);
+    sprintf(path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(out, 1, len + sizeof head, f), len + sizeof head);
+    fclose(f);
+    free(j), free(out);
+    return path;
+}
+
+/* The validation recipe's fallbacks are the RGB path's bytes, as with the
+ * planar decode off: --decode exact, CMYK, an EXIF-turned file (--exif),
+ * PNG, a JPEG without its end-of-image marker; one channel of a colour
+ * file is the luma plane, the RGB path's grey within a level. */
+Test(planar, the_validation_fallbacks_take_the_rgb_path)
+{
+    const int h = 300, w = 400;
+    uint8_t *px = photo(h, w, 4), *cmyk = malloc((size_t)h * w * 4);
+    for (size_t j = 0; j < (size_t)h * w; j++) {
+        for (int ch = 0; ch < 3; ch++)
+            cmyk[4 * j + ch] = (uint8_t)(255 - px[3 * j + ch]);
+        cmyk[4 * j + 3] = (uint8_t)(j % 89);
+    }
+    char *col = ti_write_jpeg(dir, "vc.jpg", px, h, w, TJPF_RGB, TJSAMP_420, 90, 0);
+    char *cm = ti_write_jpeg(dir, "vcmyk.jpg", cmyk, h, w, TJPF_CMYK, TJSAMP_420, 95, 0);
+    char *six = with_orientation("vsix.jpg", px, h, w, 6);
+    char *png = ti_write_png(dir, "v.png", px, h, w, 3);
+    size_t len;
+    uint8_t *jpg = ti_jpeg(px, h, w, TJPF_RGB, TJSAMP_420, 90, 0, &len);
+    char *cut = malloc(strlen(dir) + 16);
+    sprintf(cut, "%s/vcut.jpg", dir);
+    FILE *f = fopen(cut, "wb");
+    cr_assert_eq(fwrite(jpg, 1, len - 2, f), len - 2); /* no end-of-image marker */
+    fclose(f);
+    int ph, pw, pc;
+    errbuf pe;
+    cr_assert_eq(img_probe(six, 1, &pw, &ph, &pc, &pe), 0, "%s", pe.msg);
+    cr_assert(ph == w && pw == h, "the Exif orientation is read: %dx%d", ph, pw);
+    img_ctx *c = img_ctx_create(), *through_rgb = img_ctx_create();
+    img_ctx_set_planar(through_rgb, 0);
+    const size_t n = 3 * 224 * 224;
+    uint8_t *a = malloc(n), *b = malloc(n);
+    const struct {
+        const char *path;
+        int decode, exif;
+    } cases[] = {{col, IMG_DECODE_EXACT, 0},
+                 {cm, IMG_DECODE_AUTO, 0},
+                 {six, IMG_DECODE_AUTO, 1},
+                 {png, IMG_DECODE_AUTO, 0},
+                 {cut, IMG_DECODE_AUTO, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        img_params p = val_params(cases[i].decode);
+        p.exif = cases[i].exif;
+        p.hflip = 0.5f;
+        errbuf e1 = {{0}}, e2 = {{0}};
+        int r1 = load_val(c, cases[i].path, &p, (int)i, a, &e1);
+        int r2 = load_val(through_rgb, cases[i].path, &p, (int)i, b, &e2);
+        cr_assert_eq(r1, r2, "case %zu: %s / %s", i, e1.msg, e2.msg);
+        cr_assert_str_eq(e1.msg, e2.msg, "case %zu", i);
+        cr_assert(r1 != 0 || memcmp(a, b, n) == 0, "case %zu: not the RGB path's bytes", i);
+    }
+    img_params p = val_params(IMG_DECODE_AUTO);
+    p.channels = 1;
+    errbuf e = {{0}};
+    cr_assert_eq(load_val(c, col, &p, 0, a, &e), 0, "%s", e.msg);
+    cr_assert_eq(load_val(through_rgb, col, &p, 0, b, &e), 0, "%s", e.msg);
+    int mx;
+    ti_mean_diff(a, b, 224 * 224, &mx);
+    cr_assert(mx <= 1, "grey of colour: %d levels", mx);
+    img_ctx_free(c), img_ctx_free(through_rgb);
+    free(px), free(cmyk), free(col), free(cm), free(six), free(png), free(jpg), free(cut);
+    free(a), free(b);
 }

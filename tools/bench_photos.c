@@ -30,7 +30,10 @@
  *                              before it, and --decode exact's)
  *   region decode as planes    the planar decode of the floor's region,
  *                              no upsampling or colour conversion
- * Fidelity adds "auto through RGB" beside auto (planar) and fast.
+ *   val through RGB            val ours with the planar decode off (the
+ *                              path before it, and --decode exact's)
+ * Fidelity adds "through RGB" beside auto (planar) and fast, for rrc and
+ * val.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -43,7 +46,7 @@
 #include "image/internal.h"
 #include "loader/dataset.h"
 
-enum { S = 224, VAL_RESIZE = 256, BLOCK = 50, MAX_RUNS = 64, NVAR = 10 };
+enum { S = 224, VAL_RESIZE = 256, BLOCK = 50, MAX_RUNS = 64, NVAR = 11 };
 
 typedef struct set {
     int n;
@@ -146,7 +149,7 @@ static void fidelity(const char *name, const set *s, int keys)
 {
     img_ctx *c = img_ctx_create();
     uint8_t *ref = xmalloc(3 * S * S), *got = xmalloc(3 * S * S);
-    diffs d[5];
+    diffs d[7];
     memset(d, 0, sizeof d);
     img_ctx *rgb = img_ctx_create();
     img_ctx_set_planar(rgb, 0);
@@ -181,6 +184,8 @@ static void fidelity(const char *name, const set *s, int keys)
             pv = val(0, modes[m]);
             if (img_load(c, s->paths[i], &pv, &r, got, S, S, &e) == 0)
                 diff_add(&d[2 + m], ref, got, 3 * S * S);
+            if (img_load(rgb, s->paths[i], &pv, &r, got, S, S, &e) == 0)
+                diff_add(&d[5 + m], ref, got, 3 * S * S);
         }
     }
     printf("\nfidelity on %s (%d images, %d crops each), levels against the exact path:\n\n", name,
@@ -191,6 +196,8 @@ static void fidelity(const char *name, const set *s, int keys)
     diff_print("rrc 224, auto through RGB (before)", &d[4]);
     diff_print("val: Resize 256 + CenterCrop 224, auto", &d[2]);
     diff_print("val: Resize 256 + CenterCrop 224, fast", &d[3]);
+    diff_print("val: auto through RGB (before)", &d[5]);
+    diff_print("val: fast through RGB (before)", &d[6]);
     free(ref), free(got);
     img_ctx_free(c);
     img_ctx_free(rgb);
@@ -204,6 +211,7 @@ static const char *const var_name[NVAR] = {
     "floor: region decode at the auto scale",       "floor: tjDecompress2 full size",
     "ours: val Resize 256 + CenterCrop 224, auto",  "floor: val decode at its DCT scale",
     "ours: rrc auto, decoded through RGB (before)", "region decode as planes (no upsampling)",
+    "ours: val auto, decoded through RGB (before)",
 };
 
 /* Images [a, b) of variant v; returns CPU seconds. */
@@ -220,13 +228,13 @@ static double run_block(int v, const set *s, int a, int b, img_ctx *c, tjhandle 
                                    0)
                        : v == 3 ? rrc(IMG_DECODE_EXACT, 1)
                                 : val(0, IMG_DECODE_AUTO);
-        if (v == 8) {
+        if (v == 8 || v == 10) {
             static img_ctx *rgb; /* the fused decode to RGB pixels, not planes */
             if (!rgb) {
                 rgb = img_ctx_create();
                 img_ctx_set_planar(rgb, 0);
             }
-            p = rrc(IMG_DECODE_AUTO, 0);
+            p = v == 8 ? rrc(IMG_DECODE_AUTO, 0) : val(0, IMG_DECODE_AUTO);
             if (img_load(rgb, s->paths[i], &p, &r, out, S, S, &e) != 0)
                 fprintf(stderr, "bench_photos: %s\n", e.msg);
             continue;
@@ -308,11 +316,13 @@ static void speed(const set *s, int runs)
             fprintf(stderr, " %.0f", rate[v][r]);
         fprintf(stderr, "\n");
     }
-    double med[NVAR], ratio_floor[MAX_RUNS], ratio_val[MAX_RUNS], ratio_old[MAX_RUNS];
+    double med[NVAR], ratio_floor[MAX_RUNS], ratio_val[MAX_RUNS], ratio_old[MAX_RUNS],
+        ratio_val_old[MAX_RUNS];
     for (int r = 0; r < runs; r++) {
         ratio_floor[r] = rate[0][r] / rate[4][r];
         ratio_old[r] = rate[8][r] / rate[4][r];
         ratio_val[r] = rate[6][r] / rate[7][r];
+        ratio_val_old[r] = rate[6][r] / rate[10][r];
     }
     for (int v = 0; v < NVAR; v++) {
         qsort(rate[v], (size_t)runs, sizeof(double), cmp_d);
@@ -321,6 +331,7 @@ static void speed(const set *s, int runs)
     qsort(ratio_floor, (size_t)runs, sizeof(double), cmp_d);
     qsort(ratio_val, (size_t)runs, sizeof(double), cmp_d);
     qsort(ratio_old, (size_t)runs, sizeof(double), cmp_d);
+    qsort(ratio_val_old, (size_t)runs, sizeof(double), cmp_d);
     printf("\nspeed per core (%d images, %d rounds, medians):\n\n| %-44s | images/s | us/image "
            "|\n|---|---:|---:|\n",
            s->n, runs, "variant");
@@ -332,6 +343,8 @@ static void speed(const set *s, int runs)
     printf("speedup of the fused auto path over unfused: %.2fx\n", med[0] / med[3]);
     printf("rrc auto through RGB (before planar) / floor %.3f; planar over it %.2fx\n",
            ratio_old[runs / 2], med[0] / med[8]);
+    printf("val planar over val through RGB (median of per-round ratios) %.3fx\n",
+           ratio_val_old[runs / 2]);
     free(out), free(scratch);
     tjDestroy(tj);
     img_ctx_free(c);
