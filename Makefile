@@ -82,7 +82,9 @@ GENCODE  := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm
 NV_WERROR ?= 0
 NVFLAGS  := -std=c++17 -O2 $(GENCODE) $(if $(filter 1,$(NV_WERROR)),--Werror all-warnings) \
             -Xcompiler -Wall,-Wextra$(if $(filter 1,$(NV_WERROR)),$(comma)-Werror) -I. $(CUDNN_CFLAGS)
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 $(CUDNN_LDFLAGS) -lcudnn -lcublas -lcudart
+# no -lcublas: cuda/cublas_dl.c opens it when the GPU backend starts (linking
+# it costs every process 0.06 s and ~200 MB of libcublasLt's initialisers)
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 $(CUDNN_LDFLAGS) -lcudnn -lcudart
 
 SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 

@@ -116,6 +116,10 @@ void gpu_result_copy(backend *be, int r, void *dst, const void *src, size_t byte
 int gpu_result_done(backend *be, int r, int wait);
 void gpu_staging_free(gpu_ctx *g); /* events and remaining registrations */
 
+/* cublas_dl.c (real CUDA builds only; the fake defines cuBLAS itself):
+ * whether libcublas has been opened, by the first cuBLAS call */
+int gpu_cublas_loaded(void);
+
 /* A contract violation by the caller (bad shape, size beyond int): print
  * and exit 1 like a failed CUDA call. */
 void gpu_fatal(const char *func, const char *fmt, ...)
