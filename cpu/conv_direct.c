@@ -117,6 +117,125 @@ static void dk_transpose(float *restrict dyT, const float *restrict dy, const co
     }
 }
 
+/* ---- stride 2, 3x3, pad 1 (the resnets' downsampling convs): the
+ * padded input split into its 4 even/odd phases, ph[c][a][b][i][j] =
+ * xpad[c][2i + a][2j + b], planes of (OH + 1) x (OW + 1) (Wq = OW + 1):
+ * tap (r, q) of output (oh, ow) reads phase (r & 1, q & 1) at (oh + r / 2,
+ * ow + q / 2), so on the wide grid (pitch Wq) it is a plain run again.
+ * The input gradient is 4 stride-1 convolutions of dout (padded by a zero
+ * row and column at the bottom and right, same planes), one per phase
+ * (a, b) of din: din[c][2i + a][2j + b] takes the taps r = 1 (a = 0) or
+ * r = 0, 2 (a = 1) at dout row i + (a + 1 - r) / 2, likewise for columns;
+ * the phases go to scratch and are interleaved into din. */
+
+static int dk2_wq(const conv_shape *s) { return s->OW + 1; }
+static size_t dk2_pp(const conv_shape *s) { return (size_t)(s->OH + 1) * (size_t)dk2_wq(s); }
+#define DK2_SLACK(s) ((size_t)dk2_wq(s) + 32)
+
+int conv_direct_s2_fits(const conv_shape *s)
+{
+    return s->stride == 2 && s->R == 3 && s->S == 3 && s->pad == 1;
+}
+
+size_t conv_direct_s2_scratch_n(const conv_shape *s)
+{
+    size_t fwd = (size_t)s->C * 4 * dk2_pp(s) + DK2_SLACK(s);
+    size_t din =
+        ((size_t)s->K * dk2_pp(s) + DK2_SLACK(s) + 15) / 16 * 16 + (size_t)s->C * s->H * s->W;
+    return fwd > din ? fwd : din;
+}
+
+size_t conv_direct_s2_wf_n(const conv_shape *s)
+{
+    return (size_t)(s->C + KB - 1) / KB * KB * (size_t)s->K * 9;
+}
+
+/* din phase ph = 2a + b: its taps (r, q) in order, and where its weights
+ * start in conv_direct_s2_weights_flip's layout */
+static int dk2_nt(int ph) { return ((ph >> 1) + 1) * ((ph & 1) + 1); }
+static int dk2_tap_r(int ph, int t) { return ph >> 1 ? 2 * (t / ((ph & 1) + 1)) : 1; }
+static int dk2_tap_q(int ph, int t) { return ph & 1 ? 2 * (t % 2) : 1; }
+static size_t dk2_wf_at(const conv_shape *s, int ph)
+{
+    static const int before[4] = {0, 1, 3, 5};
+    return (size_t)(s->C + KB - 1) / KB * KB * (size_t)s->K * (size_t)before[ph];
+}
+
+void conv_direct_s2_weights_flip(float *wd, const float *w, const conv_shape *s)
+{
+    int K = s->K, C = s->C;
+    for (int ph = 0; ph < 4; ph++)
+        for (int cb = 0; cb < C; cb += KB)
+            for (int k = 0; k < K; k++)
+                for (int t = 0; t < dk2_nt(ph); t++) {
+                    int tap = dk2_tap_r(ph, t) * 3 + dk2_tap_q(ph, t);
+                    for (int c = cb; c < cb + KB; c++)
+                        *wd++ = c < C ? w[((size_t)k * C + c) * 9 + tap] : 0.0f;
+                }
+}
+
+/* x (C x H x W) into its 4 phases (see above), then zeroed slack */
+static void dk2_phase(float *restrict xp, const float *restrict x, const conv_shape *s)
+{
+    int H = s->H, W = s->W, Wq = dk2_wq(s), Hq = s->OH + 1;
+    for (int c = 0; c < s->C; c++, x += (size_t)H * W)
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 2; b++)
+                for (int i = 0; i < Hq; i++, xp += Wq) {
+                    int h = 2 * i + a - 1;
+                    if (h < 0 || h >= H) {
+                        cpu_vfill(xp, 0.0f, (size_t)Wq);
+                        continue;
+                    }
+                    const float *row = x + (size_t)h * W;
+                    for (int j = 0; j < Wq; j++) {
+                        int col = 2 * j + b - 1;
+                        xp[j] = col >= 0 && col < W ? row[col] : 0.0f;
+                    }
+                }
+    cpu_vfill(xp, 0.0f, DK2_SLACK(s));
+}
+
+/* dy (K x OH x OW) into planes of (OH + 1) x Wq with zeros in the last
+ * row and column, then zeroed slack */
+static void dk2_pad_dy(float *restrict dp, const float *restrict dy, const conv_shape *s)
+{
+    int OH = s->OH, OW = s->OW, Wq = dk2_wq(s);
+    for (int k = 0; k < s->K; k++) {
+        for (int i = 0; i < OH; i++, dp += Wq, dy += OW) {
+            cpu_vcopy(dp, dy, (size_t)OW);
+            dp[OW] = 0.0f;
+        }
+        cpu_vfill(dp, 0.0f, (size_t)Wq);
+        dp += Wq;
+    }
+    cpu_vfill(dp, 0.0f, DK2_SLACK(s));
+}
+
+/* din (C x H x W) from its phases: phase ph (C x H_a x W_b) at ph_at[ph] */
+static void dk2_interleave(float *restrict dx, const float *restrict t, const conv_shape *s)
+{
+    int H = s->H, W = s->W, Ha[2] = {(H + 1) / 2, H / 2}, Wb[2] = {(W + 1) / 2, W / 2};
+    const float *ph[4];
+    size_t at = 0;
+    for (int i = 0; i < 4; i++) {
+        ph[i] = t + at;
+        at += (size_t)s->C * Ha[i >> 1] * Wb[i & 1];
+    }
+    for (int c = 0; c < s->C; c++)
+        for (int h = 0; h < H; h++, dx += W) {
+            int a = h & 1;
+            const float *e = ph[2 * a] + ((size_t)c * Ha[a] + h / 2) * Wb[0];
+            const float *o = ph[2 * a + 1] + ((size_t)c * Ha[a] + h / 2) * Wb[1];
+            for (int w = 0; w + 1 < W; w += 2) {
+                dx[w] = e[w / 2];
+                dx[w + 1] = o[w / 2];
+            }
+            if (W & 1)
+                dx[W - 1] = e[W / 2];
+        }
+}
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 
@@ -126,15 +245,30 @@ int conv_direct_available(void) { return __builtin_cpu_supports("avx512f") != 0;
 
 typedef struct dk_geom {
     int C, K, RS, S, Wq, OH, OW, PW;
-    size_t plane, P;
+    size_t plane, P, pp; /* pp: a phase's plane (stride 2) */
 } dk_geom;
+
+/* MODE: 0 any R x S, 1 a 3x3 (taps unrolled), 2 the stride-2 3x3 on
+ * the phases, 3 + ph the input gradient's phase ph of a stride-2 3x3.
+ * dk_off: where tap t of modes 2-6 reads, from the position's own place
+ * (a constant once unrolled). */
+static inline __attribute__((always_inline)) size_t dk_off(const int MODE, int t, int Wq, size_t pp)
+{
+    if (MODE == 2) {
+        int r = t / 3, q = t % 3;
+        return (size_t)((r & 1) * 2 + (q & 1)) * pp + (size_t)(r >> 1) * Wq + (size_t)(q >> 1);
+    }
+    int ph = MODE - 3, r = dk2_tap_r(ph, t), q = dk2_tap_q(ph, t);
+    return (size_t)(r == 0) * Wq + (size_t)(q == 0);
+}
 
 /* Output channels [k0, k0 + KB) (w: their block of weights) x positions
  * [p0, p0 + 16 NV) of the wide grid into y (+ bias). */
 DK_AVX512 static inline __attribute__((always_inline)) void
 dk_tile(float *restrict y, const float *restrict xp, const float *restrict w,
-        const float *restrict bias, const dk_geom *g, int k0, int p0, const int NV, const int S3)
+        const float *restrict bias, const dk_geom *g, int k0, int p0, const int NV, const int MODE)
 {
+    const int S3 = MODE == 1;
     __m512 acc[KB][3];
 #pragma GCC unroll 8
     for (int k = 0; k < KB; k++)
@@ -144,6 +278,25 @@ dk_tile(float *restrict y, const float *restrict xp, const float *restrict w,
     const float *xc = xp + p0;
     for (int c = 0; c < g->C; c++, xc += g->plane) {
         const float *xr = xc;
+        if (MODE >= 2) {
+            const int NT = MODE == 2 ? 9 : dk2_nt(MODE - 3);
+#pragma GCC unroll 9
+            for (int t = 0; t < NT; t++, w += KB) {
+                const float *xt = xc + dk_off(MODE, t, g->Wq, g->pp);
+                __m512 xv[3];
+#pragma GCC unroll 3
+                for (int v = 0; v < NV; v++)
+                    xv[v] = _mm512_loadu_ps(xt + 16 * v);
+#pragma GCC unroll 8
+                for (int k = 0; k < KB; k++) {
+                    __m512 wv = _mm512_set1_ps(w[k]);
+#pragma GCC unroll 3
+                    for (int v = 0; v < NV; v++)
+                        acc[k][v] = _mm512_fmadd_ps(xv[v], wv, acc[k][v]);
+                }
+            }
+            continue;
+        }
         /* S3: a 3x3 kernel with its taps unrolled, else any R x S */
         const int R = S3 ? 3 : g->RS / g->S, S = S3 ? 3 : g->S;
 #pragma GCC unroll 3
@@ -202,20 +355,20 @@ dk_tile(float *restrict y, const float *restrict xp, const float *restrict w,
 DK_AVX512 static inline __attribute__((always_inline)) void dk_run(float *y, const float *xp,
                                                                    const float *wd,
                                                                    const float *bias,
-                                                                   const dk_geom *g, const int S3)
+                                                                   const dk_geom *g, const int MODE)
 {
     for (int k0 = 0; k0 < g->K; k0 += KB) {
         const float *w = wd + (size_t)k0 * g->C * g->RS;
         int p0 = 0;
         for (; p0 + 48 <= g->PW; p0 += 48)
-            dk_tile(y, xp, w, bias, g, k0, p0, 3, S3);
+            dk_tile(y, xp, w, bias, g, k0, p0, 3, MODE);
         int nv = (g->PW - p0 + 15) / 16;
         if (nv == 1)
-            dk_tile(y, xp, w, bias, g, k0, p0, 1, S3);
+            dk_tile(y, xp, w, bias, g, k0, p0, 1, MODE);
         else if (nv == 2)
-            dk_tile(y, xp, w, bias, g, k0, p0, 2, S3);
+            dk_tile(y, xp, w, bias, g, k0, p0, 2, MODE);
         else if (nv == 3)
-            dk_tile(y, xp, w, bias, g, k0, p0, 3, S3);
+            dk_tile(y, xp, w, bias, g, k0, p0, 3, MODE);
     }
 }
 
@@ -248,9 +401,10 @@ DK_AVX512 void conv_direct(float *y, const float *x, const float *wd, const floa
  * contiguous. */
 DK_AVX512 static inline __attribute__((always_inline)) void
 dw_tile(float *restrict wt, const float *restrict xc, size_t plane, const float *restrict dyT,
-        const conv_shape *s, int c0, int k0, __mmask16 km, int first, const int CT)
+        const conv_shape *s, int c0, int k0, __mmask16 km, int first, const int CT, int Wq,
+        size_t pp, const int MODE)
 {
-    const int Wq = s->W + s->pad, K16 = dk_k16(s), OW = s->OW;
+    const int K16 = dk_k16(s), OW = s->OW;
     __m512 acc[3][9];
 #pragma GCC unroll 3
     for (int ct = 0; ct < CT; ct++)
@@ -277,7 +431,8 @@ dw_tile(float *restrict wt, const float *restrict xc, size_t plane, const float 
                 for (int r = 0; r < 3; r++)
 #pragma GCC unroll 3
                     for (int q = 0; q < 3; q++) {
-                        __m512 xv = _mm512_set1_ps(xo[ct][(size_t)r * Wq + q]);
+                        size_t at = MODE ? dk_off(2, r * 3 + q, Wq, pp) : (size_t)r * Wq + q;
+                        __m512 xv = _mm512_set1_ps(xo[ct][at]);
                         acc[ct][r * 3 + q] = _mm512_fmadd_ps(xv, dv, acc[ct][r * 3 + q]);
                     }
         }
@@ -294,27 +449,113 @@ dw_tile(float *restrict wt, const float *restrict xc, size_t plane, const float 
         }
 }
 
+/* every dw tile: 16 output channels x 3 input channels (the last 1-2) */
+DK_AVX512 static inline __attribute__((always_inline)) void
+dw_run(float *wt, const float *xp, const float *dyT, const conv_shape *s, int first, size_t plane,
+       int Wq, size_t pp, const int MODE)
+{
+    for (int k0 = 0; k0 < s->K; k0 += 16) {
+        __mmask16 km = (__mmask16)(s->K - k0 >= 16 ? 0xffffu : (1u << (s->K - k0)) - 1);
+        int c0 = 0;
+        for (; c0 + 3 <= s->C; c0 += 3)
+            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 3, Wq, pp, MODE);
+        if (s->C - c0 == 2)
+            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 2, Wq, pp, MODE);
+        else if (s->C - c0 == 1)
+            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 1, Wq, pp, MODE);
+    }
+}
+
 DK_AVX512 void conv_direct_dw(float *wt, const float *x, const float *dy, const conv_shape *s,
                               int first, float *xp, float *dyT)
 {
     dk_pad(xp, x, s);
     dk_transpose(dyT, dy, s);
-    size_t plane = dk_plane(s);
-    for (int k0 = 0; k0 < s->K; k0 += 16) {
-        __mmask16 km = (__mmask16)(s->K - k0 >= 16 ? 0xffffu : (1u << (s->K - k0)) - 1);
-        int c0 = 0;
-        for (; c0 + 3 <= s->C; c0 += 3)
-            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 3);
-        if (s->C - c0 == 2)
-            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 2);
-        else if (s->C - c0 == 1)
-            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 1);
+    dw_run(wt, xp, dyT, s, first, dk_plane(s), s->W + s->pad, 0, 0);
+}
+
+DK_AVX512 void conv_direct_s2(float *y, const float *x, const float *wd, const float *bias,
+                              const conv_shape *s, float *xp)
+{
+    dk2_phase(xp, x, s);
+    int Wq = dk2_wq(s);
+    dk_geom g = {.C = s->C,
+                 .K = s->K,
+                 .RS = 9,
+                 .S = 3,
+                 .Wq = Wq,
+                 .OH = s->OH,
+                 .OW = s->OW,
+                 .PW = s->OH * Wq,
+                 .plane = 4 * dk2_pp(s),
+                 .P = (size_t)s->OH * s->OW,
+                 .pp = dk2_pp(s)};
+    dk_run(y, xp, wd, bias, &g, 2);
+}
+
+DK_AVX512 void conv_direct_s2_dw(float *wt, const float *x, const float *dy, const conv_shape *s,
+                                 int first, float *xp, float *dyT)
+{
+    dk2_phase(xp, x, s);
+    dk_transpose(dyT, dy, s);
+    dw_run(wt, xp, dyT, s, first, 4 * dk2_pp(s), dk2_wq(s), dk2_pp(s), 1);
+}
+
+DK_AVX512 void conv_direct_s2_din(float *dx, const float *dy, const float *wdf, const conv_shape *s,
+                                  float *xp)
+{
+    dk2_pad_dy(xp, dy, s);
+    float *t = xp + ((size_t)s->K * dk2_pp(s) + DK2_SLACK(s) + 15) / 16 * 16, *o = t;
+    int Wq = dk2_wq(s), Ha[2] = {(s->H + 1) / 2, s->H / 2}, Wb[2] = {(s->W + 1) / 2, s->W / 2};
+    for (int ph = 0; ph < 4; ph++) {
+        int oh = Ha[ph >> 1], ow = Wb[ph & 1];
+        dk_geom g = {.C = s->K,
+                     .K = s->C,
+                     .RS = dk2_nt(ph),
+                     .S = 1,
+                     .Wq = Wq,
+                     .OH = oh,
+                     .OW = ow,
+                     .PW = oh * Wq,
+                     .plane = dk2_pp(s),
+                     .P = (size_t)oh * ow,
+                     .pp = dk2_pp(s)};
+        const float *w = wdf + dk2_wf_at(s, ph);
+        if (ph == 0)
+            dk_run(o, xp, w, NULL, &g, 3);
+        else if (ph == 1)
+            dk_run(o, xp, w, NULL, &g, 4);
+        else if (ph == 2)
+            dk_run(o, xp, w, NULL, &g, 5);
+        else
+            dk_run(o, xp, w, NULL, &g, 6);
+        o += (size_t)s->C * oh * ow;
     }
+    dk2_interleave(dx, t, s);
 }
 
 #else
 
 int conv_direct_available(void) { return 0; }
+
+void conv_direct_s2(float *y, const float *x, const float *wd, const float *bias,
+                    const conv_shape *s, float *xp)
+{
+    (void)y, (void)x, (void)wd, (void)bias, (void)s, (void)xp;
+    (void)dk2_phase, (void)dk2_pad_dy, (void)dk2_interleave, (void)dk2_wf_at;
+}
+
+void conv_direct_s2_dw(float *wt, const float *x, const float *dy, const conv_shape *s, int first,
+                       float *xp, float *dyT)
+{
+    (void)wt, (void)x, (void)dy, (void)s, (void)first, (void)xp, (void)dyT;
+}
+
+void conv_direct_s2_din(float *dx, const float *dy, const float *wdf, const conv_shape *s,
+                        float *xp)
+{
+    (void)dx, (void)dy, (void)wdf, (void)s, (void)xp;
+}
 
 void conv_direct_dw(float *wt, const float *x, const float *dy, const conv_shape *s, int first,
                     float *xp, float *dyT)
