@@ -174,28 +174,6 @@ void conv_direct_s2_weights_flip(float *wd, const float *w, const conv_shape *s)
                 }
 }
 
-/* x (C x H x W) into its 4 phases (see above), then zeroed slack */
-static void dk2_phase(float *restrict xp, const float *restrict x, const conv_shape *s)
-{
-    int H = s->H, W = s->W, Wq = dk2_wq(s), Hq = s->OH + 1;
-    for (int c = 0; c < s->C; c++, x += (size_t)H * W)
-        for (int a = 0; a < 2; a++)
-            for (int b = 0; b < 2; b++)
-                for (int i = 0; i < Hq; i++, xp += Wq) {
-                    int h = 2 * i + a - 1;
-                    if (h < 0 || h >= H) {
-                        cpu_vfill(xp, 0.0f, (size_t)Wq);
-                        continue;
-                    }
-                    const float *row = x + (size_t)h * W;
-                    for (int j = 0; j < Wq; j++) {
-                        int col = 2 * j + b - 1;
-                        xp[j] = col >= 0 && col < W ? row[col] : 0.0f;
-                    }
-                }
-    cpu_vfill(xp, 0.0f, DK2_SLACK(s));
-}
-
 /* dy (K x OH x OW) into planes of (OH + 1) x Wq with zeros in the last
  * row and column, then zeroed slack */
 static void dk2_pad_dy(float *restrict dp, const float *restrict dy, const conv_shape *s)
@@ -474,6 +452,47 @@ DK_AVX512 void conv_direct_dw(float *wt, const float *x, const float *dy, const 
     dw_run(wt, xp, dyT, s, first, dk_plane(s), s->W + s->pad, 0, 0);
 }
 
+/* the lanes below n (0-16) */
+static inline __mmask16 dk_mask(int n)
+{
+    return (__mmask16)(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1);
+}
+
+/* x (C x H x W) into its 4 phases (see above), then zeroed slack: each
+ * input row h = 2i + a - 1 gives row i of phases (a, 0) and (a, 1), its
+ * odd and even columns, 32 floats at a time (masked loads: zeros past W,
+ * the right padding); phase (a, 0) starts with the left padding */
+DK_AVX512 static void dk2_phase(float *restrict xp, const float *restrict x, const conv_shape *s)
+{
+    int H = s->H, W = s->W, Wq = dk2_wq(s), Hq = s->OH + 1;
+    size_t pp = dk2_pp(s);
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int c = 0; c < s->C; c++, x += (size_t)H * W)
+        for (int a = 0; a < 2; a++)
+            for (int i = 0; i < Hq; i++) {
+                float *o0 = xp + ((size_t)(4 * c + 2 * a) * Hq + i) * Wq, *o1 = o0 + pp;
+                int h = 2 * i + a - 1;
+                if (h < 0 || h >= H) {
+                    cpu_vfill(o0, 0.0f, (size_t)Wq);
+                    cpu_vfill(o1, 0.0f, (size_t)Wq);
+                    continue;
+                }
+                const float *row = x + (size_t)h * W;
+                o0[0] = 0.0f;
+                for (int m = 0; m < Wq; m += 16) {
+                    int n = W - 2 * m;
+                    __m512 lo = _mm512_maskz_loadu_ps(dk_mask(n), row + 2 * m);
+                    __m512 hi = _mm512_maskz_loadu_ps(dk_mask(n - 16), row + 2 * m + 16);
+                    _mm512_mask_storeu_ps(o1 + m, dk_mask(Wq - m),
+                                          _mm512_permutex2var_ps(lo, ev, hi));
+                    _mm512_mask_storeu_ps(o0 + m + 1, dk_mask(Wq - m - 1),
+                                          _mm512_permutex2var_ps(lo, od, hi));
+                }
+            }
+    cpu_vfill(xp + (size_t)s->C * 4 * pp, 0.0f, DK2_SLACK(s));
+}
+
 DK_AVX512 void conv_direct_s2(float *y, const float *x, const float *wd, const float *bias,
                               const conv_shape *s, float *xp)
 {
@@ -542,7 +561,7 @@ void conv_direct_s2(float *y, const float *x, const float *wd, const float *bias
                     const conv_shape *s, float *xp)
 {
     (void)y, (void)x, (void)wd, (void)bias, (void)s, (void)xp;
-    (void)dk2_phase, (void)dk2_pad_dy, (void)dk2_interleave, (void)dk2_wf_at;
+    (void)dk2_pad_dy, (void)dk2_interleave, (void)dk2_wf_at;
 }
 
 void conv_direct_s2_dw(float *wt, const float *x, const float *dy, const conv_shape *s, int first,

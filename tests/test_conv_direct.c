@@ -172,11 +172,12 @@ Test(conv_direct, matches_gemm_other_pads_and_kernels)
 }
 
 /* stride 2, 3x3, pad 1 (conv_direct_s2*): odd and even H and W (the
- * phases' sizes differ), 1-3 pixel inputs, channel counts that are and
- * are not multiples of 8 and 16, the resnets' 16->32 and 32->64 */
+ * phases' sizes differ; 33: rows of more than one vector), 1-3 pixel
+ * inputs, channel counts that are and are not multiples of 8 and 16,
+ * the resnets' 16->32 and 32->64 */
 Test(conv_direct, matches_gemm_stride2)
 {
-    static const int hw[] = {1, 2, 3, 7, 8, 14, 15, 28};
+    static const int hw[] = {1, 2, 3, 7, 8, 14, 15, 28, 33};
     static const int ck[][2] = {{16, 32}, {32, 64}, {13, 8}, {8, 21}, {3, 17}};
     backend *be = cpu_backend(2);
     long ndiff = 0;
