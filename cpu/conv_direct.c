@@ -80,25 +80,6 @@ void conv_direct_weights_flip(float *wd, const float *w, const conv_shape *s)
                     *wd++ = c < C ? w[((size_t)k * C + c) * RS + (RS - 1 - t)] : 0.0f;
 }
 
-/* x (C x H x W) into xp (C x (H + 2 pad) x (W + pad), see the top): the
- * rows' data, then zeros in the padding and the slack only */
-static void dk_pad(float *restrict xp, const float *restrict x, const conv_shape *s)
-{
-    int H = s->H, W = s->W, pad = s->pad, Wq = W + pad;
-    size_t plane = dk_plane(s), top = (size_t)pad * Wq + pad;
-    for (int c = 0; c < s->C; c++, xp += plane) {
-        cpu_vfill(xp, 0.0f, top);
-        float *o = xp + top;
-        for (int h = 0; h < H; h++, o += Wq, x += W) {
-            cpu_vcopy(o, x, (size_t)W);
-            cpu_vfill(o + W, 0.0f, (size_t)pad);
-        }
-        /* o is past the last row's (and the first bottom row's) left padding */
-        cpu_vfill(o, 0.0f, plane - (size_t)(o - xp));
-    }
-    cpu_vfill(xp, 0.0f, DK_SLACK(s));
-}
-
 /* output channels rounded up to whole vectors: dyT's row pitch */
 static int dk_k16(const conv_shape *s) { return (s->K + 15) / 16 * 16; }
 
@@ -220,6 +201,68 @@ static void dk2_interleave(float *restrict dx, const float *restrict t, const co
 int conv_direct_available(void) { return __builtin_cpu_supports("avx512f") != 0; }
 
 #define DK_AVX512 __attribute__((target("avx512f")))
+
+/* the lanes below n (0-16) */
+static inline __mmask16 dk_mask(int n)
+{
+    return (__mmask16)(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1);
+}
+
+/* x (C x H x W) into xp (C x (H + 2 pad) x (W + pad), see the top): the
+ * top padding, then each row's W floats and its pad zeros (the next
+ * row's left padding) as one run of masked loads and stores, then zeros
+ * to the plane's end; zeros in the slack */
+DK_AVX512 static void dk_pad(float *restrict xp, const float *restrict x, const conv_shape *s)
+{
+    int H = s->H, W = s->W, pad = s->pad, Wq = W + pad;
+    size_t plane = dk_plane(s), top = (size_t)pad * Wq + pad;
+    for (int c = 0; c < s->C; c++, xp += plane) {
+        cpu_vfill(xp, 0.0f, top);
+        float *o = xp + top;
+        for (int h = 0; h < H; h++, o += Wq, x += W)
+            for (int m = 0; m < Wq; m += 16)
+                _mm512_mask_storeu_ps(o + m, dk_mask(Wq - m),
+                                      _mm512_maskz_loadu_ps(dk_mask(W - m), x + m));
+        /* o is past the last row's (and the first bottom row's) left padding */
+        cpu_vfill(o, 0.0f, plane - (size_t)(o - xp));
+    }
+    cpu_vfill(xp, 0.0f, DK_SLACK(s));
+}
+
+/* x (C x H x W) into its 4 phases (see above), then zeroed slack: each
+ * input row h = 2i + a - 1 gives row i of phases (a, 0) and (a, 1), its
+ * odd and even columns, 32 floats at a time (masked loads: zeros past W,
+ * the right padding); phase (a, 0) starts with the left padding */
+DK_AVX512 static void dk2_phase(float *restrict xp, const float *restrict x, const conv_shape *s)
+{
+    int H = s->H, W = s->W, Wq = dk2_wq(s), Hq = s->OH + 1;
+    size_t pp = dk2_pp(s);
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int c = 0; c < s->C; c++, x += (size_t)H * W)
+        for (int a = 0; a < 2; a++)
+            for (int i = 0; i < Hq; i++) {
+                float *o0 = xp + ((size_t)(4 * c + 2 * a) * Hq + i) * Wq, *o1 = o0 + pp;
+                int h = 2 * i + a - 1;
+                if (h < 0 || h >= H) {
+                    cpu_vfill(o0, 0.0f, (size_t)Wq);
+                    cpu_vfill(o1, 0.0f, (size_t)Wq);
+                    continue;
+                }
+                const float *row = x + (size_t)h * W;
+                o0[0] = 0.0f;
+                for (int m = 0; m < Wq; m += 16) {
+                    int n = W - 2 * m;
+                    __m512 lo = _mm512_maskz_loadu_ps(dk_mask(n), row + 2 * m);
+                    __m512 hi = _mm512_maskz_loadu_ps(dk_mask(n - 16), row + 2 * m + 16);
+                    _mm512_mask_storeu_ps(o1 + m, dk_mask(Wq - m),
+                                          _mm512_permutex2var_ps(lo, ev, hi));
+                    _mm512_mask_storeu_ps(o0 + m + 1, dk_mask(Wq - m - 1),
+                                          _mm512_permutex2var_ps(lo, od, hi));
+                }
+            }
+    cpu_vfill(xp + (size_t)s->C * 4 * pp, 0.0f, DK2_SLACK(s));
+}
 
 typedef struct dk_geom {
     int C, K, RS, S, Wq, OH, OW, PW;
@@ -450,47 +493,6 @@ DK_AVX512 void conv_direct_dw(float *wt, const float *x, const float *dy, const 
     dk_pad(xp, x, s);
     dk_transpose(dyT, dy, s);
     dw_run(wt, xp, dyT, s, first, dk_plane(s), s->W + s->pad, 0, 0);
-}
-
-/* the lanes below n (0-16) */
-static inline __mmask16 dk_mask(int n)
-{
-    return (__mmask16)(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1);
-}
-
-/* x (C x H x W) into its 4 phases (see above), then zeroed slack: each
- * input row h = 2i + a - 1 gives row i of phases (a, 0) and (a, 1), its
- * odd and even columns, 32 floats at a time (masked loads: zeros past W,
- * the right padding); phase (a, 0) starts with the left padding */
-DK_AVX512 static void dk2_phase(float *restrict xp, const float *restrict x, const conv_shape *s)
-{
-    int H = s->H, W = s->W, Wq = dk2_wq(s), Hq = s->OH + 1;
-    size_t pp = dk2_pp(s);
-    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    for (int c = 0; c < s->C; c++, x += (size_t)H * W)
-        for (int a = 0; a < 2; a++)
-            for (int i = 0; i < Hq; i++) {
-                float *o0 = xp + ((size_t)(4 * c + 2 * a) * Hq + i) * Wq, *o1 = o0 + pp;
-                int h = 2 * i + a - 1;
-                if (h < 0 || h >= H) {
-                    cpu_vfill(o0, 0.0f, (size_t)Wq);
-                    cpu_vfill(o1, 0.0f, (size_t)Wq);
-                    continue;
-                }
-                const float *row = x + (size_t)h * W;
-                o0[0] = 0.0f;
-                for (int m = 0; m < Wq; m += 16) {
-                    int n = W - 2 * m;
-                    __m512 lo = _mm512_maskz_loadu_ps(dk_mask(n), row + 2 * m);
-                    __m512 hi = _mm512_maskz_loadu_ps(dk_mask(n - 16), row + 2 * m + 16);
-                    _mm512_mask_storeu_ps(o1 + m, dk_mask(Wq - m),
-                                          _mm512_permutex2var_ps(lo, ev, hi));
-                    _mm512_mask_storeu_ps(o0 + m + 1, dk_mask(Wq - m - 1),
-                                          _mm512_permutex2var_ps(lo, od, hi));
-                }
-            }
-    cpu_vfill(xp + (size_t)s->C * 4 * pp, 0.0f, DK2_SLACK(s));
 }
 
 DK_AVX512 void conv_direct_s2(float *y, const float *x, const float *wd, const float *bias,
