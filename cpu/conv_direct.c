@@ -85,19 +85,6 @@ static int dk_k16(const conv_shape *s) { return (s->K + 15) / 16 * 16; }
 
 size_t conv_direct_dyw_n(const conv_shape *s) { return (size_t)s->OH * s->OW * (size_t)dk_k16(s); }
 
-/* dyT (P x K16) = dy (K x P) transposed, zeros past K */
-static void dk_transpose(float *restrict dyT, const float *restrict dy, const conv_shape *s)
-{
-    int K = s->K, K16 = dk_k16(s);
-    size_t P = (size_t)s->OH * s->OW;
-    for (size_t i = 0; i < P; i++, dyT += K16) {
-        for (int k = 0; k < K; k++)
-            dyT[k] = dy[(size_t)k * P + i];
-        for (int k = K; k < K16; k++)
-            dyT[k] = 0.0f;
-    }
-}
-
 /* ---- stride 2, 3x3, pad 1 (the resnets' downsampling convs): the
  * padded input split into its 4 even/odd phases, ph[c][a][b][i][j] =
  * xpad[c][2i + a][2j + b], planes of (OH + 1) x (OW + 1) (Wq = OW + 1):
@@ -227,6 +214,60 @@ DK_AVX512 static void dk_pad(float *restrict xp, const float *restrict x, const 
         cpu_vfill(o, 0.0f, plane - (size_t)(o - xp));
     }
     cpu_vfill(xp, 0.0f, DK_SLACK(s));
+}
+
+/* 16 x 16 floats transposed in registers: r[i] lane j <- r[j] lane i */
+DK_AVX512 static inline __attribute__((always_inline)) void dk_tr16(__m512 *r)
+{
+    __m512 t[16];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            t[8 * h + j] = _mm512_shuffle_f32x4(r[8 * h + j], r[8 * h + j + 4], 0x88);
+            t[8 * h + j + 4] = _mm512_shuffle_f32x4(r[8 * h + j], r[8 * h + j + 4], 0xdd);
+        }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+    }
+}
+
+/* dyT (P x K16) = dy (K x P) transposed, zeros past K: 16 x 16 blocks,
+ * masked loads past P */
+DK_AVX512 static void dk_transpose(float *restrict dyT, const float *restrict dy,
+                                   const conv_shape *s)
+{
+    int K = s->K, K16 = dk_k16(s), P = s->OH * s->OW;
+    for (int i0 = 0; i0 < P; i0 += 16) {
+        __mmask16 pm = dk_mask(P - i0);
+        int np = P - i0 < 16 ? P - i0 : 16;
+        for (int k0 = 0; k0 < K16; k0 += 16) {
+            __m512 r[16];
+#pragma GCC unroll 16
+            for (int l = 0; l < 16; l++)
+                r[l] = k0 + l < K ? _mm512_maskz_loadu_ps(pm, dy + (size_t)(k0 + l) * P + i0)
+                                  : _mm512_setzero_ps();
+            dk_tr16(r);
+#pragma GCC unroll 16
+            for (int l = 0; l < 16; l++)
+                if (l < np)
+                    _mm512_storeu_ps(dyT + (size_t)(i0 + l) * K16 + k0, r[l]);
+        }
+    }
 }
 
 /* x (C x H x W) into its 4 phases (see above), then zeroed slack: each
