@@ -611,6 +611,20 @@ static void flip_sample(const conv_job *j, int b, int first, float *wt, float *p
         tap_conv(j->din + (size_t)b * s->C * s->H * s->W, dy, p->wftap, NULL, &p->ts, xp, wide);
 }
 
+/* out (cols x rows) = in (rows x cols) transposed, 16 rows of in at a
+ * time: their cache lines stay in L1 while every column's 16 floats are
+ * written (the plain column walk missed L1 on every read: 1.8% of a
+ * resnet20 step) */
+static void transpose_block(float *restrict out, const float *restrict in, int rows, int cols)
+{
+    for (int i0 = 0; i0 < rows; i0 += 16) {
+        int i1 = i0 + 16 < rows ? i0 + 16 : rows;
+        for (int k = 0; k < cols; k++)
+            for (int i = i0; i < i1; i++)
+                out[(size_t)k * rows + i] = in[(size_t)i * cols + k];
+    }
+}
+
 static void conv_bwd_chunk_task(void *arg, int c, int thread)
 {
     conv_job *j = arg;
@@ -663,9 +677,8 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
                 col2im(dx, dcol, s, xpad_of(p, thread));
         }
     }
-    for (int k = 0; wt && k < s->K; k++)
-        for (int i = 0; i < p->CRS; i++)
-            pw[(size_t)k * p->CRS + i] = wt[(size_t)i * s->K + k];
+    if (wt)
+        transpose_block(pw, wt, p->CRS, s->K);
 }
 
 /* out = the sum of partials part (n floats at stride each, elements
