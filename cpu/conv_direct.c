@@ -1,5 +1,6 @@
 /* conv_direct.c — a direct AVX-512 kernel for conv.c's stride-1 tap
- * convolutions (see conv_direct.h).
+ * convolutions and its stride-2 3x3s (see conv_direct.h; the stride-2
+ * layout is described above dk2_wq).
  *
  * The input is padded into xp with rows of Wq = W + pad floats: a row's
  * right padding is the next row's left padding (both zeros), so each row

@@ -1,6 +1,6 @@
 /* conv_direct.h — the direct AVX-512 kernel of conv.c's tap-by-tap
- * ("flip") convolutions: stride 1, any R x S, pad <= S - 1, one sample
- * at a time (conv_direct.c). conv.c asks conv_direct_on() when it makes a
+ * ("flip") convolutions: stride 1, any R x S, pad <= S - 1, and of its
+ * stride-2 3x3 pad-1 ones, one sample at a time (conv_direct.c). conv.c asks conv_direct_on() when it makes a
  * plan and keeps its GEMM path for other CPUs (and valgrind, which has no
  * AVX-512). */
 #ifndef TRAIN_CPU_CONV_DIRECT_H
