@@ -17,7 +17,9 @@
  * R*S GEMMs of the padded input against dout spread onto that grid. These
  * GEMMs are small enough that OpenBLAS runs them without packing. On
  * CPUs with AVX-512F a direct kernel (conv_direct.c) replaces these GEMMs:
- * the forward and din of every flip plan, and dw of the 3x3s, at any size.
+ * the forward and din of every flip plan, and dw of the 3x3s, at any size;
+ * and all three of the stride-2 3x3 pad-1 convs (the resnets'
+ * downsampling), on the padded input's 4 even/odd phases.
  *
  * Why per sample rather than one GEMM over the whole batch: the shapes of
  * the nets here are small (lenet's second conv is 50 x 64 x 500 per
@@ -96,6 +98,10 @@ typedef struct conv_plan_cpu {
      * din takes it even without tapbwd; dkw: the weight gradient of a
      * 3x3 tapbwd plan too (conv_direct_dw) */
     int dk, dkw;
+    /* dk2: a stride-2 3x3 pad-1 conv through conv_direct_s2* (forward,
+     * din and dw; wtap and wftap in their layouts, xpad their scratch,
+     * wide the transposed dout) */
+    int dk2;
     conv_shape ts; /* that convolution's shape (B unused) */
     /* the plan's own, R*S x K x C each: w by tap for the forward, and
      * the flipped, transposed weights by tap for din */
@@ -194,6 +200,14 @@ void *cpu_conv_plan(backend *be, const conv_shape *s)
         p->tapbwd = p->P >= 128 || p->dkw;
         if (!p->tapbwd) /* the backward's col and dcol */
             p->col_n = p->dcol_n = (size_t)p->CRS * p->P;
+    }
+    if (conv_direct_s2_fits(s) && conv_direct_on()) {
+        p->dk2 = 1;
+        p->col_n = p->dcol_n = 0;
+        p->xpad_n = conv_direct_s2_scratch_n(s);
+        p->wide_n = conv_direct_dyw_n(s);
+        p->wtap = cpu_alloc(be, conv_direct_w_n(s) * sizeof(float));
+        p->wftap = cpu_alloc(be, conv_direct_s2_wf_n(s) * sizeof(float));
     }
     /* enough partials for this B or any smaller one (groups may ask for
      * more: plan_partials) */
@@ -534,6 +548,10 @@ static void conv_fwd_task(void *arg, int b, int thread)
         conv_direct(y, x, p->wtap, j->bias, s, xpad_of(p, thread));
         return;
     }
+    if (p->dk2) {
+        conv_direct_s2(y, x, p->wtap, j->bias, s, xpad_of(p, thread));
+        return;
+    }
     if (p->flip) {
         tap_conv(y, x, p->wtap, j->bias, s, xpad_of(p, thread),
                  p->wide + (size_t)thread * p->wide_n);
@@ -552,7 +570,7 @@ void cpu_conv_forward(backend *be, void *plan, float *out, const float *in, cons
     conv_plan_cpu *p = plan;
     check_shape(p, s, "conv_forward");
     bind_scratch(be, p);
-    if (p->dk)
+    if (p->dk || p->dk2)
         conv_direct_weights(p->wtap, w, s);
     else if (p->flip)
         tap_weights(p->wtap, NULL, w, s);
@@ -593,6 +611,20 @@ static void flip_sample(const conv_job *j, int b, int first, float *wt, float *p
         tap_conv(j->din + (size_t)b * s->C * s->H * s->W, dy, p->wftap, NULL, &p->ts, xp, wide);
 }
 
+/* out (cols x rows) = in (rows x cols) transposed, 16 rows of in at a
+ * time: their cache lines stay in L1 while every column's 16 floats are
+ * written (the plain column walk missed L1 on every read: 1.8% of a
+ * resnet20 step) */
+static void transpose_block(float *restrict out, const float *restrict in, int rows, int cols)
+{
+    for (int i0 = 0; i0 < rows; i0 += 16) {
+        int i1 = i0 + 16 < rows ? i0 + 16 : rows;
+        for (int k = 0; k < cols; k++)
+            for (int i = i0; i < i1; i++)
+                out[(size_t)k * rows + i] = in[(size_t)i * cols + k];
+    }
+}
+
 static void conv_bwd_chunk_task(void *arg, int c, int thread)
 {
     conv_job *j = arg;
@@ -601,7 +633,7 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
     float *pw = p->part_w + (size_t)c * s->K * p->CRS, *pb = p->part_b + (size_t)c * s->K;
     /* the chunk's weight gradient: transposed in this thread's wt, or
      * straight into the partial */
-    float *wt = p->tapbwd || p->dwt ? p->wt + (size_t)thread * s->K * p->CRS : NULL;
+    float *wt = p->tapbwd || p->dwt || p->dk2 ? p->wt + (size_t)thread * s->K * p->CRS : NULL;
     int b0 = j->b0[c], b1 = j->b1[c];
     memset(pb, 0, (size_t)s->K * sizeof(float));
     if (b0 == b1) /* an empty group */
@@ -611,6 +643,16 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
         const float *dy = j->dout + (size_t)b * s->K * p->P;
         if (p->tapbwd) {
             flip_sample(j, b, b == b0, wt, pb, thread);
+            continue;
+        }
+        if (p->dk2) {
+            float *xp = xpad_of(p, thread);
+            conv_direct_s2_dw(wt, x, dy, s, b == b0, xp, p->wide + (size_t)thread * p->wide_n);
+            if (j->dbias)
+                cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1,
+                            1.0f, pb, 1);
+            if (j->din)
+                conv_direct_s2_din(j->din + (size_t)b * s->C * s->H * s->W, dy, p->wftap, s, xp);
             continue;
         }
         const float *col = sample_col(p, x, thread);
@@ -635,9 +677,8 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
                 col2im(dx, dcol, s, xpad_of(p, thread));
         }
     }
-    for (int k = 0; wt && k < s->K; k++)
-        for (int i = 0; i < p->CRS; i++)
-            pw[(size_t)k * p->CRS + i] = wt[(size_t)i * s->K + k];
+    if (wt)
+        transpose_block(pw, wt, p->CRS, s->K);
 }
 
 /* out = the sum of partials part (n floats at stride each, elements
@@ -717,6 +758,8 @@ void cpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *db
         plan_partials(be, p, j->nchunks);
     if (din && p->dk)
         conv_direct_weights_flip(p->wftap, w, s);
+    else if (din && p->dk2)
+        conv_direct_s2_weights_flip(p->wftap, w, s);
     else if (din && p->tapbwd)
         tap_weights(NULL, p->wftap, w, s);
     bind_scratch(be, p);

@@ -1,5 +1,6 @@
 /* conv_direct.c — a direct AVX-512 kernel for conv.c's stride-1 tap
- * convolutions (see conv_direct.h).
+ * convolutions and its stride-2 3x3s (see conv_direct.h; the stride-2
+ * layout is described above dk2_wq).
  *
  * The input is padded into xp with rows of Wq = W + pad floats: a row's
  * right padding is the next row's left padding (both zeros), so each row
@@ -80,41 +81,82 @@ void conv_direct_weights_flip(float *wd, const float *w, const conv_shape *s)
                     *wd++ = c < C ? w[((size_t)k * C + c) * RS + (RS - 1 - t)] : 0.0f;
 }
 
-/* x (C x H x W) into xp (C x (H + 2 pad) x (W + pad), see the top): the
- * rows' data, then zeros in the padding and the slack only */
-static void dk_pad(float *restrict xp, const float *restrict x, const conv_shape *s)
-{
-    int H = s->H, W = s->W, pad = s->pad, Wq = W + pad;
-    size_t plane = dk_plane(s), top = (size_t)pad * Wq + pad;
-    for (int c = 0; c < s->C; c++, xp += plane) {
-        cpu_vfill(xp, 0.0f, top);
-        float *o = xp + top;
-        for (int h = 0; h < H; h++, o += Wq, x += W) {
-            cpu_vcopy(o, x, (size_t)W);
-            cpu_vfill(o + W, 0.0f, (size_t)pad);
-        }
-        /* o is past the last row's (and the first bottom row's) left padding */
-        cpu_vfill(o, 0.0f, plane - (size_t)(o - xp));
-    }
-    cpu_vfill(xp, 0.0f, DK_SLACK(s));
-}
-
 /* output channels rounded up to whole vectors: dyT's row pitch */
 static int dk_k16(const conv_shape *s) { return (s->K + 15) / 16 * 16; }
 
 size_t conv_direct_dyw_n(const conv_shape *s) { return (size_t)s->OH * s->OW * (size_t)dk_k16(s); }
 
-/* dyT (P x K16) = dy (K x P) transposed, zeros past K */
-static void dk_transpose(float *restrict dyT, const float *restrict dy, const conv_shape *s)
+/* ---- stride 2, 3x3, pad 1 (the resnets' downsampling convs): the
+ * padded input split into its 4 even/odd phases, ph[c][a][b][i][j] =
+ * xpad[c][2i + a][2j + b], planes of (OH + 1) x (OW + 1) (Wq = OW + 1):
+ * tap (r, q) of output (oh, ow) reads phase (r & 1, q & 1) at (oh + r / 2,
+ * ow + q / 2), so on the wide grid (pitch Wq) it is a plain run again.
+ * The input gradient is 4 stride-1 convolutions of dout (padded by a zero
+ * row and column at the bottom and right, same planes), one per phase
+ * (a, b) of din: din[c][2i + a][2j + b] takes the taps r = 1 (a = 0) or
+ * r = 0, 2 (a = 1) at dout row i + (a + 1 - r) / 2, likewise for columns;
+ * the phases go to scratch and are interleaved into din. */
+
+static int dk2_wq(const conv_shape *s) { return s->OW + 1; }
+static size_t dk2_pp(const conv_shape *s) { return (size_t)(s->OH + 1) * (size_t)dk2_wq(s); }
+#define DK2_SLACK(s) ((size_t)dk2_wq(s) + 32)
+
+int conv_direct_s2_fits(const conv_shape *s)
 {
-    int K = s->K, K16 = dk_k16(s);
-    size_t P = (size_t)s->OH * s->OW;
-    for (size_t i = 0; i < P; i++, dyT += K16) {
-        for (int k = 0; k < K; k++)
-            dyT[k] = dy[(size_t)k * P + i];
-        for (int k = K; k < K16; k++)
-            dyT[k] = 0.0f;
+    return s->stride == 2 && s->R == 3 && s->S == 3 && s->pad == 1;
+}
+
+size_t conv_direct_s2_scratch_n(const conv_shape *s)
+{
+    size_t fwd = (size_t)s->C * 4 * dk2_pp(s) + DK2_SLACK(s);
+    size_t din =
+        ((size_t)s->K * dk2_pp(s) + DK2_SLACK(s) + 15) / 16 * 16 + (size_t)s->C * s->H * s->W;
+    return fwd > din ? fwd : din;
+}
+
+size_t conv_direct_s2_wf_n(const conv_shape *s)
+{
+    return (size_t)(s->C + KB - 1) / KB * KB * (size_t)s->K * 9;
+}
+
+/* din phase ph = 2a + b: its taps (r, q) in order, and where its weights
+ * start in conv_direct_s2_weights_flip's layout */
+static int dk2_nt(int ph) { return ((ph >> 1) + 1) * ((ph & 1) + 1); }
+static int dk2_tap_r(int ph, int t) { return ph >> 1 ? 2 * (t / ((ph & 1) + 1)) : 1; }
+static int dk2_tap_q(int ph, int t) { return ph & 1 ? 2 * (t % 2) : 1; }
+static size_t dk2_wf_at(const conv_shape *s, int ph)
+{
+    static const int before[4] = {0, 1, 3, 5};
+    return (size_t)(s->C + KB - 1) / KB * KB * (size_t)s->K * (size_t)before[ph];
+}
+
+void conv_direct_s2_weights_flip(float *wd, const float *w, const conv_shape *s)
+{
+    int K = s->K, C = s->C;
+    for (int ph = 0; ph < 4; ph++)
+        for (int cb = 0; cb < C; cb += KB)
+            for (int k = 0; k < K; k++)
+                for (int t = 0; t < dk2_nt(ph); t++) {
+                    int tap = dk2_tap_r(ph, t) * 3 + dk2_tap_q(ph, t);
+                    for (int c = cb; c < cb + KB; c++)
+                        *wd++ = c < C ? w[((size_t)k * C + c) * 9 + tap] : 0.0f;
+                }
+}
+
+/* dy (K x OH x OW) into planes of (OH + 1) x Wq with zeros in the last
+ * row and column, then zeroed slack */
+static void dk2_pad_dy(float *restrict dp, const float *restrict dy, const conv_shape *s)
+{
+    int OH = s->OH, OW = s->OW, Wq = dk2_wq(s);
+    for (int k = 0; k < s->K; k++) {
+        for (int i = 0; i < OH; i++, dp += Wq, dy += OW) {
+            cpu_vcopy(dp, dy, (size_t)OW);
+            dp[OW] = 0.0f;
+        }
+        cpu_vfill(dp, 0.0f, (size_t)Wq);
+        dp += Wq;
     }
+    cpu_vfill(dp, 0.0f, DK2_SLACK(s));
 }
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -124,17 +166,148 @@ int conv_direct_available(void) { return __builtin_cpu_supports("avx512f") != 0;
 
 #define DK_AVX512 __attribute__((target("avx512f")))
 
+/* the lanes below n (0-16) */
+static inline __mmask16 dk_mask(int n)
+{
+    return (__mmask16)(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1);
+}
+
+/* x (C x H x W) into xp (C x (H + 2 pad) x (W + pad), see the top): the
+ * top padding, then each row's W floats and its pad zeros (the next
+ * row's left padding) as one run of masked loads and stores, then zeros
+ * to the plane's end; zeros in the slack */
+DK_AVX512 static void dk_pad(float *restrict xp, const float *restrict x, const conv_shape *s)
+{
+    int H = s->H, W = s->W, pad = s->pad, Wq = W + pad;
+    size_t plane = dk_plane(s), top = (size_t)pad * Wq + pad;
+    for (int c = 0; c < s->C; c++, xp += plane) {
+        cpu_vfill(xp, 0.0f, top);
+        float *o = xp + top;
+        for (int h = 0; h < H; h++, o += Wq, x += W)
+            for (int m = 0; m < Wq; m += 16)
+                _mm512_mask_storeu_ps(o + m, dk_mask(Wq - m),
+                                      _mm512_maskz_loadu_ps(dk_mask(W - m), x + m));
+        /* o is past the last row's (and the first bottom row's) left padding */
+        cpu_vfill(o, 0.0f, plane - (size_t)(o - xp));
+    }
+    cpu_vfill(xp, 0.0f, DK_SLACK(s));
+}
+
+/* 16 x 16 floats transposed in registers: r[i] lane j <- r[j] lane i */
+DK_AVX512 static inline __attribute__((always_inline)) void dk_tr16(__m512 *r)
+{
+    __m512 t[16];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
+        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++)
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            t[8 * h + j] = _mm512_shuffle_f32x4(r[8 * h + j], r[8 * h + j + 4], 0x88);
+            t[8 * h + j + 4] = _mm512_shuffle_f32x4(r[8 * h + j], r[8 * h + j + 4], 0xdd);
+        }
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+    }
+}
+
+/* dyT (P x K16) = dy (K x P) transposed, zeros past K: 16 x 16 blocks,
+ * masked loads past P */
+DK_AVX512 static void dk_transpose(float *restrict dyT, const float *restrict dy,
+                                   const conv_shape *s)
+{
+    int K = s->K, K16 = dk_k16(s), P = s->OH * s->OW;
+    for (int i0 = 0; i0 < P; i0 += 16) {
+        __mmask16 pm = dk_mask(P - i0);
+        int np = P - i0 < 16 ? P - i0 : 16;
+        for (int k0 = 0; k0 < K16; k0 += 16) {
+            __m512 r[16];
+#pragma GCC unroll 16
+            for (int l = 0; l < 16; l++)
+                r[l] = k0 + l < K ? _mm512_maskz_loadu_ps(pm, dy + (size_t)(k0 + l) * P + i0)
+                                  : _mm512_setzero_ps();
+            dk_tr16(r);
+#pragma GCC unroll 16
+            for (int l = 0; l < 16; l++)
+                if (l < np)
+                    _mm512_storeu_ps(dyT + (size_t)(i0 + l) * K16 + k0, r[l]);
+        }
+    }
+}
+
+/* x (C x H x W) into its 4 phases (see above), then zeroed slack: each
+ * input row h = 2i + a - 1 gives row i of phases (a, 0) and (a, 1), its
+ * odd and even columns, 32 floats at a time (masked loads: zeros past W,
+ * the right padding); phase (a, 0) starts with the left padding */
+DK_AVX512 static void dk2_phase(float *restrict xp, const float *restrict x, const conv_shape *s)
+{
+    int H = s->H, W = s->W, Wq = dk2_wq(s), Hq = s->OH + 1;
+    size_t pp = dk2_pp(s);
+    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for (int c = 0; c < s->C; c++, x += (size_t)H * W)
+        for (int a = 0; a < 2; a++)
+            for (int i = 0; i < Hq; i++) {
+                float *o0 = xp + ((size_t)(4 * c + 2 * a) * Hq + i) * Wq, *o1 = o0 + pp;
+                int h = 2 * i + a - 1;
+                if (h < 0 || h >= H) {
+                    cpu_vfill(o0, 0.0f, (size_t)Wq);
+                    cpu_vfill(o1, 0.0f, (size_t)Wq);
+                    continue;
+                }
+                const float *row = x + (size_t)h * W;
+                o0[0] = 0.0f;
+                for (int m = 0; m < Wq; m += 16) {
+                    int n = W - 2 * m;
+                    __m512 lo = _mm512_maskz_loadu_ps(dk_mask(n), row + 2 * m);
+                    __m512 hi = _mm512_maskz_loadu_ps(dk_mask(n - 16), row + 2 * m + 16);
+                    _mm512_mask_storeu_ps(o1 + m, dk_mask(Wq - m),
+                                          _mm512_permutex2var_ps(lo, ev, hi));
+                    _mm512_mask_storeu_ps(o0 + m + 1, dk_mask(Wq - m - 1),
+                                          _mm512_permutex2var_ps(lo, od, hi));
+                }
+            }
+    cpu_vfill(xp + (size_t)s->C * 4 * pp, 0.0f, DK2_SLACK(s));
+}
+
 typedef struct dk_geom {
     int C, K, RS, S, Wq, OH, OW, PW;
-    size_t plane, P;
+    size_t plane, P, pp; /* pp: a phase's plane (stride 2) */
 } dk_geom;
+
+/* MODE: 0 any R x S, 1 a 3x3 (taps unrolled), 2 the stride-2 3x3 on
+ * the phases, 3 + ph the input gradient's phase ph of a stride-2 3x3.
+ * dk_off: where tap t of modes 2-6 reads, from the position's own place
+ * (a constant once unrolled). */
+static inline __attribute__((always_inline)) size_t dk_off(const int MODE, int t, int Wq, size_t pp)
+{
+    if (MODE == 2) {
+        int r = t / 3, q = t % 3;
+        return (size_t)((r & 1) * 2 + (q & 1)) * pp + (size_t)(r >> 1) * Wq + (size_t)(q >> 1);
+    }
+    int ph = MODE - 3, r = dk2_tap_r(ph, t), q = dk2_tap_q(ph, t);
+    return (size_t)(r == 0) * Wq + (size_t)(q == 0);
+}
 
 /* Output channels [k0, k0 + KB) (w: their block of weights) x positions
  * [p0, p0 + 16 NV) of the wide grid into y (+ bias). */
 DK_AVX512 static inline __attribute__((always_inline)) void
 dk_tile(float *restrict y, const float *restrict xp, const float *restrict w,
-        const float *restrict bias, const dk_geom *g, int k0, int p0, const int NV, const int S3)
+        const float *restrict bias, const dk_geom *g, int k0, int p0, const int NV, const int MODE)
 {
+    const int S3 = MODE == 1;
     __m512 acc[KB][3];
 #pragma GCC unroll 8
     for (int k = 0; k < KB; k++)
@@ -144,6 +317,25 @@ dk_tile(float *restrict y, const float *restrict xp, const float *restrict w,
     const float *xc = xp + p0;
     for (int c = 0; c < g->C; c++, xc += g->plane) {
         const float *xr = xc;
+        if (MODE >= 2) {
+            const int NT = MODE == 2 ? 9 : dk2_nt(MODE - 3);
+#pragma GCC unroll 9
+            for (int t = 0; t < NT; t++, w += KB) {
+                const float *xt = xc + dk_off(MODE, t, g->Wq, g->pp);
+                __m512 xv[3];
+#pragma GCC unroll 3
+                for (int v = 0; v < NV; v++)
+                    xv[v] = _mm512_loadu_ps(xt + 16 * v);
+#pragma GCC unroll 8
+                for (int k = 0; k < KB; k++) {
+                    __m512 wv = _mm512_set1_ps(w[k]);
+#pragma GCC unroll 3
+                    for (int v = 0; v < NV; v++)
+                        acc[k][v] = _mm512_fmadd_ps(xv[v], wv, acc[k][v]);
+                }
+            }
+            continue;
+        }
         /* S3: a 3x3 kernel with its taps unrolled, else any R x S */
         const int R = S3 ? 3 : g->RS / g->S, S = S3 ? 3 : g->S;
 #pragma GCC unroll 3
@@ -202,20 +394,20 @@ dk_tile(float *restrict y, const float *restrict xp, const float *restrict w,
 DK_AVX512 static inline __attribute__((always_inline)) void dk_run(float *y, const float *xp,
                                                                    const float *wd,
                                                                    const float *bias,
-                                                                   const dk_geom *g, const int S3)
+                                                                   const dk_geom *g, const int MODE)
 {
     for (int k0 = 0; k0 < g->K; k0 += KB) {
         const float *w = wd + (size_t)k0 * g->C * g->RS;
         int p0 = 0;
         for (; p0 + 48 <= g->PW; p0 += 48)
-            dk_tile(y, xp, w, bias, g, k0, p0, 3, S3);
+            dk_tile(y, xp, w, bias, g, k0, p0, 3, MODE);
         int nv = (g->PW - p0 + 15) / 16;
         if (nv == 1)
-            dk_tile(y, xp, w, bias, g, k0, p0, 1, S3);
+            dk_tile(y, xp, w, bias, g, k0, p0, 1, MODE);
         else if (nv == 2)
-            dk_tile(y, xp, w, bias, g, k0, p0, 2, S3);
+            dk_tile(y, xp, w, bias, g, k0, p0, 2, MODE);
         else if (nv == 3)
-            dk_tile(y, xp, w, bias, g, k0, p0, 3, S3);
+            dk_tile(y, xp, w, bias, g, k0, p0, 3, MODE);
     }
 }
 
@@ -248,9 +440,10 @@ DK_AVX512 void conv_direct(float *y, const float *x, const float *wd, const floa
  * contiguous. */
 DK_AVX512 static inline __attribute__((always_inline)) void
 dw_tile(float *restrict wt, const float *restrict xc, size_t plane, const float *restrict dyT,
-        const conv_shape *s, int c0, int k0, __mmask16 km, int first, const int CT)
+        const conv_shape *s, int c0, int k0, __mmask16 km, int first, const int CT, int Wq,
+        size_t pp, const int MODE)
 {
-    const int Wq = s->W + s->pad, K16 = dk_k16(s), OW = s->OW;
+    const int K16 = dk_k16(s), OW = s->OW;
     __m512 acc[3][9];
 #pragma GCC unroll 3
     for (int ct = 0; ct < CT; ct++)
@@ -277,7 +470,8 @@ dw_tile(float *restrict wt, const float *restrict xc, size_t plane, const float 
                 for (int r = 0; r < 3; r++)
 #pragma GCC unroll 3
                     for (int q = 0; q < 3; q++) {
-                        __m512 xv = _mm512_set1_ps(xo[ct][(size_t)r * Wq + q]);
+                        size_t at = MODE ? dk_off(2, r * 3 + q, Wq, pp) : (size_t)r * Wq + q;
+                        __m512 xv = _mm512_set1_ps(xo[ct][at]);
                         acc[ct][r * 3 + q] = _mm512_fmadd_ps(xv, dv, acc[ct][r * 3 + q]);
                     }
         }
@@ -294,27 +488,145 @@ dw_tile(float *restrict wt, const float *restrict xc, size_t plane, const float 
         }
 }
 
+/* every dw tile: 16 output channels x 3 input channels (the last 1-2) */
+DK_AVX512 static inline __attribute__((always_inline)) void
+dw_run(float *wt, const float *xp, const float *dyT, const conv_shape *s, int first, size_t plane,
+       int Wq, size_t pp, const int MODE)
+{
+    for (int k0 = 0; k0 < s->K; k0 += 16) {
+        __mmask16 km = (__mmask16)(s->K - k0 >= 16 ? 0xffffu : (1u << (s->K - k0)) - 1);
+        int c0 = 0;
+        for (; c0 + 3 <= s->C; c0 += 3)
+            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 3, Wq, pp, MODE);
+        if (s->C - c0 == 2)
+            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 2, Wq, pp, MODE);
+        else if (s->C - c0 == 1)
+            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 1, Wq, pp, MODE);
+    }
+}
+
 DK_AVX512 void conv_direct_dw(float *wt, const float *x, const float *dy, const conv_shape *s,
                               int first, float *xp, float *dyT)
 {
     dk_pad(xp, x, s);
     dk_transpose(dyT, dy, s);
-    size_t plane = dk_plane(s);
-    for (int k0 = 0; k0 < s->K; k0 += 16) {
-        __mmask16 km = (__mmask16)(s->K - k0 >= 16 ? 0xffffu : (1u << (s->K - k0)) - 1);
-        int c0 = 0;
-        for (; c0 + 3 <= s->C; c0 += 3)
-            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 3);
-        if (s->C - c0 == 2)
-            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 2);
-        else if (s->C - c0 == 1)
-            dw_tile(wt, xp + c0 * plane, plane, dyT, s, c0, k0, km, first, 1);
+    dw_run(wt, xp, dyT, s, first, dk_plane(s), s->W + s->pad, 0, 0);
+}
+
+/* din (C x H x W) from its phases (phase ph: C x H_a x W_b, in order
+ * from t): each row's even and odd columns interleaved, 16 of each at a
+ * time */
+DK_AVX512 static void dk2_interleave(float *restrict dx, const float *restrict t,
+                                     const conv_shape *s)
+{
+    int H = s->H, W = s->W, Ha[2] = {(H + 1) / 2, H / 2}, Wb[2] = {(W + 1) / 2, W / 2};
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi =
+        _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+    const float *ph[4];
+    size_t at = 0;
+    for (int i = 0; i < 4; i++) {
+        ph[i] = t + at;
+        at += (size_t)s->C * Ha[i >> 1] * Wb[i & 1];
     }
+    for (int c = 0; c < s->C; c++)
+        for (int h = 0; h < H; h++, dx += W) {
+            int a = h & 1;
+            const float *e = ph[2 * a] + ((size_t)c * Ha[a] + h / 2) * Wb[0];
+            const float *o = ph[2 * a + 1] + ((size_t)c * Ha[a] + h / 2) * Wb[1];
+            for (int m = 0; m < Wb[0]; m += 16) {
+                __m512 ev = _mm512_maskz_loadu_ps(dk_mask(Wb[0] - m), e + m);
+                __m512 ov = _mm512_maskz_loadu_ps(dk_mask(Wb[1] - m), o + m);
+                _mm512_mask_storeu_ps(dx + 2 * m, dk_mask(W - 2 * m),
+                                      _mm512_permutex2var_ps(ev, lo, ov));
+                _mm512_mask_storeu_ps(dx + 2 * m + 16, dk_mask(W - 2 * m - 16),
+                                      _mm512_permutex2var_ps(ev, hi, ov));
+            }
+        }
+}
+
+DK_AVX512 void conv_direct_s2(float *y, const float *x, const float *wd, const float *bias,
+                              const conv_shape *s, float *xp)
+{
+    dk2_phase(xp, x, s);
+    int Wq = dk2_wq(s);
+    dk_geom g = {.C = s->C,
+                 .K = s->K,
+                 .RS = 9,
+                 .S = 3,
+                 .Wq = Wq,
+                 .OH = s->OH,
+                 .OW = s->OW,
+                 .PW = s->OH * Wq,
+                 .plane = 4 * dk2_pp(s),
+                 .P = (size_t)s->OH * s->OW,
+                 .pp = dk2_pp(s)};
+    dk_run(y, xp, wd, bias, &g, 2);
+}
+
+DK_AVX512 void conv_direct_s2_dw(float *wt, const float *x, const float *dy, const conv_shape *s,
+                                 int first, float *xp, float *dyT)
+{
+    dk2_phase(xp, x, s);
+    dk_transpose(dyT, dy, s);
+    dw_run(wt, xp, dyT, s, first, 4 * dk2_pp(s), dk2_wq(s), dk2_pp(s), 1);
+}
+
+DK_AVX512 void conv_direct_s2_din(float *dx, const float *dy, const float *wdf, const conv_shape *s,
+                                  float *xp)
+{
+    dk2_pad_dy(xp, dy, s);
+    float *t = xp + ((size_t)s->K * dk2_pp(s) + DK2_SLACK(s) + 15) / 16 * 16, *o = t;
+    int Wq = dk2_wq(s), Ha[2] = {(s->H + 1) / 2, s->H / 2}, Wb[2] = {(s->W + 1) / 2, s->W / 2};
+    for (int ph = 0; ph < 4; ph++) {
+        int oh = Ha[ph >> 1], ow = Wb[ph & 1];
+        dk_geom g = {.C = s->K,
+                     .K = s->C,
+                     .RS = dk2_nt(ph),
+                     .S = 1,
+                     .Wq = Wq,
+                     .OH = oh,
+                     .OW = ow,
+                     .PW = oh * Wq,
+                     .plane = dk2_pp(s),
+                     .P = (size_t)oh * ow,
+                     .pp = dk2_pp(s)};
+        const float *w = wdf + dk2_wf_at(s, ph);
+        if (ph == 0)
+            dk_run(o, xp, w, NULL, &g, 3);
+        else if (ph == 1)
+            dk_run(o, xp, w, NULL, &g, 4);
+        else if (ph == 2)
+            dk_run(o, xp, w, NULL, &g, 5);
+        else
+            dk_run(o, xp, w, NULL, &g, 6);
+        o += (size_t)s->C * oh * ow;
+    }
+    dk2_interleave(dx, t, s);
 }
 
 #else
 
 int conv_direct_available(void) { return 0; }
+
+void conv_direct_s2(float *y, const float *x, const float *wd, const float *bias,
+                    const conv_shape *s, float *xp)
+{
+    (void)y, (void)x, (void)wd, (void)bias, (void)s, (void)xp;
+    (void)dk2_pad_dy, (void)dk2_wf_at;
+}
+
+void conv_direct_s2_dw(float *wt, const float *x, const float *dy, const conv_shape *s, int first,
+                       float *xp, float *dyT)
+{
+    (void)wt, (void)x, (void)dy, (void)s, (void)first, (void)xp, (void)dyT;
+}
+
+void conv_direct_s2_din(float *dx, const float *dy, const float *wdf, const conv_shape *s,
+                        float *xp)
+{
+    (void)dx, (void)dy, (void)wdf, (void)s, (void)xp;
+}
 
 void conv_direct_dw(float *wt, const float *x, const float *dy, const conv_shape *s, int first,
                     float *xp, float *dyT)

@@ -1,6 +1,6 @@
 /* conv_direct.h — the direct AVX-512 kernel of conv.c's tap-by-tap
- * ("flip") convolutions: stride 1, any R x S, pad <= S - 1, one sample
- * at a time (conv_direct.c). conv.c asks conv_direct_on() when it makes a
+ * ("flip") convolutions: stride 1, any R x S, pad <= S - 1, and of its
+ * stride-2 3x3 pad-1 ones, one sample at a time (conv_direct.c). conv.c asks conv_direct_on() when it makes a
  * plan and keeps its GEMM path for other CPUs (and valgrind, which has no
  * AVX-512). */
 #ifndef TRAIN_CPU_CONV_DIRECT_H
@@ -52,5 +52,25 @@ size_t conv_direct_dyw_n(const conv_shape *s);
  * when conv_direct_available(). */
 void conv_direct_dw(float *wt, const float *x, const float *dy, const conv_shape *s, int first,
                     float *xp, float *dyT);
+
+/* Stride 2, 3x3, pad 1 (the resnets' downsampling convs): whether s is
+ * one; the per-thread scratch the three calls below need (xp); the
+ * floats of the input gradient's weights (wdf, from
+ * conv_direct_s2_weights_flip: per din phase, blocks of CONV_DIRECT_KB
+ * input channels c x K x the phase's taps x KB). The forward takes
+ * conv_direct_weights' layout; conv_direct_s2_dw is conv_direct_dw's
+ * contract (dyT of conv_direct_dyw_n(s) floats). Only when
+ * conv_direct_available(). */
+int conv_direct_s2_fits(const conv_shape *s);
+size_t conv_direct_s2_scratch_n(const conv_shape *s);
+size_t conv_direct_s2_wf_n(const conv_shape *s);
+void conv_direct_s2_weights_flip(float *wd, const float *w, const conv_shape *s);
+void conv_direct_s2(float *y, const float *x, const float *wd, const float *bias,
+                    const conv_shape *s, float *xp);
+/* dx (C x H x W) = the input gradient of one sample's dy (K x OH x OW) */
+void conv_direct_s2_din(float *dx, const float *dy, const float *wdf, const conv_shape *s,
+                        float *xp);
+void conv_direct_s2_dw(float *wt, const float *x, const float *dy, const conv_shape *s, int first,
+                       float *xp, float *dyT);
 
 #endif

@@ -60,20 +60,20 @@ static void assert_agree(const float *got, const float *want, const float *mag, 
         double tol = 2.0 * (terms + 2) * FLT_EPSILON * mag[i];
         double d = fabs((double)got[i] - want[i]);
         cr_assert(d <= tol,
-                  "%s[%zu] (B %d C %d %dx%d K %d R %d pad %d): direct %.9g, gemm %.9g, "
-                  "tolerance %.3g",
-                  what, i, s->B, s->C, s->H, s->W, s->K, s->R, s->pad, (double)got[i],
+                  "%s[%zu] (B %d C %d %dx%d K %d R %d stride %d pad %d): direct %.9g, "
+                  "gemm %.9g, tolerance %.3g",
+                  what, i, s->B, s->C, s->H, s->W, s->K, s->R, s->stride, s->pad, (double)got[i],
                   (double)want[i], tol);
         *ndiff += got[i] != want[i];
     }
 }
 
 /* One shape through both paths; returns how many results differ in any bit. */
-static long compare(backend *be, int B, int C, int H, int W, int K, int R, int pad, int with_bias,
-                    uint64_t key)
+static long compare_st(backend *be, int B, int C, int H, int W, int K, int R, int stride, int pad,
+                       int with_bias, uint64_t key)
 {
     conv_shape s;
-    cr_assert_eq(conv_shape_init(&s, B, C, H, W, K, R, R, 1, pad), 0);
+    cr_assert_eq(conv_shape_init(&s, B, C, H, W, K, R, R, stride, pad), 0);
     size_t nin = (size_t)B * C * H * W, nout = (size_t)B * K * s.OH * s.OW,
            nw = (size_t)K * C * R * R;
     float *in = rand_floats(nin, -1, 1, key), *w = rand_floats(nw, -1, 1, key + 1),
@@ -114,6 +114,12 @@ static long compare(backend *be, int B, int C, int H, int W, int K, int R, int p
     }
     free(in), free(w), free(bias), free(dout), free(ain), free(aw), free(abias), free(adout);
     return ndiff;
+}
+
+static long compare(backend *be, int B, int C, int H, int W, int K, int R, int pad, int with_bias,
+                    uint64_t key)
+{
+    return compare_st(be, B, C, H, W, K, R, 1, pad, with_bias, key);
 }
 
 static const int chans[] = {8, 13, 16, 32, 64};
@@ -165,11 +171,35 @@ Test(conv_direct, matches_gemm_other_pads_and_kernels)
         cr_assert_gt(ndiff, 0);
 }
 
+/* stride 2, 3x3, pad 1 (conv_direct_s2*): odd and even H and W (the
+ * phases' sizes differ; 33: rows of more than one vector), 1-3 pixel
+ * inputs, channel counts that are and are not multiples of 8 and 16,
+ * the resnets' 16->32 and 32->64 */
+Test(conv_direct, matches_gemm_stride2)
+{
+    static const int hw[] = {1, 2, 3, 7, 8, 14, 15, 28, 33};
+    static const int ck[][2] = {{16, 32}, {32, 64}, {13, 8}, {8, 21}, {3, 17}};
+    backend *be = cpu_backend(2);
+    long ndiff = 0;
+    int n = 0;
+    for (int i = 0; i < N_OF(ck); i++)
+        for (int hi = 0; hi < N_OF(hw); hi++)
+            for (int wi = 0; wi < N_OF(hw); wi++, n++) {
+                if ((hi + wi + i) % 3 && !(hi == wi || hi + wi == N_OF(hw) - 1))
+                    continue;
+                ndiff += compare_st(be, 1 + n % 3, ck[i][0], hw[hi], hw[wi], ck[i][1], 3, 2, 1,
+                                    n % 2, (uint64_t)(7000 + n));
+            }
+    be->ops->destroy(be);
+    if (conv_direct_available())
+        cr_assert_gt(ndiff, 0, "the stride-2 kernel never ran");
+}
+
 /* per-sample work: the same bits for 1 and 3 threads */
-Test(conv_direct, same_bits_any_thread_count)
+static void same_bits(int stride, int H, int W)
 {
     conv_shape s;
-    conv_shape_init(&s, 7, 16, 15, 14, 24, 3, 3, 1, 1);
+    cr_assert_eq(conv_shape_init(&s, 7, 16, H, W, 24, 3, 3, stride, 1), 0);
     size_t nin = (size_t)s.B * s.C * s.H * s.W, nout = (size_t)s.B * s.K * s.OH * s.OW;
     size_t nw = (size_t)s.K * s.C * 9;
     float *in = rand_floats(nin, -1, 1, 7), *w = rand_floats(nw, -1, 1, 8),
@@ -198,3 +228,6 @@ Test(conv_direct, same_bits_any_thread_count)
             free(res[t][i]);
     free(in), free(w), free(bias), free(dout);
 }
+
+Test(conv_direct, same_bits_any_thread_count) { same_bits(1, 15, 14); }
+Test(conv_direct, same_bits_any_thread_count_stride2) { same_bits(2, 15, 14); }
