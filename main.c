@@ -13,6 +13,7 @@
 #include "app/run.h"
 #include "app/selftest.h"
 #include "app/sweep.h"
+#include "cpu/cpu.h"
 #include "dist/dist.h"
 #include "loader/dataset.h"
 #include "nn/model.h"
@@ -126,6 +127,7 @@ static int launcher_refuses(const options *o)
 
 int main(int argc, char **argv)
 {
+    cpu_blas_single(); /* before anything else: OpenBLAS's idle pool spins */
     options o;
     int rc = options_parse(&o, argc, argv);
     if (rc != 0) {

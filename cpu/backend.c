@@ -23,6 +23,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -441,6 +442,24 @@ static const backend_ops cpu_ops = {
     .batch_groups = cpu_batch_groups,
 };
 
+/* OpenBLAS's own shutdown of its pool (driver/others/blas_server.c). A
+ * stopped pool is started again by the next openblas_set_num_threads
+ * (0.3.21 re-creates it there, for forked children) or by a call that
+ * wants more than one thread, so the pair runs once per process, and
+ * nothing here calls openblas_set_num_threads afterwards. */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_single_once(void)
+{
+    openblas_set_num_threads(1);
+    if (blas_thread_shutdown_)
+        blas_thread_shutdown_();
+}
+
+void cpu_blas_single(void) { pthread_once(&blas_once, blas_single_once); }
+
 backend *backend_cpu_create(int threads, errbuf *e)
 {
     if (threads < 0 || threads > CPU_MAX_THREADS)
@@ -450,7 +469,7 @@ backend *backend_cpu_create(int threads, errbuf *e)
         threads = cpu_count();
     /* our threads do the threading; OpenBLAS runs in whichever of them
      * calls it (see the top of this file) */
-    openblas_set_num_threads(1);
+    cpu_blas_single();
     cpu_ctx *c = xcalloc(1, sizeof *c);
     c->threads = threads;
     c->workers = cpu_threads_create(threads);

@@ -12,4 +12,14 @@
 #define CPU_MAX_THREADS 256
 backend *backend_cpu_create(int threads, errbuf *e);
 
+/* OpenBLAS single-threaded, its thread pool stopped: call first thing in
+ * main. Debian's pthread OpenBLAS starts one thread per core in its
+ * library constructor, and they spin (sched_yield) for about 2^28 cycles
+ * waiting for work before they sleep: 0.1 s of CPU on this machine in
+ * every process, competing with the loader at start-up, for a pool our
+ * backend never uses (it calls OpenBLAS from its own threads, one each).
+ * A BLAS without OpenBLAS's internal blas_thread_shutdown_ is left as it
+ * is. */
+void cpu_blas_single(void);
+
 #endif

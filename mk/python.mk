@@ -27,9 +27,11 @@ build/pic/python/trainloader.o: python/trainloader.c build/pic/.flags
 $(PY_PKG)/_trainloader.abi3.so: build/pic/python/trainloader.o $(call libs_of,pic,$(PY_LAYERS))
 	@mkdir -p $(dir $@)
 	$(CC) -shared -Wl,--as-needed -o $@ $^ $(LIBS)
+# --as-needed: the loader side calls no BLAS, and a linked OpenBLAS would
+# start its spinning thread pool in the process that forks the workers
 $(PY_PKG)/trainloader-supervisor: build/pic/python/supervisor.o $(call libs_of,pic,$(PY_LAYERS))
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^ $(LIBS)
+	$(CC) -Wl,--as-needed -o $@ $^ $(LIBS)
 $(PY_PKG)/%.py: python/trainloader/%.py
 	@mkdir -p $(dir $@)
 	cp $< $@
@@ -50,5 +52,5 @@ TEST_EXTRA += python
 # the supervisor under the sanitizers, beside build/asan/train: the main
 # suite's tests/test_feed_spawn.c spawns it as the Python module does
 build/asan/trainloader-supervisor: build/asan/python/supervisor.o $(call libs_of,asan,$(PY_LAYERS))
-	$(CC) -o $@ $^ $(LDFLAGS_asan) $(LIBS)
+	$(CC) -Wl,--as-needed -o $@ $^ $(LDFLAGS_asan) $(LIBS)
 TEST_EXTRA += build/asan/trainloader-supervisor
