@@ -434,6 +434,22 @@ static int tj_scale_num(const img_info *info, int want_h, int want_w)
     return 8;
 }
 
+/* The DCT scale img_jpeg_decode would take for want_h x want_w, the
+ * picture's extent at that scale (box_h x box_w), and the decoded rows
+ * [y0, y1) and columns [x0, x1) the resampler reads for the crop window
+ * sy x sx of the rh x rw resize. */
+static int centre_window(const img_info *info, int want_h, int want_w, int rh, int rw, img_span sy,
+                         img_span sx, double *box_h, double *box_w, int *y0, int *y1, int *x0,
+                         int *x1)
+{
+    const int num = tj_scale_num(info, want_h, want_w);
+    const int dh = (info->h * num + 7) / 8, dw = (info->w * num + 7) / 8;
+    dct_extent(info, dh, dw, box_h, box_w);
+    resize_span(dh, 0.0, *box_h, rh, sy.src, sy.len, y0, y1);
+    resize_span(dw, 0.0, *box_w, rw, sx.src, sx.len, x0, x1);
+    return num;
+}
+
 /* The centre crop's JPEG path: decode (at the scale img_jpeg_decode
  * would take) only the rows and columns the resampler reads for the crop
  * window sy x sx of the rh x rw resize, into c->dec; *got says which. The
@@ -447,13 +463,10 @@ static int decode_centre_region(img_ctx *c, const char *path, const img_info *in
                                 int want_h, int want_w, int rh, int rw, img_span sy, img_span sx,
                                 img_region *got, errbuf *e)
 {
-    const int num = tj_scale_num(info, want_h, want_w);
-    const int dh = (info->h * num + 7) / 8, dw = (info->w * num + 7) / 8;
-    double box_h, box_w;
-    dct_extent(info, dh, dw, &box_h, &box_w);
     int y0, y1, x0, x1;
-    resize_span(dh, 0.0, box_h, rh, sy.src, sy.len, &y0, &y1);
-    resize_span(dw, 0.0, box_w, rw, sx.src, sx.len, &x0, &x1);
+    double box_h, box_w;
+    const int num =
+        centre_window(info, want_h, want_w, rh, rw, sy, sx, &box_h, &box_w, &y0, &y1, &x0, &x1);
     img_region want = {.y = y0, .x = x0 - 16, .h = y1 - y0, .w = x1 - x0 + 32};
     return img_jpeg_decode_region(c, path, info, C, num, &want, got, e);
 }
@@ -829,13 +842,10 @@ static void planes_chw(img_ctx *c, uint8_t *out, int oh, int ow, int n, int C, i
 static int base_planar(img_ctx *c, const char *path, const img_info *info, int C, int want_h,
                        int want_w, int rh, int rw, img_span sy, img_span sx, int *n, errbuf *e)
 {
-    const int num = tj_scale_num(info, want_h, want_w);
-    const int dh = (info->h * num + 7) / 8, dw = (info->w * num + 7) / 8;
-    double box_h, box_w;
-    dct_extent(info, dh, dw, &box_h, &box_w);
     int y0, y1, x0, x1;
-    resize_span(dh, 0.0, box_h, rh, sy.src, sy.len, &y0, &y1);
-    resize_span(dw, 0.0, box_w, rw, sx.src, sx.len, &x0, &x1);
+    double box_h, box_w;
+    const int num =
+        centre_window(info, want_h, want_w, rh, rw, sy, sx, &box_h, &box_w, &y0, &y1, &x0, &x1);
     const img_region want = {.y = y0 - PLANAR_MARGIN,
                              .x = x0 - PLANAR_MARGIN,
                              .h = y1 - y0 + 2 * PLANAR_MARGIN,
