@@ -147,23 +147,6 @@ Test(rrc, the_fused_decode_matches_full_decode_crop_and_resample)
               auto_mean);
 }
 
-/* ti_base with the planar decode off: the RGB region decode (the path of
- * --decode exact's scale-1 crop, and of files without a planar layout). */
-static uint8_t *base_through_rgb(const char *path, const img_params *p, int *bh, int *bw, errbuf *e)
-{
-    img_ctx *c = img_ctx_create();
-    img_ctx_set_planar(c, 0);
-    const uint8_t *b;
-    uint8_t *copy = NULL;
-    if (img_load_base(c, path, p, &b, bh, bw, e) == 0) {
-        size_t n = (size_t)*bh * *bw * p->channels;
-        copy = malloc(n);
-        memcpy(copy, b, n);
-    }
-    img_ctx_free(c);
-    return copy;
-}
-
 /* The validation recipe (Resize 256 + CenterCrop 224) decodes only the
  * region its crop reads; through RGB (the planar decode off: with it,
  * tests/test_planar.c) the result is the whole decode's crop byte for
@@ -192,7 +175,7 @@ Test(rrc, the_centre_crop_region_decode_equals_the_whole_decode)
         img_params p = {.channels = c, .resize_short = R, .crop_h = S, .crop_w = S};
         int bh, bw;
         errbuf e;
-        uint8_t *got = base_through_rgb(path, &p, &bh, &bw, &e);
+        uint8_t *got = ti_base_planar(path, &p, 0, &bh, &bw, &e);
         cr_assert_not_null(got, "%s", e.msg);
         cr_assert(bh == S && bw == S);
 

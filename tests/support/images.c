@@ -13,6 +13,7 @@
 #include <stb/stb_image_write.h>
 
 #include "common/rng.h"
+#include "image/internal.h" /* img_ctx_set_planar */
 #include "tests/support/helpers.h"
 
 uint8_t *ti_picture(int h, int w, int c, uint64_t seed)
@@ -288,7 +289,14 @@ uint8_t *ti_chw(const uint8_t *hwc, int h, int w, int c)
 
 uint8_t *ti_base(const char *path, const img_params *p, int *bh, int *bw, errbuf *e)
 {
+    return ti_base_planar(path, p, 1, bh, bw, e);
+}
+
+uint8_t *ti_base_planar(const char *path, const img_params *p, int planar, int *bh, int *bw,
+                        errbuf *e)
+{
     img_ctx *c = img_ctx_create();
+    img_ctx_set_planar(c, planar);
     const uint8_t *b;
     uint8_t *copy = NULL;
     if (img_load_base(c, path, p, &b, bh, bw, e) == 0) {

@@ -53,6 +53,10 @@ uint8_t *ti_chw(const uint8_t *hwc, int h, int w, int c);
 /* Run img_load_base with a fresh context and copy the base out (NULL on
  * error, message in e). */
 uint8_t *ti_base(const char *path, const img_params *p, int *bh, int *bw, errbuf *e);
+/* the same with the planar decode on (1, the default) or off (0: the RGB
+ * path of --decode exact and of files without a planar layout) */
+uint8_t *ti_base_planar(const char *path, const img_params *p, int planar, int *bh, int *bw,
+                        errbuf *e);
 
 /* Mean and maximum absolute difference of two byte arrays. */
 double ti_mean_diff(const uint8_t *a, const uint8_t *b, size_t n, int *max);
