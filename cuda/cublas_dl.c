@@ -29,10 +29,6 @@
 
 #include "cuda/internal.h"
 
-#define CUBLAS_STR2(x) #x
-#define CUBLAS_STR(x) CUBLAS_STR2(x)
-#define CUBLAS_SONAME "libcublas.so." CUBLAS_STR(CUBLAS_VER_MAJOR)
-
 static struct {
     cublasStatus_t (*create)(cublasHandle_t *);
     cublasStatus_t (*destroy)(cublasHandle_t);
@@ -51,10 +47,10 @@ static char why[512] = "cuBLAS not opened yet";
 /* every symbol or none: a partial table would call NULL */
 static void open_cublas(void)
 {
-    void *h = dlopen(CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
+    void *h = dlopen(GPU_CUBLAS_SONAME, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *m = dlerror();
-        snprintf(why, sizeof why, "cannot open %s: %s", CUBLAS_SONAME, m ? m : "?");
+        snprintf(why, sizeof why, "cannot open %s: %s", GPU_CUBLAS_SONAME, m ? m : "?");
         return;
     }
     static const char *const names[] = {"cublasCreate_v2",     "cublasDestroy_v2",
@@ -65,7 +61,7 @@ static void open_cublas(void)
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         *slot[i] = dlsym(h, names[i]);
         if (!*slot[i]) {
-            snprintf(why, sizeof why, "%s has no %s", CUBLAS_SONAME, names[i]);
+            snprintf(why, sizeof why, "%s has no %s", GPU_CUBLAS_SONAME, names[i]);
             dlclose(h);
             return;
         }

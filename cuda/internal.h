@@ -117,7 +117,10 @@ int gpu_result_done(backend *be, int r, int wait);
 void gpu_staging_free(gpu_ctx *g); /* events and remaining registrations */
 
 /* cublas_dl.c (real CUDA builds only; the fake defines cuBLAS itself):
- * whether libcublas has been opened, by the first cuBLAS call */
+ * the library it opens, and whether the first cuBLAS call has opened it */
+#define GPU_CUBLAS_STR2(x) #x
+#define GPU_CUBLAS_STR(x) GPU_CUBLAS_STR2(x)
+#define GPU_CUBLAS_SONAME "libcublas.so." GPU_CUBLAS_STR(CUBLAS_VER_MAJOR)
 int gpu_cublas_loaded(void);
 
 /* A contract violation by the caller (bad shape, size beyond int): print

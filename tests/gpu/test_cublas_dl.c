@@ -14,13 +14,9 @@
 
 #include "cuda/internal.h"
 
-#define STR2(x) #x
-#define STR(x) STR2(x)
-#define SONAME "libcublas.so." STR(CUBLAS_VER_MAJOR)
-
 static int mapped(void)
 {
-    void *h = dlopen(SONAME, RTLD_NOW | RTLD_NOLOAD);
+    void *h = dlopen(GPU_CUBLAS_SONAME, RTLD_NOW | RTLD_NOLOAD);
     if (h)
         dlclose(h);
     return h != NULL;
@@ -33,11 +29,11 @@ Test(cublas_dl, not_mapped_until_the_first_call_then_a_real_answer)
 #ifdef TRAIN_FAKECUDA
     cr_skip("the fake runtime defines cuBLAS itself");
 #else
-    cr_assert(!mapped(), "%s is mapped at start: the binary links it", SONAME);
+    cr_assert(!mapped(), "%s is mapped at start: the binary links it", GPU_CUBLAS_SONAME);
     cr_assert(!gpu_cublas_loaded());
     cublasHandle_t h = NULL;
     cublasStatus_t st = cublasCreate(&h);
-    cr_assert(gpu_cublas_loaded(), "cublasCreate did not open %s: %s", SONAME,
+    cr_assert(gpu_cublas_loaded(), "cublasCreate did not open %s: %s", GPU_CUBLAS_SONAME,
               cublasGetStatusString(st));
     cr_assert(mapped());
     /* the library's own answers: no device here gives an error status, a
