@@ -19,7 +19,10 @@
  * CPUs with AVX-512F a direct kernel (conv_direct.c) replaces these GEMMs:
  * the forward and din of every flip plan, and dw of the 3x3s, at any size;
  * and all three of the stride-2 3x3 pad-1 convs (the resnets'
- * downsampling), on the padded input's 4 even/odd phases.
+ * downsampling), on the padded input's 4 even/odd phases. Of those, the
+ * 3x3 pad-1 forwards and input gradients run Winograd F(2x2, 3x3)
+ * (conv_wino.c: 16 multiplies per 2x2 outputs instead of 36), the forward
+ * a few samples per task, din a backward chunk's samples at once.
  *
  * Why per sample rather than one GEMM over the whole batch: the shapes of
  * the nets here are small (lenet's second conv is 50 x 64 x 500 per
@@ -62,6 +65,7 @@
 
 #include "common/util.h"
 #include "cpu/conv_direct.h"
+#include "cpu/conv_wino.h"
 #include "cpu/internal.h"
 
 #define CONV_CHUNK 8
@@ -98,6 +102,11 @@ typedef struct conv_plan_cpu {
      * din takes it even without tapbwd; dkw: the weight gradient of a
      * 3x3 tapbwd plan too (conv_direct_dw) */
     int dk, dkw;
+    /* wino: a dk plan whose forward and din run Winograd F(2x2, 3x3)
+     * (conv_wino.c: 3x3, pad 1), wtap and wftap in its layout; the forward
+     * takes conv_wino_group samples per task, din a backward chunk's
+     * samples at once */
+    int wino;
     /* dk2: a stride-2 3x3 pad-1 conv through conv_direct_s2* (forward,
      * din and dw; wtap and wftap in their layouts, xpad their scratch,
      * wide the transposed dout) */
@@ -193,6 +202,13 @@ void *cpu_conv_plan(backend *be, const conv_shape *s)
             p->dkw = s->R == 3 && s->S == 3;
             size_t d = conv_direct_dyw_n(&p->s);
             p->wide_n = d > p->wide_n ? d : p->wide_n;
+            p->wino = conv_wino_on() && conv_wino_fits(&p->s);
+        }
+        if (p->wino) {
+            size_t x = conv_wino_scratch_n(&p->s), xt = conv_wino_scratch_n(&p->ts);
+            p->xpad_n = x > p->xpad_n ? x : p->xpad_n;
+            p->xpad_n = xt > p->xpad_n ? xt : p->xpad_n;
+            nwt = conv_wino_w_n(&p->s), nwf = conv_wino_w_n(&p->ts);
         }
         p->wtap = cpu_alloc(be, nwt * sizeof(float));
         p->wftap = cpu_alloc(be, nwf * sizeof(float));
@@ -564,12 +580,29 @@ static void conv_fwd_task(void *arg, int b, int thread)
                 col, p->P, 1.0f, y, p->P);
 }
 
+/* Winograd: task t takes conv_wino_group samples from t times that */
+static void conv_wino_task(void *arg, int t, int thread)
+{
+    conv_job *j = arg;
+    conv_plan_cpu *p = j->p;
+    const conv_shape *s = j->s;
+    int g = conv_wino_group(s), b = t * g, nb = s->B - b < g ? s->B - b : g;
+    conv_wino(j->out + (size_t)b * s->K * p->P, j->in + (size_t)b * s->C * s->H * s->W, nb, p->wtap,
+              j->bias, s, xpad_of(p, thread));
+}
+
 void cpu_conv_forward(backend *be, void *plan, float *out, const float *in, const float *w,
                       const float *bias, const conv_shape *s)
 {
     conv_plan_cpu *p = plan;
     check_shape(p, s, "conv_forward");
     bind_scratch(be, p);
+    if (p->wino) {
+        conv_wino_weights(p->wtap, w, s);
+        conv_job j = {.p = p, .s = s, .out = out, .in = in, .w = w, .bias = bias};
+        cpu_run(be, cpu_ntasks((size_t)s->B, (size_t)conv_wino_group(s)), conv_wino_task, &j);
+        return;
+    }
     if (p->dk || p->dk2)
         conv_direct_weights(p->wtap, w, s);
     else if (p->flip)
@@ -605,6 +638,8 @@ static void flip_sample(const conv_job *j, int b, int first, float *wt, float *p
     if (j->dbias)
         cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1, 1.0f, pb,
                     1);
+    if (j->din && p->wino)
+        return; /* the chunk's samples at once, after them (conv_bwd_chunk_task) */
     if (j->din && p->dk)
         conv_direct(j->din + (size_t)b * s->C * s->H * s->W, dy, p->wftap, NULL, &p->ts, xp);
     else if (j->din)
@@ -677,6 +712,9 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
                 col2im(dx, dcol, s, xpad_of(p, thread));
         }
     }
+    if (j->din && p->wino && b1 > b0)
+        conv_wino(j->din + (size_t)b0 * s->C * s->H * s->W, j->dout + (size_t)b0 * s->K * p->P,
+                  b1 - b0, p->wftap, NULL, &p->ts, xpad_of(p, thread));
     if (wt)
         transpose_block(pw, wt, p->CRS, s->K);
 }
@@ -756,7 +794,9 @@ void cpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *db
     plan_chunks(be, j, s->B);
     if (j->nchunks > p->nchunks)
         plan_partials(be, p, j->nchunks);
-    if (din && p->dk)
+    if (din && p->wino)
+        conv_wino_weights_flip(p->wftap, w, s);
+    else if (din && p->dk)
         conv_direct_weights_flip(p->wftap, w, s);
     else if (din && p->dk2)
         conv_direct_s2_weights_flip(p->wftap, w, s);

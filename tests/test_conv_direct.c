@@ -11,15 +11,21 @@
  * values (n terms), which the test gets from the GEMM path run on |x|,
  * |w|, |bias|. A dropped tap or a shifted position is far outside that.
  * On a CPU with AVX-512F the direct path must really run: some bits must
- * differ from the GEMM path's somewhere.
+ * differ from the GEMM path's somewhere. Winograd is off here: it would
+ * take the 3x3 pad-1 forwards and input gradients.
  */
 #define _GNU_SOURCE
 #include <float.h>
 
 #include "cpu/conv_direct.h"
+#include "cpu/conv_wino.h"
 #include "tests/support/nn_fixtures.h"
 
-TestSuite(conv_direct);
+/* the direct kernel itself, not Winograd (test_conv_wino.c), on the 3x3
+ * pad-1 shapes */
+static void wino_off(void) { conv_wino_enable(0); }
+
+TestSuite(conv_direct, .init = wino_off);
 
 static int have_avx512f(void)
 {

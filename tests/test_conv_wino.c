@@ -1,0 +1,253 @@
+/* test_conv_wino.c — Winograd F(2x2, 3x3) (cpu/conv_wino.c) against the
+ * GEMM path it replaces, through the CPU backend's convolution ops: the
+ * forward (with and without bias) and the input gradient of 3x3, stride-1,
+ * pad-1 convolutions; the resnets' 28x28, 14x14 and 7x7 shapes, odd sizes
+ * (the last tile half outside), rows of more than 16 tiles, single rows
+ * and columns, channel counts that are not multiples of 8 or 16, batches
+ * that cut the forward's sample groups and the backward's chunks unevenly,
+ * and blocks of tile rows that split a sample.
+ *
+ * Winograd does not only sum in another order: its transforms add and
+ * subtract neighbouring inputs (and weights) before the products, so an
+ * output's rounding error scales with the magnitudes over its tile's 4x4
+ * input patch and all 9 taps, not only its own terms. The bound checked
+ * here is WINO_F times the direct kernel's (2 (n + 2) eps times the sum
+ * of |x| |w| over the output's n terms, from the GEMM path on |x|, |w|,
+ * |bias|); the largest ratio seen is logged (about 0.5 of the direct
+ * bound on these shapes, so WINO_F = 4 leaves room for other seeds while
+ * a dropped tap, channel or tile is off by the size of a term).
+ */
+#define _GNU_SOURCE
+#include <float.h>
+
+#include "cpu/conv_direct.h"
+#include "cpu/conv_wino.h"
+#include "tests/support/nn_fixtures.h"
+
+#define WINO_F 4.0
+
+TestSuite(conv_wino);
+
+Test(conv_wino, switch_and_shapes)
+{
+    cr_assert_eq(conv_wino_on() != 0, conv_direct_available() != 0);
+    conv_wino_enable(0);
+    cr_assert_eq(conv_wino_on(), 0);
+    conv_wino_enable(1);
+    cr_assert_eq(conv_wino_on() != 0, conv_direct_available() != 0);
+    conv_shape s;
+    cr_assert_eq(conv_shape_init(&s, 2, 16, 28, 28, 16, 3, 3, 1, 1), 0);
+    cr_assert(conv_wino_fits(&s));
+    cr_assert_eq(conv_shape_init(&s, 2, 3, 28, 28, 16, 3, 3, 1, 1), 0);
+    cr_assert_not(conv_wino_fits(&s), "the stem's 3 channels stay direct");
+    cr_assert_eq(conv_shape_init(&s, 2, 16, 28, 28, 16, 3, 3, 2, 1), 0);
+    cr_assert_not(conv_wino_fits(&s), "stride 2");
+    cr_assert_eq(conv_shape_init(&s, 2, 16, 28, 28, 16, 3, 3, 1, 0), 0);
+    cr_assert_not(conv_wino_fits(&s), "pad 0");
+    cr_assert_eq(conv_shape_init(&s, 2, 16, 28, 28, 16, 5, 5, 1, 1), 0);
+    cr_assert_not(conv_wino_fits(&s), "5x5");
+}
+
+static float *absdup(const float *x, size_t n)
+{
+    float *a = xmalloc(n * sizeof *a + 1);
+    for (size_t i = 0; i < n; i++)
+        a[i] = fabsf(x[i]);
+    return a;
+}
+
+/* |got - want| <= f * 2 (terms + 2) eps mag for every element; the
+ * largest |got - want| / (2 (terms + 2) eps mag) into *worst, the count of
+ * elements that differ at all into *ndiff */
+static void assert_bound(const float *got, const float *want, const float *mag, size_t n,
+                         int terms, double f, const char *what, const conv_shape *s,
+                         double *worst, long *ndiff)
+{
+    for (size_t i = 0; i < n; i++) {
+        double unit = 2.0 * (terms + 2) * FLT_EPSILON * mag[i];
+        double d = fabs((double)got[i] - want[i]);
+        cr_assert(d <= f * unit,
+                  "%s[%zu] (B %d C %d %dx%d K %d): winograd %.9g, gemm %.9g, bound %.3g", what, i,
+                  s->B, s->C, s->H, s->W, s->K, (double)got[i], (double)want[i], f * unit);
+        if (unit > 0 && d / unit > *worst)
+            *worst = d / unit;
+        *ndiff += got[i] != want[i];
+    }
+}
+
+/* One shape through the GEMM path (direct kernels off) and the default
+ * plan (Winograd where it fits); returns how many results differ in any
+ * bit, the worst ratio to the direct bound into *worst. */
+static long compare(backend *be, int B, int C, int H, int W, int K, int with_bias, uint64_t key,
+                    double *worst)
+{
+    conv_shape s;
+    cr_assert_eq(conv_shape_init(&s, B, C, H, W, K, 3, 3, 1, 1), 0);
+    size_t nin = (size_t)B * C * H * W, nout = (size_t)B * K * H * W, nw = (size_t)K * C * 9;
+    float *in = rand_floats(nin, -1, 1, key), *w = rand_floats(nw, -1, 1, key + 1),
+          *bias = rand_floats((size_t)K, -1, 1, key + 2), *dout = rand_floats(nout, -1, 1, key + 3);
+    float *ain = absdup(in, nin), *aw = absdup(w, nw), *abias = absdup(bias, (size_t)K),
+          *adout = absdup(dout, nout);
+    float *out[3], *din[3], *dw[3], *db[3];
+    for (int i = 0; i < 3; i++) {
+        out[i] = be->ops->alloc(be, nout * 4);
+        din[i] = be->ops->alloc(be, nin * 4);
+        dw[i] = be->ops->alloc(be, nw * 4);
+        db[i] = be->ops->alloc(be, (size_t)K * 4);
+    }
+    conv_direct_enable(0);
+    void *gemm = be->ops->conv_plan(be, &s);
+    conv_direct_enable(1);
+    void *wino = be->ops->conv_plan(be, &s);
+    const float *b = with_bias ? bias : NULL, *ab = with_bias ? abias : NULL;
+    /* 0: winograd, 1: gemm, 2: gemm on absolute values (the bounds) */
+    be->ops->conv_forward(be, wino, out[0], in, w, b, &s);
+    be->ops->conv_forward(be, gemm, out[1], in, w, b, &s);
+    be->ops->conv_forward(be, gemm, out[2], ain, aw, ab, &s);
+    be->ops->conv_backward(be, wino, din[0], dw[0], db[0], dout, in, w, &s);
+    be->ops->conv_backward(be, gemm, din[1], dw[1], db[1], dout, in, w, &s);
+    be->ops->conv_backward(be, gemm, din[2], dw[2], db[2], adout, ain, aw, &s);
+    long ndiff = 0;
+    double unused = 0;
+    assert_bound(out[0], out[1], out[2], nout, C * 9 + 1, WINO_F, "out", &s, worst, &ndiff);
+    assert_bound(din[0], din[1], din[2], nin, K * 9, WINO_F, "din", &s, worst, &ndiff);
+    /* the weight and bias gradients do not take Winograd: the direct
+     * kernel's bound */
+    long nd = 0;
+    assert_bound(dw[0], dw[1], dw[2], nw, B * H * W, 1, "dw", &s, &unused, &nd);
+    assert_bound(db[0], db[1], db[2], (size_t)K, B * H * W, 1, "dbias", &s, &unused,
+                 &nd);
+    be->ops->conv_plan_free(be, gemm);
+    be->ops->conv_plan_free(be, wino);
+    for (int i = 0; i < 3; i++) {
+        be->ops->free(be, out[i]);
+        be->ops->free(be, din[i]);
+        be->ops->free(be, dw[i]);
+        be->ops->free(be, db[i]);
+    }
+    free(in), free(w), free(bias), free(dout), free(ain), free(aw), free(abias), free(adout);
+    return ndiff;
+}
+
+static void expect_ran(long ndiff, double worst, const char *what)
+{
+    cr_log_info("conv_wino %s: worst error %.3f of the direct bound", what, worst);
+    if (conv_wino_on())
+        cr_assert_gt(ndiff, 0, "Winograd never ran: every result is the GEMM path's");
+}
+
+/* the resnets' 3x3s (B 9: forward groups of 4, 4, 1; two uneven chunks) */
+Test(conv_wino, matches_gemm_resnet_shapes)
+{
+    backend *be = cpu_backend(2);
+    double worst = 0;
+    long ndiff = 0;
+    ndiff += compare(be, 2, 16, 28, 28, 16, 1, 1, &worst);
+    ndiff += compare(be, 3, 32, 14, 14, 32, 0, 2, &worst);
+    ndiff += compare(be, 9, 64, 7, 7, 64, 1, 3, &worst);
+    ndiff += compare(be, 5, 64, 7, 7, 64, 0, 4, &worst);
+    be->ops->destroy(be);
+    expect_ran(ndiff, worst, "resnet shapes");
+}
+
+/* odd sizes, single rows and columns, rows of more than 16 tiles (33,
+ * 35), channel counts off 8 and 16 */
+Test(conv_wino, matches_gemm_odd_shapes)
+{
+    static const int shapes[][5] = {
+        /* B, C, H, W, K */
+        {2, 13, 5, 5, 8},  {3, 8, 9, 7, 21}, {2, 16, 1, 37, 9},  {1, 9, 23, 1, 16},
+        {2, 8, 33, 35, 8}, {1, 24, 2, 2, 17}, {3, 11, 1, 1, 10}, {2, 17, 6, 33, 12},
+    };
+    backend *be = cpu_backend(1);
+    double worst = 0;
+    long ndiff = 0;
+    for (int i = 0; i < (int)(sizeof shapes / sizeof shapes[0]); i++)
+        ndiff += compare(be, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], shapes[i][4],
+                         i % 2, (uint64_t)(100 + 10 * i), &worst);
+    be->ops->destroy(be);
+    expect_ran(ndiff, worst, "odd shapes");
+}
+
+/* many channels: blocks of a few tile rows, a sample split over blocks,
+ * blocks across samples */
+Test(conv_wino, matches_gemm_wide_channels)
+{
+    backend *be = cpu_backend(2);
+    double worst = 0;
+    long ndiff = 0;
+    ndiff += compare(be, 2, 160, 18, 18, 160, 1, 200, &worst);
+    ndiff += compare(be, 11, 200, 6, 6, 24, 0, 300, &worst);
+    be->ops->destroy(be);
+    expect_ran(ndiff, worst, "wide channels");
+}
+
+/* Winograd against the direct kernel it replaces: the same bound, and
+ * different bits (it really ran) */
+Test(conv_wino, differs_from_direct_within_the_bound)
+{
+    if (!conv_direct_available())
+        return;
+    backend *be = cpu_backend(1);
+    conv_shape s;
+    cr_assert_eq(conv_shape_init(&s, 3, 16, 14, 14, 16, 3, 3, 1, 1), 0);
+    size_t nin = (size_t)s.B * s.C * 196, nout = (size_t)s.B * s.K * 196, nw = (size_t)s.K * s.C * 9;
+    float *in = rand_floats(nin, -1, 1, 41), *w = rand_floats(nw, -1, 1, 42);
+    float *ain = absdup(in, nin), *aw = absdup(w, nw);
+    float *o[3];
+    for (int i = 0; i < 3; i++)
+        o[i] = be->ops->alloc(be, nout * 4);
+    void *wino = be->ops->conv_plan(be, &s);
+    conv_wino_enable(0);
+    void *direct = be->ops->conv_plan(be, &s);
+    conv_wino_enable(1);
+    be->ops->conv_forward(be, wino, o[0], in, w, NULL, &s);
+    be->ops->conv_forward(be, direct, o[1], in, w, NULL, &s);
+    be->ops->conv_forward(be, direct, o[2], ain, aw, NULL, &s);
+    double worst = 0;
+    long ndiff = 0;
+    assert_bound(o[0], o[1], o[2], nout, s.C * 9, WINO_F, "out", &s, &worst, &ndiff);
+    cr_assert_gt(ndiff, nout / 4, "Winograd and direct agree bit for bit on %ld of %zu", nout - ndiff,
+                 nout);
+    be->ops->conv_plan_free(be, wino);
+    be->ops->conv_plan_free(be, direct);
+    for (int i = 0; i < 3; i++)
+        be->ops->free(be, o[i]);
+    be->ops->destroy(be);
+    free(in), free(w), free(ain), free(aw);
+}
+
+/* the same bits for 1 and 3 threads (forward groups and backward chunks
+ * land on different threads) */
+static void same_bits(int B, int C, int H, int W, int K)
+{
+    conv_shape s;
+    cr_assert_eq(conv_shape_init(&s, B, C, H, W, K, 3, 3, 1, 1), 0);
+    size_t nin = (size_t)B * C * H * W, nout = (size_t)B * K * H * W, nw = (size_t)K * C * 9;
+    float *in = rand_floats(nin, -1, 1, 7), *w = rand_floats(nw, -1, 1, 8),
+          *bias = rand_floats((size_t)K, -1, 1, 9), *dout = rand_floats(nout, -1, 1, 10);
+    float *res[2][2];
+    for (int t = 0; t < 2; t++) {
+        backend *be = cpu_backend(t ? 3 : 1);
+        void *plan = be->ops->conv_plan(be, &s);
+        float *out = be->ops->alloc(be, nout * 4), *din = be->ops->alloc(be, nin * 4),
+              *dw = be->ops->alloc(be, nw * 4), *db = be->ops->alloc(be, (size_t)K * 4);
+        be->ops->conv_forward(be, plan, out, in, w, bias, &s);
+        be->ops->conv_backward(be, plan, din, dw, db, dout, in, w, &s);
+        res[t][0] = xmalloc(nout * 4), res[t][1] = xmalloc(nin * 4);
+        memcpy(res[t][0], out, nout * 4), memcpy(res[t][1], din, nin * 4);
+        be->ops->free(be, out), be->ops->free(be, din), be->ops->free(be, dw);
+        be->ops->free(be, db);
+        be->ops->conv_plan_free(be, plan);
+        be->ops->destroy(be);
+    }
+    cr_assert_eq(memcmp(res[0][0], res[1][0], nout * 4), 0, "out");
+    cr_assert_eq(memcmp(res[0][1], res[1][1], nin * 4), 0, "din");
+    for (int t = 0; t < 2; t++)
+        for (int i = 0; i < 2; i++)
+            free(res[t][i]);
+    free(in), free(w), free(bias), free(dout);
+}
+
+Test(conv_wino, same_bits_any_thread_count) { same_bits(7, 16, 15, 14, 24); }
+Test(conv_wino, same_bits_any_thread_count_7x7) { same_bits(13, 64, 7, 7, 64); }
