@@ -77,7 +77,7 @@ static size_t wino_slot(const conv_shape *s)
 /* tile rows per block: whole slots */
 static int wino_rows(const conv_shape *s)
 {
-    size_t per = (size_t)16 * (size_t)(s->C + wino_k8(s)) * wino_slot(s);
+    size_t per = (size_t)16 * (size_t)s->C * wino_slot(s);
     size_t n = WINO_BUDGET / per;
     return (n < 1 ? 1 : (int)n) * wino_r(s);
 }
@@ -88,9 +88,18 @@ static size_t wino_cols(const conv_shape *s, int g0, int g1)
     return (size_t)((g1 - g0 + wino_r(s) - 1) / wino_r(s)) * wino_slot(s);
 }
 
+/* columns of a unit (the GEMMs' and the output transform's step): whole
+ * slots, as many as fit in 3 vectors, at least one */
+static size_t wino_unit(const conv_shape *s)
+{
+    size_t slot = wino_slot(s), n = 48 / slot;
+    return (n < 1 ? 1 : n) * slot;
+}
+
 size_t conv_wino_scratch_n(const conv_shape *s)
 {
-    return (size_t)16 * (size_t)(s->C + wino_k8(s)) * wino_cols(s, 0, wino_rows(s));
+    return (size_t)16 * s->C * wino_cols(s, 0, wino_rows(s)) +
+           (size_t)16 * wino_k8(s) * wino_unit(s);
 }
 
 int conv_wino_group(const conv_shape *s)
@@ -212,34 +221,48 @@ WN_AVX512 static WN_INLINE void wn_v(float *o, size_t xs, __m512 e[4][4])
     }
 }
 
-/* rows of more than 8 tiles: per tile row, 16 tiles at a time */
+/* e = d B of input row h's patch columns for 16 tiles from column col0
+ * (zeros outside the input) */
+WN_AVX512 static WN_INLINE void wn_erow(__m512 e[4], const float *pl, int h, int H, int W, int col0)
+{
+    __m512 d[4];
+    if (h < 0 || h >= H)
+        d[0] = d[1] = d[2] = d[3] = _mm512_setzero_ps();
+    else
+        wn_row(d, pl + (size_t)h * W, W, col0);
+    wn_h(e, d);
+}
+
+/* rows of more than 8 tiles: per channel, 16 tiles of a row at a time,
+ * down the tile rows; the next tile row of the same sample reuses the
+ * last two patch rows (d B) of this one */
 WN_AVX512 static void wn_in_wide(float *restrict V, const float *restrict x, const conv_shape *s,
                                  int g0, int g1, size_t T16)
 {
     const int C = s->C, H = s->H, W = s->W, TH = wino_th(s), TW = wino_tw(s);
-    const size_t xs = (size_t)C * T16, plane = (size_t)H * W;
-    for (int g = g0; g < g1; g++) {
-        int b = g / TH, th = g % TH;
-        const float *xb = x + (size_t)b * C * plane;
-        size_t tb = (size_t)(g - g0) * wino_slot(s);
-        for (int c = 0; c < C; c++) {
-            const float *pl = xb + (size_t)c * plane;
-            for (int tw0 = 0; tw0 < TW; tw0 += 16) {
-                __m512 e[4][4];
+    const size_t xs = (size_t)C * T16, plane = (size_t)H * W, slot = wino_slot(s);
+    for (int c = 0; c < C; c++)
+        for (int tw0 = 0; tw0 < TW; tw0 += 16) {
+            __m512 e[4][4];
+#pragma GCC unroll 16
+            for (int i = 0; i < 16; i++) /* rows 0-1 are set before use: for gcc */
+                e[i / 4][i % 4] = _mm512_setzero_ps();
+            for (int g = g0; g < g1; g++) {
+                int b = g / TH, th = g % TH;
+                const float *pl = x + ((size_t)b * C + c) * plane;
+                if (g > g0 && th > 0) {
 #pragma GCC unroll 4
-                for (int i = 0; i < 4; i++) {
-                    int h = 2 * th - 1 + i;
-                    __m512 d[4];
-                    if (h < 0 || h >= H)
-                        d[0] = d[1] = d[2] = d[3] = _mm512_setzero_ps();
-                    else
-                        wn_row(d, pl + (size_t)h * W, W, 2 * tw0);
-                    wn_h(e[i], d);
+                    for (int j = 0; j < 4; j++)
+                        e[0][j] = e[2][j], e[1][j] = e[3][j];
+                } else {
+                    wn_erow(e[0], pl, 2 * th - 1, H, W, 2 * tw0);
+                    wn_erow(e[1], pl, 2 * th, H, W, 2 * tw0);
                 }
-                wn_v(V + (size_t)c * T16 + tb + tw0, xs, e);
+                wn_erow(e[2], pl, 2 * th + 1, H, W, 2 * tw0);
+                wn_erow(e[3], pl, 2 * th + 2, H, W, 2 * tw0);
+                wn_v(V + (size_t)c * T16 + (size_t)(g - g0) * slot + tw0, xs, e);
             }
         }
-    }
 }
 
 /* rows of at most 8 tiles: R = 16 / TW tile rows per vector (lane l: tile
@@ -287,7 +310,8 @@ WN_AVX512 static void wn_in_narrow(float *restrict V, const float *restrict x, c
                     int h = top[r] + i;
                     if (h < 0 || h >= H)
                         continue;
-                    __m512 rv = _mm512_maskz_loadu_ps(wm, rp[r] + (size_t)c * plane + (size_t)h * W);
+                    __m512 rv =
+                        _mm512_maskz_loadu_ps(wm, rp[r] + (size_t)c * plane + (size_t)h * W);
 #pragma GCC unroll 4
                     for (int j = 0; j < 4; j++)
                         d[j] = _mm512_mask_permutexvar_ps(d[j], mk[r][j], idx[j], rv);
@@ -310,10 +334,10 @@ WN_AVX512 static void wn_in(float *restrict V, const float *restrict x, const co
         wn_in_wide(V, x, s, g0, g1, T16);
 }
 
-/* M rows [k0, k0 + 8) x 16 NV tiles (m: their first) = U[xi]'s block
- * (u: [C][8]) . V[xi]'s columns (v: their first) */
-WN_AVX512 static WN_INLINE void wn_tile(float *restrict m, const float *restrict v,
-                                        const float *restrict u, int C, size_t T16, const int NV)
+/* M rows [k0, k0 + 8) x 16 NV tiles (m: their first, pitch mp) = U[xi]'s
+ * block (u: [C][8]) . V[xi]'s columns (v: their first, pitch vp) */
+WN_AVX512 static WN_INLINE void wn_tile(float *restrict m, size_t mp, const float *restrict v,
+                                        size_t vp, const float *restrict u, int C, const int NV)
 {
     __m512 acc[8][3];
 #pragma GCC unroll 8
@@ -321,11 +345,11 @@ WN_AVX512 static WN_INLINE void wn_tile(float *restrict m, const float *restrict
 #pragma GCC unroll 3
         for (int n = 0; n < NV; n++)
             acc[k][n] = _mm512_setzero_ps();
-    for (int c = 0; c < C; c++, v += T16, u += 8) {
+    for (int c = 0; c < C; c++, v += vp, u += 8) {
         __m512 xv[3];
 #pragma GCC unroll 3
         for (int n = 0; n < NV; n++)
-            xv[n] = _mm512_loadu_ps(v + 16 * n);
+            xv[n] = _mm512_load_ps(v + 16 * n);
 #pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
             __m512 wv = _mm512_set1_ps(u[k]);
@@ -338,31 +362,32 @@ WN_AVX512 static WN_INLINE void wn_tile(float *restrict m, const float *restrict
     for (int k = 0; k < 8; k++)
 #pragma GCC unroll 3
         for (int n = 0; n < NV; n++)
-            _mm512_storeu_ps(m + (size_t)k * T16 + 16 * n, acc[k][n]);
+            _mm512_store_ps(m + (size_t)k * mp + 16 * n, acc[k][n]);
 }
 
-/* M[xi] (K8 x T16) = U[xi] . V[xi] for the 16 xi: strips of 3 vectors of
- * tiles (2 + 2 rather than 3 + 1 at the end), every block of 8 output
- * channels per strip while the strip's V stays in L1 */
-WN_AVX512 static void wn_gemm(float *restrict M, const float *restrict V, const float *restrict u,
-                              const conv_shape *s, size_t T16)
+/* M[xi] (K8 x n, pitch mp) = U[xi] . V[xi]'s n columns from V (pitch
+ * vp) for the 16 xi: strips of 3 vectors of tiles (2 + 2 rather than 3 +
+ * 1 at the end), every block of 8 output channels per strip while the
+ * strip's V stays in L1 */
+WN_AVX512 static void wn_gemm(float *restrict M, size_t mp, const float *restrict V, size_t vp,
+                              const float *restrict u, const conv_shape *s, size_t n)
 {
-    const int C = s->C, K8 = wino_k8(s), nvec = (int)(T16 / 16);
+    const int C = s->C, K8 = wino_k8(s), nvec = (int)(n / 16);
     for (int xi = 0; xi < 16; xi++) {
-        const float *ux = u + (size_t)xi * K8 * C, *vx = V + (size_t)xi * C * T16;
-        float *mx = M + (size_t)xi * K8 * T16;
+        const float *ux = u + (size_t)xi * K8 * C, *vx = V + (size_t)xi * C * vp;
+        float *mx = M + (size_t)xi * K8 * mp;
         for (int v0 = 0, nv; v0 < nvec; v0 += nv) {
             int rem = nvec - v0;
             nv = rem == 4 ? 2 : rem >= 3 ? 3 : rem;
             for (int k0 = 0; k0 < K8; k0 += 8) {
-                float *mo = mx + (size_t)k0 * T16 + 16 * v0;
+                float *mo = mx + (size_t)k0 * mp + 16 * v0;
                 const float *vi = vx + 16 * v0, *ui = ux + (size_t)k0 * C;
                 if (nv == 3)
-                    wn_tile(mo, vi, ui, C, T16, 3);
+                    wn_tile(mo, mp, vi, vp, ui, C, 3);
                 else if (nv == 2)
-                    wn_tile(mo, vi, ui, C, T16, 2);
+                    wn_tile(mo, mp, vi, vp, ui, C, 2);
                 else
-                    wn_tile(mo, vi, ui, C, T16, 1);
+                    wn_tile(mo, mp, vi, vp, ui, C, 1);
             }
         }
     }
@@ -447,7 +472,8 @@ WN_AVX512 static void wn_out(float *restrict y, const float *restrict M, const f
                 wn_a(yv, mk + tw0, xs, bias ? bias + k : NULL);
                 int col0 = 2 * tw0;
                 __mmask16 m0 = wn_mask(W - col0), m1 = wn_mask(W - col0 - 16);
-                _mm512_mask_storeu_ps(yk + col0, m0, _mm512_permutex2var_ps(yv[0][0], lo, yv[0][1]));
+                _mm512_mask_storeu_ps(yk + col0, m0,
+                                      _mm512_permutex2var_ps(yv[0][0], lo, yv[0][1]));
                 _mm512_mask_storeu_ps(yk + col0 + 16, m1,
                                       _mm512_permutex2var_ps(yv[0][0], hi, yv[0][1]));
                 if (two) {
@@ -464,23 +490,27 @@ WN_AVX512 static void wn_out(float *restrict y, const float *restrict M, const f
 WN_AVX512 void conv_wino(float *y, const float *x, int nb, const float *u, const float *bias,
                          const conv_shape *s, float *scratch)
 {
-    const int rows = wino_rows(s), nr = nb * wino_th(s);
+    const int rows = wino_rows(s), nr = nb * wino_th(s), R = wino_r(s);
+    const size_t slot = wino_slot(s), unit = wino_unit(s);
     for (int g0 = 0; g0 < nr; g0 += rows) {
         int g1 = g0 + rows < nr ? g0 + rows : nr;
         size_t T16 = wino_cols(s, g0, g1);
         float *V = scratch, *M = scratch + (size_t)16 * s->C * T16;
         wn_in(V, x, s, g0, g1, T16);
-        wn_gemm(M, V, u, s, T16);
-        wn_out(y, M, bias, s, g0, g1, T16);
+        /* the GEMMs and the output transform a unit at a time: its M
+         * stays in L1 (small K) or L2 */
+        for (size_t c0 = 0; c0 < T16; c0 += unit) {
+            size_t n = T16 - c0 < unit ? T16 - c0 : unit;
+            int ga = g0 + (int)(c0 / slot) * R, gb = ga + (int)(n / slot) * R;
+            wn_gemm(M, n, V + c0, T16, u, s, n);
+            wn_out(y, M, bias, s, ga, gb < g1 ? gb : g1, n);
+        }
     }
 }
 
 #else
 
-void conv_wino_weights(float *u, const float *w, const conv_shape *s)
-{
-    (void)u, (void)w, (void)s;
-}
+void conv_wino_weights(float *u, const float *w, const conv_shape *s) { (void)u, (void)w, (void)s; }
 
 void conv_wino_weights_flip(float *u, const float *w, const conv_shape *s)
 {
