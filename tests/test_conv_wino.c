@@ -151,6 +151,9 @@ Test(conv_wino, matches_gemm_resnet_shapes)
     double worst = 0;
     long ndiff = 0;
     ndiff += compare(be, 2, 16, 28, 28, 16, 1, 1, &worst);
+    /* resnet20's backward chunk at 28x28: blocks of tile rows that end
+     * inside a sample */
+    ndiff += compare(be, 8, 16, 28, 28, 16, 0, 5, &worst);
     ndiff += compare(be, 3, 32, 14, 14, 32, 0, 2, &worst);
     ndiff += compare(be, 9, 64, 7, 7, 64, 1, 3, &worst);
     ndiff += compare(be, 5, 64, 7, 7, 64, 0, 4, &worst);
