@@ -209,6 +209,9 @@ void *cpu_conv_plan(backend *be, const conv_shape *s)
             p->xpad_n = x > p->xpad_n ? x : p->xpad_n;
             p->xpad_n = xt > p->xpad_n ? xt : p->xpad_n;
             nwt = conv_wino_w_n(&p->s), nwf = conv_wino_w_n(&p->ts);
+            /* each thread's scratch on whole cache lines (conv_wino's
+             * vectors are, within it) */
+            p->xpad_n = (p->xpad_n + 15) / 16 * 16;
         }
         p->wtap = cpu_alloc(be, nwt * sizeof(float));
         p->wftap = cpu_alloc(be, nwf * sizeof(float));

@@ -43,8 +43,12 @@
 
 #include "cpu/conv_direct.h" /* conv_direct_available */
 
-/* floats of V and M per block (1 MB: a block stays in L2) */
-#define WINO_BUDGET (256 * 1024)
+/* floats of V per block: 128 KB, in L2 between the input transform and
+ * the GEMMs (measured on resnet20's shapes with backward chunks of 8
+ * samples: 10-15% faster than 1 MB blocks) */
+#define WINO_BUDGET (32 * 1024)
+/* floats of V and M of one slot that fit L1 with room to spare (40 KB) */
+#define WINO_L1 (10 * 1024)
 
 static int wino_disabled;
 
@@ -74,26 +78,36 @@ static size_t wino_slot(const conv_shape *s)
     return wino_tw(s) <= 8 ? 16 : round16((size_t)wino_tw(s));
 }
 
-/* tile rows per block: whole slots */
+/* Whether a slot's V and M fit L1 (resnet20's 16 channels): then a
+ * block is one slot, consumed by the GEMMs right away, rather than a
+ * unit of 3 vectors in L2 (at 28x28, 16 channels: 20 against 23 us per
+ * sample, measured; at 32 and 64 channels the wider unit wins, 15 against
+ * 17 us at 7x7) */
+static int wino_small(const conv_shape *s)
+{
+    return (size_t)16 * (size_t)(s->C + wino_k8(s)) * wino_slot(s) <= WINO_L1;
+}
+
+/* columns of a unit (the GEMMs' and the output transform's step): whole
+ * slots, as many as fit in 3 vectors, at least one; one slot when small */
+static size_t wino_unit(const conv_shape *s)
+{
+    size_t slot = wino_slot(s), n = wino_small(s) ? 1 : 48 / slot;
+    return (n < 1 ? 1 : n) * slot;
+}
+
+/* tile rows per block: whole slots, at least a unit */
 static int wino_rows(const conv_shape *s)
 {
-    size_t per = (size_t)16 * (size_t)s->C * wino_slot(s);
-    size_t n = WINO_BUDGET / per;
-    return (n < 1 ? 1 : (int)n) * wino_r(s);
+    size_t per = (size_t)16 * (size_t)s->C * wino_slot(s), n = WINO_BUDGET / per;
+    size_t u = wino_unit(s) / wino_slot(s);
+    return (int)(n < u || wino_small(s) ? u : n) * wino_r(s);
 }
 
 /* columns of V and M for tile rows [g0, g1), g1 - g0 <= wino_rows */
 static size_t wino_cols(const conv_shape *s, int g0, int g1)
 {
     return (size_t)((g1 - g0 + wino_r(s) - 1) / wino_r(s)) * wino_slot(s);
-}
-
-/* columns of a unit (the GEMMs' and the output transform's step): whole
- * slots, as many as fit in 3 vectors, at least one */
-static size_t wino_unit(const conv_shape *s)
-{
-    size_t slot = wino_slot(s), n = 48 / slot;
-    return (n < 1 ? 1 : n) * slot;
 }
 
 size_t conv_wino_scratch_n(const conv_shape *s)
@@ -181,16 +195,28 @@ static inline __mmask16 wn_mask(int n)
     return (__mmask16)(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1);
 }
 
-/* One input row's columns 2 tw - 1 + j (j = 0..3) of 16 tiles from tw0,
+/* a run of 16 tiles of a row from column col0 = 2 tw0: the masks of its
+ * two loads, whether the columns before and after it are inside */
+typedef struct wn_run {
+    __mmask16 lo, hi;
+    int col0, prev, next;
+} wn_run;
+
+static inline wn_run wn_run_at(int W, int col0)
+{
+    return (wn_run){wn_mask(W - col0), wn_mask(W - col0 - 16), col0, col0 > 0, col0 + 32 < W};
+}
+
+/* One input row's columns 2 tw - 1 + j (j = 0..3) of the run's 16 tiles,
  * zeros outside [0, W) */
-WN_AVX512 static WN_INLINE void wn_row(__m512 d[4], const float *row, int W, int col0)
+WN_AVX512 static WN_INLINE void wn_row(__m512 d[4], const float *row, const wn_run *k)
 {
     const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    __m512 lo = _mm512_maskz_loadu_ps(wn_mask(W - col0), row + col0);
-    __m512 hi = _mm512_maskz_loadu_ps(wn_mask(W - col0 - 16), row + col0 + 16);
+    row += k->col0;
+    __m512 lo = _mm512_maskz_loadu_ps(k->lo, row), hi = _mm512_maskz_loadu_ps(k->hi, row + 16);
     __m512 e = _mm512_permutex2var_ps(lo, ev, hi), o = _mm512_permutex2var_ps(lo, od, hi);
-    float prev = col0 > 0 ? row[col0 - 1] : 0.0f, next = col0 + 32 < W ? row[col0 + 32] : 0.0f;
+    float prev = k->prev ? row[-1] : 0.0f, next = k->next ? row[32] : 0.0f;
     /* [prev, o0 .. o14] and [e1 .. e15, next] */
     d[0] = _mm512_castsi512_ps(
         _mm512_alignr_epi32(_mm512_castps_si512(o), _mm512_castps_si512(_mm512_set1_ps(prev)), 15));
@@ -209,27 +235,28 @@ WN_AVX512 static WN_INLINE void wn_h(__m512 e[4], const __m512 d[4])
     e[3] = _mm512_sub_ps(d[1], d[3]);
 }
 
-/* V's 16 rows xi at o (xi's xs apart, 64-byte aligned) = B^T (e's rows) */
+/* V's 16 rows xi at o (xi's xs apart; aligned when the scratch is) = B^T (e's rows) */
 WN_AVX512 static WN_INLINE void wn_v(float *o, size_t xs, __m512 e[4][4])
 {
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
-        _mm512_store_ps(o + (size_t)j * xs, _mm512_sub_ps(e[0][j], e[2][j]));
-        _mm512_store_ps(o + (size_t)(4 + j) * xs, _mm512_add_ps(e[1][j], e[2][j]));
-        _mm512_store_ps(o + (size_t)(8 + j) * xs, _mm512_sub_ps(e[2][j], e[1][j]));
-        _mm512_store_ps(o + (size_t)(12 + j) * xs, _mm512_sub_ps(e[1][j], e[3][j]));
+        _mm512_storeu_ps(o + (size_t)j * xs, _mm512_sub_ps(e[0][j], e[2][j]));
+        _mm512_storeu_ps(o + (size_t)(4 + j) * xs, _mm512_add_ps(e[1][j], e[2][j]));
+        _mm512_storeu_ps(o + (size_t)(8 + j) * xs, _mm512_sub_ps(e[2][j], e[1][j]));
+        _mm512_storeu_ps(o + (size_t)(12 + j) * xs, _mm512_sub_ps(e[1][j], e[3][j]));
     }
 }
 
-/* e = d B of input row h's patch columns for 16 tiles from column col0
- * (zeros outside the input) */
-WN_AVX512 static WN_INLINE void wn_erow(__m512 e[4], const float *pl, int h, int H, int W, int col0)
+/* e = d B of input row h's patch columns for the run's 16 tiles (zeros
+ * outside the input) */
+WN_AVX512 static WN_INLINE void wn_erow(__m512 e[4], const float *pl, int h, int H, int W,
+                                        const wn_run *k)
 {
     __m512 d[4];
     if (h < 0 || h >= H)
         d[0] = d[1] = d[2] = d[3] = _mm512_setzero_ps();
     else
-        wn_row(d, pl + (size_t)h * W, W, col0);
+        wn_row(d, pl + (size_t)h * W, k);
     wn_h(e, d);
 }
 
@@ -243,24 +270,30 @@ WN_AVX512 static void wn_in_wide(float *restrict V, const float *restrict x, con
     const size_t xs = (size_t)C * T16, plane = (size_t)H * W, slot = wino_slot(s);
     for (int c = 0; c < C; c++)
         for (int tw0 = 0; tw0 < TW; tw0 += 16) {
+            const wn_run k = wn_run_at(W, 2 * tw0);
             __m512 e[4][4];
 #pragma GCC unroll 16
             for (int i = 0; i < 16; i++) /* rows 0-1 are set before use: for gcc */
                 e[i / 4][i % 4] = _mm512_setzero_ps();
-            for (int g = g0; g < g1; g++) {
-                int b = g / TH, th = g % TH;
+            /* (b, th) of g, stepped rather than divided (an idiv per row
+             * was 5% of this function) */
+            int b = g0 / TH, th = g0 % TH;
+            float *vo = V + (size_t)c * T16 + tw0;
+            for (int g = g0; g < g1; g++, vo += slot) {
                 const float *pl = x + ((size_t)b * C + c) * plane;
                 if (g > g0 && th > 0) {
 #pragma GCC unroll 4
                     for (int j = 0; j < 4; j++)
                         e[0][j] = e[2][j], e[1][j] = e[3][j];
                 } else {
-                    wn_erow(e[0], pl, 2 * th - 1, H, W, 2 * tw0);
-                    wn_erow(e[1], pl, 2 * th, H, W, 2 * tw0);
+                    wn_erow(e[0], pl, 2 * th - 1, H, W, &k);
+                    wn_erow(e[1], pl, 2 * th, H, W, &k);
                 }
-                wn_erow(e[2], pl, 2 * th + 1, H, W, 2 * tw0);
-                wn_erow(e[3], pl, 2 * th + 2, H, W, 2 * tw0);
-                wn_v(V + (size_t)c * T16 + (size_t)(g - g0) * slot + tw0, xs, e);
+                wn_erow(e[2], pl, 2 * th + 1, H, W, &k);
+                wn_erow(e[3], pl, 2 * th + 2, H, W, &k);
+                wn_v(vo, xs, e);
+                if (++th == TH)
+                    th = 0, b++;
             }
         }
 }
@@ -349,7 +382,7 @@ WN_AVX512 static WN_INLINE void wn_tile(float *restrict m, size_t mp, const floa
         __m512 xv[3];
 #pragma GCC unroll 3
         for (int n = 0; n < NV; n++)
-            xv[n] = _mm512_load_ps(v + 16 * n);
+            xv[n] = _mm512_loadu_ps(v + 16 * n);
 #pragma GCC unroll 8
         for (int k = 0; k < 8; k++) {
             __m512 wv = _mm512_set1_ps(u[k]);
@@ -362,7 +395,7 @@ WN_AVX512 static WN_INLINE void wn_tile(float *restrict m, size_t mp, const floa
     for (int k = 0; k < 8; k++)
 #pragma GCC unroll 3
         for (int n = 0; n < NV; n++)
-            _mm512_store_ps(m + (size_t)k * mp + 16 * n, acc[k][n]);
+            _mm512_storeu_ps(m + (size_t)k * mp + 16 * n, acc[k][n]);
 }
 
 /* M[xi] (K8 x n, pitch mp) = U[xi] . V[xi]'s n columns from V (pitch
@@ -393,14 +426,14 @@ WN_AVX512 static void wn_gemm(float *restrict M, size_t mp, const float *restric
     }
 }
 
-/* A^T M A of 16 tiles (m: M's row at their first, 64-byte aligned, xi's
+/* A^T M A of 16 tiles (m: M's row at their first, whole vectors, xi's
  * xs apart): the 2x2 outputs y[r][q], + bias */
 WN_AVX512 static WN_INLINE void wn_a(__m512 y[2][2], const float *m, size_t xs, const float *bias)
 {
     __m512 mv[16];
 #pragma GCC unroll 16
     for (int xi = 0; xi < 16; xi++)
-        mv[xi] = _mm512_load_ps(m + (size_t)xi * xs);
+        mv[xi] = _mm512_loadu_ps(m + (size_t)xi * xs);
     __m512 a[4], c[4];
 #pragma GCC unroll 4
     for (int i = 0; i < 4; i++) {
