@@ -18,25 +18,32 @@
  * V[xi] (C x T), xi = 4 i + j the element of the 4x4.
  *
  * A block is a run of whole tile rows, taken across the samples of the
- * call (a 7x7 sample has only 16 tiles: the GEMMs want more columns), as
- * many as keep V and M within WINO_BUDGET floats (L2). Per block:
- *  - input transform: per channel and tile row, 16 tiles at a time (one
+ * call (a 7x7 sample has only 16 tiles: the GEMMs want more columns), in
+ * slots of whole vectors (wino_slot: a 14x14 sample's 7-tile rows two to
+ * a vector, 7x7's four), as many as keep V within WINO_BUDGET floats (L2),
+ * or one slot when a slot's V and M fit L1 (16 channels). Per block:
+ *  - input transform: per channel, 16 tiles of a row at a time (one
  *    vector per element of the patch: each input row's 32 floats
  *    deinterleaved into even and odd columns, the neighbours shifted in
- *    with valignd); masked loads are the padding (no padded copy);
- *  - the GEMMs: 8 output channels (broadcast U) x 2-3 vectors of 16
- *    tiles, 16-24 accumulators over every input channel;
- *  - output transform: per output channel and tile row, the two output
- *    rows' even and odd columns interleaved and stored with masks (an odd
- *    H or W leaves the last tile half outside), + bias.
+ *    with valignd, the patch's last two rows kept for the next tile row;
+ *    rows of at most 8 tiles spread onto their lanes with masked
+ *    permutes); masked loads are the padding (no padded copy);
+ *  - per unit of up to 3 vectors of tiles (wino_unit), the GEMMs: 8
+ *    output channels (broadcast U) x 1-3 vectors of 16 tiles, up to 24
+ *    accumulators over every input channel, into M (K x the unit, in L1
+ *    at small K); then the output transform: per output channel and tile
+ *    row, the two output rows' even and odd columns interleaved and
+ *    stored with masks (an odd H or W leaves the last tile half outside),
+ *    + bias.
  *
  * Each output is summed in one fixed order (input channels in the GEMM,
  * then the transforms), whatever the block or the thread count. It
  * differs from direct summation by more than rounding order: the
  * transforms add and subtract neighbouring inputs and weights before the
- * products, so an output's error is bounded by a few times eps times the
- * sum of |x| |w| over its whole 4x4 patch and all 9 taps rather than its
- * own terms (tests/test_conv_wino.c measures it).
+ * products, so an output's error grows with |x| |w| over its whole 4x4
+ * patch and all 9 taps rather than its own terms: measured at most 1.6
+ * eps times its own sum of |x| |w| (tests/test_conv_wino.c), several times
+ * the direct kernel's.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "cpu/conv_wino.h"
