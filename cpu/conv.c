@@ -20,9 +20,10 @@
  * the forward and din of every flip plan, and dw of the 3x3s, at any size;
  * and all three of the stride-2 3x3 pad-1 convs (the resnets'
  * downsampling), on the padded input's 4 even/odd phases. Of those, the
- * 3x3 pad-1 forwards and input gradients run Winograd F(2x2, 3x3)
- * (conv_wino.c: 16 multiplies per 2x2 outputs instead of 36), the forward
- * a few samples per task, din a backward chunk's samples at once.
+ * 3x3 pad-1 forwards and input gradients with 32 channels in and out or
+ * more run Winograd F(2x2, 3x3) (conv_wino.c: 16 multiplies per 2x2
+ * outputs instead of 36), the forward a few samples per task, din a
+ * backward chunk's samples at once.
  *
  * Why per sample rather than one GEMM over the whole batch: the shapes of
  * the nets here are small (lenet's second conv is 50 x 64 x 500 per
@@ -202,7 +203,7 @@ void *cpu_conv_plan(backend *be, const conv_shape *s)
             p->dkw = s->R == 3 && s->S == 3;
             size_t d = conv_direct_dyw_n(&p->s);
             p->wide_n = d > p->wide_n ? d : p->wide_n;
-            p->wino = conv_wino_on() && conv_wino_fits(&p->s);
+            p->wino = conv_wino_wanted(&p->s);
         }
         if (p->wino) {
             size_t x = conv_wino_scratch_n(&p->s), xt = conv_wino_scratch_n(&p->ts);

@@ -15,11 +15,15 @@
 /* Whether s is a shape the kernel takes: 3x3, stride 1, pad 1, at least 8
  * channels in and out (the stem's 1-3 channels stay direct). */
 int conv_wino_fits(const conv_shape *s);
-/* Whether new plans use it: AVX-512F (conv_direct_available()) and not
- * switched off by conv_wino_enable(0) (the tests' switch back to the
- * direct kernel). */
+/* Whether new plans may use it: AVX-512F (conv_direct_available()) and
+ * not switched off by conv_wino_enable(0) (the tests' switch back to the
+ * direct kernel). conv_wino_enable(1), the default: plans use it where it
+ * pays, 32 channels in and out or more (measured: at 16 the direct kernel
+ * is as fast); 2: wherever it fits (the tests of the kernel itself). */
 int conv_wino_on(void);
-void conv_wino_enable(int on);
+void conv_wino_enable(int mode);
+/* whether a plan of shape s uses it: on, fits, and pays (or mode 2) */
+int conv_wino_wanted(const conv_shape *s);
 
 /* floats of the transformed weights for shape s (K rounded up to 8) */
 size_t conv_wino_w_n(const conv_shape *s);

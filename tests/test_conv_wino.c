@@ -32,7 +32,11 @@
 /* the largest |winograd - gemm| / (eps sum |x| |w|) seen in a test */
 static double worst_eps;
 
-TestSuite(conv_wino);
+/* the kernel wherever it fits, not only where it pays (at 32 channels
+ * and more): the tests' shapes are small */
+static void wino_everywhere(void) { conv_wino_enable(2); }
+
+TestSuite(conv_wino, .init = wino_everywhere);
 
 Test(conv_wino, switch_and_shapes)
 {
@@ -41,7 +45,16 @@ Test(conv_wino, switch_and_shapes)
     cr_assert_eq(conv_wino_on(), 0);
     conv_wino_enable(1);
     cr_assert_eq(conv_wino_on() != 0, conv_direct_available() != 0);
-    conv_shape s;
+    conv_shape s, s32;
+    cr_assert_eq(conv_shape_init(&s, 2, 16, 28, 28, 16, 3, 3, 1, 1), 0);
+    cr_assert_eq(conv_shape_init(&s32, 2, 32, 14, 14, 32, 3, 3, 1, 1), 0);
+    cr_assert_not(conv_wino_wanted(&s), "16 channels: the direct kernel is as fast");
+    cr_assert_eq(conv_wino_wanted(&s32) != 0, conv_direct_available() != 0);
+    conv_wino_enable(2);
+    cr_assert_eq(conv_wino_wanted(&s) != 0, conv_direct_available() != 0);
+    conv_wino_enable(0);
+    cr_assert_not(conv_wino_wanted(&s32));
+    conv_wino_enable(2);
     cr_assert_eq(conv_shape_init(&s, 2, 16, 28, 28, 16, 3, 3, 1, 1), 0);
     cr_assert(conv_wino_fits(&s));
     cr_assert_eq(conv_shape_init(&s, 2, 3, 28, 28, 16, 3, 3, 1, 1), 0);
@@ -213,7 +226,7 @@ Test(conv_wino, differs_from_direct_within_the_bound)
     void *wino = be->ops->conv_plan(be, &s);
     conv_wino_enable(0);
     void *direct = be->ops->conv_plan(be, &s);
-    conv_wino_enable(1);
+    conv_wino_enable(2);
     be->ops->conv_forward(be, wino, o[0], in, w, NULL, &s);
     be->ops->conv_forward(be, direct, o[1], in, w, NULL, &s);
     be->ops->conv_forward(be, direct, o[2], ain, aw, NULL, &s);
@@ -264,3 +277,38 @@ static void same_bits(int B, int C, int H, int W, int K)
 
 Test(conv_wino, same_bits_any_thread_count) { same_bits(7, 16, 15, 14, 24); }
 Test(conv_wino, same_bits_any_thread_count_7x7) { same_bits(13, 64, 7, 7, 64); }
+
+/* one forward of a C -> C 3x3 pad-1 conv at H x H under Winograd mode
+ * `mode` (a fresh plan) */
+static float *forward_under(int mode, int C, int H)
+{
+    conv_shape s;
+    cr_assert_eq(conv_shape_init(&s, 2, C, H, H, C, 3, 3, 1, 1), 0);
+    size_t nin = (size_t)2 * C * H * H, nw = (size_t)C * C * 9;
+    float *in = rand_floats(nin, -1, 1, 51), *w = rand_floats(nw, -1, 1, 52),
+          *res = xmalloc(nin * 4);
+    backend *be = cpu_backend(1);
+    conv_wino_enable(mode);
+    void *plan = be->ops->conv_plan(be, &s);
+    float *out = be->ops->alloc(be, nin * 4);
+    be->ops->conv_forward(be, plan, out, in, w, NULL, &s);
+    memcpy(res, out, nin * 4);
+    be->ops->free(be, out);
+    be->ops->conv_plan_free(be, plan);
+    be->ops->destroy(be);
+    free(in), free(w);
+    return res;
+}
+
+/* the default (mode 1) through the backend: resnet20's 16 channels stay on
+ * the direct kernel (the same bits as Winograd off), its 32 take Winograd */
+Test(conv_wino, default_takes_winograd_from_32_channels)
+{
+    if (!conv_direct_available())
+        return;
+    float *d16 = forward_under(0, 16, 28), *w16 = forward_under(1, 16, 28);
+    float *d32 = forward_under(0, 32, 14), *w32 = forward_under(1, 32, 14);
+    cr_assert_eq(memcmp(d16, w16, (size_t)2 * 16 * 28 * 28 * 4), 0, "16 channels took Winograd");
+    cr_assert_neq(memcmp(d32, w32, (size_t)2 * 32 * 14 * 14 * 4), 0, "32 channels stayed direct");
+    free(d16), free(w16), free(d32), free(w32);
+}
