@@ -721,8 +721,8 @@ static const float *grad_pass(model *m, int s, const float *g, int B)
     model_layer *S = &m->layers[s];
     if (!S->gacc)
         return g;
-    if (g == S->gacc && !S->gacc_set) { /* written there already (add_grad_in_place) */
-        S->gacc_set = 1;
+    if (g == S->gacc && !S->gacc_set) {
+        S->gacc_set = 1; /* written there already (add_grad_in_place) */
         return NULL;
     }
     size_t n = (size_t)B * layer_out_size(S);
