@@ -17,6 +17,10 @@
  *     which gives +0 for -0 and NaN as the scalar `x > 0 ? x : 0` does.
  *     AVX-512 runs 16 at a time and does the tail under a mask (and a
  *     batch-norm row's head, up to its first 64-byte boundary).
+ *   - the loops fused with relu (bn_apply_relu, bn_sums_relu,
+ *     bn_grad_relu): the separate loops' operations per element, in their
+ *     order, with the relu's compare-and-mask in between; bn_sums_relu's
+ *     lanes are bn_sums' (AVX2 at both levels).
  *
  * Compiled for any x86-64 (the functions carry target attributes, the
  * rest of the program stays baseline); other machines get a stub.

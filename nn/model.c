@@ -11,6 +11,12 @@
  * last batch of an epoch and the evaluation batches do not re-plan every
  * step.
  *
+ * Batch norm runs fused with the relu after it, and with a residual add
+ * between them, where the backend has the ops (backend.h's bn_relu_*) and
+ * the bn's and add's outputs have no other reader (plan_fusions): the same
+ * bits, whole passes over the activations fewer; an add's gradient is
+ * written straight into its shortcut's gradient buffer (add_grad_in_place).
+ *
  * Left out: layers other than the six, per-tensor optimiser settings (weight
  * decay applies to every parameter, biases included, as PyTorch's default).
  */

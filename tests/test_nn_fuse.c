@@ -98,7 +98,19 @@ Test(nn_fuse, fused_ops_give_the_separate_ops_bits)
 /* A backend that passes every op to the CPU backend and counts the ones
  * fusion changes; `fused` 0 leaves the fused entries NULL (as the GPU
  * backend). */
-enum { N_RELU_F, N_RELU_B, N_BN_F, N_BN_I, N_BN_B, N_ADD, N_COPY, N_FBN_F, N_FBN_I, N_FBN_B, N_OPS };
+enum {
+    N_RELU_F,
+    N_RELU_B,
+    N_BN_F,
+    N_BN_I,
+    N_BN_B,
+    N_ADD,
+    N_COPY,
+    N_FBN_F,
+    N_FBN_I,
+    N_FBN_B,
+    N_OPS
+};
 static long calls[N_OPS];
 static const backend_ops *inner_ops;
 static backend *inner_be;
@@ -227,8 +239,8 @@ static void c_bn_b(backend *be, float *dx, float *ds, float *dh, const float *dy
     inner_ops->bn_backward(inner_be, dx, ds, dh, dy, x, sc, sm, si, B, C, HW);
 }
 static void c_fbn_t(backend *be, float *y, float *sm, float *si, float *rm, float *rv,
-                    const float *x, const float *res, const float *sc, const float *sh, int B, int C,
-                    int HW, float mom, float eps)
+                    const float *x, const float *res, const float *sc, const float *sh, int B,
+                    int C, int HW, float mom, float eps)
 {
     (void)be;
     calls[N_FBN_F]++;
@@ -398,7 +410,8 @@ static void same_runs(const run_out *a, const run_out *b, const char *what)
 Test(nn_fuse, resnet20_steps_are_the_same_bits_fused_or_not)
 {
     for (int threads = 1; threads <= 2; threads++) {
-        run_out f = run("resnet20", 1, 28, threads, 1, 1), u = run("resnet20", 1, 28, threads, 0, 1);
+        run_out f = run("resnet20", 1, 28, threads, 1, 1),
+                u = run("resnet20", 1, 28, threads, 0, 1);
         cr_log_info("resnet20, %d threads: losses %.6f %.6f %.6f", threads, f.loss[0], f.loss[1],
                     f.loss[2]);
         cr_assert(f.loss[2] != f.loss[0], "the steps did not train");
