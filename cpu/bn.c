@@ -11,8 +11,14 @@
  * nn/kernels.h's, shared with the GPU build. The loops are vec.h's: AVX-512
  * or AVX2 where the CPU runs them, the portable loops' bits either way.
  *
- * Left out: fusing batch norm with the relu after it or the convolution
- * before it (the interface keeps them separate ops).
+ * The fused ops (bn_relu_*) run the same tasks with vec.h's fused loops:
+ * the relu (and the residual add before it) applied in bn's last pass
+ * forward, the relu's gradient computed on the fly in both passes
+ * backward; the same operations per element in the same order, so the
+ * same bits as the separate ops, with two to three passes over the tensor
+ * fewer.
+ *
+ * Left out: fusing batch norm with the convolution before it.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -27,6 +33,12 @@
 typedef struct bn_job {
     float *y, *save_mean, *save_invstd, *run_mean, *run_var, *dscale, *dshift;
     const float *x, *dy, *scale, *shift, *mean_in, *invstd_in, *rm, *rv;
+    /* the fusions: relu after bn (res: the residual added before it, or
+     * NULL); backward, yr is the relu's output (dy is then its gradient)
+     * and dy_out, unless NULL, gets bn's dy */
+    int relu;
+    const float *res, *yr;
+    float *dy_out;
     int B, C, HW;
     float momentum, eps;
     const cpu_vec_ops *v;
@@ -35,6 +47,19 @@ typedef struct bn_job {
 static const float *row_of(const float *p, const bn_job *j, int b, int c)
 {
     return p + ((size_t)b * j->C + c) * (size_t)j->HW;
+}
+
+/* channel c's output: y = bn(x), or relu(bn(x) + res) fused */
+static void bn_apply(const bn_job *j, int c, float mean, float invstd)
+{
+    size_t HW = (size_t)j->HW, stride = (size_t)j->C * HW;
+    float *y = (float *)row_of(j->y, j, 0, c);
+    const float *x = row_of(j->x, j, 0, c);
+    if (j->relu)
+        j->v->bn_apply_relu(y, x, j->res ? row_of(j->res, j, 0, c) : NULL, stride, j->B, HW, mean,
+                            invstd, j->scale[c], j->shift[c]);
+    else
+        j->v->bn_apply(y, x, stride, j->B, HW, mean, invstd, j->scale[c], j->shift[c]);
 }
 
 static void bn_fwd_train_task(void *arg, int c, int thread)
@@ -47,8 +72,7 @@ static void bn_fwd_train_task(void *arg, int c, int thread)
     float mean = (float)(s / N);
     double var = j->v->sq(x, stride, j->B, HW, mean) / N;
     float invstd = k_bn_invstd((float)var, j->eps);
-    j->v->bn_apply((float *)row_of(j->y, j, 0, c), x, stride, j->B, HW, mean, invstd, j->scale[c],
-                   j->shift[c]);
+    bn_apply(j, c, mean, invstd);
     j->save_mean[c] = mean;
     j->save_invstd[c] = invstd;
     j->run_mean[c] = k_bn_running(j->run_mean[c], mean, j->momentum);
@@ -60,9 +84,7 @@ static void bn_fwd_infer_task(void *arg, int c, int thread)
 {
     (void)thread;
     bn_job *j = arg;
-    float invstd = k_bn_invstd(j->rv[c], j->eps);
-    j->v->bn_apply((float *)row_of(j->y, j, 0, c), row_of(j->x, j, 0, c), (size_t)j->C * j->HW,
-                   j->B, (size_t)j->HW, j->rm[c], invstd, j->scale[c], j->shift[c]);
+    bn_apply(j, c, j->rm[c], k_bn_invstd(j->rv[c], j->eps));
 }
 
 static void bn_bwd_task(void *arg, int c, int thread)
@@ -72,16 +94,24 @@ static void bn_bwd_task(void *arg, int c, int thread)
     size_t HW = (size_t)j->HW, stride = (size_t)j->C * HW;
     const float *x = row_of(j->x, j, 0, c), *dy = row_of(j->dy, j, 0, c);
     float mean = j->mean_in[c], invstd = j->invstd_in[c];
+    const float *yr = j->yr ? row_of(j->yr, j, 0, c) : NULL;
+    float *dyo = j->dy_out ? (float *)row_of(j->dy_out, j, 0, c) : NULL;
     double sdy, sdyx;
-    j->v->bn_sums(&sdy, &sdyx, x, dy, stride, j->B, HW, mean, invstd);
+    if (yr) /* dy = relu_backward(dy, yr) on the fly, kept in dyo */
+        j->v->bn_sums_relu(&sdy, &sdyx, dyo, x, dy, yr, stride, j->B, HW, mean, invstd);
+    else
+        j->v->bn_sums(&sdy, &sdyx, x, dy, stride, j->B, HW, mean, invstd);
     j->dshift[c] = (float)sdy;
     j->dscale[c] = (float)sdyx;
     if (!j->y)
         return;
     double N = (double)j->B * (double)HW;
     float mdy = (float)(sdy / N), mdyx = (float)(sdyx / N), si = j->scale[c] * invstd;
-    j->v->bn_grad((float *)row_of(j->y, j, 0, c), x, dy, stride, j->B, HW, mean, invstd, si, mdy,
-                  mdyx);
+    float *dx = (float *)row_of(j->y, j, 0, c);
+    if (yr && !dyo)
+        j->v->bn_grad_relu(dx, x, dy, yr, stride, j->B, HW, mean, invstd, si, mdy, mdyx);
+    else /* dyo holds dy now: one stream to read instead of two */
+        j->v->bn_grad(dx, x, dyo ? dyo : dy, stride, j->B, HW, mean, invstd, si, mdy, mdyx);
 }
 
 void cpu_bn_forward_train(backend *be, float *y, float *save_mean, float *save_invstd,
@@ -131,6 +161,72 @@ void cpu_bn_backward(backend *be, float *dx, float *dscale, float *dshift, const
                 .dscale = dscale,
                 .dshift = dshift,
                 .dy = dy,
+                .x = x,
+                .scale = scale,
+                .mean_in = save_mean,
+                .invstd_in = save_invstd,
+                .B = B,
+                .C = C,
+                .HW = HW,
+                .v = cpu_vec()};
+    cpu_run(be, C, bn_bwd_task, &j);
+}
+
+/* ---------------------------------------------------------------- fused with relu */
+void cpu_bn_relu_forward_train(backend *be, float *y, float *save_mean, float *save_invstd,
+                               float *run_mean, float *run_var, const float *x, const float *res,
+                               const float *scale, const float *shift, int B, int C, int HW,
+                               float momentum, float eps)
+{
+    bn_job j = {.y = y,
+                .save_mean = save_mean,
+                .save_invstd = save_invstd,
+                .run_mean = run_mean,
+                .run_var = run_var,
+                .x = x,
+                .scale = scale,
+                .shift = shift,
+                .relu = 1,
+                .res = res,
+                .B = B,
+                .C = C,
+                .HW = HW,
+                .momentum = momentum,
+                .eps = eps,
+                .v = cpu_vec()};
+    cpu_run(be, C, bn_fwd_train_task, &j);
+}
+
+void cpu_bn_relu_forward_infer(backend *be, float *y, const float *x, const float *res,
+                               const float *scale, const float *shift, const float *run_mean,
+                               const float *run_var, int B, int C, int HW, float eps)
+{
+    bn_job j = {.y = y,
+                .x = x,
+                .scale = scale,
+                .shift = shift,
+                .rm = run_mean,
+                .rv = run_var,
+                .relu = 1,
+                .res = res,
+                .B = B,
+                .C = C,
+                .HW = HW,
+                .eps = eps,
+                .v = cpu_vec()};
+    cpu_run(be, C, bn_fwd_infer_task, &j);
+}
+
+void cpu_bn_relu_backward(backend *be, float *dx, float *dscale, float *dshift, float *dy_out,
+                          const float *g, const float *yr, const float *x, const float *scale,
+                          const float *save_mean, const float *save_invstd, int B, int C, int HW)
+{
+    bn_job j = {.y = dx,
+                .dscale = dscale,
+                .dshift = dshift,
+                .dy = g,
+                .yr = yr,
+                .dy_out = dy_out,
                 .x = x,
                 .scale = scale,
                 .mean_in = save_mean,

@@ -68,6 +68,7 @@
 #include "cpu/conv_direct.h"
 #include "cpu/conv_wino.h"
 #include "cpu/internal.h"
+#include "cpu/wino_dw.h"
 
 #define CONV_CHUNK 8
 #define CONV_MAX_CHUNKS 16
@@ -101,8 +102,10 @@ typedef struct conv_plan_cpu {
     /* dk: flip plans run conv_direct (conv_direct.c) for the forward and
      * din instead of tap_conv's GEMMs, with wtap and wftap in its layout;
      * din takes it even without tapbwd; dkw: the weight gradient of a
-     * 3x3 tapbwd plan too (conv_direct_dw) */
-    int dk, dkw;
+     * 3x3 tapbwd plan too (conv_direct_dw); wdw: that weight gradient
+     * by Winograd instead (wino_dw.c; its scratch and per-chunk sums at
+     * the start of wide) */
+    int dk, dkw, wdw;
     /* wino: a dk plan whose forward and din run Winograd F(2x2, 3x3)
      * (conv_wino.c: 3x3, pad 1), wtap and wftap in its layout; the forward
      * takes conv_wino_group samples per task, din a backward chunk's
@@ -203,6 +206,11 @@ void *cpu_conv_plan(backend *be, const conv_shape *s)
             p->dkw = s->R == 3 && s->S == 3;
             size_t d = conv_direct_dyw_n(&p->s);
             p->wide_n = d > p->wide_n ? d : p->wide_n;
+            p->wdw = p->dkw && wino_dw_fits(s) && wino_dw_on();
+            if (p->wdw) {
+                d = wino_dw_scratch_n(s) + wino_dw_acc_n(s);
+                p->wide_n = d > p->wide_n ? d : p->wide_n;
+            }
             p->wino = conv_wino_wanted(&p->s);
         }
         if (p->wino) {
@@ -628,7 +636,9 @@ static void flip_sample(const conv_job *j, int b, int first, float *wt, float *p
     float *xp = xpad_of(p, thread), *wide = p->wide + (size_t)thread * p->wide_n;
     int Wp = s->W + 2 * s->pad, PW = s->OH * Wp, plane = (s->H + 2 * s->pad) * Wp;
     int RS = s->R * s->S;
-    if (p->dkw) {
+    if (p->wdw) {
+        /* conv_bwd_chunk_task's, for the whole chunk */
+    } else if (p->dkw) {
         conv_direct_dw(wt, x, dy, s, first, xp, wide);
     } else {
         tap_pad(xp, x, s);
@@ -677,6 +687,12 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
     memset(pb, 0, (size_t)s->K * sizeof(float));
     if (b0 == b1) /* an empty group */
         cpu_vfill(wt ? wt : pw, 0.0f, (size_t)s->K * p->CRS);
+    if (p->wdw && b1 > b0) { /* sums in wide past its scratch; then wt */
+        float *wide = p->wide + (size_t)thread * p->wide_n, *acc = wide + wino_dw_scratch_n(s);
+        wino_dw_samples(acc, j->in + (size_t)b0 * s->C * s->H * s->W,
+                        j->dout + (size_t)b0 * s->K * p->P, s, b1 - b0, 1, wide);
+        wino_dw_finish(wt, acc, s);
+    }
     for (int b = b0; b < b1; b++) {
         const float *x = j->in + (size_t)b * s->C * s->H * s->W;
         const float *dy = j->dout + (size_t)b * s->K * p->P;

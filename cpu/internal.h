@@ -82,7 +82,7 @@ void cpu_fc_forward(backend *be, float *out, const float *in, const float *w, co
 void cpu_fc_backward(backend *be, float *din, float *dw, float *dbias, const float *dout,
                      const float *in, const float *w, int B, int M, int N);
 
-/* ---- batch norm, add, copy (bn.c); see backend.h */
+/* ---- batch norm (alone and fused with relu), add, copy (bn.c); see backend.h */
 void cpu_bn_forward_train(backend *be, float *y, float *save_mean, float *save_invstd,
                           float *run_mean, float *run_var, const float *x, const float *scale,
                           const float *shift, int B, int C, int HW, float momentum, float eps);
@@ -92,6 +92,16 @@ void cpu_bn_forward_infer(backend *be, float *y, const float *x, const float *sc
 void cpu_bn_backward(backend *be, float *dx, float *dscale, float *dshift, const float *dy,
                      const float *x, const float *scale, const float *save_mean,
                      const float *save_invstd, int B, int C, int HW);
+void cpu_bn_relu_forward_train(backend *be, float *y, float *save_mean, float *save_invstd,
+                               float *run_mean, float *run_var, const float *x, const float *res,
+                               const float *scale, const float *shift, int B, int C, int HW,
+                               float momentum, float eps);
+void cpu_bn_relu_forward_infer(backend *be, float *y, const float *x, const float *res,
+                               const float *scale, const float *shift, const float *run_mean,
+                               const float *run_var, int B, int C, int HW, float eps);
+void cpu_bn_relu_backward(backend *be, float *dx, float *dscale, float *dshift, float *dy_out,
+                          const float *g, const float *yr, const float *x, const float *scale,
+                          const float *save_mean, const float *save_invstd, int B, int C, int HW);
 void cpu_add(backend *be, float *out, const float *a, const float *b, size_t n);
 void cpu_copy_floats(backend *be, float *dst, const float *src, size_t n);
 

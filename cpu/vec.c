@@ -126,6 +126,102 @@ static void p_bn_grad(float *dx, const float *x, const float *dy, size_t stride,
     }
 }
 
+/* ---- batch norm fused with the relu after it (and the residual add
+ * between them): each element's operations are the separate loops', in
+ * their order, so the bits are those of bn_apply, add and relu_fwd in turn,
+ * or of relu_bwd then bn_sums and bn_grad */
+static void row_apply_relu(float *restrict y, const float *restrict x, size_t n, float mean,
+                           float invstd, float sc, float sh)
+{
+    size_t i = 0;
+    for (; i + CPU_VEC <= n; i += CPU_VEC)
+        for (int k = 0; k < CPU_VEC; k++)
+            y[i + k] = k_relu(k_bn_apply(x[i + k], mean, invstd, sc, sh));
+    for (; i < n; i++)
+        y[i] = k_relu(k_bn_apply(x[i], mean, invstd, sc, sh));
+}
+
+static void row_apply_add_relu(float *restrict y, const float *restrict x, const float *restrict r,
+                               size_t n, float mean, float invstd, float sc, float sh)
+{
+    size_t i = 0;
+    for (; i + CPU_VEC <= n; i += CPU_VEC)
+        for (int k = 0; k < CPU_VEC; k++)
+            y[i + k] = k_relu(k_add(k_bn_apply(x[i + k], mean, invstd, sc, sh), r[i + k]));
+    for (; i < n; i++)
+        y[i] = k_relu(k_add(k_bn_apply(x[i], mean, invstd, sc, sh), r[i]));
+}
+
+static void p_bn_apply_relu(float *y, const float *x, const float *r, size_t stride, int rows,
+                            size_t n, float mean, float invstd, float sc, float sh)
+{
+    for (int b = 0; b < rows; b++) {
+        size_t o = (size_t)b * stride;
+        if (r)
+            row_apply_add_relu(y + o, x + o, r + o, n, mean, invstd, sc, sh);
+        else
+            row_apply_relu(y + o, x + o, n, mean, invstd, sc, sh);
+    }
+}
+
+static void p_bn_sums_relu(double *sdy, double *sdyx, float *dyos, const float *xs, const float *gs,
+                           const float *yrs, size_t stride, int rows, size_t n, float mean,
+                           float invstd)
+{
+    double s1 = 0.0, s2 = 0.0;
+    for (int b = 0; b < rows; b++) {
+        size_t o = (size_t)b * stride;
+        const float *restrict x = xs + o, *restrict g = gs + o, *restrict yr = yrs + o;
+        float *restrict dyo = dyos ? dyos + o : NULL;
+        float l1[CPU_VEC] = {0}, l2[CPU_VEC] = {0}, r1 = 0.0f, r2 = 0.0f;
+        size_t i = 0;
+        for (; i + CPU_VEC <= n; i += CPU_VEC)
+            for (int k = 0; k < CPU_VEC; k++) {
+                float dy = k_relu_grad(g[i + k], yr[i + k]);
+                l1[k] += dy;
+                l2[k] += dy * ((x[i + k] - mean) * invstd);
+                if (dyo)
+                    dyo[i + k] = dy;
+            }
+        for (; i < n; i++) {
+            float dy = k_relu_grad(g[i], yr[i]);
+            r1 += dy;
+            r2 += dy * ((x[i] - mean) * invstd);
+            if (dyo)
+                dyo[i] = dy;
+        }
+        for (int k = 0; k < CPU_VEC; k++)
+            r1 += l1[k], r2 += l2[k];
+        s1 += r1;
+        s2 += r2;
+    }
+    *sdy = s1;
+    *sdyx = s2;
+}
+
+static void row_grad_relu(float *restrict dx, const float *restrict x, const float *restrict g,
+                          const float *restrict yr, size_t n, float mean, float invstd, float si,
+                          float mdy, float mdyx)
+{
+    size_t i = 0;
+    for (; i + CPU_VEC <= n; i += CPU_VEC)
+        for (int k = 0; k < CPU_VEC; k++)
+            dx[i + k] = k_bn_grad(k_relu_grad(g[i + k], yr[i + k]), (x[i + k] - mean) * invstd, si,
+                                  mdy, mdyx);
+    for (; i < n; i++)
+        dx[i] = k_bn_grad(k_relu_grad(g[i], yr[i]), (x[i] - mean) * invstd, si, mdy, mdyx);
+}
+
+static void p_bn_grad_relu(float *dx, const float *x, const float *g, const float *yr,
+                           size_t stride, int rows, size_t n, float mean, float invstd, float si,
+                           float mdy, float mdyx)
+{
+    for (int b = 0; b < rows; b++) {
+        size_t o = (size_t)b * stride;
+        row_grad_relu(dx + o, x + o, g + o, yr + o, n, mean, invstd, si, mdy, mdyx);
+    }
+}
+
 static void p_relu_fwd(float *restrict o, const float *restrict x, size_t n)
 {
     size_t i = 0;
@@ -179,6 +275,9 @@ static const cpu_vec_ops portable = {
     .bn_apply = p_bn_apply,
     .bn_sums = p_bn_sums,
     .bn_grad = p_bn_grad,
+    .bn_apply_relu = p_bn_apply_relu,
+    .bn_sums_relu = p_bn_sums_relu,
+    .bn_grad_relu = p_bn_grad_relu,
     .relu_fwd = p_relu_fwd,
     .relu_bwd = p_relu_bwd,
     .add_into = p_add_into,

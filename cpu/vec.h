@@ -35,6 +35,19 @@ typedef struct cpu_vec_ops {
     /* dx = k_bn_grad(dy, (x - mean) * invstd, si, mdy, mdyx) */
     void (*bn_grad)(float *dx, const float *x, const float *dy, size_t stride, int rows, size_t n,
                     float mean, float invstd, float si, float mdy, float mdyx);
+    /* the fusions with the relu after batch norm (backend.h's bn_relu_*):
+     * y = k_relu(k_add(k_bn_apply(x, ...), r)), or k_relu(k_bn_apply(x, ...))
+     * when r is NULL (r: rows like x); bn_sums and bn_grad with
+     * dy = k_relu_grad(g, yr) (yr: the relu's output), bn_sums_relu also
+     * storing that dy into dyo unless it is NULL */
+    void (*bn_apply_relu)(float *y, const float *x, const float *r, size_t stride, int rows,
+                          size_t n, float mean, float invstd, float sc, float sh);
+    void (*bn_sums_relu)(double *sdy, double *sdyx, float *dyo, const float *x, const float *g,
+                         const float *yr, size_t stride, int rows, size_t n, float mean,
+                         float invstd);
+    void (*bn_grad_relu)(float *dx, const float *x, const float *g, const float *yr, size_t stride,
+                         int rows, size_t n, float mean, float invstd, float si, float mdy,
+                         float mdyx);
     /* element-wise over n floats: o = k_relu(x); o = k_relu_grad(g, y);
      * o = k_add(o, x); o = k_add(a, b); o = x; o = v (the pointers of one
      * call do not overlap) */

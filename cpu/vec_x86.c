@@ -17,6 +17,10 @@
  *     which gives +0 for -0 and NaN as the scalar `x > 0 ? x : 0` does.
  *     AVX-512 runs 16 at a time and does the tail under a mask (and a
  *     batch-norm row's head, up to its first 64-byte boundary).
+ *   - the loops fused with relu (bn_apply_relu, bn_sums_relu,
+ *     bn_grad_relu): the separate loops' operations per element, in their
+ *     order, with the relu's compare-and-mask in between; bn_sums_relu's
+ *     lanes are bn_sums' (AVX2 at both levels).
  *
  * Compiled for any x86-64 (the functions carry target attributes, the
  * rest of the program stays baseline); other machines get a stub.
@@ -196,6 +200,87 @@ AVX2 static void a2_bn_sums(double *sdy, double *sdyx, const float *x, const flo
     *sdyx = s2;
 }
 
+/* bn_sums_step with dy = relu_grad(g, yr) (kept in *dy for the store) */
+AVX2 static inline void sums_relu_step(__m256 *a1, __m256 *a2, __m256 *dy, const float *x,
+                                       const float *g, const float *yr, __m256 mean, __m256 invstd)
+{
+    __m256 on = _mm256_cmp_ps(_mm256_loadu_ps(yr), _mm256_setzero_ps(), _CMP_GT_OQ);
+    __m256 d = _mm256_and_ps(on, _mm256_loadu_ps(g));
+    __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x), mean), invstd);
+    *a1 = _mm256_add_ps(*a1, d);
+    *a2 = _mm256_add_ps(*a2, _mm256_mul_ps(d, xh));
+    *dy = d;
+}
+
+/* the scalar tail of a row of bn_sums_relu, as the portable loop adds it */
+AVX2 static inline void sums_relu_tail(float *t1, float *t2, float *dyo, const float *x,
+                                       const float *g, const float *yr, size_t from, size_t n,
+                                       float mean, float invstd)
+{
+    float r1 = 0.0f, r2 = 0.0f;
+    for (size_t i = from; i < n; i++) {
+        float dy = k_relu_grad(g[i], yr[i]);
+        r1 += dy;
+        r2 += dy * ((x[i] - mean) * invstd);
+        if (dyo)
+            dyo[i] = dy;
+    }
+    *t1 = r1;
+    *t2 = r2;
+}
+
+/* bn_sums with dy = relu_grad(g, yr), two rows at once as a2_bn_sums */
+AVX2 static void a2_bn_sums_relu(double *sdy, double *sdyx, float *dyo, const float *x,
+                                 const float *g, const float *yr, size_t stride, int rows, size_t n,
+                                 float mean, float invstd)
+{
+    size_t nv = n / CPU_VEC * CPU_VEC;
+    __m256 vm = _mm256_set1_ps(mean), vi = _mm256_set1_ps(invstd), d0, d1;
+    double s1 = 0.0, s2 = 0.0;
+    int b = 0;
+    for (; b + 2 <= rows; b += 2) {
+        size_t o0 = (size_t)b * stride, o1 = o0 + stride;
+        __m256 p0 = _mm256_setzero_ps(), q0 = p0, p1 = p0, q1 = p0;
+        if (dyo)
+            for (size_t i = 0; i < nv; i += CPU_VEC) {
+                sums_relu_step(&p0, &q0, &d0, x + o0 + i, g + o0 + i, yr + o0 + i, vm, vi);
+                sums_relu_step(&p1, &q1, &d1, x + o1 + i, g + o1 + i, yr + o1 + i, vm, vi);
+                _mm256_storeu_ps(dyo + o0 + i, d0);
+                _mm256_storeu_ps(dyo + o1 + i, d1);
+            }
+        else
+            for (size_t i = 0; i < nv; i += CPU_VEC) {
+                sums_relu_step(&p0, &q0, &d0, x + o0 + i, g + o0 + i, yr + o0 + i, vm, vi);
+                sums_relu_step(&p1, &q1, &d1, x + o1 + i, g + o1 + i, yr + o1 + i, vm, vi);
+            }
+        float t1, t2;
+        sums_relu_tail(&t1, &t2, dyo ? dyo + o0 : NULL, x + o0, g + o0, yr + o0, nv, n, mean,
+                       invstd);
+        s1 += lanes_into(t1, p0);
+        s2 += lanes_into(t2, q0);
+        sums_relu_tail(&t1, &t2, dyo ? dyo + o1 : NULL, x + o1, g + o1, yr + o1, nv, n, mean,
+                       invstd);
+        s1 += lanes_into(t1, p1);
+        s2 += lanes_into(t2, q1);
+    }
+    for (; b < rows; b++) {
+        size_t o0 = (size_t)b * stride;
+        __m256 p0 = _mm256_setzero_ps(), q0 = p0;
+        for (size_t i = 0; i < nv; i += CPU_VEC) {
+            sums_relu_step(&p0, &q0, &d0, x + o0 + i, g + o0 + i, yr + o0 + i, vm, vi);
+            if (dyo)
+                _mm256_storeu_ps(dyo + o0 + i, d0);
+        }
+        float t1, t2;
+        sums_relu_tail(&t1, &t2, dyo ? dyo + o0 : NULL, x + o0, g + o0, yr + o0, nv, n, mean,
+                       invstd);
+        s1 += lanes_into(t1, p0);
+        s2 += lanes_into(t2, q0);
+    }
+    *sdy = s1;
+    *sdyx = s2;
+}
+
 /* ---------------------------------------------------------------- AVX2 element-wise */
 
 AVX2 static void a2_bn_apply(float *y, const float *x, size_t stride, int rows, size_t n,
@@ -234,6 +319,58 @@ AVX2 static void a2_bn_grad(float *dx, const float *x, const float *dy, size_t s
         }
         for (; i < n; i++)
             o[i] = k_bn_grad(g[i], (r[i] - mean) * invstd, si, mdy, mdyx);
+    }
+}
+
+AVX2 static inline __m256 relu8(__m256 v)
+{
+    return _mm256_and_ps(_mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_GT_OQ), v);
+}
+
+AVX2 static void a2_bn_apply_relu(float *y, const float *x, const float *res, size_t stride,
+                                  int rows, size_t n, float mean, float invstd, float sc, float sh)
+{
+    __m256 vm = _mm256_set1_ps(mean), vi = _mm256_set1_ps(invstd), vs = _mm256_set1_ps(sc),
+           vh = _mm256_set1_ps(sh);
+    for (int b = 0; b < rows; b++) {
+        size_t off = (size_t)b * stride;
+        const float *r = x + off, *a = res ? res + off : NULL;
+        float *o = y + off;
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(r + i), vm), vi);
+            v = _mm256_add_ps(_mm256_mul_ps(v, vs), vh);
+            if (a)
+                v = _mm256_add_ps(v, _mm256_loadu_ps(a + i));
+            _mm256_storeu_ps(o + i, relu8(v));
+        }
+        for (; i < n; i++) {
+            float v = k_bn_apply(r[i], mean, invstd, sc, sh);
+            o[i] = k_relu(a ? k_add(v, a[i]) : v);
+        }
+    }
+}
+
+AVX2 static void a2_bn_grad_relu(float *dx, const float *x, const float *dy, const float *yr,
+                                 size_t stride, int rows, size_t n, float mean, float invstd,
+                                 float si, float mdy, float mdyx)
+{
+    __m256 vm = _mm256_set1_ps(mean), vi = _mm256_set1_ps(invstd), vs = _mm256_set1_ps(si),
+           vg = _mm256_set1_ps(mdy), vx = _mm256_set1_ps(mdyx), z = _mm256_setzero_ps();
+    for (int b = 0; b < rows; b++) {
+        size_t off = (size_t)b * stride;
+        const float *r = x + off, *g = dy + off, *u = yr + off;
+        float *o = dx + off;
+        size_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            __m256 xh = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(r + i), vm), vi);
+            __m256 d = _mm256_and_ps(_mm256_cmp_ps(_mm256_loadu_ps(u + i), z, _CMP_GT_OQ),
+                                     _mm256_loadu_ps(g + i));
+            d = _mm256_sub_ps(_mm256_sub_ps(d, vg), _mm256_mul_ps(xh, vx));
+            _mm256_storeu_ps(o + i, _mm256_mul_ps(vs, d));
+        }
+        for (; i < n; i++)
+            o[i] = k_bn_grad(k_relu_grad(g[i], u[i]), (r[i] - mean) * invstd, si, mdy, mdyx);
     }
 }
 
@@ -364,6 +501,97 @@ AVX512 static void a5_bn_grad(float *dx, const float *x, const float *dy, size_t
     }
 }
 
+/* apply16 with the residual (r) added and the relu */
+AVX512 static inline __m512 apply_relu16(__m512 x, __m512 vm, __m512 vi, __m512 vs, __m512 vh)
+{
+    __m512 v = apply16(x, vm, vi, vs, vh);
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), v);
+}
+
+AVX512 static inline __m512 apply_add_relu16(__m512 x, __m512 r, __m512 vm, __m512 vi, __m512 vs,
+                                             __m512 vh)
+{
+    __m512 v = _mm512_add_ps(apply16(x, vm, vi, vs, vh), r);
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GT_OQ), v);
+}
+
+AVX512 static void a5_bn_apply_relu(float *y, const float *x, const float *res, size_t stride,
+                                    int rows, size_t n, float mean, float invstd, float sc,
+                                    float sh)
+{
+    __m512 vm = _mm512_set1_ps(mean), vi = _mm512_set1_ps(invstd), vs = _mm512_set1_ps(sc),
+           vh = _mm512_set1_ps(sh);
+    for (int b = 0; b < rows; b++) {
+        size_t off = (size_t)b * stride;
+        const float *r = x + off;
+        float *o = y + off;
+        size_t i = head(o, n);
+        __mmask16 m = tail(i);
+        if (res) {
+            const float *a = res + off;
+            if (m)
+                _mm512_mask_storeu_ps(o, m,
+                                      apply_add_relu16(_mm512_maskz_loadu_ps(m, r),
+                                                       _mm512_maskz_loadu_ps(m, a), vm, vi, vs,
+                                                       vh));
+            for (; i + 16 <= n; i += 16)
+                _mm512_storeu_ps(o + i, apply_add_relu16(_mm512_loadu_ps(r + i),
+                                                         _mm512_loadu_ps(a + i), vm, vi, vs, vh));
+            m = tail(n - i);
+            if (m)
+                _mm512_mask_storeu_ps(o + i, m,
+                                      apply_add_relu16(_mm512_maskz_loadu_ps(m, r + i),
+                                                       _mm512_maskz_loadu_ps(m, a + i), vm, vi, vs,
+                                                       vh));
+        } else {
+            if (m)
+                _mm512_mask_storeu_ps(o, m,
+                                      apply_relu16(_mm512_maskz_loadu_ps(m, r), vm, vi, vs, vh));
+            for (; i + 16 <= n; i += 16)
+                _mm512_storeu_ps(o + i, apply_relu16(_mm512_loadu_ps(r + i), vm, vi, vs, vh));
+            m = tail(n - i);
+            if (m)
+                _mm512_mask_storeu_ps(
+                    o + i, m, apply_relu16(_mm512_maskz_loadu_ps(m, r + i), vm, vi, vs, vh));
+        }
+    }
+}
+
+/* the relu's gradient: g where yr > 0, else +0 (m: the lanes to load) */
+AVX512 static inline __m512 relu_grad16(__mmask16 m, const float *g, const float *yr)
+{
+    __mmask16 on =
+        _mm512_cmp_ps_mask(_mm512_maskz_loadu_ps(m, yr), _mm512_setzero_ps(), _CMP_GT_OQ);
+    return _mm512_maskz_loadu_ps(m & on, g);
+}
+
+AVX512 static void a5_bn_grad_relu(float *dx, const float *x, const float *dy, const float *yr,
+                                   size_t stride, int rows, size_t n, float mean, float invstd,
+                                   float si, float mdy, float mdyx)
+{
+    __m512 vm = _mm512_set1_ps(mean), vi = _mm512_set1_ps(invstd), vs = _mm512_set1_ps(si),
+           vg = _mm512_set1_ps(mdy), vx = _mm512_set1_ps(mdyx);
+    for (int b = 0; b < rows; b++) {
+        size_t off = (size_t)b * stride;
+        const float *r = x + off, *g = dy + off, *u = yr + off;
+        float *o = dx + off;
+        size_t i = head(o, n);
+        __mmask16 m = tail(i);
+        if (m)
+            _mm512_mask_storeu_ps(
+                o, m,
+                grad16(_mm512_maskz_loadu_ps(m, r), relu_grad16(m, g, u), vm, vi, vs, vg, vx));
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(o + i, grad16(_mm512_loadu_ps(r + i),
+                                           relu_grad16(0xffff, g + i, u + i), vm, vi, vs, vg, vx));
+        m = tail(n - i);
+        if (m)
+            _mm512_mask_storeu_ps(o + i, m,
+                                  grad16(_mm512_maskz_loadu_ps(m, r + i),
+                                         relu_grad16(m, g + i, u + i), vm, vi, vs, vg, vx));
+    }
+}
+
 AVX512 static void a5_relu_fwd(float *o, const float *x, size_t n)
 {
     const __m512 z = _mm512_setzero_ps();
@@ -437,6 +665,9 @@ static const cpu_vec_ops avx2 = {
     .bn_apply = a2_bn_apply,
     .bn_sums = a2_bn_sums,
     .bn_grad = a2_bn_grad,
+    .bn_apply_relu = a2_bn_apply_relu,
+    .bn_sums_relu = a2_bn_sums_relu,
+    .bn_grad_relu = a2_bn_grad_relu,
     .relu_fwd = a2_relu_fwd,
     .relu_bwd = a2_relu_bwd,
     .add_into = a2_add_into,
@@ -453,6 +684,9 @@ static const cpu_vec_ops avx512 = {
     .bn_apply = a5_bn_apply,
     .bn_sums = a2_bn_sums,
     .bn_grad = a5_bn_grad,
+    .bn_apply_relu = a5_bn_apply_relu,
+    .bn_sums_relu = a2_bn_sums_relu,
+    .bn_grad_relu = a5_bn_grad_relu,
     .relu_fwd = a5_relu_fwd,
     .relu_bwd = a5_relu_bwd,
     .add_into = a5_add_into,

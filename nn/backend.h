@@ -129,6 +129,29 @@ typedef struct backend_ops {
                         const float *x, const float *scale, const float *save_mean,
                         const float *save_invstd, int B, int C, int HW);
 
+    /* ---- optional: batch norm fused with the relu after it (NULL: the
+     * model runs the separate ops; a backend that has them gives the same
+     * bits as those). res is NULL or a B x C x HW tensor added between the
+     * two (a residual block's bn, add, relu). bn_relu_forward_train:
+     *   y = relu(bn(x) + res), bn as bn_forward_train (save_*, run_* too);
+     * bn_relu_forward_infer: the same with bn_forward_infer; the bn's (and
+     * the add's) own output is written nowhere. bn_relu_backward:
+     * bn_backward of dy = relu_backward(g, yr), g the gradient of the relu's
+     * output yr, dy computed on the fly and, when dy_out is not NULL, also
+     * stored there (the add's gradient, for its other operand). dx and
+     * dy_out may be NULL; no output aliases an input. */
+    void (*bn_relu_forward_train)(backend *be, float *y, float *save_mean, float *save_invstd,
+                                  float *run_mean, float *run_var, const float *x, const float *res,
+                                  const float *scale, const float *shift, int B, int C, int HW,
+                                  float momentum, float eps);
+    void (*bn_relu_forward_infer)(backend *be, float *y, const float *x, const float *res,
+                                  const float *scale, const float *shift, const float *run_mean,
+                                  const float *run_var, int B, int C, int HW, float eps);
+    void (*bn_relu_backward)(backend *be, float *dx, float *dscale, float *dshift, float *dy_out,
+                             const float *g, const float *yr, const float *x, const float *scale,
+                             const float *save_mean, const float *save_invstd, int B, int C,
+                             int HW);
+
     /* ---- element-wise: out = a + b (out may be a or b); dst = src */
     void (*add)(backend *be, float *out, const float *a, const float *b, size_t n);
     void (*copy)(backend *be, float *dst, const float *src, size_t n);

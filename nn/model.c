@@ -11,6 +11,12 @@
  * last batch of an epoch and the evaluation batches do not re-plan every
  * step.
  *
+ * Batch norm runs fused with the relu after it, and with a residual add
+ * between them, where the backend has the ops (backend.h's bn_relu_*) and
+ * the bn's and add's outputs have no other reader (plan_fusions): the same
+ * bits, whole passes over the activations fewer; an add's gradient is
+ * written straight into its shortcut's gradient buffer (add_grad_in_place).
+ *
  * Left out: layers other than the six, per-tensor optimiser settings (weight
  * decay applies to every parameter, biases included, as PyTorch's default).
  */
@@ -199,6 +205,46 @@ static void layer_flow(model *m)
     free(readers);
 }
 
+/* The relus that run with the batch norm before them (model_layer.fuse_bn):
+ * bn -> relu, or bn -> add -> relu, each output read only by the next
+ * layer (so no other reader misses it and none has a gradient buffer);
+ * the add's other operand is not the bn's input (backward would write the
+ * two gradients into one buffer). */
+static void plan_fusions(model *m)
+{
+    int *readers = xcalloc((size_t)m->nlayers + 1, sizeof(int));
+    for (int i = 0; i < m->nlayers; i++) {
+        model_layer *L = &m->layers[i];
+        L->fuse_bn = L->fuse_add = L->fused_into = -1;
+        if (L->src >= 0)
+            readers[L->src]++;
+        if (L->src2 >= 0)
+            readers[L->src2]++;
+    }
+    for (int i = 2; i < m->nlayers; i++) {
+        model_layer *R = &m->layers[i];
+        int s = i - 1, a = -1;
+        if (R->kind != LAYER_RELU || R->src != s || readers[s] != 1)
+            continue;
+        if (m->layers[s].kind == LAYER_ADD) {
+            const model_layer *A = &m->layers[s];
+            if (A->src != s - 1 || A->src2 == A->src || A->src2 == m->layers[s - 1].src)
+                continue;
+            a = s--;
+            if (readers[s] != 1)
+                continue;
+        }
+        if (m->layers[s].kind != LAYER_BN || m->layers[s].src < 0)
+            continue;
+        R->fuse_bn = s;
+        R->fuse_add = a;
+        m->layers[s].fused_into = i;
+        if (a >= 0)
+            m->layers[a].fused_into = i;
+    }
+    free(readers);
+}
+
 /* Shapes, tensors and FLOPs of definition d; no memory on the backend. */
 static int model_layout(model *m, const model_def *d, int C, int H, int W, int nclasses, errbuf *e)
 {
@@ -244,6 +290,7 @@ static int model_layout(model *m, const model_def *d, int C, int H, int W, int n
                     h, w, nclasses);
     place_tensors(m);
     layer_flow(m);
+    plan_fusions(m);
     return 0;
 }
 
@@ -329,6 +376,8 @@ int model_create(model *m, const char *name, int C, int H, int W, int nclasses, 
     }
     m->be = be;
     m->max_batch = max_batch;
+    const char *fuse = getenv("TRAIN_FUSE");
+    m->no_fuse = fuse && strcmp(fuse, "0") == 0;
     for (int c = 0; c < C; c++)
         m->mean[c] = m->std[c] = 0.5f;
     size_t B = (size_t)max_batch, fl = sizeof(float), biggest = largest_activation(m);
@@ -442,6 +491,8 @@ void model_init_params(model *m, uint64_t seed)
     free(h);
 }
 
+void model_set_fusion(model *m, int on) { m->no_fuse = !on; }
+
 int model_set_norm(model *m, const float *mean, const float *std, errbuf *e)
 {
     if (std)
@@ -514,13 +565,45 @@ static void layer_pool_shape(const model_layer *L, int B, maxpool_shape *ps)
     maxpool_shape_init_k(ps, B, L->in_c, L->in_h, L->in_w, L->r, L->stride, L->pad);
 }
 
-static void layer_forward(model *m, model_layer *L, int B, int train)
+/* forward runs the fused ops (model_layer.fuse_bn) */
+static int fuse_forward(const model *m, int train)
+{
+    const backend_ops *o = m->be->ops;
+    return !m->no_fuse &&
+           (train ? o->bn_relu_forward_train != NULL : o->bn_relu_forward_infer != NULL);
+}
+
+/* relu L with its bn (and add): out = relu(bn(x) (+ the add's other operand)) */
+static void bn_relu_forward(model *m, model_layer *L, int B, int train)
+{
+    backend *be = m->be;
+    const model_layer *S = &m->layers[L->fuse_bn];
+    const float *x = out_of(m, S->src);
+    const float *res = L->fuse_add >= 0 ? out_of(m, m->layers[L->fuse_add].src2) : NULL;
+    float *p = m->params, *sc = tensor_ptr(p, m, S->w_tensor), *sh = tensor_ptr(p, m, S->b_tensor);
+    float *rm = tensor_ptr(p, m, S->rm_tensor), *rv = tensor_ptr(p, m, S->rv_tensor);
+    int HW = S->in_h * S->in_w;
+    if (train)
+        be->ops->bn_relu_forward_train(be, L->out, S->save_mean, S->save_invstd, rm, rv, x, res, sc,
+                                       sh, B, S->in_c, HW, MODEL_BN_MOMENTUM, MODEL_BN_EPS);
+    else
+        be->ops->bn_relu_forward_infer(be, L->out, x, res, sc, sh, rm, rv, B, S->in_c, HW,
+                                       MODEL_BN_EPS);
+}
+
+static void layer_forward(model *m, model_layer *L, int B, int train, int fused)
 {
     backend *be = m->be;
     const backend_ops *o = be->ops;
     const float *in = out_of(m, L->src);
     float *out = L->out, *p = m->params;
     size_t n = (size_t)B * layer_out_size(L);
+    if (fused && L->fused_into >= 0)
+        return; /* the relu it feeds runs it */
+    if (fused && L->fuse_bn >= 0) {
+        bn_relu_forward(m, L, B, train);
+        return;
+    }
     switch (L->kind) {
     case LAYER_CONV: {
         conv_shape cs;
@@ -573,8 +656,9 @@ static int forward_loss(model *m, const uint8_t *x, const int32_t *labels, int B
         dlabels = m->labels;
     }
     o->normalize_u8(be, m->x, x, B, m->C, m->H * m->W, m->mean, m->std);
+    int fused = fuse_forward(m, train);
     for (int i = 0; i < m->nlayers; i++) {
-        layer_forward(m, &m->layers[i], B, train);
+        layer_forward(m, &m->layers[i], B, train, fused);
         if (backend_cancelled(be))
             return -1;
     }
@@ -585,9 +669,29 @@ static int forward_loss(model *m, const uint8_t *x, const int32_t *labels, int B
     return backend_cancelled(be) ? -1 : 0;
 }
 
+/* An add's gradient is also the gradient of its second operand: when it
+ * is the first part that operand's gacc gets, it can be written there
+ * directly and the add passes it on without a copy (grad_pass). Only when
+ * the first operand is the layer just below and consumes the gradient
+ * right away (not an add or flatten that would hand the buffer further
+ * down while other parts are added into it). NULL when not. */
+static float *add_grad_in_place(model *m, int a, const float *g)
+{
+    const model_layer *A = &m->layers[a];
+    if (A->src2 < 0 || A->src != a - 1 || A->src == A->src2)
+        return NULL;
+    const model_layer *S = &m->layers[A->src], *T = &m->layers[A->src2];
+    if (S->kind == LAYER_ADD || S->kind == LAYER_FLATTEN)
+        return NULL;
+    if (!T->need_grad || !T->gacc || T->gacc_set || T->gacc == g)
+        return NULL;
+    return T->gacc;
+}
+
 /* Where a layer writes the gradient of its input s: NULL when s needs none;
  * s's gacc for the first part it gets, gtmp for a later one (added by
- * grad_done); else the ping-pong buffer that is not g. */
+ * grad_done); an add's second operand's gacc (add_grad_in_place); else the
+ * ping-pong buffer that is not g. */
 static float *grad_dst(model *m, int s, const float *g)
 {
     if (s < 0 || !m->layers[s].need_grad)
@@ -595,6 +699,9 @@ static float *grad_dst(model *m, int s, const float *g)
     const model_layer *S = &m->layers[s];
     if (S->gacc)
         return S->gacc_set ? m->gtmp : S->gacc;
+    float *in_place = S->kind == LAYER_ADD ? add_grad_in_place(m, s, g) : NULL;
+    if (in_place)
+        return in_place;
     return g == m->gbuf[0] ? m->gbuf[1] : m->gbuf[0];
 }
 
@@ -620,6 +727,10 @@ static const float *grad_pass(model *m, int s, const float *g, int B)
     model_layer *S = &m->layers[s];
     if (!S->gacc)
         return g;
+    if (g == S->gacc && !S->gacc_set) {
+        S->gacc_set = 1; /* written there already (add_grad_in_place) */
+        return NULL;
+    }
     size_t n = (size_t)B * layer_out_size(S);
     if (S->gacc_set)
         m->be->ops->add(m->be, S->gacc, S->gacc, g, n);
@@ -629,11 +740,52 @@ static const float *grad_pass(model *m, int s, const float *g, int B)
     return NULL;
 }
 
+/* Relu L's backward fused with its bn's (and add's), given g: dy =
+ * relu'(g) straight into the bn's backward and, with an add, into the
+ * add's other operand's gacc. Returns 0 (nothing done: the separate ops
+ * run) when the buffers do not allow it; else 1, the bn and add marked
+ * done and m->fused_g the gradient for the chain below. */
+static int bn_relu_backward(model *m, model_layer *L, const float *g, int B)
+{
+    backend *be = m->be;
+    model_layer *S = &m->layers[L->fuse_bn];
+    model_layer *A = L->fuse_add >= 0 ? &m->layers[L->fuse_add] : NULL;
+    float *dy_out = NULL;
+    if (!be->ops->bn_relu_backward || m->no_fuse || !g)
+        return 0;
+    if (A && A->src2 >= 0 && m->layers[A->src2].need_grad) {
+        if (!m->layers[A->src2].gacc) /* the part would have to travel the chain */
+            return 0;
+        dy_out = grad_dst(m, A->src2, g);
+    }
+    float *dx = grad_dst(m, S->src, g), *p = m->params, *gr = m->grads;
+    if ((dx && dx == dy_out) || g == dx || g == dy_out)
+        return 0;
+    be->ops->bn_relu_backward(be, dx, tensor_ptr(gr, m, S->w_tensor),
+                              tensor_ptr(gr, m, S->b_tensor), dy_out, g, L->out, out_of(m, S->src),
+                              tensor_ptr(p, m, S->w_tensor), S->save_mean, S->save_invstd, B,
+                              S->in_c, S->in_h * S->in_w);
+    if (dy_out)
+        grad_done(m, A->src2, dy_out, B);
+    grad_done(m, S->src, dx, B);
+    S->bwd_done = 1;
+    if (A)
+        A->bwd_done = 1;
+    m->fused_g = dx && !m->layers[S->src].gacc ? dx : NULL;
+    return 1;
+}
+
 /* layer L's backward pass given g, the gradient of its output; returns the
  * gradient of its input when that is the next one down the chain (NULL when
  * it went into a gacc or is not needed) */
 static const float *layer_backward(model *m, model_layer *L, const float *g, int B)
 {
+    if (L->bwd_done) { /* the relu it fed did it (bn_relu_backward) */
+        L->bwd_done = 0;
+        return m->fused_g;
+    }
+    if (L->fuse_bn >= 0 && bn_relu_backward(m, L, g, B))
+        return m->fused_g;
     backend *be = m->be;
     const backend_ops *o = be->ops;
     const float *in = out_of(m, L->src);
@@ -746,7 +898,8 @@ static int backward_overlap(model *m, int B, int *next)
     backend *be = m->be;
     const float *g = m->dlogits;
     for (int i = 0; i < m->nlayers; i++)
-        m->layers[i].gacc_set = 0;
+        m->layers[i].gacc_set = m->layers[i].bwd_done = 0;
+    m->fused_g = NULL;
     for (int i = m->nlayers - 1; i >= 0; i--) {
         model_layer *L = &m->layers[i];
         if (!L->need_grad) {

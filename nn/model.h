@@ -110,6 +110,14 @@ typedef struct model_layer {
     float *gacc;              /* device, max_batch x out size, when branch: its gradient, summed */
     int gacc_set;             /* backward: gacc holds a first contribution */
     float *save_mean, *save_invstd; /* bn: device, out_c each, the last training forward's */
+    /* Fusion (model_set_fusion): a relu whose input is a bn's output that
+     * nothing else reads, or an add's of such a bn and another output, runs
+     * them in one backend op (backend.h's bn_relu_*). Relu: fuse_bn and
+     * fuse_add, the bn's and the add's indices (-1: none); bn and add:
+     * fused_into, the relu's (-1: none). Their own outputs are then not
+     * written. bwd_done: backward, the relu already did this layer's part. */
+    int fuse_bn, fuse_add, fused_into;
+    int bwd_done;
     struct {
         int B;
         void *plan;
@@ -195,7 +203,9 @@ typedef struct model {
     } pend[MODEL_RESULTS_MAX];
     int pend_head, pend_n;
     int results_pinned;
-    unsigned long tick; /* plan-cache clock */
+    unsigned long tick;   /* plan-cache clock */
+    int no_fuse;          /* model_set_fusion(m, 0): the separate ops everywhere */
+    const float *fused_g; /* backward: the gradient a fused relu left for the chain below */
 } model;
 
 /* Per-step results. loss_sum adds the per-sample losses in sample order in
@@ -231,6 +241,12 @@ uint64_t model_memory_bytes(const char *name, int C, int H, int W, int nclasses,
  * so a tensor's values do not depend on the others. Done on the host, then
  * one upload. */
 void model_init_params(model *m, uint64_t seed);
+
+/* Batch norm, residual add and relu run fused where the graph and the
+ * backend allow (on by default; off when TRAIN_FUSE=0 is in the
+ * environment at model_create). The same bits either way: the switch is
+ * for tests and A/B timing. */
+void model_set_fusion(model *m, int on);
 
 /* Per-channel normalisation; NULL leaves that array unchanged. Returns -1
  * for a std that is not positive and finite. */

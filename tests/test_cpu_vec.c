@@ -3,8 +3,10 @@
  * and applies on channels of rows that are no multiple of the vector
  * width, with gaps between the rows and misaligned pointers; element-wise
  * ops on lengths around the widths, with -0, infinities, NaN and
- * denormals in the data. Also: this machine gets a vector version, and the
- * backend's ops give the same bits with the portable path forced. */
+ * denormals in the data; the loops fused with relu (and a residual add) as
+ * well, and those give the bits of the separate loops run in turn. Also:
+ * this machine gets a vector version, and the backend's ops give the same
+ * bits with the portable path forced. */
 #define _GNU_SOURCE
 #include <stdio.h>
 
@@ -77,6 +79,80 @@ static int levels(const cpu_vec_ops **v)
     return n;
 }
 
+/* The fused loops on one channel (as check_bn_channel): level v against
+ * the portable ones, and the portable ones against the separate loops
+ * run in turn (bn_apply, add, relu_fwd; relu_bwd, bn_sums, bn_grad) */
+static void check_fused_channel(const cpu_vec_ops *v, size_t hw, int rows, int C, size_t off,
+                                int special)
+{
+    const cpu_vec_ops *p = cpu_vec_level(CPU_VEC_PORTABLE);
+    size_t stride = (size_t)C * hw, total = off + (size_t)rows * stride + 16;
+    size_t ooff = (off + 2) % 4;
+    uint64_t key = hw * 1000 + (size_t)rows * 10 + off + (uint64_t)special * 7 + 500000;
+    /* x around its mean, so that bn's output is negative about half the
+     * time and the relu has work; yr (a relu output): zeros, -0 and
+     * positives */
+    float *xb = data(total, key, 3.0f, 2.0f, special),
+          *gb = data(total, key + 1, 0.0f, 0.5f, special),
+          *rb = data(total, key + 2, 0.0f, 1.0f, special),
+          *ub = data(total, key + 3, 0.0f, 1.0f, special);
+    for (size_t i = 0; i < total; i++)
+        ub[i] = ub[i] < 0.0f ? (i % 3 ? 0.0f : -0.0f) : ub[i];
+    const float *x = xb + off, *g = gb + off, *res = rb + (off + 1) % 4, *yr = ub + off;
+    const char *lv = v->name;
+    float *yv = sentinels(total), *yp = sentinels(total), *t = sentinels(total);
+    for (int with_res = 0; with_res < 2; with_res++) {
+        const float *r = with_res ? res : NULL;
+        const char *what = with_res ? "bn_apply_relu (res)" : "bn_apply_relu";
+        v->bn_apply_relu(yv + ooff, x, r, stride, rows, hw, 2.9f, 0.45f, 1.3f, -0.2f);
+        p->bn_apply_relu(yp + ooff, x, r, stride, rows, hw, 2.9f, 0.45f, 1.3f, -0.2f);
+        same_bits(yv, yp, total * 4, what, lv, hw, rows, C, off);
+        /* the separate loops, row by row as the model's whole-tensor ops */
+        float *tt = t + ooff;
+        p->bn_apply(tt, x, stride, rows, hw, 2.9f, 0.45f, 1.3f, -0.2f);
+        for (int b = 0; b < rows; b++) {
+            float *row = tt + (size_t)b * stride;
+            if (r)
+                p->add_into(row, r + (size_t)b * stride, hw);
+            p->relu_fwd(row, row, hw);
+        }
+        same_bits(yp, t, total * 4, what, "separate", hw, rows, C, off);
+    }
+    /* backward: dy = relu_bwd(g, yr) materialised, for the separate loops */
+    float *dy = sentinels(total);
+    for (int b = 0; b < rows; b++) {
+        size_t o = (size_t)b * stride;
+        p->relu_bwd(dy + off + o, g + o, yr + o, hw);
+    }
+    float m = 2.9f;
+    if (!special) {
+        double s[2], q[2], w[2];
+        float *dv = sentinels(total), *dp = sentinels(total);
+        v->bn_sums_relu(&s[0], &s[1], NULL, x, g, yr, stride, rows, hw, m, 0.7f);
+        p->bn_sums_relu(&q[0], &q[1], NULL, x, g, yr, stride, rows, hw, m, 0.7f);
+        same_bits(s, q, sizeof s, "bn_sums_relu", lv, hw, rows, C, off);
+        p->bn_sums(&w[0], &w[1], x, dy + off, stride, rows, hw, m, 0.7f);
+        same_bits(q, w, sizeof q, "bn_sums_relu", "separate", hw, rows, C, off);
+        v->bn_sums_relu(&s[0], &s[1], dv + ooff, x, g, yr, stride, rows, hw, m, 0.7f);
+        p->bn_sums_relu(&q[0], &q[1], dp + ooff, x, g, yr, stride, rows, hw, m, 0.7f);
+        same_bits(s, w, sizeof s, "bn_sums_relu (stored)", lv, hw, rows, C, off);
+        same_bits(q, w, sizeof q, "bn_sums_relu (stored)", "portable", hw, rows, C, off);
+        same_bits(dv, dp, total * 4, "bn_sums_relu's dy", lv, hw, rows, C, off);
+        /* the stored dy is relu_bwd's, rows only (the gaps keep the sentinels) */
+        float *want = sentinels(total);
+        for (int b = 0; b < rows; b++)
+            memcpy(want + ooff + (size_t)b * stride, dy + off + (size_t)b * stride, hw * 4);
+        same_bits(dp, want, total * 4, "bn_sums_relu's dy", "separate", hw, rows, C, off);
+        free(dv), free(dp), free(want);
+    }
+    v->bn_grad_relu(yv + ooff, x, g, yr, stride, rows, hw, m, 0.45f, 0.6f, 0.013f, -0.07f);
+    p->bn_grad_relu(yp + ooff, x, g, yr, stride, rows, hw, m, 0.45f, 0.6f, 0.013f, -0.07f);
+    same_bits(yv, yp, total * 4, "bn_grad_relu", lv, hw, rows, C, off);
+    p->bn_grad(t + ooff, x, dy + off, stride, rows, hw, m, 0.45f, 0.6f, 0.013f, -0.07f);
+    same_bits(yp, t, total * 4, "bn_grad_relu", "separate", hw, rows, C, off);
+    free(xb), free(gb), free(rb), free(ub), free(yv), free(yp), free(t), free(dy);
+}
+
 /* one batch-norm channel: rows of hw floats C * hw apart, from offset off */
 static void check_bn_channel(const cpu_vec_ops *v, size_t hw, int rows, int C, size_t off,
                              int special)
@@ -109,7 +185,18 @@ static void check_bn_channel(const cpu_vec_ops *v, size_t hw, int rows, int C, s
     v->bn_grad(yv + ooff, x, dy, stride, rows, hw, 2.9f, 0.45f, 0.6f, 0.013f, -0.07f);
     p->bn_grad(yp + ooff, x, dy, stride, rows, hw, 2.9f, 0.45f, 0.6f, 0.013f, -0.07f);
     same_bits(yv, yp, total * 4, "bn_grad", lv, hw, rows, C, off);
+    check_fused_channel(v, hw, rows, C, off, special);
     free(xb), free(gb), free(yv), free(yp);
+}
+
+Test(cpu_vec, fused_loops_give_the_separate_loops_bits)
+{
+    const cpu_vec_ops *p = cpu_vec_level(CPU_VEC_PORTABLE);
+    for (size_t h = 0; h < NELEMS(hws); h++)
+        for (size_t r = 0; r < NELEMS(nrows); r++)
+            for (size_t o = 0; o < NELEMS(offs); o++)
+                for (int special = 0; special < 2; special++)
+                    check_fused_channel(p, hws[h], nrows[r], 2, offs[o], special);
 }
 
 Test(cpu_vec, bn_channels_match_the_portable_loops_bit_for_bit)
@@ -261,6 +348,9 @@ Test(cpu_vec, this_machine_gets_a_vector_version_and_the_portable_one_can_be_for
 typedef struct bn_out {
     float *y, *mean, *invstd, *rmean, *rvar, *yi, *dx, *dscale, *dshift, *r, *rg, *s1, *s2, *s3,
         *cp;
+    /* the fused ops: forward train with a residual, infer without, backward
+     * storing dy */
+    float *fy, *fmean, *finvstd, *frmean, *frvar, *fyi, *fdx, *fdscale, *fdshift, *fdy;
 } bn_out;
 
 /* the backend's ops on one seeded batch, every output kept */
@@ -287,14 +377,25 @@ static bn_out run_ops(backend *be, int B, int C, int HW)
     be->ops->add(be, o.s2, x, o.s2, n); /* out == b */
     o.s3 = data(n, 8, 0.0f, 1.0f, 0);
     be->ops->copy(be, o.cp, o.s3, n);
+    o.fy = xcalloc(n, 4), o.fyi = xcalloc(n, 4), o.fdx = xcalloc(n, 4), o.fdy = xcalloc(n, 4);
+    o.fmean = xcalloc((size_t)C, 4), o.finvstd = xcalloc((size_t)C, 4);
+    o.fdscale = xcalloc((size_t)C, 4), o.fdshift = xcalloc((size_t)C, 4);
+    o.frmean = data((size_t)C, 5, 0.0f, 0.1f, 0), o.frvar = data((size_t)C, 6, 1.0f, 0.1f, 0);
+    be->ops->bn_relu_forward_train(be, o.fy, o.fmean, o.finvstd, o.frmean, o.frvar, x, o.s2, sc, sh,
+                                   B, C, HW, 0.1f, 1e-5f);
+    be->ops->bn_relu_forward_infer(be, o.fyi, x, NULL, sc, sh, o.frmean, o.frvar, B, C, HW, 1e-5f);
+    be->ops->bn_relu_backward(be, o.fdx, o.fdscale, o.fdshift, o.fdy, dy, o.r, x, sc, o.fmean,
+                              o.finvstd, B, C, HW);
     free(x), free(dy), free(sc), free(sh);
     return o;
 }
 
 static void free_out(bn_out *o)
 {
-    float *p[] = {o->y,      o->mean, o->invstd, o->rmean, o->rvar, o->yi, o->dx, o->dscale,
-                  o->dshift, o->r,    o->rg,     o->s1,    o->s2,   o->s3, o->cp};
+    float *p[] = {o->y,      o->mean,    o->invstd,  o->rmean,   o->rvar,   o->yi,    o->dx,
+                  o->dscale, o->dshift,  o->r,       o->rg,      o->s1,     o->s2,    o->s3,
+                  o->cp,     o->fy,      o->fmean,   o->finvstd, o->frmean, o->frvar, o->fyi,
+                  o->fdx,    o->fdscale, o->fdshift, o->fdy};
     for (size_t i = 0; i < NELEMS(p); i++)
         free(p[i]);
 }
@@ -326,7 +427,17 @@ Test(cpu_vec, backend_ops_give_the_portable_bits)
                {"relu grad", v.rg, p.rg, n},
                {"add", v.s1, p.s1, n},
                {"add into b", v.s2, p.s2, n},
-               {"copy", v.cp, p.cp, n}};
+               {"copy", v.cp, p.cp, n},
+               {"bn+add+relu y", v.fy, p.fy, n},
+               {"bn+add+relu mean", v.fmean, p.fmean, C},
+               {"bn+add+relu invstd", v.finvstd, p.finvstd, C},
+               {"bn+add+relu running mean", v.frmean, p.frmean, C},
+               {"bn+add+relu running var", v.frvar, p.frvar, C},
+               {"bn+relu infer y", v.fyi, p.fyi, n},
+               {"bn+relu dx", v.fdx, p.fdx, n},
+               {"bn+relu dscale", v.fdscale, p.fdscale, C},
+               {"bn+relu dshift", v.fdshift, p.fdshift, C},
+               {"bn+relu dy", v.fdy, p.fdy, n}};
     for (size_t i = 0; i < NELEMS(cmp); i++)
         same_bits(cmp[i].a, cmp[i].b, cmp[i].n * 4, cmp[i].what, lv, HW, B, C, 0);
     free_out(&p);

@@ -19,6 +19,8 @@
  * table, per layer shape) and prints where a step's time goes.
  * --grad-chunks U sums each step's gradient as train --grad-chunks U does
  * with one process (U chunks, a fixed tree): what canonical sums cost.
+ * TRAIN_FUSE=0 in the environment runs batch norm, add and relu as
+ * separate ops (model_set_fusion): the params hash must not change.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
@@ -193,6 +195,32 @@ static void w_bn_b(backend *be, float *dx, float *ds, float *dh, const float *dy
     (void)be;
     TIMED("bn bwd", real_ops->bn_backward(real_be, dx, ds, dh, dy, x, sc, sm, si, B, C, HW));
 }
+/* the fused ops (the model calls them only when the table has them) */
+static void w_bnr_t(backend *be, float *y, float *sm, float *si, float *rm, float *rv,
+                    const float *x, const float *res, const float *sc, const float *sh, int B,
+                    int C, int HW, float mom, float eps)
+{
+    (void)be;
+    TIMED(res ? "bn+add+relu fwd" : "bn+relu fwd",
+          real_ops->bn_relu_forward_train(real_be, y, sm, si, rm, rv, x, res, sc, sh, B, C, HW, mom,
+                                          eps));
+}
+static void w_bnr_i(backend *be, float *y, const float *x, const float *res, const float *sc,
+                    const float *sh, const float *rm, const float *rv, int B, int C, int HW,
+                    float eps)
+{
+    (void)be;
+    TIMED(res ? "bn+add+relu fwd (eval)" : "bn+relu fwd (eval)",
+          real_ops->bn_relu_forward_infer(real_be, y, x, res, sc, sh, rm, rv, B, C, HW, eps));
+}
+static void w_bnr_b(backend *be, float *dx, float *ds, float *dh, float *dyo, const float *g,
+                    const float *yr, const float *x, const float *sc, const float *sm,
+                    const float *si, int B, int C, int HW)
+{
+    (void)be;
+    TIMED(dyo ? "bn+add+relu bwd" : "bn+relu bwd",
+          real_ops->bn_relu_backward(real_be, dx, ds, dh, dyo, g, yr, x, sc, sm, si, B, C, HW));
+}
 static void w_add(backend *be, float *o, const float *a, const float *b, size_t n)
 {
     (void)be;
@@ -233,6 +261,9 @@ static const backend_ops timed_ops = {
     .bn_forward_train = w_bn_t,
     .bn_forward_infer = w_bn_i,
     .bn_backward = w_bn_b,
+    .bn_relu_forward_train = w_bnr_t,
+    .bn_relu_forward_infer = w_bnr_i,
+    .bn_relu_backward = w_bnr_b,
     .add = w_add,
     .copy = w_copyf,
     .softmax_xent = w_xent,
