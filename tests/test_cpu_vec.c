@@ -400,47 +400,75 @@ static void free_out(bn_out *o)
         free(p[i]);
 }
 
+/* every output of two run_ops, bit for bit */
+static void same_outputs(const bn_out *v, const bn_out *p, int B, int C, int HW, const char *lv)
+{
+    size_t n = (size_t)B * C * HW;
+    struct {
+        const char *what;
+        float *a, *b;
+        size_t n;
+    } cmp[] = {{"bn y", v->y, p->y, n},
+               {"bn mean", v->mean, p->mean, C},
+               {"bn invstd", v->invstd, p->invstd, C},
+               {"bn running mean", v->rmean, p->rmean, C},
+               {"bn running var", v->rvar, p->rvar, C},
+               {"bn infer y", v->yi, p->yi, n},
+               {"bn dx", v->dx, p->dx, n},
+               {"bn dscale", v->dscale, p->dscale, C},
+               {"bn dshift", v->dshift, p->dshift, C},
+               {"relu", v->r, p->r, n},
+               {"relu grad", v->rg, p->rg, n},
+               {"add", v->s1, p->s1, n},
+               {"add into b", v->s2, p->s2, n},
+               {"copy", v->cp, p->cp, n},
+               {"bn+add+relu y", v->fy, p->fy, n},
+               {"bn+add+relu mean", v->fmean, p->fmean, C},
+               {"bn+add+relu invstd", v->finvstd, p->finvstd, C},
+               {"bn+add+relu running mean", v->frmean, p->frmean, C},
+               {"bn+add+relu running var", v->frvar, p->frvar, C},
+               {"bn+relu infer y", v->fyi, p->fyi, n},
+               {"bn+relu dx", v->fdx, p->fdx, n},
+               {"bn+relu dscale", v->fdscale, p->fdscale, C},
+               {"bn+relu dshift", v->fdshift, p->fdshift, C},
+               {"bn+relu dy", v->fdy, p->fdy, n}};
+    for (size_t i = 0; i < NELEMS(cmp); i++)
+        same_bits(cmp[i].a, cmp[i].b, cmp[i].n * 4, cmp[i].what, lv, (size_t)HW, B, C, 0);
+}
+
 Test(cpu_vec, backend_ops_give_the_portable_bits)
 {
     enum { B = 5, C = 3, HW = 49 };
-    size_t n = (size_t)B * C * HW;
     backend *be = cpu_backend(2);
     cpu_vec_force(CPU_VEC_PORTABLE);
     bn_out p = run_ops(be, B, C, HW);
     cpu_vec_force(-1);
     bn_out v = run_ops(be, B, C, HW);
-    const char *lv = cpu_vec()->name;
-    struct {
-        const char *what;
-        float *a, *b;
-        size_t n;
-    } cmp[] = {{"bn y", v.y, p.y, n},
-               {"bn mean", v.mean, p.mean, C},
-               {"bn invstd", v.invstd, p.invstd, C},
-               {"bn running mean", v.rmean, p.rmean, C},
-               {"bn running var", v.rvar, p.rvar, C},
-               {"bn infer y", v.yi, p.yi, n},
-               {"bn dx", v.dx, p.dx, n},
-               {"bn dscale", v.dscale, p.dscale, C},
-               {"bn dshift", v.dshift, p.dshift, C},
-               {"relu", v.r, p.r, n},
-               {"relu grad", v.rg, p.rg, n},
-               {"add", v.s1, p.s1, n},
-               {"add into b", v.s2, p.s2, n},
-               {"copy", v.cp, p.cp, n},
-               {"bn+add+relu y", v.fy, p.fy, n},
-               {"bn+add+relu mean", v.fmean, p.fmean, C},
-               {"bn+add+relu invstd", v.finvstd, p.finvstd, C},
-               {"bn+add+relu running mean", v.frmean, p.frmean, C},
-               {"bn+add+relu running var", v.frvar, p.frvar, C},
-               {"bn+relu infer y", v.fyi, p.fyi, n},
-               {"bn+relu dx", v.fdx, p.fdx, n},
-               {"bn+relu dscale", v.fdscale, p.fdscale, C},
-               {"bn+relu dshift", v.fdshift, p.fdshift, C},
-               {"bn+relu dy", v.fdy, p.fdy, n}};
-    for (size_t i = 0; i < NELEMS(cmp); i++)
-        same_bits(cmp[i].a, cmp[i].b, cmp[i].n * 4, cmp[i].what, lv, HW, B, C, 0);
+    same_outputs(&v, &p, B, C, HW, cpu_vec()->name);
     free_out(&p);
     free_out(&v);
     be->ops->destroy(be);
+}
+
+/* Small channels run in groups, sample by sample (cpu/bn.c's bn_run):
+ * one thread takes 12 of these 24 channels a task; 12 threads, one
+ * channel a task, the per-channel loops. Both must give the same bits;
+ * and so must a mixed split (5 threads: 3 channels a task) of an odd
+ * channel count, on rows that are no multiple of the vector width. */
+Test(cpu_vec, batch_norm_channel_groups_give_the_per_channel_bits)
+{
+    static const int shape[][3] = {{5, 24, 49}, {3, 19, 7}, {4, 30, 196}};
+    for (size_t i = 0; i < NELEMS(shape); i++) {
+        int B = shape[i][0], C = shape[i][1], HW = shape[i][2];
+        backend *one = cpu_backend(1), *each = cpu_backend(C), *mid = cpu_backend(5);
+        bn_out g = run_ops(one, B, C, HW), c = run_ops(each, B, C, HW), m = run_ops(mid, B, C, HW);
+        same_outputs(&g, &c, B, C, HW, "groups vs per channel");
+        same_outputs(&m, &c, B, C, HW, "other groups vs per channel");
+        free_out(&g);
+        free_out(&c);
+        free_out(&m);
+        one->ops->destroy(one);
+        each->ops->destroy(each);
+        mid->ops->destroy(mid);
+    }
 }
