@@ -7,8 +7,9 @@
  * squared deviations from it), so the variance does not suffer the
  * cancellation of E[x^2] - E[x]^2 when the mean is large; each row is summed
  * in float over CPU_VEC lanes, the rows are added in double in row order.
- * Every channel is one task whatever the thread count, so the numbers do
- * not depend on it (backend.c). The per-element arithmetic is
+ * A channel's sums run in that order however the channels are grouped
+ * into tasks, so the numbers depend on neither the grouping nor the
+ * thread count (backend.c). The per-element arithmetic is
  * nn/kernels.h's, shared with the GPU build. The loops are vec.h's: AVX-512
  * or AVX2 where the CPU runs them, the portable loops' bits either way.
  *
