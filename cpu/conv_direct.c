@@ -160,17 +160,11 @@ static void dk2_pad_dy(float *restrict dp, const float *restrict dy, const conv_
 }
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
+#include "cpu/x86_512.h"
 
 int conv_direct_available(void) { return __builtin_cpu_supports("avx512f") != 0; }
 
 #define DK_AVX512 __attribute__((target("avx512f")))
-
-/* the lanes below n (0-16) */
-static inline __mmask16 dk_mask(int n)
-{
-    return (__mmask16)(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1);
-}
 
 /* x (C x H x W) into xp (C x (H + 2 pad) x (W + pad), see the top): the
  * top padding, then each row's W floats and its pad zeros (the next
@@ -185,42 +179,12 @@ DK_AVX512 static void dk_pad(float *restrict xp, const float *restrict x, const 
         float *o = xp + top;
         for (int h = 0; h < H; h++, o += Wq, x += W)
             for (int m = 0; m < Wq; m += 16)
-                _mm512_mask_storeu_ps(o + m, dk_mask(Wq - m),
-                                      _mm512_maskz_loadu_ps(dk_mask(W - m), x + m));
+                _mm512_mask_storeu_ps(o + m, x512_mask(Wq - m),
+                                      _mm512_maskz_loadu_ps(x512_mask(W - m), x + m));
         /* o is past the last row's (and the first bottom row's) left padding */
         cpu_vfill(o, 0.0f, plane - (size_t)(o - xp));
     }
     cpu_vfill(xp, 0.0f, DK_SLACK(s));
-}
-
-/* 16 x 16 floats transposed in registers: r[i] lane j <- r[j] lane i */
-DK_AVX512 static inline __attribute__((always_inline)) void dk_tr16(__m512 *r)
-{
-    __m512 t[16];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-    }
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            t[8 * h + j] = _mm512_shuffle_f32x4(r[8 * h + j], r[8 * h + j + 4], 0x88);
-            t[8 * h + j + 4] = _mm512_shuffle_f32x4(r[8 * h + j], r[8 * h + j + 4], 0xdd);
-        }
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) {
-        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
-        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
-    }
 }
 
 /* dyT (P x K16) = dy (K x P) transposed, zeros past K: 16 x 16 blocks,
@@ -230,7 +194,7 @@ DK_AVX512 static void dk_transpose(float *restrict dyT, const float *restrict dy
 {
     int K = s->K, K16 = dk_k16(s), P = s->OH * s->OW;
     for (int i0 = 0; i0 < P; i0 += 16) {
-        __mmask16 pm = dk_mask(P - i0);
+        __mmask16 pm = x512_mask(P - i0);
         int np = P - i0 < 16 ? P - i0 : 16;
         for (int k0 = 0; k0 < K16; k0 += 16) {
             __m512 r[16];
@@ -238,11 +202,36 @@ DK_AVX512 static void dk_transpose(float *restrict dyT, const float *restrict dy
             for (int l = 0; l < 16; l++)
                 r[l] = k0 + l < K ? _mm512_maskz_loadu_ps(pm, dy + (size_t)(k0 + l) * P + i0)
                                   : _mm512_setzero_ps();
-            dk_tr16(r);
+            x512_tr16(r);
 #pragma GCC unroll 16
             for (int l = 0; l < 16; l++)
                 if (l < np)
                     _mm512_storeu_ps(dyT + (size_t)(i0 + l) * K16 + k0, r[l]);
+        }
+    }
+}
+
+/* out (cols x rows) = in (rows x cols) transposed, 16 x 16 blocks in
+ * registers, masked at the edges */
+DK_AVX512 void conv_direct_transpose(float *restrict out, const float *restrict in, int rows,
+                                     int cols)
+{
+    for (int i0 = 0; i0 < rows; i0 += 16) {
+        int ni = rows - i0 < 16 ? rows - i0 : 16;
+        __mmask16 im = x512_mask(rows - i0);
+        for (int k0 = 0; k0 < cols; k0 += 16) {
+            int nk = cols - k0 < 16 ? cols - k0 : 16;
+            __mmask16 km = x512_mask(cols - k0);
+            __m512 r[16];
+#pragma GCC unroll 16
+            for (int l = 0; l < 16; l++)
+                r[l] = l < ni ? _mm512_maskz_loadu_ps(km, in + (size_t)(i0 + l) * cols + k0)
+                              : _mm512_setzero_ps();
+            x512_tr16(r);
+#pragma GCC unroll 16
+            for (int l = 0; l < 16; l++)
+                if (l < nk)
+                    _mm512_mask_storeu_ps(out + (size_t)(k0 + l) * rows + i0, im, r[l]);
         }
     }
 }
@@ -271,11 +260,11 @@ DK_AVX512 static void dk2_phase(float *restrict xp, const float *restrict x, con
                 o0[0] = 0.0f;
                 for (int m = 0; m < Wq; m += 16) {
                     int n = W - 2 * m;
-                    __m512 lo = _mm512_maskz_loadu_ps(dk_mask(n), row + 2 * m);
-                    __m512 hi = _mm512_maskz_loadu_ps(dk_mask(n - 16), row + 2 * m + 16);
-                    _mm512_mask_storeu_ps(o1 + m, dk_mask(Wq - m),
+                    __m512 lo = _mm512_maskz_loadu_ps(x512_mask(n), row + 2 * m);
+                    __m512 hi = _mm512_maskz_loadu_ps(x512_mask(n - 16), row + 2 * m + 16);
+                    _mm512_mask_storeu_ps(o1 + m, x512_mask(Wq - m),
                                           _mm512_permutex2var_ps(lo, ev, hi));
-                    _mm512_mask_storeu_ps(o0 + m + 1, dk_mask(Wq - m - 1),
+                    _mm512_mask_storeu_ps(o0 + m + 1, x512_mask(Wq - m - 1),
                                           _mm512_permutex2var_ps(lo, od, hi));
                 }
             }
@@ -535,11 +524,11 @@ DK_AVX512 static void dk2_interleave(float *restrict dx, const float *restrict t
             const float *e = ph[2 * a] + ((size_t)c * Ha[a] + h / 2) * Wb[0];
             const float *o = ph[2 * a + 1] + ((size_t)c * Ha[a] + h / 2) * Wb[1];
             for (int m = 0; m < Wb[0]; m += 16) {
-                __m512 ev = _mm512_maskz_loadu_ps(dk_mask(Wb[0] - m), e + m);
-                __m512 ov = _mm512_maskz_loadu_ps(dk_mask(Wb[1] - m), o + m);
-                _mm512_mask_storeu_ps(dx + 2 * m, dk_mask(W - 2 * m),
+                __m512 ev = _mm512_maskz_loadu_ps(x512_mask(Wb[0] - m), e + m);
+                __m512 ov = _mm512_maskz_loadu_ps(x512_mask(Wb[1] - m), o + m);
+                _mm512_mask_storeu_ps(dx + 2 * m, x512_mask(W - 2 * m),
                                       _mm512_permutex2var_ps(ev, lo, ov));
-                _mm512_mask_storeu_ps(dx + 2 * m + 16, dk_mask(W - 2 * m - 16),
+                _mm512_mask_storeu_ps(dx + 2 * m + 16, x512_mask(W - 2 * m - 16),
                                       _mm512_permutex2var_ps(ev, hi, ov));
             }
         }
@@ -608,6 +597,11 @@ DK_AVX512 void conv_direct_s2_din(float *dx, const float *dy, const float *wdf, 
 #else
 
 int conv_direct_available(void) { return 0; }
+
+void conv_direct_transpose(float *out, const float *in, int rows, int cols)
+{
+    (void)out, (void)in, (void)rows, (void)cols;
+}
 
 void conv_direct_s2(float *y, const float *x, const float *wd, const float *bias,
                     const conv_shape *s, float *xp)

@@ -41,6 +41,10 @@ void conv_direct_weights_flip(float *wd, const float *w, const conv_shape *s);
 void conv_direct(float *y, const float *x, const float *wd, const float *bias, const conv_shape *s,
                  float *xp);
 
+/* out (cols x rows) = in (rows x cols) transposed. Only when
+ * conv_direct_available(). */
+void conv_direct_transpose(float *out, const float *in, int rows, int cols);
+
 /* floats of the transposed dout conv_direct_dw needs for shape s (per
  * thread) */
 size_t conv_direct_dyw_n(const conv_shape *s);

@@ -144,7 +144,7 @@ int conv_wino_group(const conv_shape *s)
 size_t conv_wino_w_n(const conv_shape *s) { return (size_t)16 * wino_k8(s) * (size_t)s->C; }
 
 #if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
+#include "cpu/x86_512.h"
 
 #define WN_AVX512 __attribute__((target("avx512f")))
 #define WN_INLINE inline __attribute__((always_inline))
@@ -208,12 +208,6 @@ void conv_wino_weights_flip(float *u, const float *w, const conv_shape *s)
     wn_weights(u, w, s->C, s->K, 1, (size_t)s->C, 1);
 }
 
-/* the lanes below n (0-16) */
-static inline __mmask16 wn_mask(int n)
-{
-    return (__mmask16)(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1);
-}
-
 /* a run of 16 tiles of a row from column col0 = 2 tw0: the masks of its
  * two loads, whether the columns before and after it are inside */
 typedef struct wn_run {
@@ -223,7 +217,7 @@ typedef struct wn_run {
 
 static inline wn_run wn_run_at(int W, int col0)
 {
-    return (wn_run){wn_mask(W - col0), wn_mask(W - col0 - 16), col0, col0 > 0, col0 + 32 < W};
+    return (wn_run){x512_mask(W - col0), x512_mask(W - col0 - 16), col0, col0 > 0, col0 + 32 < W};
 }
 
 /* One input row's columns 2 tw - 1 + j (j = 0..3) of the run's 16 tiles,
@@ -341,7 +335,7 @@ WN_AVX512 static void wn_in_narrow(float *restrict V, const float *restrict x, c
             mk[r][j] = (__mmask16)m;
         }
     }
-    const __mmask16 wm = wn_mask(W);
+    const __mmask16 wm = x512_mask(W);
     for (int g = g0; g < g1; g += R) {
         int nr = g1 - g < R ? g1 - g : R;
         const float *rp[16]; /* row r's plane of channel 0, at its tile row's patch top */
@@ -487,7 +481,7 @@ WN_AVX512 static void wn_out(float *restrict y, const float *restrict M, const f
         _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
     if (TW <= 8) {
         const int R = 16 / TW;
-        const __mmask16 wm = wn_mask(W);
+        const __mmask16 wm = x512_mask(W);
         for (int g = g0; g < g1; g += R) {
             int nr = g1 - g < R ? g1 - g : R;
             size_t at[16];
@@ -523,7 +517,7 @@ WN_AVX512 static void wn_out(float *restrict y, const float *restrict M, const f
                 __m512 yv[2][2];
                 wn_a(yv, mk + tw0, xs, bias ? bias + k : NULL);
                 int col0 = 2 * tw0;
-                __mmask16 m0 = wn_mask(W - col0), m1 = wn_mask(W - col0 - 16);
+                __mmask16 m0 = x512_mask(W - col0), m1 = x512_mask(W - col0 - 16);
                 _mm512_mask_storeu_ps(yk + col0, m0,
                                       _mm512_permutex2var_ps(yv[0][0], lo, yv[0][1]));
                 _mm512_mask_storeu_ps(yk + col0 + 16, m1,

@@ -76,46 +76,11 @@ size_t wino_dw_scratch_n(const conv_shape *s)
 size_t wino_dw_acc_n(const conv_shape *s) { return (size_t)16 * r16(s->C) * r16(s->K); }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
+#include "cpu/x86_512.h"
 
 int wino_dw_on(void) { return !wd_disabled && __builtin_cpu_supports("avx512f"); }
 
 #define WD_AVX512 __attribute__((target("avx512f")))
-
-static inline __mmask16 wd_mask(int n)
-{
-    return (__mmask16)(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1);
-}
-
-/* 16 x 16 floats transposed in registers: r[i] lane j <- r[j] lane i */
-WD_AVX512 static inline __attribute__((always_inline)) void wd_tr16(__m512 *r)
-{
-    __m512 t[16];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; i++) {
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; i++) {
-        r[4 * i] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xee);
-        r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xee);
-    }
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; h++)
-#pragma GCC unroll 4
-        for (int j = 0; j < 4; j++) {
-            t[8 * h + j] = _mm512_shuffle_f32x4(r[8 * h + j], r[8 * h + j + 4], 0x88);
-            t[8 * h + j + 4] = _mm512_shuffle_f32x4(r[8 * h + j], r[8 * h + j + 4], 0xdd);
-        }
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) {
-        r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
-        r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
-    }
-}
 
 /* dst[((h + off) * dw + w + off) * N16 + n] = src[(n * H + h) * W + w]
  * for n < N (zeros for N <= n < N16): a plane-major tensor (N x H x W)
@@ -127,7 +92,7 @@ WD_AVX512 static void wd_transpose(float *restrict dst, const float *restrict sr
     size_t plane = (size_t)H * W;
     for (int h = 0; h < H; h++)
         for (int w0 = 0; w0 < W; w0 += 16) {
-            __mmask16 m = wd_mask(W - w0);
+            __mmask16 m = x512_mask(W - w0);
             int nw = W - w0 < 16 ? W - w0 : 16;
             float *o = dst + ((size_t)(h + off) * dw + w0 + off) * N16;
             for (int n0 = 0; n0 < N16; n0 += 16) {
@@ -137,7 +102,7 @@ WD_AVX512 static void wd_transpose(float *restrict dst, const float *restrict sr
                 for (int l = 0; l < 16; l++)
                     r[l] = n0 + l < N ? _mm512_maskz_loadu_ps(m, in + (size_t)l * plane)
                                       : _mm512_setzero_ps();
-                wd_tr16(r);
+                x512_tr16(r);
 #pragma GCC unroll 16
                 for (int l = 0; l < 16; l++)
                     if (l < nw)
@@ -312,7 +277,7 @@ WD_AVX512 void wino_dw_finish(float *wt, const float *acc, const conv_shape *s)
     const __m512 half = _mm512_set1_ps(0.5f);
     for (int c = 0; c < s->C; c++)
         for (int k = 0; k < K; k += 16) {
-            __mmask16 m = wd_mask(K - k);
+            __mmask16 m = x512_mask(K - k);
             __m512 y[4][3];
 #pragma GCC unroll 4
             for (int i = 0; i < 4; i++) {

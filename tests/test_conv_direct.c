@@ -19,23 +19,13 @@
 
 #include "cpu/conv_direct.h"
 #include "cpu/conv_wino.h"
-#include "tests/support/nn_fixtures.h"
+#include "tests/support/conv_pair.h"
 
 /* the direct kernel itself, not Winograd (test_conv_wino.c), on the 3x3
  * pad-1 shapes */
 static void wino_off(void) { conv_wino_enable(0); }
 
 TestSuite(conv_direct, .init = wino_off);
-
-static int have_avx512f(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-#else
-    return 0;
-#endif
-}
 
 Test(conv_direct, dispatch_follows_the_cpu)
 {
@@ -47,14 +37,6 @@ Test(conv_direct, dispatch_follows_the_cpu)
     cr_assert_eq(conv_direct_on(), 0);
     conv_direct_enable(1);
     cr_assert_eq(conv_direct_on() != 0, have_avx512f());
-}
-
-static float *absdup(const float *x, size_t n)
-{
-    float *a = xmalloc(n * sizeof *a + 1);
-    for (size_t i = 0; i < n; i++)
-        a[i] = fabsf(x[i]);
-    return a;
 }
 
 /* |got - want| <= 2 * (terms + 2) * eps * mag for every element (both
@@ -80,45 +62,13 @@ static long compare_st(backend *be, int B, int C, int H, int W, int K, int R, in
 {
     conv_shape s;
     cr_assert_eq(conv_shape_init(&s, B, C, H, W, K, R, R, stride, pad), 0);
-    size_t nin = (size_t)B * C * H * W, nout = (size_t)B * K * s.OH * s.OW,
-           nw = (size_t)K * C * R * R;
-    float *in = rand_floats(nin, -1, 1, key), *w = rand_floats(nw, -1, 1, key + 1),
-          *bias = rand_floats((size_t)K, -1, 1, key + 2), *dout = rand_floats(nout, -1, 1, key + 3);
-    float *ain = absdup(in, nin), *aw = absdup(w, nw), *abias = absdup(bias, (size_t)K),
-          *adout = absdup(dout, nout);
-    float *out[3], *din[3], *dw[3], *db[3];
-    for (int i = 0; i < 3; i++) {
-        out[i] = be->ops->alloc(be, nout * 4);
-        din[i] = be->ops->alloc(be, nin * 4);
-        dw[i] = be->ops->alloc(be, nw * 4);
-        db[i] = be->ops->alloc(be, (size_t)K * 4);
-    }
-    conv_direct_enable(0);
-    void *gemm = be->ops->conv_plan(be, &s);
-    conv_direct_enable(1);
-    void *direct = be->ops->conv_plan(be, &s);
-    const float *b = with_bias ? bias : NULL, *ab = with_bias ? abias : NULL;
-    /* 0: direct, 1: gemm, 2: gemm on absolute values (the tolerances) */
-    be->ops->conv_forward(be, direct, out[0], in, w, b, &s);
-    be->ops->conv_forward(be, gemm, out[1], in, w, b, &s);
-    be->ops->conv_forward(be, gemm, out[2], ain, aw, ab, &s);
-    be->ops->conv_backward(be, direct, din[0], dw[0], db[0], dout, in, w, &s);
-    be->ops->conv_backward(be, gemm, din[1], dw[1], db[1], dout, in, w, &s);
-    be->ops->conv_backward(be, gemm, din[2], dw[2], db[2], adout, ain, aw, &s);
+    conv_pair r = conv_pair_run(be, &s, with_bias, key);
     long ndiff = 0;
-    assert_agree(out[0], out[1], out[2], nout, C * R * R + 1, "out", &s, &ndiff);
-    assert_agree(din[0], din[1], din[2], nin, K * R * R, "din", &s, &ndiff);
-    assert_agree(dw[0], dw[1], dw[2], nw, B * s.OH * s.OW, "dw", &s, &ndiff);
-    assert_agree(db[0], db[1], db[2], (size_t)K, B * s.OH * s.OW, "dbias", &s, &ndiff);
-    be->ops->conv_plan_free(be, gemm);
-    be->ops->conv_plan_free(be, direct);
-    for (int i = 0; i < 3; i++) {
-        be->ops->free(be, out[i]);
-        be->ops->free(be, din[i]);
-        be->ops->free(be, dw[i]);
-        be->ops->free(be, db[i]);
-    }
-    free(in), free(w), free(bias), free(dout), free(ain), free(aw), free(abias), free(adout);
+    assert_agree(r.out[0], r.out[1], r.out[2], r.nout, C * R * R + 1, "out", &s, &ndiff);
+    assert_agree(r.din[0], r.din[1], r.din[2], r.nin, K * R * R, "din", &s, &ndiff);
+    assert_agree(r.dw[0], r.dw[1], r.dw[2], r.nw, B * s.OH * s.OW, "dw", &s, &ndiff);
+    assert_agree(r.db[0], r.db[1], r.db[2], (size_t)K, B * s.OH * s.OW, "dbias", &s, &ndiff);
+    conv_pair_free(be, &r);
     return ndiff;
 }
 

@@ -25,7 +25,7 @@
 
 #include "cpu/conv_direct.h"
 #include "cpu/conv_wino.h"
-#include "tests/support/nn_fixtures.h"
+#include "tests/support/conv_pair.h"
 
 #define WINO_F 0.05
 
@@ -67,14 +67,6 @@ Test(conv_wino, switch_and_shapes)
     cr_assert_not(conv_wino_fits(&s), "5x5");
 }
 
-static float *absdup(const float *x, size_t n)
-{
-    float *a = xmalloc(n * sizeof *a + 1);
-    for (size_t i = 0; i < n; i++)
-        a[i] = fabsf(x[i]);
-    return a;
-}
-
 /* |got - want| <= f * 2 (terms + 2) eps mag for every element; the
  * largest |got - want| / (2 (terms + 2) eps mag) into *worst, the count of
  * elements that differ at all into *ndiff */
@@ -104,30 +96,9 @@ static long compare(backend *be, int B, int C, int H, int W, int K, int with_bia
 {
     conv_shape s;
     cr_assert_eq(conv_shape_init(&s, B, C, H, W, K, 3, 3, 1, 1), 0);
-    size_t nin = (size_t)B * C * H * W, nout = (size_t)B * K * H * W, nw = (size_t)K * C * 9;
-    float *in = rand_floats(nin, -1, 1, key), *w = rand_floats(nw, -1, 1, key + 1),
-          *bias = rand_floats((size_t)K, -1, 1, key + 2), *dout = rand_floats(nout, -1, 1, key + 3);
-    float *ain = absdup(in, nin), *aw = absdup(w, nw), *abias = absdup(bias, (size_t)K),
-          *adout = absdup(dout, nout);
-    float *out[3], *din[3], *dw[3], *db[3];
-    for (int i = 0; i < 3; i++) {
-        out[i] = be->ops->alloc(be, nout * 4);
-        din[i] = be->ops->alloc(be, nin * 4);
-        dw[i] = be->ops->alloc(be, nw * 4);
-        db[i] = be->ops->alloc(be, (size_t)K * 4);
-    }
-    conv_direct_enable(0);
-    void *gemm = be->ops->conv_plan(be, &s);
-    conv_direct_enable(1);
-    void *wino = be->ops->conv_plan(be, &s);
-    const float *b = with_bias ? bias : NULL, *ab = with_bias ? abias : NULL;
-    /* 0: winograd, 1: gemm, 2: gemm on absolute values (the bounds) */
-    be->ops->conv_forward(be, wino, out[0], in, w, b, &s);
-    be->ops->conv_forward(be, gemm, out[1], in, w, b, &s);
-    be->ops->conv_forward(be, gemm, out[2], ain, aw, ab, &s);
-    be->ops->conv_backward(be, wino, din[0], dw[0], db[0], dout, in, w, &s);
-    be->ops->conv_backward(be, gemm, din[1], dw[1], db[1], dout, in, w, &s);
-    be->ops->conv_backward(be, gemm, din[2], dw[2], db[2], adout, ain, aw, &s);
+    conv_pair r = conv_pair_run(be, &s, with_bias, key);
+    size_t nin = r.nin, nout = r.nout, nw = r.nw;
+    float **out = r.out, **din = r.din, **dw = r.dw, **db = r.db;
     long ndiff = 0;
     double unused = 0;
     assert_bound(out[0], out[1], out[2], nout, C * 9 + 1, WINO_F, "out", &s, worst, &ndiff);
@@ -137,15 +108,7 @@ static long compare(backend *be, int B, int C, int H, int W, int K, int with_bia
     long nd = 0;
     assert_bound(dw[0], dw[1], dw[2], nw, B * H * W, 1, "dw", &s, &unused, &nd);
     assert_bound(db[0], db[1], db[2], (size_t)K, B * H * W, 1, "dbias", &s, &unused, &nd);
-    be->ops->conv_plan_free(be, gemm);
-    be->ops->conv_plan_free(be, wino);
-    for (int i = 0; i < 3; i++) {
-        be->ops->free(be, out[i]);
-        be->ops->free(be, din[i]);
-        be->ops->free(be, dw[i]);
-        be->ops->free(be, db[i]);
-    }
-    free(in), free(w), free(bias), free(dout), free(ain), free(aw), free(abias), free(adout);
+    conv_pair_free(be, &r);
     return ndiff;
 }
 

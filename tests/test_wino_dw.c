@@ -23,21 +23,11 @@
 
 #include "cpu/conv_direct.h"
 #include "cpu/wino_dw.h"
-#include "tests/support/nn_fixtures.h"
+#include "tests/support/conv_pair.h"
 
 TestSuite(wino_dw);
 
 #define N_OF(a) ((int)(sizeof a / sizeof a[0]))
-
-static int have_avx512f(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") != 0;
-#else
-    return 0;
-#endif
-}
 
 Test(wino_dw, dispatch_and_shapes)
 {
