@@ -261,9 +261,11 @@ static void bn_run(backend *be, bn_job *j, cpu_task_fn one, void (*group)(bn_job
     cpu_run(be, (j->C + G - 1) / G, bn_run_task, &a);
 }
 
-void cpu_bn_forward_train(backend *be, float *y, float *save_mean, float *save_invstd,
-                          float *run_mean, float *run_var, const float *x, const float *scale,
-                          const float *shift, int B, int C, int HW, float momentum, float eps)
+/* One job builder per pass kind; the plain ops are the fused ones
+ * without the relu (relu 0, no res, yr or dy_out). */
+static void bn_train(backend *be, float *y, float *save_mean, float *save_invstd, float *run_mean,
+                     float *run_var, const float *x, int relu, const float *res, const float *scale,
+                     const float *shift, int B, int C, int HW, float momentum, float eps)
 {
     bn_job j = {.y = y,
                 .save_mean = save_mean,
@@ -273,6 +275,8 @@ void cpu_bn_forward_train(backend *be, float *y, float *save_mean, float *save_i
                 .x = x,
                 .scale = scale,
                 .shift = shift,
+                .relu = relu,
+                .res = res,
                 .B = B,
                 .C = C,
                 .HW = HW,
@@ -282,9 +286,9 @@ void cpu_bn_forward_train(backend *be, float *y, float *save_mean, float *save_i
     bn_run(be, &j, bn_fwd_train_task, bn_fwd_train_group);
 }
 
-void cpu_bn_forward_infer(backend *be, float *y, const float *x, const float *scale,
-                          const float *shift, const float *run_mean, const float *run_var, int B,
-                          int C, int HW, float eps)
+static void bn_infer(backend *be, float *y, const float *x, int relu, const float *res,
+                     const float *scale, const float *shift, const float *run_mean,
+                     const float *run_var, int B, int C, int HW, float eps)
 {
     bn_job j = {.y = y,
                 .x = x,
@@ -292,6 +296,8 @@ void cpu_bn_forward_infer(backend *be, float *y, const float *x, const float *sc
                 .shift = shift,
                 .rm = run_mean,
                 .rv = run_var,
+                .relu = relu,
+                .res = res,
                 .B = B,
                 .C = C,
                 .HW = HW,
@@ -300,23 +306,27 @@ void cpu_bn_forward_infer(backend *be, float *y, const float *x, const float *sc
     bn_run(be, &j, bn_fwd_infer_task, bn_fwd_infer_group);
 }
 
+void cpu_bn_forward_train(backend *be, float *y, float *save_mean, float *save_invstd,
+                          float *run_mean, float *run_var, const float *x, const float *scale,
+                          const float *shift, int B, int C, int HW, float momentum, float eps)
+{
+    bn_train(be, y, save_mean, save_invstd, run_mean, run_var, x, 0, NULL, scale, shift, B, C, HW,
+             momentum, eps);
+}
+
+void cpu_bn_forward_infer(backend *be, float *y, const float *x, const float *scale,
+                          const float *shift, const float *run_mean, const float *run_var, int B,
+                          int C, int HW, float eps)
+{
+    bn_infer(be, y, x, 0, NULL, scale, shift, run_mean, run_var, B, C, HW, eps);
+}
+
 void cpu_bn_backward(backend *be, float *dx, float *dscale, float *dshift, const float *dy,
                      const float *x, const float *scale, const float *save_mean,
                      const float *save_invstd, int B, int C, int HW)
 {
-    bn_job j = {.y = dx,
-                .dscale = dscale,
-                .dshift = dshift,
-                .dy = dy,
-                .x = x,
-                .scale = scale,
-                .mean_in = save_mean,
-                .invstd_in = save_invstd,
-                .B = B,
-                .C = C,
-                .HW = HW,
-                .v = cpu_vec()};
-    bn_run(be, &j, bn_bwd_task, bn_bwd_group);
+    cpu_bn_relu_backward(be, dx, dscale, dshift, NULL, dy, NULL, x, scale, save_mean, save_invstd,
+                         B, C, HW);
 }
 
 /* ---------------------------------------------------------------- fused with relu */
@@ -325,45 +335,18 @@ void cpu_bn_relu_forward_train(backend *be, float *y, float *save_mean, float *s
                                const float *scale, const float *shift, int B, int C, int HW,
                                float momentum, float eps)
 {
-    bn_job j = {.y = y,
-                .save_mean = save_mean,
-                .save_invstd = save_invstd,
-                .run_mean = run_mean,
-                .run_var = run_var,
-                .x = x,
-                .scale = scale,
-                .shift = shift,
-                .relu = 1,
-                .res = res,
-                .B = B,
-                .C = C,
-                .HW = HW,
-                .momentum = momentum,
-                .eps = eps,
-                .v = cpu_vec()};
-    bn_run(be, &j, bn_fwd_train_task, bn_fwd_train_group);
+    bn_train(be, y, save_mean, save_invstd, run_mean, run_var, x, 1, res, scale, shift, B, C, HW,
+             momentum, eps);
 }
 
 void cpu_bn_relu_forward_infer(backend *be, float *y, const float *x, const float *res,
                                const float *scale, const float *shift, const float *run_mean,
                                const float *run_var, int B, int C, int HW, float eps)
 {
-    bn_job j = {.y = y,
-                .x = x,
-                .scale = scale,
-                .shift = shift,
-                .rm = run_mean,
-                .rv = run_var,
-                .relu = 1,
-                .res = res,
-                .B = B,
-                .C = C,
-                .HW = HW,
-                .eps = eps,
-                .v = cpu_vec()};
-    bn_run(be, &j, bn_fwd_infer_task, bn_fwd_infer_group);
+    bn_infer(be, y, x, 1, res, scale, shift, run_mean, run_var, B, C, HW, eps);
 }
 
+/* yr NULL: the plain backward (cpu_bn_backward) */
 void cpu_bn_relu_backward(backend *be, float *dx, float *dscale, float *dshift, float *dy_out,
                           const float *g, const float *yr, const float *x, const float *scale,
                           const float *save_mean, const float *save_invstd, int B, int C, int HW)
