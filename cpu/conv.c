@@ -636,8 +636,7 @@ static void flip_sample(const conv_job *j, int b, int first, float *wt, float *p
     float *xp = xpad_of(p, thread), *wide = p->wide + (size_t)thread * p->wide_n;
     int Wp = s->W + 2 * s->pad, PW = s->OH * Wp, plane = (s->H + 2 * s->pad) * Wp;
     int RS = s->R * s->S;
-    if (p->wdw) {
-        /* conv_bwd_chunk_task's, for the whole chunk */
+    if (p->wdw) { /* done for the whole chunk (conv_bwd_chunk_task) */
     } else if (p->dkw) {
         conv_direct_dw(wt, x, dy, s, first, xp, wide);
     } else {
@@ -690,7 +689,7 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
     if (p->wdw && b1 > b0) { /* sums in wide past its scratch; then wt */
         float *wide = p->wide + (size_t)thread * p->wide_n, *acc = wide + wino_dw_scratch_n(s);
         wino_dw_samples(acc, j->in + (size_t)b0 * s->C * s->H * s->W,
-                        j->dout + (size_t)b0 * s->K * p->P, s, b1 - b0, 1, wide);
+                        j->dout + (size_t)b0 * s->K * p->P, s, b1 - b0, wide);
         wino_dw_finish(wt, acc, s);
     }
     for (int b = b0; b < b1; b++) {

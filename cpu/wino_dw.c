@@ -243,7 +243,7 @@ WD_AVX512 static void wd_product(float *restrict acc, const float *restrict V,
 }
 
 WD_AVX512 void wino_dw_samples(float *acc, const float *x, const float *dy, const conv_shape *s,
-                               int nb, int first, float *scratch)
+                               int nb, float *scratch)
 {
     wd_geom g = wd_geom_of(s);
     float *xT = scratch, *V = xT + g.xt_n, *dT = V + g.v_n, *D = dT + g.dt_n;
@@ -264,7 +264,7 @@ WD_AVX512 void wino_dw_samples(float *acc, const float *x, const float *dy, cons
         wd_transpose(dT, dy + (size_t)b * g.K * g.H * g.W, g.K, g.K16, g.H, g.W, 2 * g.TW, 0);
         wd_input(V, xT, &g);
         wd_grad(D, dT, &g);
-        wd_product(acc, V, D, &g, first && b == 0);
+        wd_product(acc, V, D, &g, b == 0);
     }
 }
 
@@ -308,9 +308,9 @@ WD_AVX512 void wino_dw_finish(float *wt, const float *acc, const conv_shape *s)
 int wino_dw_on(void) { return 0; }
 
 void wino_dw_samples(float *acc, const float *x, const float *dy, const conv_shape *s, int nb,
-                     int first, float *scratch)
+                     float *scratch)
 {
-    (void)acc, (void)x, (void)dy, (void)s, (void)nb, (void)first, (void)scratch;
+    (void)acc, (void)x, (void)dy, (void)s, (void)nb, (void)scratch;
 }
 
 void wino_dw_finish(float *wt, const float *acc, const conv_shape *s)

@@ -26,11 +26,11 @@ int wino_dw_fits(const conv_shape *s);
 size_t wino_dw_scratch_n(const conv_shape *s);
 size_t wino_dw_acc_n(const conv_shape *s);
 
-/* acc (wino_dw_acc_n floats) = (first ? 0 : acc) + the transformed
- * gradient of nb consecutive samples, from x (nb x C x H x W) and dy (nb
- * x K x H x W), summed in sample order */
+/* acc (wino_dw_acc_n floats) = the transformed gradient of nb >= 1
+ * consecutive samples, from x (nb x C x H x W) and dy (nb x K x H x W),
+ * summed in sample order */
 void wino_dw_samples(float *acc, const float *x, const float *dy, const conv_shape *s, int nb,
-                     int first, float *scratch);
+                     float *scratch);
 
 /* The weight gradient the sums in acc stand for, transposed as
  * conv_direct_dw writes it: rows (c, t) of wt (C*9 x K) = dw[k][c][t]
