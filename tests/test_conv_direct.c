@@ -156,33 +156,7 @@ static void same_bits(int stride, int H, int W)
 {
     conv_shape s;
     cr_assert_eq(conv_shape_init(&s, 7, 16, H, W, 24, 3, 3, stride, 1), 0);
-    size_t nin = (size_t)s.B * s.C * s.H * s.W, nout = (size_t)s.B * s.K * s.OH * s.OW;
-    size_t nw = (size_t)s.K * s.C * 9;
-    float *in = rand_floats(nin, -1, 1, 7), *w = rand_floats(nw, -1, 1, 8),
-          *bias = rand_floats((size_t)s.K, -1, 1, 9), *dout = rand_floats(nout, -1, 1, 10);
-    float *res[2][3];
-    for (int t = 0; t < 2; t++) {
-        backend *be = cpu_backend(t ? 3 : 1);
-        void *plan = be->ops->conv_plan(be, &s);
-        float *out = be->ops->alloc(be, nout * 4), *din = be->ops->alloc(be, nin * 4),
-              *dw = be->ops->alloc(be, nw * 4), *db = be->ops->alloc(be, (size_t)s.K * 4);
-        be->ops->conv_forward(be, plan, out, in, w, bias, &s);
-        be->ops->conv_backward(be, plan, din, dw, db, dout, in, w, &s);
-        res[t][0] = xmalloc(nout * 4), res[t][1] = xmalloc(nin * 4), res[t][2] = xmalloc(nw * 4);
-        memcpy(res[t][0], out, nout * 4), memcpy(res[t][1], din, nin * 4);
-        memcpy(res[t][2], dw, nw * 4);
-        be->ops->free(be, out), be->ops->free(be, din), be->ops->free(be, dw);
-        be->ops->free(be, db);
-        be->ops->conv_plan_free(be, plan);
-        be->ops->destroy(be);
-    }
-    cr_assert_eq(memcmp(res[0][0], res[1][0], nout * 4), 0, "out");
-    cr_assert_eq(memcmp(res[0][1], res[1][1], nin * 4), 0, "din");
-    cr_assert_eq(memcmp(res[0][2], res[1][2], nw * 4), 0, "dw");
-    for (int t = 0; t < 2; t++)
-        for (int i = 0; i < 3; i++)
-            free(res[t][i]);
-    free(in), free(w), free(bias), free(dout);
+    conv_same_bits(&s);
 }
 
 Test(conv_direct, same_bits_any_thread_count) { same_bits(1, 15, 14); }
