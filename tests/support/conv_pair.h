@@ -17,42 +17,6 @@ static inline int have_avx512f(void)
     return __builtin_cpu_supports("avx512f") != 0;
 #else
     return 0;
-    /* shape s's forward and backward on a 1-thread and a 3-thread backend
- * (default plans): out, din and dw (with want_dw) in the same bits */
-    static inline void conv_same_bits(const conv_shape *s, int want_dw)
-    {
-        size_t nin = (size_t)s->B * s->C * s->H * s->W, nout = (size_t)s->B * s->K * s->OH * s->OW;
-        size_t nw = (size_t)s->K * s->C * s->R * s->S, n[3] = {nout, nin, nw};
-        float *in = rand_floats(nin, -1, 1, 7), *w = rand_floats(nw, -1, 1, 8),
-              *bias = rand_floats((size_t)s->K, -1, 1, 9), *dout = rand_floats(nout, -1, 1, 10);
-        float *res[2][3];
-        for (int t = 0; t < 2; t++) {
-            backend *be = cpu_backend(t ? 3 : 1);
-            void *plan = be->ops->conv_plan(be, s);
-            float *dev[3] = {be->ops->alloc(be, nout * 4), be->ops->alloc(be, nin * 4),
-                             be->ops->alloc(be, nw * 4)};
-            float *db = be->ops->alloc(be, (size_t)s->K * 4);
-            be->ops->conv_forward(be, plan, dev[0], in, w, bias, s);
-            be->ops->conv_backward(be, plan, dev[1], dev[2], db, dout, in, w, s);
-            for (int i = 0; i < 3; i++) {
-                res[t][i] = xmalloc(n[i] * 4);
-                memcpy(res[t][i], dev[i], n[i] * 4);
-                be->ops->free(be, dev[i]);
-            }
-            be->ops->free(be, db);
-            be->ops->conv_plan_free(be, plan);
-            be->ops->destroy(be);
-        }
-        cr_assert_eq(memcmp(res[0][0], res[1][0], nout * 4), 0, "out");
-        cr_assert_eq(memcmp(res[0][1], res[1][1], nin * 4), 0, "din");
-        if (want_dw)
-            cr_assert_eq(memcmp(res[0][2], res[1][2], nw * 4), 0, "dw");
-        for (int t = 0; t < 2; t++)
-            for (int i = 0; i < 3; i++)
-                free(res[t][i]);
-        free(in), free(w), free(bias), free(dout);
-    }
-
 #endif
 }
 
@@ -62,6 +26,30 @@ static inline float *absdup(const float *x, size_t n)
     for (size_t i = 0; i < n; i++)
         a[i] = fabsf(x[i]);
     return a;
+}
+
+/* a shape's seeded input, weights, bias and dout, and their sizes */
+typedef struct conv_data {
+    float *in, *w, *bias, *dout;
+    size_t nin, nout, nw;
+} conv_data;
+
+static inline conv_data conv_data_rand(const conv_shape *s, uint64_t key)
+{
+    conv_data d;
+    d.nin = (size_t)s->B * s->C * s->H * s->W;
+    d.nout = (size_t)s->B * s->K * s->OH * s->OW;
+    d.nw = (size_t)s->K * s->C * s->R * s->S;
+    d.in = rand_floats(d.nin, -1, 1, key);
+    d.w = rand_floats(d.nw, -1, 1, key + 1);
+    d.bias = rand_floats((size_t)s->K, -1, 1, key + 2);
+    d.dout = rand_floats(d.nout, -1, 1, key + 3);
+    return d;
+}
+
+static inline void conv_data_free(conv_data *d)
+{
+    free(d->in), free(d->w), free(d->bias), free(d->dout);
 }
 
 /* [0]: the default plan, [1]: the GEMM path, [2]: the GEMM path on |x|,
@@ -75,12 +63,9 @@ static inline conv_pair conv_pair_run(backend *be, const conv_shape *s, int with
 {
     conv_pair r;
     int K = s->K;
-    r.nin = (size_t)s->B * s->C * s->H * s->W;
-    r.nout = (size_t)s->B * K * s->OH * s->OW;
-    r.nw = (size_t)K * s->C * s->R * s->S;
-    float *in = rand_floats(r.nin, -1, 1, key), *w = rand_floats(r.nw, -1, 1, key + 1),
-          *bias = rand_floats((size_t)K, -1, 1, key + 2),
-          *dout = rand_floats(r.nout, -1, 1, key + 3);
+    conv_data d = conv_data_rand(s, key);
+    float *in = d.in, *w = d.w, *bias = d.bias, *dout = d.dout;
+    r.nin = d.nin, r.nout = d.nout, r.nw = d.nw;
     float *ain = absdup(in, r.nin), *aw = absdup(w, r.nw), *abias = absdup(bias, (size_t)K),
           *adout = absdup(dout, r.nout);
     for (int i = 0; i < 3; i++) {
@@ -102,7 +87,8 @@ static inline conv_pair conv_pair_run(backend *be, const conv_shape *s, int with
     be->ops->conv_backward(be, gemm, r.din[2], r.dw[2], r.db[2], adout, ain, aw, s);
     be->ops->conv_plan_free(be, gemm);
     be->ops->conv_plan_free(be, plan);
-    free(in), free(w), free(bias), free(dout), free(ain), free(aw), free(abias), free(adout);
+    conv_data_free(&d);
+    free(ain), free(aw), free(abias), free(adout);
     return r;
 }
 
@@ -120,10 +106,8 @@ static inline void conv_pair_free(backend *be, conv_pair *r)
  * (default plans): out, din and dw in the same bits */
 static inline void conv_same_bits(const conv_shape *s)
 {
-    size_t nin = (size_t)s->B * s->C * s->H * s->W, nout = (size_t)s->B * s->K * s->OH * s->OW;
-    size_t nw = (size_t)s->K * s->C * s->R * s->S, n[3] = {nout, nin, nw};
-    float *in = rand_floats(nin, -1, 1, 7), *w = rand_floats(nw, -1, 1, 8),
-          *bias = rand_floats((size_t)s->K, -1, 1, 9), *dout = rand_floats(nout, -1, 1, 10);
+    conv_data d = conv_data_rand(s, 7);
+    size_t nin = d.nin, nout = d.nout, nw = d.nw, n[3] = {nout, nin, nw};
     float *res[2][3];
     for (int t = 0; t < 2; t++) {
         backend *be = cpu_backend(t ? 3 : 1);
@@ -131,8 +115,8 @@ static inline void conv_same_bits(const conv_shape *s)
         float *dev[3] = {be->ops->alloc(be, nout * 4), be->ops->alloc(be, nin * 4),
                          be->ops->alloc(be, nw * 4)};
         float *db = be->ops->alloc(be, (size_t)s->K * 4);
-        be->ops->conv_forward(be, plan, dev[0], in, w, bias, s);
-        be->ops->conv_backward(be, plan, dev[1], dev[2], db, dout, in, w, s);
+        be->ops->conv_forward(be, plan, dev[0], d.in, d.w, d.bias, s);
+        be->ops->conv_backward(be, plan, dev[1], dev[2], db, d.dout, d.in, d.w, s);
         for (int i = 0; i < 3; i++) {
             res[t][i] = xmalloc(n[i] * 4);
             memcpy(res[t][i], dev[i], n[i] * 4);
@@ -148,7 +132,7 @@ static inline void conv_same_bits(const conv_shape *s)
     for (int t = 0; t < 2; t++)
         for (int i = 0; i < 3; i++)
             free(res[t][i]);
-    free(in), free(w), free(bias), free(dout);
+    conv_data_free(&d);
 }
 
 #endif
