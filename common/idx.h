@@ -17,6 +17,15 @@ typedef struct idx_set {
     uint8_t *data;          /* n * rows * cols bytes (or n labels) */
 } idx_set;
 
+/* Where Fashion-MNIST's IDX files are: $TRAIN_FASHION_DIR, else Debian's
+ * dataset-fashion-mnist folder (machines without the package, a GPU box
+ * with the bundle, point the variable at a copy of the four .gz files). */
+static inline const char *fashion_mnist_dir(void)
+{
+    const char *d = getenv("TRAIN_FASHION_DIR");
+    return d && *d ? d : "/usr/share/datasets/fashion-mnist";
+}
+
 static uint32_t idx_be32(const uint8_t b[4])
 {
     return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];

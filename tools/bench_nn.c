@@ -371,8 +371,7 @@ static void evaluate(model *m, const set *t, int batch, uint8_t *xb, int32_t *yb
 
 int main(int argc, char **argv)
 {
-    const char *src = "/usr/share/datasets/fashion-mnist", *model_name = "lenet",
-               *threads_arg = "1,2";
+    const char *src = fashion_mnist_dir(), *model_name = "lenet", *threads_arg = "1,2";
     int runs = 3, epochs = 1, batch = 64, do_eval = 0, do_ops = 0, chunks = 0;
     long limit = 0;
     uint64_t seed = 1;

@@ -93,14 +93,15 @@ static int convert(const char *src, const char *out, const char *split, const ch
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tools/fashion-mnist [--src DIR] [--out DIR] [--limit N]\n"
-               "  --src DIR    IDX files (default /usr/share/datasets/fashion-mnist)\n"
+               "  --src DIR    IDX files (default $TRAIN_FASHION_DIR, else\n"
+               "               /usr/share/datasets/fashion-mnist)\n"
                "  --out DIR    output folder (default data/fashion-mnist)\n"
                "  --limit N    first N images of each split (default: all, 60000 + 10000)\n");
 }
 
 int main(int argc, char **argv)
 {
-    const char *src = "/usr/share/datasets/fashion-mnist", *out = "data/fashion-mnist";
+    const char *src = fashion_mnist_dir(), *out = "data/fashion-mnist";
     long long limit = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--src") && i + 1 < argc)

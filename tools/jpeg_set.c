@@ -174,22 +174,22 @@ static int make_split(gen *g, const char *src, const char *prefix, const char *o
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: tools/jpeg-set [--n N] [--val M] [--out DIR] [--seed S] [--quality Q]\n"
-            "                      [--width W] [--height H] [--src DIR]\n"
-            "  --n N        training images (default 2000)\n"
-            "  --val M      validation images from the test split (default 0)\n"
-            "  --out DIR    output folder (default data/e1)\n"
-            "  --seed S     texture and placement seed (default 1)\n"
-            "  --quality Q  JPEG quality (default 90)\n"
-            "  --width W --height H   image size (default 512 x 384)\n"
-            "  --src DIR    Fashion-MNIST IDX files (default /usr/share/datasets/fashion-mnist)\n");
+    fprintf(f, "usage: tools/jpeg-set [--n N] [--val M] [--out DIR] [--seed S] [--quality Q]\n"
+               "                      [--width W] [--height H] [--src DIR]\n"
+               "  --n N        training images (default 2000)\n"
+               "  --val M      validation images from the test split (default 0)\n"
+               "  --out DIR    output folder (default data/e1)\n"
+               "  --seed S     texture and placement seed (default 1)\n"
+               "  --quality Q  JPEG quality (default 90)\n"
+               "  --width W --height H   image size (default 512 x 384)\n"
+               "  --src DIR    Fashion-MNIST IDX files (default $TRAIN_FASHION_DIR or\n"
+               "               /usr/share/datasets/fashion-mnist)\n");
 }
 
 int main(int argc, char **argv)
 {
     long long n = 2000, nval = 0, seed = 1, q = 90, w = 512, h = 384;
-    const char *out = "data/e1", *src = "/usr/share/datasets/fashion-mnist";
+    const char *out = "data/e1", *src = fashion_mnist_dir();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         long long *num = !strcmp(a, "--n")         ? &n

@@ -25,8 +25,6 @@ static void setup(void) {}
 
 TestSuite(train_twin, .init = setup);
 
-#define FASHION_DIR "/usr/share/datasets/fashion-mnist"
-
 typedef struct worst {
     int checks, fails;
     double loss, state; /* largest error / tolerance: step losses, parameters and momentum */
@@ -55,8 +53,11 @@ static int load_images(int n, int C, int H, int W, uint8_t **x, int32_t **y, int
     cr_assert(*x && *y);
     if (real) {
         idx_set im, lab;
-        if (idx_read(FASHION_DIR "/t10k-images-idx3-ubyte.gz", &im) == 0) {
-            cr_assert_eq(idx_read(FASHION_DIR "/t10k-labels-idx1-ubyte.gz", &lab), 0);
+        char ip[512], lp[512];
+        snprintf(ip, sizeof ip, "%s/t10k-images-idx3-ubyte.gz", fashion_mnist_dir());
+        snprintf(lp, sizeof lp, "%s/t10k-labels-idx1-ubyte.gz", fashion_mnist_dir());
+        if (idx_read(ip, &im) == 0) {
+            cr_assert_eq(idx_read(lp, &lab), 0);
             cr_assert(im.n >= (uint32_t)n && im.rows * im.cols == px);
             memcpy(*x, im.data, (size_t)n * px);
             for (int i = 0; i < n; i++)

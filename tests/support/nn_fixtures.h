@@ -18,8 +18,6 @@
 #include "nn/backend.h"
 #include "nn/model.h"
 
-#define FASHION_DIR "/usr/share/datasets/fashion-mnist"
-
 static inline backend *cpu_backend(int threads)
 {
     errbuf e = {{0}};
@@ -76,10 +74,11 @@ static inline void nn_set_free(nn_set *s)
 static inline void fashion_load(nn_set *s, const char *prefix, int limit)
 {
     char ip[512], lp[512];
-    snprintf(ip, sizeof ip, "%s/%s-images-idx3-ubyte.gz", FASHION_DIR, prefix);
-    snprintf(lp, sizeof lp, "%s/%s-labels-idx1-ubyte.gz", FASHION_DIR, prefix);
+    snprintf(ip, sizeof ip, "%s/%s-images-idx3-ubyte.gz", fashion_mnist_dir(), prefix);
+    snprintf(lp, sizeof lp, "%s/%s-labels-idx1-ubyte.gz", fashion_mnist_dir(), prefix);
     idx_set im, lab;
-    cr_assert_eq(idx_read(ip, &im), 0, "cannot read %s (dataset-fashion-mnist installed?)", ip);
+    cr_assert_eq(idx_read(ip, &im), 0,
+                 "cannot read %s (dataset-fashion-mnist installed, or TRAIN_FASHION_DIR?)", ip);
     cr_assert_eq(idx_read(lp, &lab), 0, "cannot read %s", lp);
     cr_assert_eq(im.n, lab.n);
     s->n = limit > 0 && (uint32_t)limit < im.n ? limit : (int)im.n;
