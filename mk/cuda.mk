@@ -106,7 +106,13 @@ build/cuda/tests/run-gpu: $(GPU_SUITE_OBJS)
 	@mkdir -p $(dir $@)
 	$(CC) -o $@ $^ $(CUDA_LIBS) $(GPU_LIBS)
 
-TEST_EXTRA  += build/asan/tests/run-fakecuda $(FAKE_DIR)/train $(FAKE_DIR)/libfakenvml.so \
+# tools/gpu-check's probe of what the fake cannot model (cudart static: it
+# runs wherever a driver is, with nothing beside it)
+build/tools/cuda_probe: tools/cuda_probe.cu build/cuda/.nvflags
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $<
+
+TEST_EXTRA  += build/tools/cuda_probe build/asan/tests/run-fakecuda $(FAKE_DIR)/train $(FAKE_DIR)/libfakenvml.so \
                build/cuda/tests/run-gpu
 TEST_SUITES += build/asan/tests/run-fakecuda build/cuda/tests/run-gpu
 
