@@ -242,7 +242,11 @@ test: deps
 	@$(MAKE) --no-print-directory format-check
 	@$(MAKE) --no-print-directory test-build NV_WERROR=1
 	@cp build/$(VARIANT)/train train.tmp && mv -f train.tmp train
+	@$(MAKE) --no-print-directory bundle-test-dir
+	@tools/wheel > build/wheel.path
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	TRAIN_BUNDLE_DIR=$(CURDIR)/$(BUNDLE_TEST_DIR)/current \
+	TRAIN_BUNDLE_TARBALL=$$(cat $(BUNDLE_TEST_DIR)/tarball) TRAIN_WHEEL=$$(tail -1 build/wheel.path) \
 	TRAIN_BIN=$(CURDIR)/build/asan/train TRAIN_TOOLS=$(CURDIR)/build/tools \
 	TRAIN_ROOT=$(CURDIR) sh -c 'set -e; for s in build/asan/tests/run $(TEST_SUITES); do \
 	  echo "== $$s"; tests/run-suite $$s --jobs 2 $(TESTFLAGS); done'
@@ -266,7 +270,8 @@ format-check:
 DEB_PKGS := build-essential pkg-config zlib1g-dev libturbojpeg0-dev libjpeg62-turbo-dev libstb-dev libcsv-dev \
             libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist webp libwebp-dev \
             clang-format libopenmpi-dev openmpi-bin \
-            python3-dev python3-pytest python3-numpy python3-torch libdlpack-dev
+            python3-dev python3-pytest python3-numpy python3-torch libdlpack-dev \
+            patchelf xz-utils busybox-static python3-venv
 BENCH_PKGS := python3-torch python3-torchvision python3-pil hyperfine
 FUZZ_PKGS := clang libclang-rt-dev
 
@@ -293,6 +298,23 @@ demo: deps
 	@$(MAKE) --no-print-directory train tools
 	tools/fashion-mnist --limit $(DEMO_N)
 	./train --epochs 2 --channels auto --val data/fashion-mnist/test.csv data/fashion-mnist/train.csv
+
+# ---------------------------------------------------------------- bundle
+# one relocatable archive for machines without our packages (docs/BUNDLE.md)
+.PHONY: bundle bundle-test-dir wheel
+bundle: deps
+	@tools/bundle
+# trainloader as a manylinux wheel (docs/PYTHON.md); the packaging tools
+# come from PyPI into build/wheel/venv
+wheel: deps
+	@tools/wheel
+# the bundle unpacked for tests/test_bundle.c (make test)
+BUNDLE_TEST_DIR := build/bundle-test
+bundle-test-dir:
+	@t=$$(tools/bundle | tail -1) && rm -rf $(BUNDLE_TEST_DIR) && mkdir -p $(BUNDLE_TEST_DIR) && \
+	  tar -xJf "$$t" -C $(BUNDLE_TEST_DIR) && \
+	  ln -sfn "$$(basename "$${t%.tar.xz}")" $(BUNDLE_TEST_DIR)/current && \
+	  echo "$$t" > $(BUNDLE_TEST_DIR)/tarball
 
 clean:
 	rm -rf build train
