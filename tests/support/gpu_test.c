@@ -107,12 +107,18 @@ void gt_twin_done(twin *t)
 }
 
 #ifndef TRAIN_FAKECUDA
-/* Say plainly, once, when the suite skipped (Criterion only lists skips
- * with --verbose). On the fake every test has its device: nothing to say. */
+/* Say plainly, once, when the suite skipped and why (Criterion only lists
+ * skips with --verbose): "no CUDA device" only when there is none, since on
+ * a one-GPU machine the two-rank NCCL tests skip for another reason. On the
+ * fake every test has its device: nothing to say. */
 ReportHook(POST_ALL)(struct criterion_global_stats *stats)
 {
-    if (stats->tests_skipped)
-        fprintf(stderr, "gpu tests: %zu of %zu skipped: no CUDA device\n", stats->tests_skipped,
-                stats->nb_tests);
+    if (!stats->tests_skipped)
+        return;
+    gpu_info g;
+    gpu_probe(0, &g);
+    fprintf(stderr, "gpu tests: %zu of %zu skipped: %s\n", stats->tests_skipped, stats->nb_tests,
+            g.status != GPU_OK ? "no CUDA device"
+                               : "each names its reason (--verbose); none lacked a device");
 }
 #endif
