@@ -118,6 +118,8 @@ TEST_SUPPORT_SRC := $(filter-out tests/support/gpu_test.c,$(sort $(wildcard test
 TOOL_SRC   := $(sort $(wildcard tools/*.c))
 
 VARIANT := $(if $(filter 1,$(CUDA)),cuda,cpu)
+# make test builds with one job per core
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 
 # the layers of variant $(1) (cuda/ in the CUDA variants only) and their
 # libraries, in link order
@@ -240,7 +242,7 @@ test-build: build/cpu/train $(if $(CUDA_FOUND),build/cuda/train) build/asan/trai
 # The suite runs in the asan build; the tests run the asan ./train too.
 test: deps
 	@$(MAKE) --no-print-directory format-check
-	@$(MAKE) --no-print-directory test-build NV_WERROR=1
+	@$(MAKE) --no-print-directory -j$(NPROC) test-build NV_WERROR=1
 	@cp build/$(VARIANT)/train train.tmp && mv -f train.tmp train
 	@$(MAKE) --no-print-directory bundle-test-dir
 	@tools/wheel > build/wheel.path
