@@ -27,6 +27,11 @@ struct img_ctx {
     int max_side;
     uint64_t max_pixels;
     double read_s, decode_s; /* seconds spent reading files and decoding them, so far */
+    /* hashes of the JPEGs this context has read to their end and accepted
+     * (img_jpeg_verified): a partial decode of one of them need not read
+     * the rest again. Open addressing, 0 = empty. */
+    uint64_t *verified;
+    size_t verified_cap, verified_n;
 };
 
 typedef enum img_format {
@@ -45,9 +50,11 @@ typedef enum img_format {
 typedef struct img_info {
     img_format format;
     int w, h;
-    int channels; /* 1 gray, 3 colour */
-    int cmyk;     /* JPEG stored as CMYK or YCCK */
-    int orient;   /* EXIF orientation, 1..8 (1 unless the JPEG has the tag) */
+    int channels;   /* 1 gray, 3 colour */
+    int cmyk;       /* JPEG stored as CMYK or YCCK */
+    int orient;     /* EXIF orientation, 1..8 (1 unless the JPEG has the tag) */
+    int tj_refused; /* a JPEG layout TurboJPEG 2.1 cannot classify (e.g. luma
+                       sampled 1x4): libjpeg's own API decodes it */
 } img_info;
 
 const char *img_format_name(img_format f);
@@ -90,6 +97,11 @@ int img_jpeg_complete(const img_ctx *c);
 /* CMYK as stored (Adobe-inverted) to C = 1 or 3 channels, as PIL reads it. */
 void img_jpeg_cmyk(uint8_t *dst, const uint8_t *src, size_t npix, int C);
 
+/* Whether c->file's bytes were read to their end and accepted before
+ * (by this context); img_jpeg_set_verified records that they were. */
+int img_jpeg_verified(const img_ctx *c);
+void img_jpeg_set_verified(img_ctx *c);
+
 /* jpeg_region.c — a rectangle of pixels: y, x, h, w inside an image of
  * sh x sw (scaled) pixels. */
 typedef struct img_region {
@@ -104,6 +116,10 @@ void img_jpeg_scale_for(int w, int h, int want_h, int want_w, int *num);
  * to iMCU boundaries), rows got->w * C bytes apart. */
 int img_jpeg_decode_region(img_ctx *c, const char *path, const img_info *info, int C, int num,
                            const img_region *want, img_region *got, errbuf *e);
+
+/* The header of a JPEG through libjpeg's own API (for the layouts
+ * TurboJPEG 2.1 refuses to classify): size, channels, CMYK. */
+int img_jpeg_header_libjpeg(img_ctx *c, const char *path, img_info *info, errbuf *e);
 
 /* A region decoded as planes: the components' samples before upsampling
  * and colour conversion (grey: Y; colour: Y, Cb, Cr). Plane k's first

@@ -22,6 +22,16 @@
  *     accepted warning also requires an EOI marker after the first SOS.
  * TurboJPEG 2.1 leaves its handle unusable after some header errors, so the
  * handle is dropped after any failure and made again on the next JPEG.
+ * It is also made afresh for every image: libjpeg keeps the quantization
+ * and Huffman tables of the last file it read (for abbreviated streams),
+ * so a file that lacks its own tables would decode with the previous
+ * image's -- whether it decodes, and to what, would depend on what the
+ * worker read before (a new handle costs about 2 us, against the hundreds
+ * a photograph takes).
+ * Layouts TurboJPEG 2.1 cannot classify ("Could not determine subsampling
+ * type": luma sampled 1x4, chroma denser than luma, ...) are valid JPEGs
+ * that libjpeg and PIL decode: they go through libjpeg's own API
+ * (jpeg_region.c) instead of being refused.
  * TJFLAG_LIMITSCANS refuses progressive files with absurd scan counts
  * (a decoder-time bomb). Deliberately not supported: 12-bit and lossless
  * JPEG (TurboJPEG 2.1 refuses them with a clear message).
@@ -132,13 +142,19 @@ static int failure(img_ctx *c, const char *path, int sizes_known, errbuf *e)
 
 int img_jpeg_header(img_ctx *c, const char *path, img_info *info, errbuf *e)
 {
+    drop_handle(c); /* no tables from the previous image */
     tjhandle tj = handle(c);
     if (!tj)
         return errf(e, "%s: cannot start the JPEG decoder: %s", path, tjGetErrorStr2(NULL));
     int w = 0, h = 0, sub = 0, cs = -1;
-    if (tjDecompressHeader3(tj, c->file, (unsigned long)c->file_len, &w, &h, &sub, &cs) != 0 &&
-        failure(c, path, w > 0 && h > 0, e) != 0)
-        return -1;
+    if (tjDecompressHeader3(tj, c->file, (unsigned long)c->file_len, &w, &h, &sub, &cs) != 0) {
+        if (strstr(tjGetErrorStr2(tj), "Could not determine subsampling type")) {
+            drop_handle(c);
+            return img_jpeg_header_libjpeg(c, path, info, e);
+        }
+        if (failure(c, path, w > 0 && h > 0, e) != 0)
+            return -1;
+    }
     if (w <= 0 || h <= 0) { /* TurboJPEG 2.1 returns 0 for a tables-only stream */
         drop_handle(c);
         return errf(e, "%s: truncated JPEG (no image data)", path);
@@ -201,6 +217,20 @@ int img_jpeg_decode(img_ctx *c, const char *path, const img_info *info, int C, i
 {
     int sh, sw;
     img_jpeg_scaled_size(info->w, info->h, want_h, want_w, &sh, &sw);
+    if (info->tj_refused) { /* the whole image through libjpeg at the same scale */
+        int num = 8;        /* TurboJPEG's choice: the smallest n/8 still >= want */
+        for (int n = 1; n < 8 && want_h > 0 && want_w > 0; n++)
+            if ((info->h * n + 7) / 8 >= want_h && (info->w * n + 7) / 8 >= want_w) {
+                num = n;
+                break;
+            }
+        img_region whole = {.y = 0, .x = 0, .h = sh, .w = sw}, got;
+        if (img_jpeg_decode_region(c, path, info, C, num, &whole, &got, e) != 0)
+            return -1;
+        *dh = got.h;
+        *dw = got.w;
+        return 0;
+    }
     size_t npix = (size_t)sh * (size_t)sw;
     uint8_t *dec = img_grow(&c->dec, &c->dec_cap, npix * (size_t)C);
     uint8_t *dst = info->cmyk ? img_grow(&c->tmp, &c->tmp_cap, npix * 4) : dec;

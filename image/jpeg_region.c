@@ -165,8 +165,9 @@ static int rgb_rows(img_ctx *c, j_decompress_ptr d, const char *path, const img_
 {
     const size_t stride = (size_t)cw * (size_t)d->output_components;
     const size_t rows = (size_t)(y1 - y0);
-    uint8_t *dst = info->cmyk ? img_grow(&c->tmp, &c->tmp_cap, rows * stride)
-                              : img_grow(&c->dec, &c->dec_cap, rows * stride);
+    /* one row more: decode_region's scratch for reading the file's last row */
+    uint8_t *dst = info->cmyk ? img_grow(&c->tmp, &c->tmp_cap, (rows + 1) * stride)
+                              : img_grow(&c->dec, &c->dec_cap, (rows + 1) * stride);
     if (y0 > 0 && jpeg_skip_scanlines(d, (JDIMENSION)y0) != (JDIMENSION)y0)
         return errf(e, "%s: truncated JPEG (cannot skip to row %d)", path, y0);
     for (size_t r = 0; r < rows;) {
@@ -184,7 +185,7 @@ static int rgb_rows(img_ctx *c, j_decompress_ptr d, const char *path, const img_
  * conversion, in c->dec. */
 static int planar_rows(img_ctx *c, j_decompress_ptr d, const char *path, int y0, int y1, int sh,
                        int sw, JDIMENSION x0, JDIMENSION cw, img_planes *pl, img_region *got,
-                       errbuf *e)
+                       int to_end, errbuf *e)
 {
     plane_sink s = {.n = d->num_components, .maxv = d->max_v_samp_factor};
     const int ya = y0 - y0 % s.maxv, groups = (y1 - ya + s.maxv - 1) / s.maxv;
@@ -194,7 +195,10 @@ static int planar_rows(img_ctx *c, j_decompress_ptr d, const char *path, int y0,
         /* samples per row group across and down (jdsample.c's in_group) */
         const int h_in = ci->h_samp_factor * ci->DCT_scaled_size / d->min_DCT_scaled_size;
         const int v_in = ci->v_samp_factor * ci->DCT_scaled_size / d->min_DCT_scaled_size;
-        const int h_out = s.n == 1 ? 1 : d->max_h_samp_factor;
+        /* relative to the largest factor, grey included: a grey file may
+         * declare 2x2 (jpegtran -grayscale writes that), and its one
+         * component is then at the output's resolution with h_in = 2 */
+        const int h_out = d->max_h_samp_factor;
         s.rgh[k] = v_in;
         s.w[k] = (int)(((size_t)cw * (size_t)h_in + (size_t)h_out - 1) / (size_t)h_out);
         s.rows[k] = groups * v_in;
@@ -221,6 +225,22 @@ static int planar_rows(img_ctx *c, j_decompress_ptr d, const char *path, int y0,
     JSAMPLE unused[4] = {0};
     JSAMPROW rows[4] = {unused, unused, unused, unused}; /* max_v_samp_factor <= 4 */
     for (int g = 0; g < groups; g++)
+        if (jpeg_read_scanlines(d, rows, (JDIMENSION)s.maxv) == 0)
+            break;
+    /* The rest of the file, for decode_region's read to the end: row groups
+     * to the next iMCU row, whole iMCU rows skipped (entropy-decoded only),
+     * then the last iMCU row read (take_row_group keeps nothing below the
+     * crop). A skip that does not start and end on iMCU rows goes through
+     * the upsampler's counters, which the hook bypasses: libjpeg then read
+     * past the scan and warned of a premature end. */
+    const JDIMENSION imcu = (JDIMENSION)(d->min_DCT_scaled_size * d->max_v_samp_factor);
+    while (to_end && d->output_scanline < d->output_height && d->output_scanline % imcu)
+        if (jpeg_read_scanlines(d, rows, (JDIMENSION)s.maxv) == 0)
+            break;
+    const JDIMENSION left = d->output_height - d->output_scanline;
+    if (to_end && left > imcu)
+        jpeg_skip_scanlines(d, (left - 1) / imcu * imcu);
+    while (to_end && d->output_scanline < d->output_height)
         if (jpeg_read_scanlines(d, rows, (JDIMENSION)s.maxv) == 0)
             break;
     int h = groups * s.maxv;
@@ -278,25 +298,92 @@ static int decode_region(img_ctx *c, const char *path, const img_info *info, int
         jpeg_destroy_decompress(&d);
         return errf(e, "%s: internal: empty JPEG region", path);
     }
-    jpeg_crop_scanline(&d, &x0, &cw); /* widened to iMCU columns */
-    if (pl ? planar_rows(c, &d, path, y0, y1, sh, sw, x0, cw, pl, got, e)
+    /* libjpeg-turbo 2.1.5's jpeg_crop_scanline gives wrong pixels for
+     * colour files whose luma is sampled 4x2 or 2x4 at DCT scales below 8/8
+     * (every column, up to 122 levels off; found by the generated corpus,
+     * tests/test_jpeg_corpus.c): those decode every column instead */
+    if (num < 8 && d.num_components > 1 && d.max_h_samp_factor * d.max_v_samp_factor >= 8) {
+        x0 = 0;
+        cw = d.output_width;
+    } else {
+        jpeg_crop_scanline(&d, &x0, &cw); /* widened to iMCU columns */
+    }
+    /* a file this context has not yet read to its end is read to its end
+     * (below), once: accepted or refused for its bytes, not for the crop */
+    const int to_end = !img_jpeg_verified(c);
+    if (pl ? planar_rows(c, &d, path, y0, y1, sh, sw, x0, cw, pl, got, to_end, e)
            : rgb_rows(c, &d, path, info, y0, y1, sh, sw, x0, cw, got, e)) {
         jpeg_destroy_decompress(&d);
         return -1;
     }
+    /* The first time this context meets the file, the rest of it is
+     * decoded too (the RGB path entropy-decodes the rows below the crop,
+     * the planar path read them above) and read to its end, so that a file
+     * is accepted or refused for its bytes, not for where the crop fell: a
+     * corrupt scan below the crop made a random-resized crop accept a file
+     * in one epoch and refuse it in the next (found by the differential
+     * fuzzing of tests/test_image_fuzz.c). Accepted files are remembered
+     * by the hash of their bytes (img_jpeg_verified), so later epochs skip
+     * the rest again: the check costs each worker one tail per file. */
+    const JDIMENSION left = d.output_height - d.output_scanline;
+    if (to_end && left > 0 && !pl) {
+        /* (a skip that reaches the last row decodes nothing: libjpeg-turbo
+         * then marks the end reached; the last row is read instead) */
+        if (left > 1)
+            jpeg_skip_scanlines(&d, left - 1);
+        uint8_t *row = (info->cmyk ? c->tmp : c->dec) +
+                       (size_t)got->h * (size_t)cw * (size_t)d.output_components;
+        jpeg_read_scanlines(&d, &row, 1);
+    }
+    if (to_end)
+        jpeg_finish_decompress(&d);
+    else
+        jpeg_abort_decompress(&d);
     int warned = j.warned;
     char warning[JMSG_LENGTH_MAX];
     snprintf(warning, sizeof warning, "%s", j.first_warning);
-    jpeg_abort_decompress(&d);
     jpeg_destroy_decompress(&d);
     if (warned) {
         img_printable(warning);
         if (img_jpeg_failure_msg(c, path, warning, 1, e) != 0)
             return -1;
     }
+    if (to_end)
+        img_jpeg_set_verified(c);
     if (info->cmyk && !pl)
         img_jpeg_cmyk(img_grow(&c->dec, &c->dec_cap, (size_t)got->h * (size_t)got->w * (size_t)C),
                       c->tmp, (size_t)got->h * (size_t)got->w, C);
+    return 0;
+}
+
+int img_jpeg_header_libjpeg(img_ctx *c, const char *path, img_info *info, errbuf *e)
+{
+    struct jpeg_decompress_struct d;
+    jerr j;
+    memset(&j, 0, sizeof j);
+    d.err = jpeg_std_error(&j.pub);
+    j.pub.error_exit = on_error;
+    j.pub.emit_message = on_message;
+    if (setjmp(j.jump)) {
+        char msg[JMSG_LENGTH_MAX];
+        d.err->format_message((j_common_ptr)&d, msg);
+        jpeg_destroy_decompress(&d);
+        img_printable(msg);
+        return img_jpeg_failure_msg(c, path, msg, 0, e);
+    }
+    jpeg_create_decompress(&d);
+    jpeg_mem_src(&d, c->file, (unsigned long)c->file_len);
+    if (jpeg_read_header(&d, TRUE) != JPEG_HEADER_OK || d.image_width == 0 || d.image_height == 0) {
+        jpeg_destroy_decompress(&d);
+        return errf(e, "%s: truncated JPEG (no image data)", path);
+    }
+    info->format = IMG_FMT_JPEG;
+    info->w = (int)d.image_width;
+    info->h = (int)d.image_height;
+    info->cmyk = d.jpeg_color_space == JCS_CMYK || d.jpeg_color_space == JCS_YCCK;
+    info->channels = d.jpeg_color_space == JCS_GRAYSCALE ? 1 : 3;
+    info->tj_refused = 1;
+    jpeg_destroy_decompress(&d);
     return 0;
 }
 
