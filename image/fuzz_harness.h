@@ -6,7 +6,15 @@
  * the file's bytes. The harness writes the file, loads it, and checks the
  * invariants: a refusal is exactly one line `path: reason`; a success
  * gives img_load == img_load_base + img_augment byte for byte, and a second
- * load of the same file gives the same bytes. A broken invariant aborts.
+ * load of the same file gives the same bytes. Then, differentially:
+ *   - a fresh context gives the same outcome (bytes, or the same message):
+ *     what a file decodes to must not depend on what the context decoded
+ *     before (libjpeg keeps tables between images);
+ *   - for JPEGs, the random-resized crop through the fused region decoder
+ *     (libjpeg's API, --decode exact) equals the unfused path (TurboJPEG's
+ *     full decode, then crop and resample) byte for byte, or both refuse;
+ *     auto and fast accept whatever exact accepts.
+ * A broken invariant aborts.
  * Limits are lowered (FUZZ_IMAGE_MAX_*) so that valid-but-huge headers are
  * refused cheaply instead of exhausting the fuzzer's memory.
  */
@@ -60,8 +68,9 @@ static inline void fuzz_image_check_message(const char *path, const errbuf *e)
         FUZZ_IMAGE_FAIL("error is not one line `path: reason`: '%s'", e->msg);
 }
 
-/* Returns 0 when the input loaded, 1 when it was refused properly. */
-static inline int fuzz_image_one(img_ctx *c, const char *path, const uint8_t *data, size_t n)
+/* The first round of checks; fuzz_image_one (below) adds the differential
+ * ones. Returns 0 when the input loaded, 1 when it was refused properly. */
+static inline int fuzz_image_core(img_ctx *c, const char *path, const uint8_t *data, size_t n)
 {
     if (n == 0)
         return 1;
@@ -102,6 +111,92 @@ static inline int fuzz_image_one(img_ctx *c, const char *path, const uint8_t *da
     free(a);
     free(b);
     return 0;
+}
+
+/* The outcome of one load through a fresh context: 0 and the bytes in out
+ * (oh x ow x C), or -1 and the message. */
+static inline int fuzz_image_fresh(const char *path, const img_params *p, uint64_t key,
+                                   uint8_t *out, int oh, int ow, errbuf *e)
+{
+    img_ctx *f = img_ctx_create();
+    img_ctx_set_limits(f, FUZZ_IMAGE_MAX_SIDE, FUZZ_IMAGE_MAX_PIXELS);
+    rng r = rng_keyed(1, RNG_AUGMENT, 0, key);
+    int rc = img_load(f, path, p, &r, out, oh, ow, e);
+    img_ctx_free(f);
+    return rc;
+}
+
+/* The differential checks (above) of the file fuzz_image_one just wrote;
+ * c is the context it used. */
+static inline void fuzz_image_differential(img_ctx *c, const char *path, const uint8_t *data,
+                                           size_t n)
+{
+    if (n < 3)
+        return;
+    img_params p;
+    fuzz_image_params(data[0], &p);
+    /* 1. a used context and a fresh one agree */
+    int oh = p.crop_h > 0 ? p.crop_h : 0, ow = p.crop_h > 0 ? p.crop_w : 0;
+    if (oh == 0) { /* the output size is the base's */
+        const uint8_t *base;
+        errbuf e = {{0}};
+        if (img_load_base(c, path, &p, &base, &oh, &ow, &e) != 0)
+            oh = ow = 1;
+    }
+    size_t no = (size_t)oh * (size_t)ow * (size_t)p.channels;
+    uint8_t *a = malloc(no), *b = malloc(no);
+    if (!a || !b)
+        FUZZ_IMAGE_FAIL("out of memory");
+    errbuf e1 = {{0}}, e2 = {{0}};
+    rng r = rng_keyed(1, RNG_AUGMENT, 0, n);
+    int ra = img_load(c, path, &p, &r, a, oh, ow, &e1);
+    int rb = fuzz_image_fresh(path, &p, n, b, oh, ow, &e2);
+    if (ra != rb || (ra == 0 && memcmp(a, b, no) != 0) || (ra != 0 && strcmp(e1.msg, e2.msg)))
+        FUZZ_IMAGE_FAIL("a fresh context disagrees: %d '%s' vs %d '%s'%s", ra, e1.msg, rb, e2.msg,
+                        ra == rb && ra == 0 ? " (other bytes)" : "");
+    free(a);
+    free(b);
+    /* 2. JPEG: the fused region decode against the unfused path */
+    if (data[1] != 0xFF || data[2] != 0xD8)
+        return;
+    const int S = 16;
+    img_params q = {.channels = p.channels,
+                    .crop_h = S,
+                    .crop_w = S,
+                    .rrc = 1,
+                    .decode = IMG_DECODE_EXACT,
+                    .exif = p.exif};
+    size_t m = (size_t)S * S * (size_t)q.channels;
+    uint8_t *x = malloc(m), *y = malloc(m), *z = malloc(m);
+    if (!x || !y || !z)
+        FUZZ_IMAGE_FAIL("out of memory");
+    errbuf ex = {{0}}, ey = {{0}}, ez = {{0}};
+    q.full_decode = 1;
+    int rx = fuzz_image_fresh(path, &q, n, x, S, S, &ex);
+    q.full_decode = 0;
+    int ry = fuzz_image_fresh(path, &q, n, y, S, S, &ey);
+    if (rx != ry || (rx == 0 && memcmp(x, y, m) != 0))
+        FUZZ_IMAGE_FAIL("rrc: the region decode disagrees with the full decode: %d '%s' vs %d "
+                        "'%s'%s",
+                        rx, ex.msg, ry, ey.msg, rx == ry ? " (other bytes)" : "");
+    for (int d = IMG_DECODE_AUTO; rx == 0 && d <= IMG_DECODE_FAST; d += 2) {
+        q.decode = d;
+        if (fuzz_image_fresh(path, &q, n, z, S, S, &ez) != 0)
+            FUZZ_IMAGE_FAIL("rrc: --decode %s refuses what exact accepts: '%s'",
+                            d == IMG_DECODE_AUTO ? "auto" : "fast", ez.msg);
+    }
+    free(x);
+    free(y);
+    free(z);
+}
+
+/* Returns 0 when the input loaded, 1 when it was refused properly. */
+static inline int fuzz_image_one(img_ctx *c, const char *path, const uint8_t *data, size_t n)
+{
+    int rc = fuzz_image_core(c, path, data, n);
+    if (n > 0)
+        fuzz_image_differential(c, path, data, n);
+    return rc;
 }
 
 #endif

@@ -88,33 +88,6 @@ static void load(img_ctx *c, const char *path, const img_params *p, int k, uint8
     cr_assert_eq(img_load(c, path, p, &r, out, p->crop_h, p->crop_w, &e), 0, "%s", e.msg);
 }
 
-typedef struct diff {
-    size_t hist[256], n;
-} diff;
-
-static void diff_add(diff *d, const uint8_t *a, const uint8_t *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        d->hist[abs((int)a[i] - (int)b[i])]++;
-    d->n += n;
-}
-
-static double diff_mean(const diff *d, int *p99, int *max)
-{
-    double sum = 0;
-    size_t acc = 0;
-    *p99 = -1, *max = 0;
-    for (int x = 0; x < 256; x++) {
-        sum += (double)x * (double)d->hist[x];
-        acc += d->hist[x];
-        if (*p99 < 0 && acc >= d->n - d->n / 100)
-            *p99 = x;
-        if (d->hist[x])
-            *max = x;
-    }
-    return sum / (double)d->n;
-}
-
 /* Within the issue's bound of the exact path (mean <= 0.5 levels, 99th
  * percentile <= 4) on a photograph in every layout libjpeg-turbo writes
  * (and within 1 / 10 on saturated colour squares),
@@ -155,7 +128,7 @@ Test(planar, stays_within_the_bound_of_the_exact_path_in_every_layout)
         snprintf(name, sizeof name, "p%zu.jpg", i);
         char *path =
             ti_write_jpeg(dir, name, px, h, w, kinds[i].pf, kinds[i].sub, 90, kinds[i].flags);
-        diff d = {{0}, 0};
+        ti_hist d = {{0}, 0};
         int differs = 0;
         for (int k = 0; k < 8; k++) {
             img_params p = rrc_params(S, IMG_DECODE_EXACT, 0.5f);
@@ -165,11 +138,11 @@ Test(planar, stays_within_the_bound_of_the_exact_path_in_every_layout)
             p.decode = kinds[i].decode;
             load(c, path, &p, k, got);
             load(through_rgb, path, &p, k, rgb);
-            diff_add(&d, ref, got, n);
+            ti_hist_add(&d, ref, got, n);
             differs |= memcmp(got, rgb, n) != 0;
         }
         int q, mx;
-        double mean = diff_mean(&d, &q, &mx);
+        double mean = ti_hist_mean(&d, &q, &mx);
         if (kinds[i].pf == TJPF_GRAY) {
             cr_assert(mx <= 1, "%s (grey): %d levels from the exact path", name, mx);
         } else {
@@ -388,11 +361,11 @@ Test(planar, the_validation_recipe_stays_within_the_bound_of_the_exact_path)
         p.decode = kinds[i].decode;
         cr_assert_eq(load_val(c, path, &p, 0, got, &e), 0, "%s", e.msg);
         cr_assert_eq(load_val(through_rgb, path, &p, 0, rgb, &e), 0, "%s", e.msg);
-        diff d = {{0}, 0}, dr = {{0}, 0};
-        diff_add(&d, ref, got, m);
-        diff_add(&dr, ref, rgb, m);
+        ti_hist d = {{0}, 0}, dr = {{0}, 0};
+        ti_hist_add(&d, ref, got, m);
+        ti_hist_add(&dr, ref, rgb, m);
         int q, mx, qr, mxr;
-        double mean = diff_mean(&d, &q, &mx), mean_rgb = diff_mean(&dr, &qr, &mxr);
+        double mean = ti_hist_mean(&d, &q, &mx), mean_rgb = ti_hist_mean(&dr, &qr, &mxr);
         if (kinds[i].pf == TJPF_GRAY) {
             cr_assert(mx <= 1, "%s (grey): %d levels from the exact path", name, mx);
             free(px), free(path);

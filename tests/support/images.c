@@ -319,3 +319,26 @@ double ti_mean_diff(const uint8_t *a, const uint8_t *b, size_t n, int *max)
     }
     return n ? s / (double)n : 0;
 }
+
+void ti_hist_add(ti_hist *d, const uint8_t *a, const uint8_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        d->hist[abs((int)a[i] - (int)b[i])]++;
+    d->n += n;
+}
+
+double ti_hist_mean(const ti_hist *d, int *p99, int *max)
+{
+    double sum = 0;
+    size_t acc = 0;
+    *p99 = -1, *max = 0;
+    for (int x = 0; x < 256; x++) {
+        sum += (double)x * (double)d->hist[x];
+        acc += d->hist[x];
+        if (*p99 < 0 && acc >= d->n - d->n / 100)
+            *p99 = x;
+        if (d->hist[x])
+            *max = x;
+    }
+    return d->n ? sum / (double)d->n : 0;
+}

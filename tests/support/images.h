@@ -61,4 +61,12 @@ uint8_t *ti_base_planar(const char *path, const img_params *p, int planar, int *
 /* Mean and maximum absolute difference of two byte arrays. */
 double ti_mean_diff(const uint8_t *a, const uint8_t *b, size_t n, int *max);
 
+/* A histogram of absolute differences, summed over several comparisons:
+ * its mean, 99th percentile and maximum (the fidelity bounds' terms). */
+typedef struct ti_hist {
+    size_t hist[256], n;
+} ti_hist;
+void ti_hist_add(ti_hist *d, const uint8_t *a, const uint8_t *b, size_t n);
+double ti_hist_mean(const ti_hist *d, int *p99, int *max);
+
 #endif
