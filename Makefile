@@ -70,9 +70,18 @@ endif
 CUDNN_CFLAGS := $(if $(filter-out $(CUDA_HOME)/include,$(CUDNN_INC)),-isystem $(CUDNN_INC))
 CUDNN_LDFLAGS := $(if $(filter-out $(CUDA_HOME)/lib64,$(CUDNN_LIBDIR)),-L$(CUDNN_LIBDIR) -Wl$(comma)-rpath$(comma)$(CUDNN_LIBDIR))
 
+# ---------------------------------------------------------------- libjpeg's internals
+# The planar JPEG decode hooks a method of libjpeg's private jpegint.h
+# (image/jpeg_planar.c), which Debian's libjpeg62-turbo-dev installs and
+# libjpeg-turbo's own builds do not; without it (or with `make JPEGINT=0`)
+# every JPEG takes the pixel path.
+JPEGINT_FOUND := $(shell printf '\043include <stdio.h>\n\043include <jpeglib.h>\n\043include <jpegint.h>\n' | \
+                   $(CC) -E -x c - >/dev/null 2>&1 && echo 1)
+JPEGINT ?= $(if $(JPEGINT_FOUND),1,0)
+
 # ---------------------------------------------------------------- flags
 WARN     := -Wall -Wextra -Werror
-BASE_CFLAGS := -std=c11 $(WARN) -MMD -MP -I.
+BASE_CFLAGS := -std=c11 $(WARN) -MMD -MP -I. -DTRAIN_JPEGINT=$(JPEGINT)
 LIBS     := -lturbojpeg -ljpeg -lwebp -lstb -lcsv -lopenblas -lpthread -ldl -lm
 # nvcc 13 supports compute_75 and newer; list targets explicitly, never native
 GENCODE  := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -252,6 +261,9 @@ test: deps
 	TRAIN_BIN=$(CURDIR)/build/asan/train TRAIN_TOOLS=$(CURDIR)/build/tools \
 	TRAIN_ROOT=$(CURDIR) sh -c 'set -e; for s in build/asan/tests/run $(TEST_SUITES); do \
 	  echo "== $$s"; tests/run-suite $$s --jobs 2 $(TESTFLAGS); done'
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
+	TRAIN_BIN=$(CURDIR)/build/asan/train TRAIN_TOOLS=$(CURDIR)/build/tools TRAIN_ROOT=$(CURDIR) \
+	TRAIN_FUZZ_SECONDS=8 $(MAKE) --no-print-directory test-jpeg-variants
 	@echo "== tests/python (pytest)"
 	@$(MAKE) --no-print-directory test-python
 

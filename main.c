@@ -153,6 +153,8 @@ int main(int argc, char **argv)
         rc = model_list(&o);
     else if (o.diagnose && !o.sweep_child)
         rc = diagnose_run(&o);
+    else if (o.version)
+        rc = run_print_version(stdout);
     else if (o.selftest)
         rc = selftest_main(stdout);
     else if (o.check)

@@ -19,7 +19,7 @@ enum opt_id {
     O_RESPAWN, O_MODE, O_CACHE, O_COLD, O_MEM_LIMIT, O_LOADER_ONLY,
     O_MODEL, O_DEVICE, O_THREADS, O_LR, O_MOMENTUM, O_WD, O_LR_SCHEDULE, O_EPOCHS, O_SAVE,
     O_RESUME, O_MEAN, O_STD, O_NORMALIZE,
-    O_PIN, O_NO_PIN, O_NON_BLOCKING, O_NO_NON_BLOCKING, O_PIN_FORCE, O_SELFTEST,
+    O_PIN, O_NO_PIN, O_NON_BLOCKING, O_NO_NON_BLOCKING, O_PIN_FORCE, O_SELFTEST, O_VERSION,
     O_JSON, O_TRACE, O_WARMUP, O_DIAGNOSE, O_PROGRESS, O_NO_PROGRESS, O_HELP,
     O_SWEEP_CHILD, O_SUMMARY_OUT, O_TEST_SLOW_LOAD, O_TEST_SLOW_RANK, O_TEST_SLOW_STEP, O_MAX_BATCHES, O_DIAG_PHASE,
     O_DIAG_BATCHES, O_DIAG_SECONDS, O_MAX_SECONDS, O_GRAD_CHUNKS, O_DUMP_BATCHES,
@@ -115,6 +115,7 @@ static const opt_spec table[] = {
     {"diagnose-seconds", ARG_REQ, O_DIAG_SECONDS, "S", "--diagnose: end a phase after S seconds (default 15; 0: no limit)", 0},
     {"progress", ARG_NONE, O_PROGRESS, NULL, "progress bar on stderr (default: when it is a terminal)", 0},
     {"no-progress", ARG_NONE, O_NO_PROGRESS, NULL, "no progress bar", 0},
+    {"version", ARG_NONE, O_VERSION, NULL, "the version, the build and the image libraries in use", 0},
     {"help", ARG_NONE, O_HELP, NULL, "this text", 0},
     /* hidden */
     {"sweep-child", ARG_NONE, O_SWEEP_CHILD, NULL, NULL, 0},
@@ -466,6 +467,7 @@ static int set(options *o, const opt_spec *s, const char *v)
         break;
     case O_PIN_FORCE: o->pin_force = 1; break;
     case O_SELFTEST: o->selftest = 1; break;
+    case O_VERSION: o->version = 1; break;
     case O_JSON: o->json = v; break;
     case O_TRACE: o->trace = v; break;
     case O_WARMUP: return parse_int(n, v, 0, 1000000, &o->warmup_epochs);
@@ -608,7 +610,7 @@ int options_parse(options *o, int argc, char **argv)
         if (rc != 0)
             return rc;
     }
-    if (!o->csv && !o->selftest && !(o->model && !strcmp(o->model, "list"))) {
+    if (!o->csv && !o->selftest && !o->version && !(o->model && !strcmp(o->model, "list"))) {
         complain("train: no data CSV or folder given (usage: train [options] "
                  "data.csv|FOLDER; see --help)\n");
         return -1;

@@ -86,6 +86,7 @@ typedef struct options {
     int_list non_blocking; /* 0/1 */
     int pin_force;         /* pin above half of MemAvailable */
     int selftest;
+    int version; /* --version */
 
     /* report */
     const char *json;

@@ -37,4 +37,8 @@ int run_one(const options *o, const run_choice *c);
 void run_install_signals(void);
 int run_signal_received(void);
 
+/* `train --version`: the revision, what was built in, the image
+ * libraries in use (run_header.c). */
+int run_print_version(FILE *out);
+
 #endif

@@ -3,8 +3,24 @@
  * revision the Makefile writes into build/version.h ("unknown" outside a
  * git checkout). */
 #define _POSIX_C_SOURCE 200809L
+#include "app/device.h"
 #include "app/run_ctx.h"
 #include "build/version.h"
+#include "image/image.h"
+
+int run_print_version(FILE *out)
+{
+    fprintf(out, "train %s\n", TRAIN_REVISION);
+    fprintf(out, "build: %s, %s\n", device_built_with_cuda() ? "CUDA" : "CPU only (no CUDA)",
+#ifdef TRAIN_MPI
+            "MPI"
+#else
+            "one process (no MPI)"
+#endif
+    );
+    fprintf(out, "images: %s\n", img_decoder_versions());
+    return 0;
+}
 
 void run_write_header(run_ctx *r)
 {

@@ -17,6 +17,7 @@
 
 #include "common/rng.h"
 #include "cpu/cpu.h"
+#include "image/image.h"
 #include "nn/provider.h"
 #include "nn/twin.h"
 
@@ -145,6 +146,7 @@ int selftest_run(backend *be, FILE *out)
 
 int selftest_main(FILE *out)
 {
+    fprintf(out, "selftest: images: %s\n", img_decoder_versions());
     const backend_provider *p = backend_provider_find("cuda");
     if (!p) {
         fprintf(out, "selftest: this train was built without CUDA; nothing to test\n");

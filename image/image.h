@@ -163,6 +163,11 @@ int img_load(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t 
  * p->cold. Returns the byte count, or -1. */
 long img_read_only(img_ctx *c, const char *path, const img_params *p, errbuf *e);
 
+/* The JPEG libraries in use, as loaded (file and version), the headers
+ * built against, and whether the planar decode is on and why not (for
+ * --version and --selftest). A static string. */
+const char *img_decoder_versions(void);
+
 /* Parse "HxW" or "N" (for --resize and --crop): h, w in 1..IMG_MAX_SIDE;
  * "N" gives h = w = N and *single = 1. Returns 0 or -1. */
 int img_parse_size(const char *s, int *h, int *w, int *single);

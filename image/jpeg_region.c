@@ -21,10 +21,11 @@
  * files).
  *
  * The planar decode (img_jpeg_decode_planes: --decode auto/fast of the
- * random-resized crop and of a resize or centre crop, image.c) stops before upsampling and colour conversion: it
- * takes libjpeg's post-processor slot (jpegint.h's method table, set
- * after jpeg_start_decompress) and copies each row group's component rows
- * into planes. libjpeg-turbo 2.1.5's own raw mode (raw_data_out +
+ * random-resized crop and of a resize or centre crop, image.c) stops before
+ * upsampling and colour conversion: jpeg_planar.c takes libjpeg's
+ * post-processor slot and copies each row group's component rows into
+ * planes (where it is built and its self-check passes; else the pixel
+ * path). libjpeg-turbo 2.1.5's own raw mode (raw_data_out +
  * jpeg_read_raw_data) cannot do this: jpeg_crop_scanline and
  * jpeg_skip_scanlines refuse its state, so it would inverse-transform every
  * column and every row above the crop. Fancy upsampling is turned off (no
@@ -45,11 +46,9 @@
 #include <string.h>
 
 #include <jpeglib.h>
-/* after jpeglib.h: the post-processor's method table, hooked by the
- * planar decode (installed with libjpeg-turbo's headers) */
-#include <jpegint.h>
 
 #include "image/internal.h"
+#include "image/jpeg_planar.h"
 
 #define MAX_SCANS 500
 
@@ -95,68 +94,6 @@ void img_jpeg_scale_for(int w, int h, int want_h, int want_w, int *num)
         }
 }
 
-/* Where the planar decode's post-processor hook puts each row group. */
-typedef struct plane_sink {
-    int n;         /* components */
-    int maxv;      /* output rows per row group */
-    int rgh[3];    /* rows of component k per row group */
-    int w[3];      /* samples of component k copied per row */
-    int rows[3];   /* rows of component k kept */
-    uint8_t *p[3]; /* plane k */
-    size_t stride[3];
-    JDIMENSION y0; /* output row of the first kept row group */
-} plane_sink;
-
-/* Takes the place of the post-processor (upsampling and colour
- * conversion): one row group of component rows copied into the planes,
- * as many output rows counted as the upsampler would have made. */
-static void take_row_group(j_decompress_ptr d, JSAMPIMAGE in, JDIMENSION *in_row_group_ctr,
-                           JDIMENSION in_row_groups_avail, JSAMPARRAY out, JDIMENSION *out_row_ctr,
-                           JDIMENSION out_rows_avail)
-{
-    (void)out;
-    plane_sink *s = d->client_data;
-    if (*in_row_group_ctr >= in_row_groups_avail || *out_row_ctr >= out_rows_avail)
-        return;
-    const JDIMENSION row = d->output_scanline + *out_row_ctr;
-    if (row >= s->y0) {
-        const size_t g = (row - s->y0) / (JDIMENSION)s->maxv;
-        for (int k = 0; k < s->n; k++)
-            for (int r = 0; r < s->rgh[k]; r++) {
-                size_t dst = g * (size_t)s->rgh[k] + (size_t)r;
-                if (dst < (size_t)s->rows[k])
-                    memcpy(s->p[k] + dst * s->stride[k],
-                           in[k][*in_row_group_ctr * (JDIMENSION)s->rgh[k] + (JDIMENSION)r],
-                           (size_t)s->w[k]);
-            }
-    }
-    JDIMENSION n = (JDIMENSION)s->maxv, left = d->output_height - row,
-               room = out_rows_avail - *out_row_ctr;
-    n = n < left ? n : left;
-    n = n < room ? n : room;
-    *out_row_ctr += n;
-    (*in_row_group_ctr)++;
-}
-
-/* The planar layouts this decode takes: grey, or YCbCr whose luma is at
- * the output's resolution and whose chroma divides it evenly. */
-static int planar_layout(const struct jpeg_decompress_struct *d)
-{
-    if (d->num_components == 1 && d->jpeg_color_space == JCS_GRAYSCALE)
-        return 1;
-    if (d->num_components != 3 || d->jpeg_color_space != JCS_YCbCr)
-        return 0;
-    const jpeg_component_info *y = &d->comp_info[0];
-    if (y->h_samp_factor != d->max_h_samp_factor || y->v_samp_factor != d->max_v_samp_factor)
-        return 0;
-    for (int k = 1; k < 3; k++) {
-        const jpeg_component_info *ch = &d->comp_info[k];
-        if (d->max_h_samp_factor % ch->h_samp_factor || d->max_v_samp_factor % ch->v_samp_factor)
-            return 0;
-    }
-    return 1;
-}
-
 /* The rows [y0, y1) of the cropped columns, as pixels of C channels (or
  * CMYK into c->tmp). */
 static int rgb_rows(img_ctx *c, j_decompress_ptr d, const char *path, const img_info *info, int y0,
@@ -177,75 +114,6 @@ static int rgb_rows(img_ctx *c, j_decompress_ptr d, const char *path, const img_
         r++;
     }
     *got = (img_region){.y = y0, .x = (int)x0, .h = (int)rows, .w = (int)cw, .sh = sh, .sw = sw};
-    return 0;
-}
-
-/* The rows [y0, y1) (from the row group holding y0) of the cropped
- * columns as planes: the components' samples before upsampling and colour
- * conversion, in c->dec. */
-static int planar_rows(img_ctx *c, j_decompress_ptr d, const char *path, int y0, int y1, int sh,
-                       int sw, JDIMENSION x0, JDIMENSION cw, img_planes *pl, img_region *got,
-                       int to_end, errbuf *e)
-{
-    plane_sink s = {.n = d->num_components, .maxv = d->max_v_samp_factor};
-    const int ya = y0 - y0 % s.maxv, groups = (y1 - ya + s.maxv - 1) / s.maxv;
-    size_t off[3], total = 0;
-    for (int k = 0; k < s.n; k++) {
-        const jpeg_component_info *ci = &d->comp_info[k];
-        /* samples per row group across and down (jdsample.c's in_group) */
-        const int h_in = ci->h_samp_factor * ci->DCT_scaled_size / d->min_DCT_scaled_size;
-        const int v_in = ci->v_samp_factor * ci->DCT_scaled_size / d->min_DCT_scaled_size;
-        /* relative to the largest factor, grey included: a grey file may
-         * declare 2x2 (jpegtran -grayscale writes that), and its one
-         * component is then at the output's resolution with h_in = 2 */
-        const int h_out = d->max_h_samp_factor;
-        s.rgh[k] = v_in;
-        s.w[k] = (int)(((size_t)cw * (size_t)h_in + (size_t)h_out - 1) / (size_t)h_out);
-        s.rows[k] = groups * v_in;
-        s.stride[k] = ((size_t)s.w[k] + 31) & ~(size_t)31;
-        off[k] = total;
-        total += s.stride[k] * (size_t)s.rows[k];
-        pl->fy[k] = (double)v_in / s.maxv;
-        pl->fx[k] = (double)h_in / h_out;
-    }
-    uint8_t *buf = img_grow(&c->dec, &c->dec_cap, total + 64); /* vector passes read past rows */
-    for (int k = 0; k < s.n; k++) {
-        s.p[k] = buf + off[k];
-        pl->p[k] = s.p[k];
-        pl->stride[k] = s.stride[k];
-        pl->h[k] = s.rows[k];
-        pl->w[k] = s.w[k];
-    }
-    pl->n = s.n;
-    s.y0 = (JDIMENSION)ya;
-    d->client_data = &s;
-    d->post->post_process_data = take_row_group;
-    if (ya > 0 && jpeg_skip_scanlines(d, (JDIMENSION)ya) != (JDIMENSION)ya)
-        return errf(e, "%s: truncated JPEG (cannot skip to row %d)", path, ya);
-    JSAMPLE unused[4] = {0};
-    JSAMPROW rows[4] = {unused, unused, unused, unused}; /* max_v_samp_factor <= 4 */
-    for (int g = 0; g < groups; g++)
-        if (jpeg_read_scanlines(d, rows, (JDIMENSION)s.maxv) == 0)
-            break;
-    /* The rest of the file, for decode_region's read to the end: row groups
-     * to the next iMCU row, whole iMCU rows skipped (entropy-decoded only),
-     * then the last iMCU row read (take_row_group keeps nothing below the
-     * crop). A skip that does not start and end on iMCU rows goes through
-     * the upsampler's counters, which the hook bypasses: libjpeg then read
-     * past the scan and warned of a premature end. */
-    const JDIMENSION imcu = (JDIMENSION)(d->min_DCT_scaled_size * d->max_v_samp_factor);
-    while (to_end && d->output_scanline < d->output_height && d->output_scanline % imcu)
-        if (jpeg_read_scanlines(d, rows, (JDIMENSION)s.maxv) == 0)
-            break;
-    const JDIMENSION left = d->output_height - d->output_scanline;
-    if (to_end && left > imcu)
-        jpeg_skip_scanlines(d, (left - 1) / imcu * imcu);
-    while (to_end && d->output_scanline < d->output_height)
-        if (jpeg_read_scanlines(d, rows, (JDIMENSION)s.maxv) == 0)
-            break;
-    int h = groups * s.maxv;
-    *got = (img_region){
-        .y = ya, .x = (int)x0, .h = h < sh - ya ? h : sh - ya, .w = (int)cw, .sh = sh, .sw = sw};
     return 0;
 }
 
@@ -276,7 +144,7 @@ static int decode_region(img_ctx *c, const char *path, const img_info *info, int
     d.progress = &progress;
     jpeg_mem_src(&d, c->file, (unsigned long)c->file_len);
     jpeg_read_header(&d, TRUE);
-    if (pl && (info->cmyk || !planar_layout(&d))) {
+    if (pl && (info->cmyk || !img_jpeg_planar_layout(&d) || !img_jpeg_planar_ok())) {
         jpeg_destroy_decompress(&d);
         return 1;
     }
@@ -311,7 +179,7 @@ static int decode_region(img_ctx *c, const char *path, const img_info *info, int
     /* a file this context has not yet read to its end is read to its end
      * (below), once: accepted or refused for its bytes, not for the crop */
     const int to_end = !img_jpeg_verified(c);
-    if (pl ? planar_rows(c, &d, path, y0, y1, sh, sw, x0, cw, pl, got, to_end, e)
+    if (pl ? img_jpeg_planar_rows(c, &d, path, y0, y1, sh, sw, x0, cw, pl, got, to_end, e)
            : rgb_rows(c, &d, path, info, y0, y1, sh, sw, x0, cw, got, e)) {
         jpeg_destroy_decompress(&d);
         return -1;

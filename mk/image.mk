@@ -41,7 +41,7 @@ build/fuzz/stb_image.o: /usr/include/stb/stb_image.h
 	  -c $< -o $@
 # the image and common layers again, instrumented for libFuzzer (a "fuzz"
 # variant of their libraries)
-FUZZ_CFLAGS := -std=c11 -O1 -g -MMD -MP -I. $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+FUZZ_CFLAGS := -std=c11 -O1 -g -MMD -MP -I. -DTRAIN_JPEGINT=$(JPEGINT) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 build/fuzz/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
@@ -59,3 +59,44 @@ fuzz-image: build/fuzz/fuzz_image build/tools/fuzz_image
 FUZZ_TARGETS += fuzz-image
 
 .PHONY: bench-image fuzz-image
+
+# ---- the JPEG suites against other libjpegs (make test runs both)
+# 1. Without libjpeg's jpegint.h (the planar decode's hook compiled out,
+#    image/jpeg_planar.c's stubs): the image and common layers and the
+#    corpus suites again, ASan + UBSan, every JPEG on the pixel path.
+CFLAGS_nojpegint := $(filter-out -DTRAIN_JPEGINT=%,$(CFLAGS_asan)) -DTRAIN_JPEGINT=0
+NOJPEGINT_TESTS := tests/test_jpeg_corpus.c tests/test_image_fuzz.c tests/support/helpers.c \
+                   tests/support/images.c tests/support/jpeg_corpus.c
+build/nojpegint/%.o: %.c build/nojpegint/.flags
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_nojpegint) -c $< -o $@
+$(foreach l,image common,$(eval $(call lib_rule,nojpegint,$(l))))
+build/nojpegint/tests/run-jpeg: $(patsubst %.c,build/nojpegint/%.o,$(NOJPEGINT_TESTS)) \
+                                $(call libs_of,nojpegint,image common)
+	$(CC) -o $@ $^ $(SAN) $(LIBS) -lcriterion -lz
+TEST_EXTRA += build/nojpegint/tests/run-jpeg
+
+# 2. libjpeg-turbo 3.x: the libjpeg.so.62 inside Pillow's manylinux wheel
+#    (pinned; fetched from PyPI once into build/lj3), put before Debian's
+#    2.1.5 with LD_LIBRARY_PATH (TurboJPEG stays 2.1.5: the region and
+#    planar decodes, libjpeg's own API, are what meet 3.x).
+LJ3_PILLOW := pillow==11.3.0
+build/lj3/libjpeg.so.62:
+	@mkdir -p build/lj3/whl
+	@python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: \
+	  --python-version 3.11 --platform manylinux_2_28_x86_64 $(LJ3_PILLOW) -d build/lj3/whl && \
+	  cd build/lj3 && unzip -o -q whl/pillow-*.whl 'pillow.libs/libjpeg-*' && \
+	  cp pillow.libs/libjpeg-*.so* libjpeg.so.62.tmp && mv libjpeg.so.62.tmp libjpeg.so.62 || \
+	  echo "build/lj3: could not fetch $(LJ3_PILLOW) from PyPI: the libjpeg-turbo 3.x run is skipped" >&2
+
+.PHONY: test-jpeg-variants
+test-jpeg-variants: build/nojpegint/tests/run-jpeg
+	@-$(MAKE) --no-print-directory build/lj3/libjpeg.so.62
+	@echo "== build/nojpegint/tests/run-jpeg (the planar hook compiled out)"
+	@tests/run-suite build/nojpegint/tests/run-jpeg --jobs 2 \
+	  --filter '@(jpeg_corpus/@(libjpeg*|the_*|fast*|a_*)|image_fuzz/*)'
+	@if [ -f build/lj3/libjpeg.so.62 ]; then \
+	  echo "== build/asan/tests/run against libjpeg-turbo $$(strings build/lj3/libjpeg.so.62 | \
+	    sed -n 's/^libjpeg-turbo version \([^ ]*\).*/\1/p' | head -1) (build/lj3, $(LJ3_PILLOW)'s)"; \
+	  LD_LIBRARY_PATH=$(CURDIR)/build/lj3 tests/run-suite build/asan/tests/run --jobs 2 \
+	    --filter '@(jpeg_corpus|rrc|planar|image_fuzz)/*'; fi

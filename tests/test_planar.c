@@ -512,3 +512,31 @@ Test(planar, the_validation_fallbacks_take_the_rgb_path)
     free(px), free(cmyk), free(col), free(cm), free(six), free(png), free(jpg), free(cut);
     free(a), free(b);
 }
+
+/* The planar decode's hook checks itself against the libjpeg loaded before
+ * its first use (image/jpeg_planar.c) and says so; TRAIN_NO_PLANAR turns
+ * it off, with the reason, and the decode still works (the pixel path). */
+Test(planar, the_hook_checks_itself_and_says_so)
+{
+    const char *v = img_decoder_versions();
+    cr_expect(strstr(v, "libjpeg 2.") || strstr(v, "libjpeg 3."), "%s", v);
+    cr_expect(strstr(v, "planar decode on"), "this build has jpegint.h: %s", v);
+}
+
+Test(planar, train_no_planar_turns_it_off)
+{
+    setenv("TRAIN_NO_PLANAR", "1", 1);
+    const char *v = img_decoder_versions();
+    cr_expect(strstr(v, "planar decode off: TRAIN_NO_PLANAR is set"), "%s", v);
+    const int S = 64;
+    uint8_t *px = photo(240, 320, 2), *a = malloc(3 * S * S), *b = malloc(3 * S * S);
+    char *path = ti_write_jpeg(dir, "np.jpg", px, 240, 320, TJPF_RGB, TJSAMP_420, 90, 0);
+    img_ctx *c = img_ctx_create(), *rgb = img_ctx_create();
+    img_ctx_set_planar(rgb, 0);
+    img_params p = rrc_params(S, IMG_DECODE_AUTO, 0.0f);
+    load(c, path, &p, 1, a);
+    load(rgb, path, &p, 1, b);
+    cr_expect(!memcmp(a, b, 3 * (size_t)S * S), "off means the pixel path's bytes");
+    img_ctx_free(c), img_ctx_free(rgb);
+    free(px), free(a), free(b), free(path);
+}
