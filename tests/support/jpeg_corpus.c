@@ -108,25 +108,23 @@ typedef struct cerr {
 
 static void on_error(j_common_ptr ci) { longjmp(((cerr *)ci->err)->jump, 1); }
 
-uint8_t *jc_encode(const jc_spec *s, uint64_t seed, size_t *len, char why[200])
+/* libjpeg's compressor over px as the spec says, into *buf (malloc'd by
+ * libjpeg): 0, or -1 with libjpeg's reason. The setjmp lives here, where
+ * nothing the error path reads changes after it. */
+static int encode_into(const jc_spec *s, const uint8_t *px, int nc, unsigned char **buf,
+                       unsigned long *size, char why[200])
 {
-    const int nc = jc_components(s->space);
-    uint8_t *px = ti_picture(s->h, s->w, nc, seed);
     struct jpeg_compress_struct c;
     cerr e;
-    unsigned char *buf = NULL;
-    unsigned long size = 0;
     c.err = jpeg_std_error(&e.pub);
     e.pub.error_exit = on_error;
     if (setjmp(e.jump)) {
         e.pub.format_message((j_common_ptr)&c, why);
         jpeg_destroy_compress(&c);
-        free(buf);
-        free(px);
-        return NULL;
+        return -1;
     }
     jpeg_create_compress(&c);
-    jpeg_mem_dest(&c, &buf, &size);
+    jpeg_mem_dest(&c, buf, size);
     c.image_width = (JDIMENSION)s->w;
     c.image_height = (JDIMENSION)s->h;
     c.input_components = nc;
@@ -151,17 +149,31 @@ uint8_t *jc_encode(const jc_spec *s, uint64_t seed, size_t *len, char why[200])
     }
     jpeg_start_compress(&c, TRUE);
     while (c.next_scanline < c.image_height) {
-        JSAMPROW row = px + (size_t)c.next_scanline * (size_t)s->w * (size_t)nc;
+        JSAMPROW row = (JSAMPROW)px + (size_t)c.next_scanline * (size_t)s->w * (size_t)nc;
         jpeg_write_scanlines(&c, &row, 1);
     }
     jpeg_finish_compress(&c);
     jpeg_destroy_compress(&c);
+    return 0;
+}
+
+uint8_t *jc_encode(const jc_spec *s, uint64_t seed, size_t *len, char why[200])
+{
+    const int nc = jc_components(s->space);
+    uint8_t *px = ti_picture(s->h, s->w, nc, seed);
+    unsigned char *buf = NULL;
+    unsigned long size = 0;
+    int rc = encode_into(s, px, nc, &buf, &size, why);
     free(px);
-    uint8_t *outb = malloc(size);
-    memcpy(outb, buf, size);
+    if (rc != 0) {
+        free(buf);
+        return NULL;
+    }
+    uint8_t *out = malloc(size);
+    memcpy(out, buf, size);
     free(buf);
     *len = size;
-    return outb;
+    return out;
 }
 
 /* The segments before the first SOS: calls f(offset, total length incl.
