@@ -3,6 +3,8 @@
  * training run (app/run.c). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,23 +53,76 @@ static int model_list(const options *o)
     return 0;
 }
 
-/* Every image file's header as training reads it: it exists, is a regular
- * non-empty file, is a format train decodes (told by its first bytes: a
- * TIFF, WebP or SVG is refused here as in training) and is within the size
- * limits. One line per bad file: CSV:LINE: path: reason (a folder's: path:
- * reason). Returns the count. */
-static uint32_t check_images(const dataset *ix)
+/* --check=decode: every image decoded in full (the exact path: the whole
+ * file read to its end under training's policy on truncation and
+ * corruption), by `threads` threads each with its own context; the
+ * messages kept per row and printed in row order. */
+typedef struct check_job {
+    const dataset *ix;
+    char **msg; /* per row: NULL, or the message */
+    uint32_t next;
+    pthread_mutex_t lock;
+} check_job;
+
+static void *check_thread(void *arg)
+{
+    check_job *j = arg;
+    img_ctx *c = img_ctx_create();
+    img_params p = {.channels = 3, .full_decode = 1, .decode = IMG_DECODE_EXACT};
+    for (;;) {
+        pthread_mutex_lock(&j->lock);
+        uint32_t i = j->next < j->ix->n ? j->next++ : UINT32_MAX;
+        pthread_mutex_unlock(&j->lock);
+        if (i == UINT32_MAX)
+            break;
+        const uint8_t *base;
+        int bh, bw;
+        errbuf e;
+        if (img_load_base(c, dataset_path(j->ix, i), &p, &base, &bh, &bw, &e) != 0)
+            j->msg[i] = xstrdup(e.msg);
+    }
+    img_ctx_free(c);
+    return NULL;
+}
+
+/* Every image file as training reads it: its header (headers mode: it
+ * exists, is a regular non-empty file, is a format train decodes -- told
+ * by its first bytes: a TIFF or SVG is refused here as in training -- and
+ * is within the size limits), or all of it (decode mode). One line per bad
+ * file: CSV:LINE: path: reason (a folder's: path: reason). Returns the
+ * count. */
+static uint32_t check_images(const dataset *ix, int decode, int threads)
 {
     uint32_t bad = 0;
-    for (uint32_t i = 0; i < ix->n; i++) {
-        int w, h, c;
-        errbuf e;
-        if (img_probe(dataset_path(ix, i), 0, &w, &h, &c, &e) != 0) {
-            char line[2 * ERR_MAX];
-            fprintf(stderr, "%s\n", dataset_row_message(ix, i, e.msg, line, sizeof line));
-            bad++;
+    char **msg = xcalloc(ix->n ? ix->n : 1, sizeof *msg);
+    if (decode) {
+        check_job j = {.ix = ix, .msg = msg};
+        pthread_mutex_init(&j.lock, NULL);
+        pthread_t t[64];
+        int n = threads < 1 ? 1 : threads > 64 ? 64 : threads, started = 0;
+        for (int k = 0; k < n; k++)
+            started += pthread_create(&t[started], NULL, check_thread, &j) == 0;
+        if (!started)
+            check_thread(&j);
+        for (int k = 0; k < started; k++)
+            pthread_join(t[k], NULL);
+        pthread_mutex_destroy(&j.lock);
+    } else {
+        for (uint32_t i = 0; i < ix->n; i++) {
+            int w, h, c;
+            errbuf e;
+            if (img_probe(dataset_path(ix, i), 0, &w, &h, &c, &e) != 0)
+                msg[i] = xstrdup(e.msg);
         }
     }
+    for (uint32_t i = 0; i < ix->n; i++)
+        if (msg[i]) {
+            char line[2 * ERR_MAX];
+            fprintf(stderr, "%s\n", dataset_row_message(ix, i, msg[i], line, sizeof line));
+            bad++;
+            free(msg[i]);
+        }
+    free(msg);
     return bad;
 }
 
@@ -90,10 +145,15 @@ static int check(const options *o)
             printf("%s: %u rows, %u classes%s\n", csvs[i], ix.n, ix.nclasses,
                    ix.had_header ? " (header row)" : "");
         dataset_print_classes(&ix, stdout);
-        bad += check_images(&ix);
+        int threads = 1;
+        for (int k = 0; k < o->workers.n; k++)
+            threads = o->workers.v[k] > threads ? o->workers.v[k] : threads;
+        bad += check_images(&ix, o->check == 2, threads);
         dataset_free(&ix);
     }
     printf("check: %u file%s that training would refuse\n", bad, bad == 1 ? "" : "s");
+    if (o->check == 1)
+        printf("check: headers only; --check=decode decodes every image and finds damaged ones\n");
     return bad ? 2 : 0;
 }
 

@@ -53,7 +53,11 @@ static const opt_spec table[] = {
     {"root", ARG_REQ, O_ROOT, "DIR", "relative paths start here (default: the CSV's folder)", 0},
     {"skip-bad", ARG_NONE, O_SKIP_BAD, NULL,
      "drop bad CSV rows and replace unreadable images, counted", 0},
-    {"check", ARG_NONE, O_CHECK, NULL, "check the CSV and that every image file exists, then exit", 0},
+    {"check", ARG_OPT, O_CHECK, "[=headers|decode]",
+     "check the CSV and every image, then exit: headers (bare --check) proves each file exists and is "
+     "a format and size train reads; decode decodes each in full (--workers threads) and lists every "
+     "file training would refuse",
+     0},
     {"val", ARG_REQ, O_VAL, "CSV|FOLDER", "validation set, evaluated after every epoch", 0},
     SECTION("Images"),
     {"channels", ARG_REQ, O_CHANNELS, "1|3|auto", "output channels (default 3; auto: the first image's)", 0},
@@ -326,7 +330,14 @@ static int set(options *o, const opt_spec *s, const char *v)
     case O_LABEL_COL: o->csv_o.label_col = v; break;
     case O_ROOT: o->csv_o.root = v; break;
     case O_SKIP_BAD: o->csv_o.skip_bad = 1; break;
-    case O_CHECK: o->check = 1; break;
+    case O_CHECK:
+        if (!v || !strcmp(v, "headers"))
+            o->check = 1;
+        else if (!strcmp(v, "decode"))
+            o->check = 2;
+        else
+            return bad(n, v, "is not headers or decode");
+        break;
     case O_VAL: o->val_csv = v; break;
     case O_CHANNELS:
         if (!strcmp(v, "auto"))

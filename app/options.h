@@ -43,7 +43,7 @@ typedef struct options {
     /* data */
     csv_opts csv_o;
     const char *val_csv;
-    int check;
+    int check; /* --check: 1 headers, 2 decode every image */
 
     /* images */
     int channels;     /* 0 = auto (what the first image has), 1, 3 */

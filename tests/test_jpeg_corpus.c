@@ -552,3 +552,56 @@ Test(jpeg_corpus, a_damaged_tail_is_refused_whatever_the_crop)
         free(ok);
     }
 }
+
+/* --check reads headers; --check=decode decodes every image (threads) and
+ * lists every damaged file at once, in row order, naming CSV:LINE. */
+Test(jpeg_corpus, check_decode_lists_every_damaged_file)
+{
+    jc_spec sp = {.h = 64,
+                  .w = 80,
+                  .space = JC_YCC,
+                  .samp = {{2, 2}, {1, 1}, {1, 1}},
+                  .coding = JC_BASELINE,
+                  .quality = 85};
+    size_t len;
+    char why[200];
+    uint8_t *f = jc_encode(&sp, 3, &len, why);
+    cr_assert(f);
+    char name[32];
+    for (int i = 0; i < 6; i++) {
+        snprintf(name, sizeof name, "%d.jpg", i);
+        size_t n = len;
+        if (i == 2 || i == 4) { /* the scan cut short, an end-of-image after it */
+            n = len * 7 / 10;
+            f[n] = 0xFF, f[n + 1] = 0xD9, n += 2;
+        }
+        free(write_file(dir, name, f, n));
+        if (i == 2 || i == 4) {
+            free(f);
+            f = jc_encode(&sp, 3, &len, why);
+        }
+    }
+    char *csv = write_text(dir, "d.csv",
+                           "path,label\n0.jpg,0\n1.jpg,1\n2.jpg,0\n3.jpg,1\n4.jpg,0\n5.jpg,1\n");
+    run_result r;
+    run_train(&r, "--check", csv, NULL);
+    cr_expect_eq(r.status, 0, "headers pass: %s", r.err);
+    cr_expect(strstr(r.out, "check: 0 files that training would refuse"), "%s", r.out);
+    cr_expect(strstr(r.out, "--check=decode"), "headers mode says what it does not prove: %s",
+              r.out);
+    run_free(&r);
+    run_train(&r, "--check=decode", "--workers", "3", csv, NULL);
+    cr_expect_eq(r.status, 2, "%s", r.out);
+    cr_expect(strstr(r.out, "check: 2 files that training would refuse"), "%s", r.out);
+    const char *a = strstr(r.err, "d.csv:4: "), *b = strstr(r.err, "d.csv:6: ");
+    cr_expect(a && b && a < b, "rows 4 and 6 named, in order: %s", r.err);
+    cr_expect(strstr(r.err, "2.jpg: truncated JPEG") && strstr(r.err, "4.jpg: truncated JPEG"),
+              "%s", r.err);
+    run_free(&r);
+    run_train(&r, "--check=everything", csv, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "--check: 'everything' is not headers or decode"), "%s", r.err);
+    run_free(&r);
+    free(csv);
+    free(f);
+}
