@@ -63,21 +63,36 @@ static int set_load(set *s, const char *where, int n)
         fprintf(stderr, "bench_photos: %s\n", e.msg);
         return -1;
     }
-    s->n = (int)ix.n < n ? (int)ix.n : n;
-    s->paths = xcalloc((size_t)s->n, sizeof *s->paths);
-    s->bytes = xcalloc((size_t)s->n, sizeof *s->bytes);
-    s->len = xcalloc((size_t)s->n, sizeof *s->len);
-    for (int k = 0; k < s->n; k++) {
-        uint32_t i = (uint32_t)((uint64_t)k * ix.n / (uint64_t)s->n);
-        s->paths[k] = xstrdup(dataset_path(&ix, i));
-        s->bytes[k] = (uint8_t *)read_whole_file(s->paths[k], &s->len[k], &e);
-        if (!s->bytes[k]) {
+    const int want = (int)ix.n < n ? (int)ix.n : n;
+    s->n = 0;
+    s->paths = xcalloc((size_t)want, sizeof *s->paths);
+    s->bytes = xcalloc((size_t)want, sizeof *s->bytes);
+    s->len = xcalloc((size_t)want, sizeof *s->len);
+    int other = 0;
+    for (int k = 0; k < want; k++) {
+        uint32_t i = (uint32_t)((uint64_t)k * ix.n / (uint64_t)want);
+        size_t len;
+        uint8_t *bytes = (uint8_t *)read_whole_file(dataset_path(&ix, i), &len, &e);
+        if (!bytes) {
             fprintf(stderr, "bench_photos: %s\n", e.msg);
             return -1;
         }
+        /* the floors are JPEG decodes: PNG and the other formats a set may
+         * hold (photo-set writes a few) are left out, and said so */
+        if (len < 3 || bytes[0] != 0xFF || bytes[1] != 0xD8 || bytes[2] != 0xFF) {
+            other++;
+            free(bytes);
+            continue;
+        }
+        s->paths[s->n] = xstrdup(dataset_path(&ix, i));
+        s->bytes[s->n] = bytes;
+        s->len[s->n++] = len;
     }
+    if (other)
+        fprintf(stderr, "bench_photos: %s: %d of %d files are not JPEGs; measuring the %d JPEGs\n",
+                where, other, want, s->n);
     dataset_free(&ix);
-    return 0;
+    return s->n ? 0 : -1;
 }
 
 static double cpu_now(void)
