@@ -32,6 +32,42 @@ def jpegs(tmp_path_factory):
     return str(out / "train.csv")
 
 
+@pytest.fixture(scope="session")
+def odd_photos(tmp_path_factory):
+    """A class folder of the files real photo folders hold that made
+    decodes go wrong (issue 25): grey JPEGs whose one component declares
+    2x2 sampling (PIL's grey JPEG, its SOF byte patched from 0x11 to 0x22,
+    as `jpegtran -grayscale` writes them; PIL reads both alike), progressive
+    and 4:2:0 colour JPEGs and PNGs, 64-300 pixels a side."""
+    from PIL import Image
+    out = tmp_path_factory.mktemp("odd")
+    rng = np.random.default_rng(25)
+    for k in range(24):
+        cls = out / f"c{k % 3}"
+        cls.mkdir(exist_ok=True)
+        h, w = int(rng.integers(64, 300)), int(rng.integers(64, 300))
+        yy, xx = np.mgrid[0:h, 0:w]
+        rgb = np.stack([xx * 255 // w, yy * 255 // h, (xx + yy) % 256], -1).astype(np.uint8)
+        rgb = (rgb + rng.integers(0, 8, rgb.shape)).astype(np.uint8)
+        im = Image.fromarray(rgb)
+        kind = k % 4
+        if kind == 0:  # grey, 2x2 declared
+            path = cls / f"{k}.jpg"
+            im.convert("L").save(path, quality=90)
+            b = bytearray(path.read_bytes())
+            sof = b.index(b"\xff\xc0")
+            assert b[sof + 9] == 1 and b[sof + 11] == 0x11, "PIL's grey JPEG: one 1x1 component"
+            b[sof + 11] = 0x22
+            path.write_bytes(bytes(b))
+        elif kind == 1:
+            im.save(cls / f"{k}.jpg", quality=88, progressive=True)
+        elif kind == 2:
+            im.save(cls / f"{k}.jpg", quality=90, subsampling=2)
+        else:
+            im.save(cls / f"{k}.png")
+    return str(out)
+
+
 def read_dump(path, sample_shape):
     """train --dump-batches: [(epoch, index, indices, labels, images)]"""
     raw = open(path, "rb").read()
