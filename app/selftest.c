@@ -146,7 +146,6 @@ int selftest_run(backend *be, FILE *out)
 
 int selftest_main(FILE *out)
 {
-    fprintf(out, "selftest: images: %s\n", img_decoder_versions());
     const backend_provider *p = backend_provider_find("cuda");
     if (!p) {
         fprintf(out, "selftest: this train was built without CUDA; nothing to test\n");
@@ -159,6 +158,7 @@ int selftest_main(FILE *out)
         return 2;
     }
     fprintf(out, "selftest: device 0: %s\n", d.desc);
+    fprintf(out, "selftest: images: %s\n", img_decoder_versions());
     backend *be = p->create(&d, &e);
     if (!be) {
         fprintf(out, "selftest: cannot start the GPU backend: %s\n", e.msg);
