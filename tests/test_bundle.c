@@ -18,10 +18,13 @@
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/support/helpers.h"
@@ -51,6 +54,12 @@ static char *slurp(const char *path)
 }
 
 static char *dir;
+
+static void nap(double s)
+{
+    struct timespec t = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    nanosleep(&t, NULL);
+}
 
 static void setup(void) { dir = tmpdir_make(); }
 
@@ -218,7 +227,9 @@ Test(bundle, gpu_check_on_the_cpu)
     char *sp = path_join(out, "summary.txt");
     char *s = slurp(sp);
     cr_assert(s, "no %s", sp);
-    cr_expect(strstr(s, "verdict: PASS"), "%s", s);
+    cr_expect(strstr(s, "verdict: PASS: every step that ran passed; not run: probe (no GPU), "
+                        "selftest (no GPU)"),
+              "%s", s);
     cr_expect(strstr(s, "probe          no-gpu"), "%s", s);
     cr_expect(strstr(s, "selftest       no-gpu"), "%s", s);
     cr_expect(strstr(s, "run-gpu        pass") || strstr(s, "run-gpu        skip"), "%s", s);
@@ -398,4 +409,98 @@ Test(bundle, wheel_without_debian_libraries)
     free(py);
     free(fm);
     run_free(&r);
+}
+
+/* OUT must be new or empty; an explicit --fashion without the files is an
+ * error, not a run that skips everything and passes. */
+Test(bundle, gpu_check_refuses_a_used_folder_and_a_wrong_data_path)
+{
+    char *out = path_join(dir, "out");
+    mkdir(out, 0755);
+    free(write_text(out, "steps.tsv", "old\n"));
+    run_result r;
+    gpu_check(&r, out, "--steps", "selftest", NULL, NULL, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "is not empty"), "%s", r.err);
+    run_free(&r);
+    char *out2 = path_join(dir, "out2");
+    gpu_check(&r, out2, "--fashion", "/nonexistent", NULL, NULL, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "--fashion /nonexistent: no train-images-idx3-ubyte.gz"), "%s", r.err);
+    run_free(&r);
+    gpu_check(&r, out2, "--help", NULL, NULL, NULL, NULL);
+    cr_expect_eq(r.status, 0);
+    cr_expect(strstr(r.out, "gpu-check OUTDIR") && !strstr(r.out, "set -u"),
+              "the usage, and no code: %s", r.out);
+    run_free(&r);
+    free(out);
+    free(out2);
+}
+
+/* Ctrl-C stops the running step at once (it sits in timeout's process
+ * group, out of the terminal's reach), writes the summary, exits 130 and
+ * leaves no process behind; --budget bounds the whole run. */
+Test(bundle, gpu_check_stops_on_ctrl_c_and_keeps_its_budget)
+{
+    char *script = path_join(bundle_dir(), "bin/gpu-check");
+    char *out = path_join(dir, "out"), *so = path_join(dir, "so"), *se = path_join(dir, "se");
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "TMPDIR=%s", dir);
+    char *argv[] = {"/usr/bin/env", tmp, script, out, "--steps", "e2", NULL};
+    pid_t pid = spawn_bg(argv, so, se);
+    char *steps = path_join(out, "steps.tsv");
+    char *log = path_join(out, "e2.log");
+    struct stat st;
+    for (int i = 0; i < 600 && stat(log, &st) != 0; i++) /* e2 has started */
+        nap(0.05);
+    nap(1.5);
+    kill(pid, SIGINT);
+    double t0 = 0;
+    {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        t0 = (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    }
+    int status = spawn_wait(pid, 60);
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    double waited = (double)t.tv_sec + 1e-9 * (double)t.tv_nsec - t0;
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 130, "status %d", status);
+    cr_expect_lt(waited, 15.0, "%.1f s from Ctrl-C to the end", waited);
+    char *sp = path_join(out, "summary.txt");
+    char *s = slurp(sp);
+    cr_expect(s && strstr(s, "e2             interrupted"), "%s", s ? s : "(no summary)");
+    char cmd[800];
+    snprintf(cmd, sizeof cmd, "sleep 1; pgrep -f '[t]rain.* %s' | wc -l", dir);
+    char *pg[] = {"/bin/sh", "-c", cmd, NULL};
+    run_result r;
+    run_argv(pg, NULL, 10, &r);
+    cr_expect_eq(atoi(r.out), 0, "processes left: %s", r.out);
+    run_free(&r);
+    free(s);
+    free(sp);
+    /* the budget: 4 s for the whole run, whatever the steps would take */
+    char *out3 = path_join(dir, "out3");
+    char *av[] = {"/usr/bin/env", tmp, script, out3, "--budget", "4", "--steps", "data,e2", NULL};
+    run_argv(av, NULL, 120, &r);
+    cr_expect_lt(r.secs, 4 + 12.0, "a 4 s budget took %.1f s", r.secs);
+    cr_expect(strstr(r.out, "budget of 4s spent") || strstr(r.out, "timeout"), "%s", r.out);
+    run_free(&r);
+    free(out3);
+    free(steps), free(log), free(out), free(so), free(se), free(script);
+}
+
+/* A link to a launcher under another name runs that launcher's program. */
+Test(bundle, a_launcher_linked_under_another_name_runs_its_program)
+{
+    char *target = path_join(bundle_dir(), "bin/train"), *link = path_join(dir, "mytrain");
+    cr_assert_eq(symlink(target, link), 0);
+    char *argv[] = {link, "--version", NULL};
+    run_result r;
+    run_argv(argv, NULL, 30, &r);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.out, "images: libjpeg"), "%s", r.out);
+    run_free(&r);
+    free(target);
+    free(link);
 }

@@ -19,6 +19,7 @@
 //                device copy see the child's bytes?
 // Exit 0 when every probe ran, 1 when a CUDA call failed, 2 without a device.
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -258,6 +259,14 @@ static void probe_fork(void)
 int main(int argc, char **argv)
 {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    /* no driver at all reads "insufficient driver" from the runtime: say
+     * what it is */
+    void *libcuda = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!libcuda) {
+        printf("probe: no CUDA device (no NVIDIA driver: libcuda.so.1 not found)\n");
+        return 2;
+    }
+    dlclose(libcuda);
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n == 0) {
