@@ -263,7 +263,7 @@ test: deps
 	  echo "== $$s"; tests/run-suite $$s --jobs 2 $(TESTFLAGS); done'
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	TRAIN_BIN=$(CURDIR)/build/asan/train TRAIN_TOOLS=$(CURDIR)/build/tools TRAIN_ROOT=$(CURDIR) \
-	TRAIN_FUZZ_SECONDS=8 $(MAKE) --no-print-directory test-jpeg-variants
+	TRAIN_FUZZ_SECONDS=5 $(MAKE) --no-print-directory test-jpeg-variants
 	@echo "== tests/python (pytest)"
 	@$(MAKE) --no-print-directory test-python
 
