@@ -87,6 +87,21 @@ static void free_corpus(corpus *c)
     free(c->spec);
 }
 
+/* dir/corpus.csv listing the written files, labels 0..classes-1 in turn;
+ * returns its path. */
+static char *write_corpus_csv(const corpus *c, int classes)
+{
+    size_t cap = 64 + (size_t)c->n * 96, o = 0;
+    char *csv = malloc(cap);
+    o += (size_t)snprintf(csv + o, cap - o, "path,label\n");
+    for (int i = 0; i < c->n; i++)
+        if (c->path[i])
+            o += (size_t)snprintf(csv + o, cap - o, "%s,%d\n", c->spec[i].name, i % classes);
+    char *path = write_text(dir, "corpus.csv", csv);
+    free(csv);
+    return path;
+}
+
 static int channels_of(const jc_spec *s) { return s->space == JC_GREY ? 1 : 3; }
 
 Test(jpeg_corpus, libjpeg_writes_every_layout)
@@ -394,13 +409,7 @@ Test(jpeg_corpus, a_file_without_its_tables_fails_on_its_own)
 Test(jpeg_corpus, train_gives_the_same_batches_for_any_worker_count)
 {
     corpus c = write_corpus(1, 5);
-    size_t cap = 64 + (size_t)c.n * 96, o = 0;
-    char *csv = malloc(cap);
-    o += (size_t)snprintf(csv + o, cap - o, "path,label\n");
-    for (int i = 0; i < c.n; i++)
-        if (c.path[i])
-            o += (size_t)snprintf(csv + o, cap - o, "%s,%d\n", c.spec[i].name, i % 3);
-    char *csv_path = write_text(dir, "corpus.csv", csv);
+    char *csv_path = write_corpus_csv(&c, 3);
     const char *recipes[2][4] = {{"--random-resized-crop", "32", "--hflip", "0.5"},
                                  {"--resize", "40", "--crop", "32"}};
     for (int rcp = 0; rcp < 2; rcp++) {
@@ -434,7 +443,6 @@ Test(jpeg_corpus, train_gives_the_same_batches_for_any_worker_count)
         free(first);
     }
     free(csv_path);
-    free(csv);
     free_corpus(&c);
 }
 
@@ -450,13 +458,7 @@ Test(jpeg_corpus, memcheck_sees_no_bad_read_in_any_decode_path)
     if (access(bin, X_OK) != 0)
         cr_skip_test("no %s (make test builds it)", bin);
     corpus c = write_corpus(2, 4);
-    size_t cap = 64 + (size_t)c.n * 96, o = 0;
-    char *csv = malloc(cap);
-    o += (size_t)snprintf(csv + o, cap - o, "path,label\n");
-    for (int i = 0; i < c.n; i++)
-        if (c.path[i])
-            o += (size_t)snprintf(csv + o, cap - o, "%s,%d\n", c.spec[i].name, i % 2);
-    char *csv_path = write_text(dir, "corpus.csv", csv);
+    char *csv_path = write_corpus_csv(&c, 2);
     const char *recipes[][6] = {
         {"--random-resized-crop", "32", "--decode", "auto", "--hflip", "0.5"},
         {"--random-resized-crop", "32", "--decode", "exact", "--hflip", "0"},
@@ -492,7 +494,6 @@ Test(jpeg_corpus, memcheck_sees_no_bad_read_in_any_decode_path)
         run_free(&r);
     }
     free(csv_path);
-    free(csv);
     free(bin);
     free_corpus(&c);
 }
