@@ -115,6 +115,7 @@ static uint32_t check_images(const dataset *ix, int decode, int threads)
                 msg[i] = xstrdup(e.msg);
         }
     }
+    fflush(stdout); /* the data set's lines before the files' (a pipe buffers) */
     for (uint32_t i = 0; i < ix->n; i++)
         if (msg[i]) {
             char line[2 * ERR_MAX];
@@ -151,9 +152,12 @@ static int check(const options *o)
         bad += check_images(&ix, o->check == 2, threads);
         dataset_free(&ix);
     }
-    printf("check: %u file%s that training would refuse\n", bad, bad == 1 ? "" : "s");
-    if (o->check == 1)
-        printf("check: headers only; --check=decode decodes every image and finds damaged ones\n");
+    if (o->check == 2)
+        printf("check: %u file%s that training would refuse\n", bad, bad == 1 ? "" : "s");
+    else
+        printf("check: %u file%s whose header training would refuse (headers only: "
+               "--check=decode decodes every image and finds damaged ones)\n",
+               bad, bad == 1 ? "" : "s");
     return bad ? 2 : 0;
 }
 

@@ -609,12 +609,19 @@ static int load_base(img_ctx *c, const char *path, const img_params *p, const ui
     c->decode_s += now_sec() - dec0;
     if (rc != 0)
         return -1;
-    if (got.h == 0) { /* the whole picture */
+    double oy = 0, ox = 0; /* where the picture starts in the decoded pixels */
+    if (got.h == 0) {      /* the whole picture */
         turn_upright(c, C, orient, &dh, &dw);
         if (swap) {
             double t = box_h;
             box_h = box_w, box_w = t;
         }
+        /* the part-pixel of a DCT-scaled decode is at the end of each stored
+         * axis; an orientation that reverses an axis puts it at the start */
+        if (orient == 3 || orient == 4 || orient == 7 || orient == 8)
+            oy = dh - box_h;
+        if (orient == 2 || orient == 3 || orient == 6 || orient == 7)
+            ox = dw - box_w;
         got = (img_region){.y = 0, .x = 0, .h = dh, .w = dw, .sh = dh, .sw = dw};
     }
 
@@ -633,7 +640,7 @@ static int load_base(img_ctx *c, const char *path, const img_params *p, const ui
      * decoded image already has the target size) */
     resize_box_window(&c->rs, out + (size_t)sy.dst * row + (size_t)sx.dst * (size_t)C, row, rh, rw,
                       sy.src, sx.src, sy.len, sx.len, c->dec, (size_t)got.w * (size_t)C, got.h,
-                      got.w, C, -got.y, -got.x, box_h, box_w);
+                      got.w, C, oy - got.y, ox - got.x, box_h, box_w);
     *base = out;
     *bh = oh;
     *bw = ow;

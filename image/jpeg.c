@@ -123,7 +123,15 @@ int img_jpeg_failure_msg(img_ctx *c, const char *path, const char *msg, int warn
             return 0;
         return errf(e, "%s: truncated JPEG (no end-of-image marker)", path);
     }
-    if (strstr(msg, "Premature end") || strstr(msg, "premature end"))
+    /* one wording for one state, whichever decode met it: a file that
+     * runs out before its end-of-image marker is "truncated" (libjpeg's
+     * full decode says "Premature end of JPEG file", the region decode
+     * checks the marker first); a scan that stops short inside a complete
+     * file ("premature end of data segment": a marker where data should
+     * be) is corrupt, not truncated */
+    if (!eoi && (strstr(msg, "Premature end") || strstr(msg, "premature end")))
+        return errf(e, "%s: truncated JPEG (no end-of-image marker)", path);
+    if (strstr(msg, "Premature end of JPEG file"))
         return errf(e, "%s: truncated JPEG (%s)", path, msg);
     return errf(e, "%s: %s JPEG (%s)", path, eoi ? "corrupt" : "truncated or corrupt", msg);
 }

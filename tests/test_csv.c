@@ -451,7 +451,7 @@ Test(csv, train_binary_check_sniffs_formats_training_refuses)
         cr_assert(strstr(r.err, want[i]), "no '%s' in stderr: %s", want[i], r.err);
     cr_assert(!strstr(r.err, "good.png") && !strstr(r.err, "photo.webp"),
               "PNG and WebP are fine: %s", r.err);
-    cr_assert(strstr(r.out, "check: 2 files that training would refuse"), "%s", r.out);
+    cr_assert(strstr(r.out, "check: 2 files whose header training would refuse"), "%s", r.out);
     run_free(&r);
     free(p);
     free(ppm);

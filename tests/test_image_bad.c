@@ -127,9 +127,9 @@ Test(image_bad, not_images_and_unsupported_formats)
 Test(image_bad, truncated_and_corrupt_jpeg)
 {
     char *half = put("half.jpg", jpeg, jpeg_len / 2);
-    expect_error(half, "truncated JPEG (Premature end of JPEG file)");
+    expect_error(half, "truncated JPEG (no end-of-image marker)");
     char *no_eoi = put("noeoi.jpg", jpeg, jpeg_len - 2);
-    expect_error(no_eoi, "truncated JPEG (Premature end of JPEG file)");
+    expect_error(no_eoi, "truncated JPEG (no end-of-image marker)");
     char *tables = put("tables.jpg", jpeg, 100); /* inside the quantisation tables */
     expect_error(tables, "truncated JPEG (no image data)");
     char *sof = put("sof.jpg", jpeg, 200); /* headers end before the scan */

@@ -585,7 +585,7 @@ Test(jpeg_corpus, check_decode_lists_every_damaged_file)
     run_result r;
     run_train(&r, "--check", csv, NULL);
     cr_expect_eq(r.status, 0, "headers pass: %s", r.err);
-    cr_expect(strstr(r.out, "check: 0 files that training would refuse"), "%s", r.out);
+    cr_expect(strstr(r.out, "check: 0 files whose header training would refuse"), "%s", r.out);
     cr_expect(strstr(r.out, "--check=decode"), "headers mode says what it does not prove: %s",
               r.out);
     run_free(&r);
@@ -594,7 +594,7 @@ Test(jpeg_corpus, check_decode_lists_every_damaged_file)
     cr_expect(strstr(r.out, "check: 2 files that training would refuse"), "%s", r.out);
     const char *a = strstr(r.err, "d.csv:4: "), *b = strstr(r.err, "d.csv:6: ");
     cr_expect(a && b && a < b, "rows 4 and 6 named, in order: %s", r.err);
-    cr_expect(strstr(r.err, "2.jpg: truncated JPEG") && strstr(r.err, "4.jpg: truncated JPEG"),
+    cr_expect(strstr(r.err, "2.jpg: corrupt JPEG") && strstr(r.err, "4.jpg: corrupt JPEG"),
               "%s", r.err);
     run_free(&r);
     run_train(&r, "--check=everything", csv, NULL);

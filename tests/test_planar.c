@@ -152,7 +152,12 @@ Test(planar, stays_within_the_bound_of_the_exact_path_in_every_layout)
             const int p99_max = kinds[i].squares ? 10 : 4;
             cr_assert(mean <= mean_max && q <= p99_max, "%s: mean %.3f, p99 %d, max %d", name, mean,
                       q, mx);
-            cr_assert(differs, "%s: the planar path was not taken", name);
+            /* 4:1:1 chroma takes the RGB path (libjpeg replicates it,
+             * which the planes' resampler does not imitate) */
+            if (kinds[i].sub == TJSAMP_411)
+                cr_assert(!differs, "%s: 4:1:1 took the planar path", name);
+            else
+                cr_assert(differs, "%s: the planar path was not taken", name);
         }
         free(px), free(path);
     }
@@ -376,7 +381,10 @@ Test(planar, the_validation_recipe_stays_within_the_bound_of_the_exact_path)
         else
             cr_assert(mean <= mean_rgb + 0.2, "%s (fast): mean %.3f, through RGB %.3f", name, mean,
                       mean_rgb);
-        cr_assert(memcmp(got, rgb, m) != 0, "%s: the planar path was not taken", name);
+        if (kinds[i].sub == TJSAMP_411)
+            cr_assert(!memcmp(got, rgb, m), "%s: 4:1:1 took the planar path", name);
+        else
+            cr_assert(memcmp(got, rgb, m) != 0, "%s: the planar path was not taken", name);
         free(px), free(path);
     }
     img_ctx_free(c), img_ctx_free(through_rgb);
