@@ -594,8 +594,8 @@ Test(jpeg_corpus, check_decode_lists_every_damaged_file)
     cr_expect(strstr(r.out, "check: 2 files that training would refuse"), "%s", r.out);
     const char *a = strstr(r.err, "d.csv:4: "), *b = strstr(r.err, "d.csv:6: ");
     cr_expect(a && b && a < b, "rows 4 and 6 named, in order: %s", r.err);
-    cr_expect(strstr(r.err, "2.jpg: corrupt JPEG") && strstr(r.err, "4.jpg: corrupt JPEG"),
-              "%s", r.err);
+    cr_expect(strstr(r.err, "2.jpg: corrupt JPEG") && strstr(r.err, "4.jpg: corrupt JPEG"), "%s",
+              r.err);
     run_free(&r);
     run_train(&r, "--check=everything", csv, NULL);
     cr_expect_eq(r.status, 2);
