@@ -258,12 +258,12 @@ test: deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	TRAIN_BUNDLE_DIR=$(CURDIR)/$(BUNDLE_TEST_DIR)/current \
 	TRAIN_BUNDLE_TARBALL=$$(cat $(BUNDLE_TEST_DIR)/tarball) TRAIN_WHEEL=$$(tail -1 build/wheel.path) \
-	TRAIN_BIN=$(CURDIR)/build/asan/train TRAIN_TOOLS=$(CURDIR)/build/tools TRAIN_FUZZ_SECONDS=10 \
+	TRAIN_BIN=$(CURDIR)/build/asan/train TRAIN_TOOLS=$(CURDIR)/build/tools TRAIN_FUZZ_SECONDS=8 \
 	TRAIN_ROOT=$(CURDIR) sh -c 'set -e; for s in build/asan/tests/run $(TEST_SUITES); do \
 	  echo "== $$s"; tests/run-suite $$s --jobs 2 $(TESTFLAGS); done'
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1 \
 	TRAIN_BIN=$(CURDIR)/build/asan/train TRAIN_TOOLS=$(CURDIR)/build/tools TRAIN_ROOT=$(CURDIR) \
-	TRAIN_FUZZ_SECONDS=5 $(MAKE) --no-print-directory test-jpeg-variants
+	$(MAKE) --no-print-directory test-jpeg-variants
 	@echo "== tests/python (pytest)"
 	@$(MAKE) --no-print-directory test-python
 
