@@ -49,47 +49,41 @@ void img_ctx_free(img_ctx *c)
 
 void img_ctx_set_planar(img_ctx *c, int on) { c->no_planar = !on; }
 
-/* The file's key: its bytes' hash, never 0 (the empty slot). */
-static uint64_t file_key(const img_ctx *c)
+uint64_t img_jpeg_key(const img_ctx *c)
 {
     uint64_t h = hash64(c->file, c->file_len, 0x6a70656776726679ull);
-    return h ? h : 1;
+    return h ? h : 1; /* never 0, the empty slot */
 }
 
-int img_jpeg_verified(const img_ctx *c)
+/* The slot of key k in a table of cap (a power of 2) slots: its own, or
+ * the empty one where it would go. */
+static size_t verified_slot(const uint64_t *t, size_t cap, uint64_t k)
 {
-    if (!c->verified_n)
-        return 0;
-    const uint64_t k = file_key(c);
-    for (size_t i = k & (c->verified_cap - 1);; i = (i + 1) & (c->verified_cap - 1)) {
-        if (c->verified[i] == k)
-            return 1;
-        if (!c->verified[i])
-            return 0;
-    }
+    size_t i = k & (cap - 1);
+    while (t[i] && t[i] != k)
+        i = (i + 1) & (cap - 1);
+    return i;
 }
 
-void img_jpeg_set_verified(img_ctx *c)
+int img_jpeg_verified(const img_ctx *c, uint64_t key)
+{
+    return c->verified_n && c->verified[verified_slot(c->verified, c->verified_cap, key)] == key;
+}
+
+void img_jpeg_set_verified(img_ctx *c, uint64_t key)
 {
     if (2 * (c->verified_n + 1) > c->verified_cap) { /* grow (a power of 2, half full at most) */
         size_t cap = c->verified_cap ? 2 * c->verified_cap : 1024;
-        uint64_t *t = xcalloc(cap, sizeof *t), *old = c->verified;
+        uint64_t *t = xcalloc(cap, sizeof *t);
         for (size_t j = 0; j < c->verified_cap; j++)
-            if (old[j]) {
-                size_t i = old[j] & (cap - 1);
-                while (t[i])
-                    i = (i + 1) & (cap - 1);
-                t[i] = old[j];
-            }
-        free(old);
+            if (c->verified[j])
+                t[verified_slot(t, cap, c->verified[j])] = c->verified[j];
+        free(c->verified);
         c->verified = t, c->verified_cap = cap;
     }
-    const uint64_t k = file_key(c);
-    size_t i = k & (c->verified_cap - 1);
-    while (c->verified[i] && c->verified[i] != k)
-        i = (i + 1) & (c->verified_cap - 1);
+    size_t i = verified_slot(c->verified, c->verified_cap, key);
     if (!c->verified[i]) {
-        c->verified[i] = k;
+        c->verified[i] = key;
         c->verified_n++;
     }
 }
@@ -482,16 +476,6 @@ int img_parse_size(const char *s, int *h, int *w, int *single)
 
 /* ---------------------------------------------------------------- pipeline */
 
-/* The smallest n/8 whose scaled image still covers want_h x want_w, as
- * img_jpeg_decode picks it (TurboJPEG's rounding up); 8 for 0 x 0. */
-static int tj_scale_num(const img_info *info, int want_h, int want_w)
-{
-    for (int n = 1; n < 8 && want_h > 0 && want_w > 0; n++)
-        if ((info->h * n + 7) / 8 >= want_h && (info->w * n + 7) / 8 >= want_w)
-            return n;
-    return 8;
-}
-
 /* The DCT scale img_jpeg_decode would take for want_h x want_w, the
  * picture's extent at that scale (box_h x box_w), and the decoded rows
  * [y0, y1) and columns [x0, x1) the resampler reads for the crop window
@@ -500,7 +484,7 @@ static int centre_window(const img_info *info, int want_h, int want_w, int rh, i
                          img_span sx, double *box_h, double *box_w, int *y0, int *y1, int *x0,
                          int *x1)
 {
-    const int num = tj_scale_num(info, want_h, want_w);
+    const int num = img_jpeg_scale_num(info, want_h, want_w);
     const int dh = (info->h * num + 7) / 8, dw = (info->w * num + 7) / 8;
     dct_extent(info, num, box_h, box_w);
     resize_span(dh, 0.0, *box_h, rh, sy.src, sy.len, y0, y1);
@@ -601,7 +585,7 @@ static int load_base(img_ctx *c, const char *path, const img_params *p, const ui
         } else {
             rc = img_jpeg_decode(c, path, &info, C, want_h, want_w, &dh, &dw, e);
         }
-        dct_extent(&info, tj_scale_num(&info, want_h, want_w), &box_h, &box_w);
+        dct_extent(&info, img_jpeg_scale_num(&info, want_h, want_w), &box_h, &box_w);
     } else {
         rc = decode_other(c, path, &info, C, &dh, &dw, e);
         box_h = dh, box_w = dw;

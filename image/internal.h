@@ -97,10 +97,16 @@ int img_jpeg_complete(const img_ctx *c);
 /* CMYK as stored (Adobe-inverted) to C = 1 or 3 channels, as PIL reads it. */
 void img_jpeg_cmyk(uint8_t *dst, const uint8_t *src, size_t npix, int C);
 
-/* Whether c->file's bytes were read to their end and accepted before
- * (by this context); img_jpeg_set_verified records that they were. */
-int img_jpeg_verified(const img_ctx *c);
-void img_jpeg_set_verified(img_ctx *c);
+/* The key of c->file's bytes (their hash), whether this context read
+ * those bytes to their end and accepted them before, and the record that
+ * it did. */
+uint64_t img_jpeg_key(const img_ctx *c);
+int img_jpeg_verified(const img_ctx *c, uint64_t key);
+void img_jpeg_set_verified(img_ctx *c, uint64_t key);
+
+/* The smallest n/8 whose scaled image still covers want_h x want_w, as
+ * img_jpeg_decode picks it (TurboJPEG's rounding up); 8 for 0 x 0. */
+int img_jpeg_scale_num(const img_info *info, int want_h, int want_w);
 
 /* jpeg_region.c — a rectangle of pixels: y, x, h, w inside an image of
  * sh x sw (scaled) pixels. */

@@ -175,6 +175,14 @@ int img_jpeg_header(img_ctx *c, const char *path, img_info *info, errbuf *e)
     return 0;
 }
 
+int img_jpeg_scale_num(const img_info *info, int want_h, int want_w)
+{
+    for (int n = 1; n < 8 && want_h > 0 && want_w > 0; n++)
+        if ((info->h * n + 7) / 8 >= want_h && (info->w * n + 7) / 8 >= want_w)
+            return n;
+    return 8;
+}
+
 void img_jpeg_scaled_size(int w, int h, int want_h, int want_w, int *sh, int *sw)
 {
     *sh = h;
@@ -226,12 +234,7 @@ int img_jpeg_decode(img_ctx *c, const char *path, const img_info *info, int C, i
     int sh, sw;
     img_jpeg_scaled_size(info->w, info->h, want_h, want_w, &sh, &sw);
     if (info->tj_refused) { /* the whole image through libjpeg at the same scale */
-        int num = 8;        /* TurboJPEG's choice: the smallest n/8 still >= want */
-        for (int n = 1; n < 8 && want_h > 0 && want_w > 0; n++)
-            if ((info->h * n + 7) / 8 >= want_h && (info->w * n + 7) / 8 >= want_w) {
-                num = n;
-                break;
-            }
+        const int num = img_jpeg_scale_num(info, want_h, want_w);
         img_region whole = {.y = 0, .x = 0, .h = sh, .w = sw}, got;
         if (img_jpeg_decode_region(c, path, info, C, num, &whole, &got, e) != 0)
             return -1;

@@ -178,7 +178,8 @@ static int decode_region(img_ctx *c, const char *path, const img_info *info, int
     }
     /* a file this context has not yet read to its end is read to its end
      * (below), once: accepted or refused for its bytes, not for the crop */
-    const int to_end = !img_jpeg_verified(c);
+    const uint64_t key = img_jpeg_key(c);
+    const int to_end = !img_jpeg_verified(c, key);
     if (pl ? img_jpeg_planar_rows(c, &d, path, y0, y1, sh, sw, x0, cw, pl, got, to_end, e)
            : rgb_rows(c, &d, path, info, y0, y1, sh, sw, x0, cw, got, e)) {
         jpeg_destroy_decompress(&d);
@@ -217,7 +218,7 @@ static int decode_region(img_ctx *c, const char *path, const img_info *info, int
             return -1;
     }
     if (to_end)
-        img_jpeg_set_verified(c);
+        img_jpeg_set_verified(c, key);
     if (info->cmyk && !pl)
         img_jpeg_cmyk(img_grow(&c->dec, &c->dec_cap, (size_t)got->h * (size_t)got->w * (size_t)C),
                       c->tmp, (size_t)got->h * (size_t)got->w, C);
