@@ -151,7 +151,8 @@ static int save_checkpoint(run_ctx *r, int epoch, errbuf *e)
                      .schedule = (int32_t)r->hp.schedule,
                      .lr = r->hp.lr,
                      .momentum = r->hp.momentum,
-                     .wd = r->hp.wd};
+                     .wd = r->hp.wd,
+                     .data = r->data_fp};
     if (checkpoint_save(r->o->save, &r->m, (const char *const *)r->class_names, &ck, e) != 0)
         return RUN_INTERNAL;
     return RUN_OK;

@@ -18,7 +18,7 @@ enum opt_id {
     O_WORKERS, O_PREFETCH, O_BATCH, O_SHUFFLE, O_NO_SHUFFLE, O_SEED, O_DROP_LAST, O_TIMEOUT,
     O_RESPAWN, O_MODE, O_CACHE, O_COLD, O_MEM_LIMIT, O_LOADER_ONLY,
     O_MODEL, O_DEVICE, O_THREADS, O_LR, O_MOMENTUM, O_WD, O_LR_SCHEDULE, O_EPOCHS, O_SAVE,
-    O_RESUME, O_MEAN, O_STD, O_NORMALIZE,
+    O_RESUME, O_RESUME_ANY_DATA, O_MEAN, O_STD, O_NORMALIZE,
     O_PIN, O_NO_PIN, O_NON_BLOCKING, O_NO_NON_BLOCKING, O_PIN_FORCE, O_SELFTEST, O_VERSION,
     O_JSON, O_TRACE, O_WARMUP, O_DIAGNOSE, O_PROGRESS, O_NO_PROGRESS, O_HELP,
     O_SWEEP_CHILD, O_SUMMARY_OUT, O_TEST_SLOW_LOAD, O_TEST_SLOW_RANK, O_TEST_SLOW_STEP, O_MAX_BATCHES, O_DIAG_PHASE,
@@ -103,6 +103,7 @@ static const opt_spec table[] = {
     {"normalize", ARG_REQ, O_NORMALIZE, "imagenet", "named mean/std: ImageNet's (0.485,0.456,0.406 / 0.229,0.224,0.225)", 0},
     {"save", ARG_REQ, O_SAVE, "FILE", "write a checkpoint after every epoch (atomically)", 0},
     {"resume", ARG_REQ, O_RESUME, "FILE", "continue from a checkpoint", 0},
+    {"resume-any-data", ARG_NONE, O_RESUME_ANY_DATA, NULL, "--resume even when the data differs from the checkpoint's (a warning instead of exit 2)", 0},
     SECTION("GPU staging"),
     {"pin", ARG_OPT, O_PIN, "[=on|off[,..]]", "page-lock the loader ring (bare --pin means on)", 1},
     {"no-pin", ARG_NONE, O_NO_PIN, NULL, "pageable ring (default)", 0},
@@ -454,6 +455,7 @@ static int set(options *o, const opt_spec *s, const char *v)
         break;
     case O_SAVE: o->save = v; break;
     case O_RESUME: o->resume = v; break;
+    case O_RESUME_ANY_DATA: o->resume_any_data = 1; break;
     case O_PIN:
         if (!v) {
             o->pin.n = 1;

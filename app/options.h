@@ -77,6 +77,7 @@ typedef struct options {
     lr_schedule schedule;
     int epochs;
     const char *save, *resume;
+    int resume_any_data; /* --resume-any-data: resume on data other than the checkpoint's */
     float mean[4], std[4];
     int nmean, nstd;
     int normalize_imagenet; /* --normalize imagenet */

@@ -13,7 +13,9 @@
 
 #include "app/ranks.h"
 #include "app/run_ctx.h"
+#include "loader/fingerprint.h"
 #include "loader/sampler.h"
+#include "nn/checkpoint.h"
 
 static int agree(run_ctx *r, int status, int idle)
 {
@@ -211,4 +213,170 @@ void ranks_verdict(run_ctx *r)
                                              last->wait_max_host ? last->wait_max_host : "?",
                                              comm / t, r->dist.size, buf, sizeof buf));
     fflush(stdout);
+}
+
+/* ---------------------------------------------------------------- the same job everywhere */
+
+/* What every rank must share for the ranks to run one job: the same
+ * number of batches per pass (else they meet in different collectives and
+ * spin there forever), the same rows in them, the same model and the same
+ * arithmetic. One allgather of this at start-up; a rank that differs from
+ * rank 0 names the first thing that differs. */
+enum {
+    S_TRAIN_N, /* data */
+    S_TRAIN_CLASSES,
+    S_TRAIN_HASH,
+    S_VAL,
+    S_VAL_N,
+    S_VAL_CLASSES,
+    S_VAL_HASH,
+    S_MODEL, /* model and input */
+    S_CHANNELS,
+    S_HEIGHT,
+    S_WIDTH,
+    S_BATCH, /* the passes */
+    S_EPOCHS,
+    S_SEED,
+    S_START_EPOCH,
+    S_TRANSFORMS, /* hashes of options */
+    S_SETTINGS,
+    S_N
+};
+
+typedef struct same_job {
+    uint64_t v[S_N];
+    char model[32];
+} same_job;
+
+static uint64_t hash_img(const img_params *p, uint64_t h)
+{
+    img_params q = *p;
+    q.cold = 0; /* how files are read, not what they give */
+    return hash64(&q, sizeof q, h);
+}
+
+static void describe_job(const run_ctx *r, const ckpt_state *resumed, same_job *j)
+{
+    const options *o = r->o;
+    memset(j, 0, sizeof *j);
+    data_fp t = dataset_fingerprint(&r->train, o->csv_o.root);
+    j->v[S_TRAIN_N] = t.n;
+    j->v[S_TRAIN_CLASSES] = t.nclasses;
+    j->v[S_TRAIN_HASH] = t.hash;
+    j->v[S_VAL] = (uint64_t)r->have_val;
+    if (r->have_val) {
+        data_fp v = dataset_fingerprint(&r->val, o->csv_o.root);
+        j->v[S_VAL_N] = v.n;
+        j->v[S_VAL_CLASSES] = v.nclasses;
+        j->v[S_VAL_HASH] = v.hash;
+    }
+    snprintf(j->model, sizeof j->model, "%s", r->model_name ? r->model_name : "?");
+    j->v[S_MODEL] = hash64(j->model, strlen(j->model), 0);
+    j->v[S_CHANNELS] = (uint64_t)r->ss.channels;
+    j->v[S_HEIGHT] = (uint64_t)r->ss.out_h;
+    j->v[S_WIDTH] = (uint64_t)r->ss.out_w;
+    j->v[S_BATCH] = (uint64_t)r->batch;
+    j->v[S_EPOCHS] = (uint64_t)o->epochs;
+    j->v[S_SEED] = o->seed;
+    j->v[S_START_EPOCH] = resumed ? (uint64_t)resumed->epoch : 0;
+    j->v[S_TRANSFORMS] = hash_img(&r->ss.eval, hash_img(&r->ss.train, 0));
+    /* what else changes the batches or the arithmetic */
+    double hp[3] = {r->hp.lr, r->hp.momentum, r->hp.wd};
+    int flags[9] = {(int)r->hp.schedule,   o->shuffle,     o->drop_last,
+                    o->grad_chunks,        o->nmean,       o->nstd,
+                    o->normalize_imagenet, o->loader_only, o->max_batches};
+    uint64_t h = hash64(hp, sizeof hp, 0);
+    h = hash64(flags, sizeof flags, h);
+    h = hash64(o->mean, sizeof o->mean, h);
+    j->v[S_SETTINGS] = hash64(o->std, sizeof o->std, h);
+}
+
+/* what differs between mine and rank 0's (theirs), first thing first */
+static void say_difference(const run_ctx *r, const same_job *mine, const same_job *theirs, int k,
+                           char *buf, size_t len)
+{
+    const options *o = r->o;
+    unsigned long long a = mine->v[k], b = theirs->v[k];
+    const char *val = r->have_val ? o->val_csv : "--val";
+    switch (k) {
+    case S_TRAIN_N: snprintf(buf, len, "%s has %llu samples, rank 0's %llu", o->csv, a, b); break;
+    case S_TRAIN_CLASSES:
+        snprintf(buf, len, "%s has %llu classes, rank 0's %llu", o->csv, a, b);
+        break;
+    case S_TRAIN_HASH:
+        snprintf(buf, len,
+                 "%s has other rows than rank 0's (the same %llu samples and %llu classes, but "
+                 "other paths, labels or order)",
+                 o->csv, (unsigned long long)mine->v[S_TRAIN_N],
+                 (unsigned long long)mine->v[S_TRAIN_CLASSES]);
+        break;
+    case S_VAL:
+        snprintf(buf, len, "%s",
+                 a ? "--val given here, not on rank 0" : "no --val here, rank 0 has one");
+        break;
+    case S_VAL_N: snprintf(buf, len, "--val %s has %llu samples, rank 0's %llu", val, a, b); break;
+    case S_VAL_CLASSES:
+        snprintf(buf, len, "--val %s has %llu classes, rank 0's %llu", val, a, b);
+        break;
+    case S_VAL_HASH:
+        snprintf(buf, len,
+                 "--val %s has other rows than rank 0's (the same %llu samples, but other paths, "
+                 "labels or order)",
+                 val, (unsigned long long)mine->v[S_VAL_N]);
+        break;
+    case S_MODEL: snprintf(buf, len, "model %s, rank 0's %s", mine->model, theirs->model); break;
+    case S_CHANNELS: snprintf(buf, len, "%llu input channels, rank 0 %llu", a, b); break;
+    case S_HEIGHT:
+    case S_WIDTH:
+        snprintf(buf, len, "inputs of %llux%llu, rank 0's %llux%llu",
+                 (unsigned long long)mine->v[S_HEIGHT], (unsigned long long)mine->v[S_WIDTH],
+                 (unsigned long long)theirs->v[S_HEIGHT], (unsigned long long)theirs->v[S_WIDTH]);
+        break;
+    case S_BATCH: snprintf(buf, len, "--batch %llu, rank 0 %llu", a, b); break;
+    case S_EPOCHS: snprintf(buf, len, "--epochs %llu, rank 0 %llu", a, b); break;
+    case S_SEED: snprintf(buf, len, "--seed %llu, rank 0 %llu", a, b); break;
+    case S_START_EPOCH:
+        snprintf(buf, len, "resumes after epoch %llu, rank 0 after %llu", a, b);
+        break;
+    case S_TRANSFORMS:
+        snprintf(buf, len,
+                 "other image transforms than rank 0 (--resize, --crop, --random-crop, --pad, "
+                 "--hflip, --random-resized-crop, --color-jitter, --decode or --exif)");
+        break;
+    default:
+        snprintf(buf, len,
+                 "other training settings than rank 0 (--lr, --momentum, --wd, --lr-schedule, "
+                 "--mean, --std, --normalize, --shuffle, --drop-last or --grad-chunks)");
+        break;
+    }
+}
+
+int ranks_check_same(run_ctx *r, const ckpt_state *resumed, errbuf *e)
+{
+    if (!r->dist.active || r->dist.size < 2)
+        return RUN_OK;
+    same_job mine, *all = xcalloc((size_t)r->dist.size, sizeof *all);
+    describe_job(r, resumed, &mine);
+    dist_allgather(&r->dist, &mine, sizeof mine, all);
+    int differs = -1, any = 0;
+    for (int q = 1; q < r->dist.size; q++) {
+        int k = 0;
+        while (k < S_N && all[q].v[k] == all[0].v[k])
+            k++;
+        any |= k < S_N;
+        if (q == r->dist.rank && k < S_N)
+            differs = k;
+    }
+    int rc = RUN_OK;
+    if (differs >= 0) { /* this rank says what differs (dist_end: rank 0 prints it, naming us) */
+        char what[ERR_MAX - 128];
+        say_difference(r, &mine, &all[0], differs, what, sizeof what);
+        rc = fail(e, RUN_BAD_INPUT,
+                  "%s; every rank must train on the same data with the same settings", what);
+    } else if (any) { /* another rank differs: stop with it, quietly */
+        r->dist_follow = 1;
+        rc = RUN_BAD_INPUT;
+    }
+    free(all);
+    return rc;
 }

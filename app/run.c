@@ -97,6 +97,50 @@ static int open_outputs(run_ctx *r, errbuf *e)
     return RUN_OK;
 }
 
+/* --resume promises the training the checkpoint was part of, continued
+ * exactly: on other data (rows dropped, added, reordered or relabelled) it
+ * would silently be another training. Refused unless --resume-any-data
+ * says that is meant (then a warning). A checkpoint of version 1 has no
+ * fingerprint: a note, and no check. */
+static int check_resume_data(run_ctx *r, const ckpt_state *st, errbuf *e)
+{
+    const options *o = r->o;
+    if (!st->has_data) {
+        if (r->dist.rank == 0)
+            fprintf(stderr,
+                    "train: note: %s: an older checkpoint without its data's fingerprint; "
+                    "the data is not compared with what it was trained on\n",
+                    o->resume);
+        return RUN_OK;
+    }
+    const data_fp *was = &st->data, *now = &r->data_fp;
+    if (was->n == now->n && was->nclasses == now->nclasses && was->hash == now->hash)
+        return RUN_OK;
+    char what[ERR_MAX / 2];
+    if (was->n != now->n || was->nclasses != now->nclasses)
+        snprintf(what, sizeof what,
+                 "%s now has %llu samples of %llu classes; the checkpoint was trained on %llu "
+                 "samples of %llu classes",
+                 o->csv, (unsigned long long)now->n, (unsigned long long)now->nclasses,
+                 (unsigned long long)was->n, (unsigned long long)was->nclasses);
+    else
+        snprintf(what, sizeof what,
+                 "%s has the %llu samples and %llu classes the checkpoint was trained on, but "
+                 "other rows (paths, labels or their order changed)",
+                 o->csv, (unsigned long long)now->n, (unsigned long long)now->nclasses);
+    if (o->resume_any_data) {
+        if (r->dist.rank == 0)
+            fprintf(stderr,
+                    "train: warning: --resume %s: %s; resuming anyway (--resume-any-data)\n",
+                    o->resume, what);
+        return RUN_OK;
+    }
+    return fail(e, RUN_BAD_INPUT,
+                "--resume %s: %s; an exact resume needs the same data (--resume-any-data resumes "
+                "on this data anyway)",
+                o->resume, what);
+}
+
 static int setup_model_choice(run_ctx *r, ckpt_info *ck, errbuf *e)
 {
     const options *o = r->o;
@@ -265,6 +309,9 @@ static int setup_model(run_ctx *r, errbuf *e)
         ckpt_state ck;
         if (checkpoint_load(o->resume, &r->m, (const char *const *)r->class_names, &ck, e) != 0)
             return RUN_BAD_INPUT;
+        int rc = check_resume_data(r, &ck, e); /* after the model's and classes' checks */
+        if (rc != RUN_OK)
+            return rc;
         r->start_epoch = (int)ck.epoch;
         r->steps = (long)ck.step;
         if (ck.seed != o->seed)
@@ -407,6 +454,8 @@ int run_one(const options *o, const run_choice *c)
     if (rc == RUN_OK)
         rc = feed_data(&r, &e);
     if (rc == RUN_OK)
+        r.data_fp = dataset_fingerprint(&r.train, o->csv_o.root);
+    if (rc == RUN_OK)
         rc = setup_model_choice(&r, &ck, &e);
     if (rc == RUN_OK)
         rc = feed_cache(&r, &e);
@@ -417,6 +466,8 @@ int run_one(const options *o, const run_choice *c)
     g_loader = r.ldr;
     if (rc == RUN_OK && dist_start(&r.dist, &e) != 0) /* MPI: after the fork */
         rc = RUN_INTERNAL;
+    if (rc == RUN_OK) /* the ranks run one job: else they would meet in different collectives */
+        rc = ranks_check_same(&r, o->resume ? &ck.state : NULL, &e);
     if (rc == RUN_OK)
         rc = setup_device(&r, note, sizeof note, &e);
     if (rc == RUN_OK)
@@ -428,7 +479,7 @@ int run_one(const options *o, const run_choice *c)
         rc = dist_agree(&r.dist, rc);
         if (r.node_cache) /* every rank of the node has mapped it (before MPI): unnamed now */
             cache_node_unlink(&r.cache);
-        r.dist_follow = mine == RUN_OK && rc != RUN_OK;
+        r.dist_follow = r.dist_follow || (mine == RUN_OK && rc != RUN_OK);
         if (rc == RUN_OK && !o->loader_only && dist_attach(&r.dist, &r.m, &e) != 0)
             rc = RUN_INTERNAL; /* the same parameters everywhere, the gradient sum hooked */
     }

@@ -13,6 +13,7 @@
 #include "app/stage.h"
 #include "dist/dist.h"
 #include "loader/cache.h"
+#include "loader/fingerprint.h"
 #include "loader/loader.h"
 #include "nn/model.h"
 
@@ -38,6 +39,7 @@ typedef struct run_ctx {
     run_choice c;
     dataset train, val;
     int have_val;
+    data_fp data_fp; /* the training set's (checkpoints keep it; --resume compares) */
     load_setup ss;
     size_t sample_bytes;
     int fixed_h, fixed_w;
@@ -170,5 +172,15 @@ int ranks_check_chunks(run_ctx *r, errbuf *e);
 /* After the epochs (rank 0, several ranks): one line saying what limits
  * the job (ranks.h). */
 void ranks_verdict(run_ctx *r);
+/* After dist_start, before anything else talks to the other ranks: every
+ * rank the same job as rank 0 (the data's fingerprints, the validation
+ * set, model, input, batch, epochs, seed, the epoch a --resume starts at
+ * (resumed: its state, or NULL), transforms and training settings), so
+ * that no rank waits forever in a collective the others never reach, or
+ * trains on other rows. RUN_OK, or RUN_BAD_INPUT on every rank: a rank
+ * that differs says what (in e), the others follow (r->dist_follow). One
+ * collective; nothing for one process. */
+struct ckpt_state;
+int ranks_check_same(run_ctx *r, const struct ckpt_state *resumed, errbuf *e);
 
 #endif

@@ -83,6 +83,9 @@ void dist_sum(dist *d, double *v, int n);
 /* every rank's v[0..n) to rank 0, rank r's at all[r*n ..]; all is
  * size * n doubles (ignored on other ranks) */
 void dist_gather(dist *d, const double *v, int n, double *all);
+/* every rank's `bytes` bytes at mine to every rank, rank r's at
+ * all + r * bytes (all: size * bytes); one process: a copy */
+void dist_allgather(dist *d, const void *mine, size_t bytes, void *all);
 /* the host name of rank r, on rank 0 (after dist_start); "" elsewhere */
 const char *dist_host_of(const dist *d, int r);
 

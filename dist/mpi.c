@@ -90,6 +90,15 @@ void dist_gather(dist *d, const double *v, int n, double *all)
     MPI_Gather(v, n, MPI_DOUBLE, all, n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
 }
 
+void dist_allgather(dist *d, const void *mine, size_t bytes, void *all)
+{
+    if (!d->active) {
+        memcpy(all, mine, bytes);
+        return;
+    }
+    MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+}
+
 /* ---------------------------------------------------------------- gradients */
 
 void dist_canonical(dist *d) { d->canonical = 1; }

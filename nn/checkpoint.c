@@ -2,7 +2,7 @@
  * write it atomically; read it whole, verify, parse with bounds checks,
  * compare with the model, and only then upload.
  *
- * Left out: compression, reading other versions (there is one), partial
+ * Left out: compression, reading versions other than 1 and 2, partial
  * loads (e.g. parameters without the optimiser state), big-endian hosts.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -90,6 +90,9 @@ int checkpoint_save(const char *path, const model *m, const char *const *classes
     put_f64(&w, st->lr);
     put_f64(&w, st->momentum);
     put_f64(&w, st->wd);
+    put_u64(&w, st->data.n); /* version 2 */
+    put_u64(&w, st->data.nclasses);
+    put_u64(&w, st->data.hash);
     size_t bytes = m->nparams * sizeof(float);
     float *host = xmalloc(bytes ? bytes : 1);
     m->be->ops->download(m->be, host, m->params, bytes);
@@ -200,9 +203,9 @@ static int read_ckpt(const char *path, ckpt_file *f, errbuf *e)
         return errf(e, "%s: truncated checkpoint (%zu bytes, not even a header)", path, len);
     if (bom != BOM)
         return errf(e, "%s: checkpoint written on a machine of another byte order", path);
-    if (version != CKPT_VERSION)
-        return errf(e, "%s: checkpoint version %u, this program reads version %d", path, version,
-                    CKPT_VERSION);
+    if (version != CKPT_VERSION && version != 1)
+        return errf(e, "%s: checkpoint version %u, this program reads versions 1 to %d", path,
+                    version, CKPT_VERSION);
     if (size != len)
         return errf(e, "%s: %s checkpoint: %zu bytes, its header says %llu", path,
                     len < size ? "truncated" : "oversized", len, (unsigned long long)size);
@@ -263,6 +266,12 @@ static int read_ckpt(const char *path, ckpt_file *f, errbuf *e)
     st->lr = get_f64(&r);
     st->momentum = get_f64(&r);
     st->wd = get_f64(&r);
+    if (version >= 2) { /* the data's fingerprint; version 1 had none */
+        st->data.n = get_u64(&r);
+        st->data.nclasses = get_u64(&r);
+        st->data.hash = get_u64(&r);
+        st->has_data = st->data.n > 0; /* 0 samples: saved without (no data set has none) */
+    }
     if (r.bad || in->nparams > (r.len - r.pos) / (2 * sizeof(float)))
         return errf(e, "%s: checkpoint is malformed (fields run past the end)", path);
     f->params = take(&r, in->nparams * sizeof(float));

@@ -8,9 +8,12 @@
  * everything — size, magic, version, checksum, model, shapes, classes —
  * before it changes anything, so a refused file leaves the model untouched.
  *
- * Format (little-endian, version 1): "TRAINCKP", u32 version, u32 byte-order
+ * Format (little-endian, version 2): "TRAINCKP", u32 version, u32 byte-order
  * mark, u64 file size, then the fields in checkpoint.c's order, the params
  * and momentum as f32 arrays, and last a u64 hash64 of all bytes before it.
+ * Version 2 added the training data's fingerprint (loader/fingerprint.h:
+ * u64 samples, classes, hash) after the hyper-parameters; version 1 files
+ * still load, with ckpt_state.has_data 0 (nothing to compare the data with).
  */
 #ifndef TRAIN_CHECKPOINT_H
 #define TRAIN_CHECKPOINT_H
@@ -18,9 +21,10 @@
 #include <stdint.h>
 
 #include "common/util.h"
+#include "loader/fingerprint.h"
 #include "nn/model.h"
 
-#define CKPT_VERSION 1
+#define CKPT_VERSION 2
 
 /* The run's state at the end of an epoch. */
 typedef struct ckpt_state {
@@ -31,6 +35,8 @@ typedef struct ckpt_state {
     int32_t batch;
     int32_t schedule; /* lr_schedule */
     double lr, momentum, wd;
+    data_fp data; /* the training set's fingerprint (data.n 0: not known) */
+    int has_data; /* read back: the file has a fingerprint (version 2 on, data.n > 0) */
 } ckpt_state;
 
 /* Writes model m (parameters and momentum from the device), its class names

@@ -340,3 +340,62 @@ Test(checkpoint, resume_of_a_resnet_is_exact)
 {
     resume_check("resnet8", 200); /* 4 batches, the last one short */
 }
+
+/* Version 2 keeps the training data's fingerprint (--resume compares it
+ * with the data it is given); a version 1 file, which has none, still
+ * loads, saying so (has_data 0). The version 1 file is this one with the
+ * fingerprint's 24 bytes cut out, its version, size and checksum redone. */
+Test(checkpoint, the_data_fingerprint_is_kept_and_version_1_files_still_load)
+{
+    backend *be = cpu_backend(1);
+    model a, b;
+    trained_lenet(&a, be);
+    ckpt_state st = state1;
+    st.data = (data_fp){.n = 12345, .nclasses = 10, .hash = 0x0123456789abcdefull};
+    char *p = path_join(dir, "fp.bin");
+    errbuf e = {{0}};
+    cr_assert_eq(checkpoint_save(p, &a, classes10, &st, &e), 0, "%s", e.msg);
+    ckpt_info info;
+    cr_assert_eq(checkpoint_read_info(p, &info, &e), 0, "%s", e.msg);
+    cr_assert(info.state.has_data, "a version 2 file has the fingerprint");
+    cr_assert(info.state.data.n == 12345 && info.state.data.nclasses == 10 &&
+                  info.state.data.hash == 0x0123456789abcdefull,
+              "fingerprint read back as %llu %llu %llx", (unsigned long long)info.state.data.n,
+              (unsigned long long)info.state.data.nclasses,
+              (unsigned long long)info.state.data.hash);
+    ckpt_info_free(&info);
+
+    size_t len;
+    uint8_t *good = (uint8_t *)read_whole_file(p, &len, &e);
+    cr_assert_not_null(good, "%s", e.msg);
+    size_t at = len - 8 - 2 * a.nparams * sizeof(float) - 24; /* the fingerprint */
+    uint64_t n24;
+    memcpy(&n24, good + at, 8);
+    cr_assert_eq(n24, 12345, "the fingerprint sits before the parameters");
+    uint8_t *old = xmalloc(len - 24);
+    memcpy(old, good, at);
+    memcpy(old + at, good + at + 24, len - at - 24);
+    size_t olen = len - 24;
+    uint32_t v1 = 1;
+    uint64_t size = olen, sum;
+    memcpy(old + 8, &v1, 4);
+    memcpy(old + 16, &size, 8);
+    sum = hash64(old, olen - 8, 0);
+    memcpy(old + olen - 8, &sum, 8);
+    char *q = write_file(dir, "v1.bin", old, olen);
+    create_ok(&b, "lenet", 1, 28, 28, 10, be);
+    ckpt_state got;
+    memset(&got, 0xff, sizeof got);
+    cr_assert_eq(checkpoint_load(q, &b, classes10, &got, &e), 0, "%s", e.msg);
+    cr_assert_eq(got.has_data, 0, "a version 1 file has no fingerprint");
+    cr_assert(got.epoch == 3 && got.step == 2811 && got.wd == 5e-4);
+    cr_assert_eq(memcmp(a.params, b.params, a.nparams * 4), 0);
+    cr_assert_eq(memcmp(a.momentum, b.momentum, a.nparams * 4), 0);
+    free(q);
+    free(old);
+    free(good);
+    free(p);
+    model_free(&a);
+    model_free(&b);
+    be->ops->destroy(be);
+}
