@@ -241,6 +241,7 @@ int feed_cache(run_ctx *r, errbuf *e)
     }
     r->use_cache = 1;
     r->ss.cache = r->cache.data;
+    r->ss.cache_path = r->o->cache;
     r->ss.base_h = bh;
     r->ss.base_w = bw;
     r->ss.base_bytes = r->cache.sample_bytes;

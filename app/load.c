@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "app/load.h"
+#include "loader/cache.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 typedef struct load_ctx {
     const load_setup *s;
     img_ctx *img;
+    uint8_t *base; /* a cached base image, copied out of the mapping */
 } load_ctx;
 
 void *load_worker_init(void *arg)
@@ -30,6 +32,7 @@ void load_worker_fini(void *wctx)
 {
     load_ctx *c = wctx;
     img_ctx_free(c->img);
+    free(c->base);
     free(c);
 }
 
@@ -70,14 +73,21 @@ int load_sample(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r,
                         path, bh, bw,
                         s->train.crop_h > 0 && !s->train.random_crop ? " and cropping" : "",
                         s->base_h, s->base_w);
-        memcpy(s->cache + (size_t)index * s->base_bytes, base, s->base_bytes);
+        if (cache_copy(s->cache + (size_t)index * s->base_bytes, base, s->base_bytes) != 0)
+            return errf(e, "%s: %s", s->cache_path ? s->cache_path : "preload cache",
+                        CACHE_TRUNCATED);
         return 0;
     }
     case LOAD_JOB_TRAIN:
     case LOAD_JOB_EVAL:
-        if (s->cache && src == 0)
-            return img_augment(out, s->out_h, s->out_w, s->cache + (size_t)index * s->base_bytes,
-                               s->base_h, s->base_w, p, r, e);
+        if (s->cache && src == 0) { /* copied under the SIGBUS guard: a mapped file can shrink */
+            if (!c->base)
+                c->base = xmalloc(s->base_bytes);
+            if (cache_copy(c->base, s->cache + (size_t)index * s->base_bytes, s->base_bytes) != 0)
+                return errf(e, "%s: %s", s->cache_path ? s->cache_path : "preload cache",
+                            CACHE_TRUNCATED);
+            return img_augment(out, s->out_h, s->out_w, c->base, s->base_h, s->base_w, p, r, e);
+        }
         return img_load(c->img, path, p, r, out, s->out_h, s->out_w, e);
     }
     return errf(e, "internal: unknown job kind %d", (int)kind);

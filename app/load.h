@@ -17,6 +17,7 @@ typedef struct load_setup {
     int out_h, out_w, channels;
     /* preload: the training set's base images, one after another */
     uint8_t *cache;
+    const char *cache_path; /* its file (--cache), for the message when it is truncated */
     int base_h, base_w;
     size_t base_bytes;
     double slow_load; /* test hook: extra seconds of work per sample */

@@ -568,6 +568,23 @@ static void defaults(options *o)
     o->progress = -1;
 }
 
+/* Files train replaces (--cache, --save, --json) or reads whole
+ * (--resume) must be regular files: refused before any work, so that a
+ * FIFO does not block, a device is not read forever nor replaced. */
+static int check_paths(const options *o)
+{
+    const char *name[] = {"cache", "save", "json", "resume"};
+    const char *path[] = {o->cache, o->loader_only ? NULL : o->save, o->json, o->resume};
+    for (int i = 0; i < 4; i++) {
+        errbuf e;
+        if (path[i] && check_output_path(path[i], &e) != 0) {
+            complain("train: --%s %s\n", name[i], e.msg);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int options_parse(options *o, int argc, char **argv)
 {
     defaults(o);
@@ -648,7 +665,7 @@ int options_parse(options *o, int argc, char **argv)
                  o->warmup_epochs, o->epochs);
         return -1;
     }
-    return 0;
+    return check_paths(o);
 }
 
 int options_parse_to(options *o, int argc, char **argv, errbuf *e)

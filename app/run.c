@@ -11,6 +11,7 @@
 #include "app/run.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -78,16 +79,17 @@ static int open_outputs(run_ctx *r, errbuf *e)
     if (o->trace && !(r->trace = trace_open(o->trace, e)))
         return RUN_BAD_INPUT;
     trace_name_process(r->trace, (int)getpid(), "train");
-    if (o->json) {
-        r->json = fopen(o->json, o->sweep_child ? "a" : "w");
-        if (!r->json)
-            return fail(e, RUN_BAD_INPUT, "%s: cannot open for writing: %s", o->json,
-                        strerror(errno));
+    if (o->json) { /* never blocks on a FIFO, nor writes to a device */
+        errbuf je;
+        int fd = open_regular(o->json, O_WRONLY | O_CREAT | (o->sweep_child ? O_APPEND : O_TRUNC),
+                              0666, &je);
+        if (fd < 0 || !(r->json = fdopen(fd, o->sweep_child ? "a" : "w"))) {
+            if (fd >= 0)
+                close(fd);
+            return fail(e, RUN_BAD_INPUT, "--json: %s", fd < 0 ? je.msg : strerror(errno));
+        }
     }
     if (o->save && !o->loader_only) {
-        struct stat st;
-        if (stat(o->save, &st) == 0 && S_ISDIR(st.st_mode))
-            return fail(e, RUN_BAD_INPUT, "--save %s: is a directory (give a file name)", o->save);
         atomic_file af;
         errbuf se;
         if (atomic_file_open(&af, o->save, &se) != 0)

@@ -11,6 +11,7 @@
 #include "app/sweep.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,12 +91,13 @@ int sweep_run(const options *o)
 {
     reexec_install_signals();
     if (o->json) { /* children append; start the file afresh */
-        FILE *f = fopen(o->json, "w");
-        if (!f) {
-            fprintf(stderr, "train: %s: cannot open for writing: %s\n", o->json, strerror(errno));
+        errbuf je;
+        int fd = open_regular(o->json, O_WRONLY | O_CREAT | O_TRUNC, 0666, &je);
+        if (fd < 0) {
+            fprintf(stderr, "train: --json: %s\n", je.msg);
             return 2;
         }
-        fclose(f);
+        close(fd);
     }
     int total =
         o->mode.n * o->pin.n * o->non_blocking.n * o->batch.n * o->prefetch.n * o->workers.n;

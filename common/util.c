@@ -1,5 +1,5 @@
 /* util.c — see util.h. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include "common/util.h"
 
 #include <ctype.h>
@@ -175,22 +175,17 @@ static int fsync_dir_of(const char *path)
 int atomic_file_open(atomic_file *af, const char *path, errbuf *e)
 {
     memset(af, 0, sizeof *af);
-    size_t n = strlen(path) + 32;
-    af->tmp_path = xmalloc(n);
-    snprintf(af->tmp_path, n, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(af->tmp_path);
-    if (fd < 0) {
-        errf(e, "%s: cannot create temporary file: %s", path, strerror(errno));
-        free(af->tmp_path);
-        af->tmp_path = NULL;
+    if (check_output_path(path, e) != 0) /* never rename over a FIFO or a device */
         return -1;
-    }
-    fchmod(fd, 0644);
+    int fd = replace_file_open(path, &af->tmp_path, e);
+    if (fd < 0)
+        return -1;
     af->fp = fdopen(fd, "wb");
     if (!af->fp) {
-        errf(e, "%s: %s", af->tmp_path, strerror(errno));
+        errf(e, "%s: %s", path, strerror(errno));
         close(fd);
-        unlink(af->tmp_path);
+        if (af->tmp_path)
+            unlink(af->tmp_path);
         free(af->tmp_path);
         af->tmp_path = NULL;
         return -1;
@@ -217,14 +212,14 @@ int atomic_file_commit(atomic_file *af, errbuf *e)
         rc = errf(e, "%s: write failed: %s", af->path, strerror(errno));
     else if (fsync(fileno(af->fp)) != 0)
         rc = errf(e, "%s: fsync failed: %s", af->path, strerror(errno));
+    if (rc == 0)
+        rc = replace_file_commit(fileno(af->fp), &af->tmp_path, af->path, e);
     if (fclose(af->fp) != 0 && rc == 0)
         rc = errf(e, "%s: close failed: %s", af->path, strerror(errno));
     af->fp = NULL;
-    if (rc == 0 && rename(af->tmp_path, af->path) != 0)
-        rc = errf(e, "%s: rename failed: %s", af->path, strerror(errno));
     if (rc == 0)
         fsync_dir_of(af->path);
-    else
+    else if (af->tmp_path)
         unlink(af->tmp_path);
     free(af->tmp_path);
     free(af->path);
@@ -372,4 +367,152 @@ void on_stop_signals(void (*fn)(int))
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+}
+
+/* ---------------------------------------------------------------- hostile paths */
+
+const char *file_kind(unsigned mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFDIR: return "a directory";
+    case S_IFIFO: return "a FIFO";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFSOCK: return "a socket";
+    case S_IFLNK: return "a symbolic link";
+    default: return "not a file";
+    }
+}
+
+int check_output_path(const char *path, errbuf *e)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || S_ISREG(st.st_mode))
+        return 0; /* absent (or unreachable: the open says why) */
+    return errf(e, "%s: is %s, not a regular file%s", path, file_kind(st.st_mode),
+                S_ISDIR(st.st_mode) ? " (give a file name)" : "");
+}
+
+int open_regular(const char *path, int flags, unsigned mode, errbuf *e)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) /* before open: no device is opened */
+        return errf(e, "%s: is %s, not a regular file", path, file_kind(st.st_mode));
+    int fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, (mode_t)mode);
+    if (fd < 0)
+        return errf(e, "%s: %s", path, strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { /* replaced since the stat */
+        errf(e, "%s: is %s, not a regular file", path, file_kind(st.st_mode));
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+char *read_regular_file(const char *path, size_t max, size_t *len, errbuf *e)
+{
+    int fd = open_regular(path, O_RDONLY, 0, e);
+    if (fd < 0)
+        return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size > max) {
+        char have[32], lim[32];
+        errf(e, "%s: is %s, more than the %s this file can be", path,
+             fmt_bytes(have, sizeof have, (uint64_t)st.st_size), fmt_bytes(lim, sizeof lim, max));
+        close(fd);
+        return NULL;
+    }
+    size_t size = (size_t)st.st_size, n = 0;
+    char *buf = xmalloc(size + 1);
+    while (n < size) { /* never past the size: a file that grows is read as it was */
+        ssize_t r = read(fd, buf + n, size - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            errf(e, "%s: read failed: %s", path, strerror(errno));
+            free(buf);
+            close(fd);
+            return NULL;
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    close(fd);
+    buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+}
+
+unsigned umask_now(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned m = 0;
+    int found = 0;
+    while (f && !found && fgets(line, sizeof line, f))
+        found = sscanf(line, "Umask: %o", &m) == 1;
+    if (f)
+        fclose(f);
+    if (!found) { /* no /proc: read it by setting it (not thread-safe, but rare) */
+        mode_t old = umask(077);
+        umask(old);
+        m = (unsigned)old;
+    }
+    return m & 0777;
+}
+
+int replace_file_open(const char *path, char **tmp_path, errbuf *e)
+{
+    *tmp_path = NULL;
+    char *copy = xstrdup(path);
+    int fd = open(dirname(copy), O_TMPFILE | O_RDWR | O_CLOEXEC, 0666);
+    free(copy);
+    if (fd >= 0)
+        return fd;
+    /* no O_TMPFILE here (old kernel, file system without it): a named one */
+    size_t n = strlen(path) + 32;
+    *tmp_path = xmalloc(n);
+    snprintf(*tmp_path, n, "%s.tmp.XXXXXX", path);
+    fd = mkostemp(*tmp_path, O_CLOEXEC);
+    if (fd < 0) {
+        errf(e, "%s: cannot create a temporary file next to it: %s", path, strerror(errno));
+        free(*tmp_path);
+        *tmp_path = NULL;
+        return -1;
+    }
+    fchmod(fd, 0666 & ~umask_now()); /* mkstemp makes 0600 */
+    return fd;
+}
+
+int replace_file_commit(int fd, char **tmp_path, const char *path, errbuf *e)
+{
+    if (check_output_path(path, e) != 0)
+        return -1;    /* a FIFO or a device put there since the start is not replaced */
+    if (!*tmp_path) { /* unnamed: a name of its own first, so that rename replaces atomically */
+        size_t n = strlen(path) + 48;
+        char *name = xmalloc(n), proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+        for (int i = 0;; i++) {
+            snprintf(name, n, "%s.tmp.%d.%d", path, (int)getpid(), i);
+            if (linkat(AT_FDCWD, proc, AT_FDCWD, name, AT_SYMLINK_FOLLOW) == 0)
+                break;
+            if (errno != EEXIST || i == 1000) {
+                errf(e, "%s: cannot give the new file a name: %s", path, strerror(errno));
+                free(name);
+                return -1;
+            }
+        }
+        *tmp_path = name;
+    }
+    if (rename(*tmp_path, path) != 0)
+        return errf(e, "%s: cannot rename %s over it: %s", path, *tmp_path, strerror(errno));
+    free(*tmp_path);
+    *tmp_path = NULL;
+    return 0;
 }

@@ -53,8 +53,11 @@ const char *fmt_bytes(char *buf, size_t len, uint64_t bytes);
 char *read_whole_file(const char *path, size_t *len, errbuf *e);
 
 /* Write `len` bytes to `path` atomically: a temporary file in the same
- * folder, fsync, rename over the target, fsync the folder. Readers see the
- * old file or the new one, never a half-written one. */
+ * folder (unnamed until complete where the file system has O_TMPFILE, so a
+ * killed writer leaves nothing), fsync, rename over the target, fsync the
+ * folder. Readers see the old file or the new one, never a half-written
+ * one. A target that is not a regular file (a FIFO, a device, a folder) is
+ * refused, never replaced. The file's mode is 0666 less the umask. */
 int write_file_atomic(const char *path, const void *data, size_t len, errbuf *e);
 
 /* Same, for writers that produce their content in pieces. */
@@ -88,5 +91,39 @@ int parse_i64(const char *s, long long *out);
 int parse_f64(const char *s, double *out);
 /* "1G", "512M", "1000000" -> bytes; -1 on error. */
 int parse_bytes(const char *s, uint64_t *out);
+
+/* ---------------------------------------------------------------- hostile paths
+ * Files train reads or replaces must be regular files: a FIFO would block,
+ * a device read forever (/dev/zero) or be replaced by a rename (/dev/full). */
+
+/* "a directory", "a FIFO", "a character device", ... for a stat mode. */
+const char *file_kind(unsigned mode);
+/* An output path that train will create or replace: 0 when it does not
+ * exist or is a regular file (symlinks followed); else -1 with
+ * "PATH: is a FIFO, not a regular file" in e. */
+int check_output_path(const char *path, errbuf *e);
+/* open(2) that refuses anything but a regular file without blocking on a
+ * FIFO or touching a device: stat, open with O_NONBLOCK, fstat, then
+ * O_NONBLOCK cleared. flags as open's (O_CLOEXEC added); mode for O_CREAT.
+ * Returns the descriptor, or -1 with "PATH: reason" in e. */
+int open_regular(const char *path, int flags, unsigned mode, errbuf *e);
+/* read_whole_file for a regular file of at most max bytes (NUL-terminated;
+ * *len excludes the NUL): refused up front when larger, and never more
+ * than its size read. */
+char *read_regular_file(const char *path, size_t max, size_t *len, errbuf *e);
+
+/* The process's umask, without changing it (/proc/self/status). */
+unsigned umask_now(void);
+/* A new file that will replace `path` once complete: unnamed (O_TMPFILE in
+ * path's folder, so that nothing outlives a killed process) where the file
+ * system has it, else a mkstemp name path.tmp.XXXXXX (returned in
+ * *tmp_path, malloc'd; NULL when unnamed). Read-write, mode 0666 less the
+ * umask. Returns the descriptor or -1 with e filled. */
+int replace_file_open(const char *path, char **tmp_path, errbuf *e);
+/* Put the complete file fd in place of path (a name of its own first when
+ * it has none, then rename over path, refused when path has become
+ * something other than a regular file). *tmp_path is freed and cleared.
+ * Does not close fd; fsyncs nothing. */
+int replace_file_commit(int fd, char **tmp_path, const char *path, errbuf *e);
 
 #endif

@@ -4,6 +4,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,20 +145,80 @@ static int map_anonymous(preload_cache *pc, uint64_t mem_limit, int shareable, e
     return 0;
 }
 
+/* ---------------------------------------------------------------- SIGBUS guard
+ * A mapped file truncated by someone else faults (SIGBUS) on the pages
+ * past its new end. Every read and write of a cache mapping goes through
+ * guarded(): the handler jumps back, and the caller reports the file. */
+
+static __thread sigjmp_buf *volatile g_bus_jmp;
+static atomic_int g_bus_installed;
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+    (void)si;
+    (void)uc;
+    if (g_bus_jmp)
+        siglongjmp(*g_bus_jmp, 1);
+    signal(sig, SIG_DFL); /* not ours: the fault repeats and kills as before */
+}
+
+typedef struct guard_job {
+    void *dst;
+    const void *src;
+    size_t n;
+    uint64_t seed, *sum; /* a hash instead of a copy */
+} guard_job;
+
+static int guarded(guard_job *j)
+{
+    if (!atomic_exchange(&g_bus_installed, 1)) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_sigbus;
+        sa.sa_flags = SA_SIGINFO;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGBUS, &sa, NULL);
+    }
+    sigjmp_buf jb;
+    if (sigsetjmp(jb, 1)) {
+        g_bus_jmp = NULL;
+        return -1;
+    }
+    g_bus_jmp = &jb;
+    if (j->sum)
+        *j->sum = hash64(j->src, j->n, j->seed);
+    else
+        memcpy(j->dst, j->src, j->n);
+    g_bus_jmp = NULL;
+    return 0;
+}
+
+int cache_copy(void *dst, const void *src, size_t n)
+{
+    guard_job j = {.dst = dst, .src = src, .n = n};
+    return guarded(&j);
+}
+
+int cache_hash(uint64_t *sum, const void *src, size_t n, uint64_t seed)
+{
+    guard_job j = {.src = src, .n = n, .seed = seed, .sum = sum};
+    return guarded(&j);
+}
+
 /* Validate an existing file; on success map it read-only. Returns 0 when
  * usable, 1 when it must be rebuilt (reason in pc->note), -1 on error. */
 static int try_reuse(preload_cache *pc, errbuf *e)
 {
-    int fd = open(pc->path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) {
-            snprintf(pc->note, sizeof pc->note, "cache %s does not exist: building it", pc->path);
-            return 1;
-        }
-        return errf(e, "%s: %s", pc->path, strerror(errno));
-    }
-    cache_header h;
     struct stat st;
+    if (stat(pc->path, &st) != 0 && errno == ENOENT) {
+        snprintf(pc->note, sizeof pc->note, "cache %s does not exist: building it", pc->path);
+        return 1;
+    }
+    /* a folder, a FIFO or a device is refused, never read nor replaced */
+    int fd = open_regular(pc->path, O_RDONLY, 0, e);
+    if (fd < 0)
+        return -1;
+    cache_header h;
     const char *why = NULL;
     size_t bytes = (size_t)pc->n * pc->sample_bytes;
     if (fstat(fd, &st) != 0 || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
@@ -185,8 +248,16 @@ static int try_reuse(preload_cache *pc, errbuf *e)
         return errf(e, "%s: cannot map: %s", pc->path, strerror(errno));
     }
     const file_stamp *old = (const file_stamp *)((uint8_t *)m + CACHE_HEADER + bytes);
-    if (hash64(old, stamps_bytes(pc), 0x7374616d) != h.stamps_sum ||
-        hash64((uint8_t *)m + CACHE_HEADER, bytes, 0x64617461) != h.data_sum) {
+    uint64_t stamps_sum = 0, data_sum = 0;
+    if (cache_hash(&stamps_sum, old, stamps_bytes(pc), 0x7374616d) != 0 ||
+        cache_hash(&data_sum, (uint8_t *)m + CACHE_HEADER, bytes, 0x64617461) != 0) {
+        munmap(m, len);
+        close(fd);
+        snprintf(pc->note, sizeof pc->note,
+                 "cache %s was truncated while it was checked: rebuilding it", pc->path);
+        return 1;
+    }
+    if (stamps_sum != h.stamps_sum || data_sum != h.data_sum) {
         munmap(m, len);
         close(fd);
         snprintf(pc->note, sizeof pc->note,
@@ -212,26 +283,22 @@ static int try_reuse(preload_cache *pc, errbuf *e)
 static int create_temp(preload_cache *pc, errbuf *e)
 {
     size_t bytes = (size_t)pc->n * pc->sample_bytes;
-    size_t n = strlen(pc->path) + 32;
-    pc->tmp_path = xmalloc(n);
-    snprintf(pc->tmp_path, n, "%s.tmp.XXXXXX", pc->path);
-    pc->fd = mkstemp(pc->tmp_path);
-    if (pc->fd < 0) {
-        errf(e, "%s: cannot create a temporary file next to it: %s", pc->path, strerror(errno));
-        free(pc->tmp_path);
-        pc->tmp_path = NULL;
+    /* unnamed until complete where the file system allows (O_TMPFILE): a
+     * build killed by SIGKILL or the OOM killer leaves nothing behind */
+    pc->fd = replace_file_open(pc->path, &pc->tmp_path, e);
+    if (pc->fd < 0)
         return -1;
-    }
-    fchmod(pc->fd, 0644);
+    pc->building = 1;
+    const char *where = pc->tmp_path ? pc->tmp_path : pc->path;
     size_t len = CACHE_HEADER + bytes + stamps_bytes(pc);
     int rc = posix_fallocate(pc->fd, 0, (off_t)len);
     if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL)
-        return errf(e, "%s: cannot allocate %zu bytes: %s", pc->tmp_path, len, strerror(rc));
+        return errf(e, "%s: cannot allocate %zu bytes: %s", where, len, strerror(rc));
     if (ftruncate(pc->fd, (off_t)len) != 0)
-        return errf(e, "%s: %s", pc->tmp_path, strerror(errno));
+        return errf(e, "%s: %s", where, strerror(errno));
     void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, pc->fd, 0);
     if (m == MAP_FAILED)
-        return errf(e, "%s: cannot map: %s", pc->tmp_path, strerror(errno));
+        return errf(e, "%s: cannot map: %s", where, strerror(errno));
     pc->map = m;
     pc->map_len = len;
     pc->data = pc->map + CACHE_HEADER;
@@ -275,8 +342,9 @@ int cache_open_shared(preload_cache *pc, const char *path, const dataset *ix, in
     return 0;
 }
 
-/* The header (and the stamps, for a --cache file) after the data. */
-static void write_header(preload_cache *pc)
+/* The header (and the stamps, for a --cache file) after the data; -1
+ * when the file was truncated under the mapping. */
+static int write_header(preload_cache *pc)
 {
     cache_header h;
     memset(&h, 0, sizeof h);
@@ -288,30 +356,36 @@ static void write_header(preload_cache *pc)
     h.w = (uint32_t)pc->w;
     h.key = pc->key;
     h.data_bytes = (uint64_t)pc->n * pc->sample_bytes;
-    h.data_sum = hash64(pc->data, (size_t)h.data_bytes, 0x64617461);
+    if (cache_hash(&h.data_sum, pc->data, (size_t)h.data_bytes, 0x64617461) != 0)
+        return -1;
     h.csv_hash = pc->ix->content_hash;
     uint8_t *stamps = pc->data + h.data_bytes;
-    if (pc->stamps) /* none in a node's memory file */
-        memcpy(stamps, pc->stamps, stamps_bytes(pc));
-    h.stamps_sum = hash64(stamps, stamps_bytes(pc), 0x7374616d);
+    if (pc->stamps && cache_copy(stamps, pc->stamps, stamps_bytes(pc)) != 0)
+        return -1; /* none in a node's memory file */
+    if (cache_hash(&h.stamps_sum, stamps, stamps_bytes(pc), 0x7374616d) != 0)
+        return -1;
     h.header_sum = header_sum(&h);
-    memcpy(pc->map, &h, sizeof h);
+    return cache_copy(pc->map, &h, sizeof h);
 }
 
 int cache_commit(preload_cache *pc, errbuf *e)
 {
     if (pc->node_mem) { /* the node's file in memory: complete once it has its header */
-        write_header(pc);
+        if (write_header(pc) != 0)
+            return errf(e, "%s: %s", pc->node_path ? pc->node_path : "the node's cache",
+                        CACHE_TRUNCATED);
         pc->ready = 1;
         return 0;
     }
-    if (!pc->tmp_path)
+    if (!pc->building)
         return 0;
-    write_header(pc);
+    if (write_header(pc) != 0)
+        return errf(e, "%s: %s", pc->path, CACHE_TRUNCATED);
     if (msync(pc->map, pc->map_len, MS_SYNC) != 0 || fsync(pc->fd) != 0)
-        return errf(e, "%s: cannot write the cache: %s", pc->tmp_path, strerror(errno));
-    if (rename(pc->tmp_path, pc->path) != 0)
-        return errf(e, "%s: cannot rename to %s: %s", pc->tmp_path, pc->path, strerror(errno));
+        return errf(e, "%s: cannot write the cache: %s", pc->path, strerror(errno));
+    if (replace_file_commit(pc->fd, &pc->tmp_path, pc->path, e) != 0)
+        return -1;
+    pc->building = 0;
     char *dir = xstrdup(pc->path), *slash = strrchr(dir, '/');
     if (slash)
         *slash = '\0';
@@ -321,8 +395,6 @@ int cache_commit(preload_cache *pc, errbuf *e)
         close(dfd);
     }
     free(dir);
-    free(pc->tmp_path);
-    pc->tmp_path = NULL;
     pc->ready = 1;
     return 0;
 }
@@ -348,7 +420,7 @@ static int create_node_file(preload_cache *pc, const char *node_path, errbuf *e)
         errf(e, "%s: cannot create the node's preload cache: %s", node_path, strerror(errno));
         goto out;
     }
-    fchmod(pc->fd, 0644);
+    fchmod(pc->fd, 0666 & ~umask_now()); /* mkstemp makes 0600; the umask decides */
     int fa = posix_fallocate(pc->fd, 0, (off_t)len);
     if (fa != 0 && fa != EOPNOTSUPP && fa != EINVAL) {
         errf(e,
@@ -437,7 +509,7 @@ int cache_open_node(preload_cache *pc, const char *path, const char *node_path, 
     /* the leader's file goes at cache_close: renamed over path by
      * cache_commit first, or unlinked (the node's file in memory) */
     if (leader && path)
-        pc->tmp_path = xstrdup(node_path);
+        pc->tmp_path = xstrdup(node_path), pc->building = 1;
     else if (leader)
         pc->node_mem = 1, pc->node_path = xstrdup(node_path);
     char why[sizeof pc->note];

@@ -39,10 +39,11 @@ typedef struct preload_cache {
     uint8_t *map;
     size_t map_len;
     int fd;
-    char *path, *tmp_path;
-    char *node_path; /* the node's file in memory, while it has a name (cache_node_unlink) */
-    int node_mem;    /* the leader of a node's file in memory: cache_commit writes the header */
-    int follower;    /* mapped read-only from the node's leader; ready after cache_node_check */
+    char *path, *tmp_path; /* tmp_path: NULL while an unnamed (O_TMPFILE) build */
+    int building;          /* a new file that cache_commit puts in place of path */
+    char *node_path;       /* the node's file in memory, while it has a name (cache_node_unlink) */
+    int node_mem; /* the leader of a node's file in memory: cache_commit writes the header */
+    int follower; /* mapped read-only from the node's leader; ready after cache_node_check */
     const dataset *ix;
     void *stamps;           /* file_stamp per sample (file caches) */
     char note[2 * ERR_MAX]; /* what happened, for the user ("reusing ...") */
@@ -94,6 +95,15 @@ int cache_node_check(preload_cache *pc, errbuf *e);
 /* After a build: checksum, header, fsync, rename over the target path. A
  * file-less cache needs nothing. */
 int cache_commit(preload_cache *pc, errbuf *e);
+
+/* memcpy and hash64 that survive the file under a mapping being
+ * truncated (SIGBUS): 0, or -1 when a page was gone; CACHE_TRUNCATED
+ * says so after the path. */
+int cache_copy(void *dst, const void *src, size_t n);
+int cache_hash(uint64_t *sum, const void *src, size_t n, uint64_t seed);
+#define CACHE_TRUNCATED                                                                            \
+    "the preload cache file was truncated while this run used it (SIGBUS); it is rebuilt by the "  \
+    "next run"
 
 /* Unmap; an uncommitted temporary file is removed. */
 void cache_close(preload_cache *pc);

@@ -19,6 +19,11 @@ static const char MAGIC[8] = {'T', 'R', 'A', 'I', 'N', 'C', 'K', 'P'};
 #define BOM 0x01020304u
 #define HEADER_BYTES 24 /* magic, version, byte-order mark, file size */
 #define STR_MAX 4096
+/* The largest file read back: far above any model train builds (resnet18's
+ * parameters and momentum are under 100 MB), far below what would exhaust
+ * memory by accident. Only regular files are read (read_regular_file): a
+ * FIFO or /dev/zero is refused, not read until memory runs out. */
+#define CKPT_MAX_BYTES ((size_t)16 << 30)
 
 /* ---------------------------------------------------------------- writing */
 typedef struct wbuf {
@@ -190,7 +195,7 @@ static int read_ckpt(const char *path, ckpt_file *f, errbuf *e)
 {
     memset(f, 0, sizeof *f);
     size_t len;
-    f->buf = (uint8_t *)read_whole_file(path, &len, e);
+    f->buf = (uint8_t *)read_regular_file(path, CKPT_MAX_BYTES, &len, e);
     if (!f->buf)
         return -1;
     ckpt_info *in = &f->info;
