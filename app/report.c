@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "app/report.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,8 +253,19 @@ static void json_size(FILE *f, const char *key, int h, int w)
         fprintf(f, ",\"%s\":null", key);
 }
 
-void report_run_json(FILE *f, const run_header *h, const machine_info *m)
+/* 0, or the errno of the first write that failed (EIO when none was set):
+ * the caller says so and keeps no partial file */
+static int json_done(FILE *f)
 {
+    int err = errno;
+    if (fflush(f) != 0 && !err)
+        err = errno;
+    return ferror(f) ? (err ? err : EIO) : 0;
+}
+
+int report_run_json(FILE *f, const run_header *h, const machine_info *m)
+{
+    errno = 0;
     char when[32];
     time_t t = time(NULL);
     struct tm tm;
@@ -292,7 +304,7 @@ void report_run_json(FILE *f, const run_header *h, const machine_info *m)
     json_config(f, &h->cfg);
     json_machine(f, m);
     fputs("}\n", f);
-    fflush(f);
+    return json_done(f);
 }
 
 /* ,"ranks":K,"comm_pct":..,"rank_images_per_s":[..],"rank_wait_pct":[..],... */
@@ -312,8 +324,9 @@ static void json_ranks(FILE *f, const epoch_rec *r)
     }
 }
 
-void report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m)
+int report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m)
 {
+    errno = 0;
     fputs("{\"record\":\"epoch\",", f);
     json_config(f, &r->cfg);
     fprintf(f, ",\"epoch\":%d,\"warmup\":%s,\"images\":%llu", r->epoch,
@@ -341,11 +354,12 @@ void report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m)
     json_str(f, "cache", r->cache);
     json_machine(f, m);
     fputs("}\n", f);
-    fflush(f);
+    return json_done(f);
 }
 
-void report_summary_json(FILE *f, const summary_rec *s, const machine_info *m)
+int report_summary_json(FILE *f, const summary_rec *s, const machine_info *m)
 {
+    errno = 0;
     fputs("{\"record\":\"summary\",", f);
     json_config(f, &s->cfg);
     fprintf(f, ",\"epochs\":%d,\"status\":%d,", s->epochs, s->status);
@@ -365,7 +379,7 @@ void report_summary_json(FILE *f, const summary_rec *s, const machine_info *m)
     json_num(f, "preload_build_s", s->preload_build_s);
     json_machine(f, m);
     fputs("}\n", f);
-    fflush(f);
+    return json_done(f);
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -86,10 +86,12 @@ typedef struct run_header {
     run_config cfg;
 } run_header;
 
-/* {"record":"run", ...}: time is now, ISO 8601 UTC. */
-void report_run_json(FILE *f, const run_header *h, const machine_info *m);
-void report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m);
-void report_summary_json(FILE *f, const summary_rec *s, const machine_info *m);
+/* {"record":"run", ...}: time is now, ISO 8601 UTC. Each record is
+ * flushed; each returns 0, or the errno of a write that failed (a full
+ * disk: ENOSPC, EFBIG) and f's error indicator stays set. */
+int report_run_json(FILE *f, const run_header *h, const machine_info *m);
+int report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m);
+int report_summary_json(FILE *f, const summary_rec *s, const machine_info *m);
 
 /* Summary of the counted epochs of one configuration. */
 void report_summarise(const epoch_rec *recs, int n, double build_s, summary_rec *s);

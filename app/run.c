@@ -89,6 +89,9 @@ static int open_outputs(run_ctx *r, errbuf *e)
             return fail(e, RUN_BAD_INPUT, "--json: %s", fd < 0 ? je.msg : strerror(errno));
         }
     }
+    struct stat jst;
+    if (r->json && fstat(fileno(r->json), &jst) == 0)
+        r->json_start = r->json_good = (long long)jst.st_size;
     if (o->save && !o->loader_only) {
         atomic_file af;
         errbuf se;
@@ -398,13 +401,66 @@ static void cleanup(run_ctx *r)
     dataset_free(&r->train);
     dataset_free(&r->val);
     if (r->json)
-        fclose(r->json);
+        fclose(r->json); /* after a failure only: run_one closes it, checked */
     if (r->dump)
         fclose(r->dump);
     errbuf te;
     if (r->trace && trace_close(r->trace, &te) != 0)
         fprintf(stderr, "train: warning: %s\n", te.msg);
     r->trace = NULL;
+}
+
+void run_json_wrote(run_ctx *r, int err)
+{
+    if (r->json_err)
+        return; /* nothing after a failure counts as whole */
+    if (!err) {
+        off_t at = ftello(r->json);
+        if (at >= 0)
+            r->json_good = (long long)at;
+        return;
+    }
+    r->json_err = err;
+    fprintf(stderr, "train: %s: cannot write the JSON report: %s; the run goes on without it\n",
+            r->o->json, strerror(err));
+}
+
+/* --json's end: flushed and closed, each checked. A report that could not
+ * be written whole keeps its complete records and loses the partial one:
+ * the file is cut back to the last record written whole, or removed when
+ * that is none and this run made the file (a sweep's parent made it for
+ * every configuration: it stays, with the earlier ones' records). Returns
+ * rc, or RUN_INTERNAL for a run that was otherwise fine (as for a
+ * checkpoint that cannot be written). */
+static int close_json(run_ctx *r, int rc)
+{
+    FILE *f = r->json;
+    if (!f)
+        return rc;
+    r->json = NULL;
+    errno = 0;
+    if (fflush(f) != 0)
+        run_json_wrote(r, errno ? errno : EIO);
+    errno = 0;
+    if (fclose(f) != 0)
+        run_json_wrote(r, errno ? errno : EIO);
+    if (!r->json_err)
+        return rc;
+    const char *path = r->o->json;
+    if (r->json_good == 0 && !r->o->sweep_child) {
+        if (unlink(path) != 0)
+            fprintf(stderr, "train: %s: cannot remove the incomplete JSON report: %s\n", path,
+                    strerror(errno));
+        else
+            fprintf(stderr, "train: %s: removed (no record was written whole)\n", path);
+    } else if (truncate(path, (off_t)r->json_good) != 0) {
+        fprintf(stderr, "train: %s: cannot cut the incomplete JSON report back: %s\n", path,
+                strerror(errno));
+    } else {
+        fprintf(stderr, "train: %s: cut back to the records written whole (%lld bytes)\n", path,
+                r->json_good);
+    }
+    return rc == RUN_OK ? RUN_INTERNAL : rc;
 }
 
 /* Under a launcher, ranks other than 0 write nothing: no table, no
@@ -515,7 +571,8 @@ int run_one(const options *o, const run_choice *c)
                               r.model_name ? r.model_name : "?");
     }
     if (r.json) /* on every exit path: a failed run says why */
-        report_summary_json(r.json, &s, &r.mi);
+        run_json_wrote(&r, report_summary_json(r.json, &s, &r.mi));
+    rc = s.status = close_json(&r, rc);
     if (o->summary_out) {
         FILE *f = fopen(o->summary_out, "w");
         if (f) {

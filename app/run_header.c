@@ -46,5 +46,5 @@ void run_write_header(run_ctx *r)
     /* the device as asked (auto, cpu, cuda): it is chosen after the fork;
      * the epoch records name it */
     h.cfg = run_config_of(&r->c, r->batch, o->device, r->model_name);
-    report_run_json(r->json, &h, &r->mi);
+    run_json_wrote(r, report_run_json(r->json, &h, &r->mi));
 }
