@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "app/run_ctx.h"
+#include "app/sweep.h"
 #include "app/trace.h"
 #include "cpu/cpu.h"
 #include "nn/checkpoint.h"
@@ -269,6 +270,21 @@ static int check_model_memory(run_ctx *r, int nclasses, errbuf *e)
         fmt_bytes(nb, sizeof nb, need), fmt_bytes(ab, sizeof ab, avail));
 }
 
+void run_norm_values(const options *o, int channels, float *mean, float *stdv)
+{
+    for (int c = 0; c < channels; c++) {
+        mean[c] = o->nmean ? o->mean[o->nmean == 1 ? 0 : c] : 0.5f;
+        if (o->normalize_imagenet) { /* grey: the channels' averages (torchvision has no grey preset) */
+            static const float im_mean[3] = {0.485f, 0.456f, 0.406f},
+                               im_std[3] = {0.229f, 0.224f, 0.225f};
+            mean[c] = channels == 3 ? im_mean[c] : 0.449f;
+            stdv[c] = channels == 3 ? im_std[c] : 0.226f;
+            continue;
+        }
+        stdv[c] = o->nstd ? o->std[o->nstd == 1 ? 0 : c] : 0.5f;
+    }
+}
+
 static int setup_model(run_ctx *r, errbuf *e)
 {
     const options *o = r->o;
@@ -292,17 +308,7 @@ static int setup_model(run_ctx *r, errbuf *e)
         return RUN_BAD_INPUT;
     r->model_made = 1;
     float mean[MODEL_MAX_CHANNELS], stdv[MODEL_MAX_CHANNELS];
-    for (int c = 0; c < r->ss.channels; c++) {
-        mean[c] = o->nmean ? o->mean[o->nmean == 1 ? 0 : c] : 0.5f;
-        if (o->normalize_imagenet) { /* grey: the channels' averages (torchvision has no grey preset) */
-            static const float im_mean[3] = {0.485f, 0.456f, 0.406f},
-                               im_std[3] = {0.229f, 0.224f, 0.225f};
-            mean[c] = r->ss.channels == 3 ? im_mean[c] : 0.449f;
-            stdv[c] = r->ss.channels == 3 ? im_std[c] : 0.226f;
-            continue;
-        }
-        stdv[c] = o->nstd ? o->std[o->nstd == 1 ? 0 : c] : 0.5f;
-    }
+    run_norm_values(o, r->ss.channels, mean, stdv);
     if (model_set_norm(&r->m, mean, stdv, e) != 0)
         return RUN_BAD_INPUT;
     r->class_names = xcalloc((size_t)nclasses, sizeof(char *));
@@ -545,7 +551,7 @@ int run_one(const options *o, const run_choice *c)
         snprintf(r.mi.gpu, sizeof r.mi.gpu, "%.120s", r.dev.line);
     if (rc == RUN_OK) {
         print_first_line(&r);
-        if (note[0])
+        if (note[0] && !sweep_note_said(o, note)) /* said once per sweep */
             fprintf(stderr, "train: %s\n", note);
         rc = ranks_node_cache(&r, &e); /* the node's cache complete, before any pass */
     }
@@ -564,6 +570,7 @@ int run_one(const options *o, const run_choice *c)
     summary_rec s;
     report_summarise(r.recs, r.nrecs, r.use_cache ? r.build_s : NAN, &s);
     s.status = rc;
+    s.note = note[0] ? note : NULL;
     if (rc != RUN_OK)
         s.reason = rc > 128 ? strsignal(rc - 128) : e.msg;
     if (r.nrecs == 0) {

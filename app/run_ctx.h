@@ -136,6 +136,9 @@ int feed_open(run_ctx *r, const options *o, errbuf *e);
 int feed_serve(run_ctx *r, errbuf *e);
 void feed_close(run_ctx *r);
 
+/* The normalisation's mean and std per channel (channels values each):
+ * --normalize, --mean/--std, else 0.5 (run.c). */
+void run_norm_values(const options *o, int channels, float *mean, float *stdv);
 /* With --json: the run record, first in the file (run_header.c). */
 void run_write_header(run_ctx *r);
 /* After a --json record's write returned err (report.h): the first

@@ -52,7 +52,7 @@ TestSuite(hostile_report, .init = setup, .fini = teardown);
 static int small_run(char **argv, char *const extra[])
 {
     int n = 0;
-    const char *base[] = {train_bin(), "--model", "probe",  "--batch",       "4", "--workers",
+    const char *base[] = {train_bin(), "--model",  "probe", "--batch",       "4", "--workers",
                           "0",         "--resize", "32x32", "--no-progress", NULL};
     for (int i = 0; base[i]; i++)
         argv[n++] = (char *)base[i];
@@ -122,4 +122,193 @@ Test(hostile_report, json_on_a_full_disk_is_said_and_leaves_no_partial_record)
     free(whole);
     run_free(&r);
     free(json);
+}
+
+/* the first line of path (the run record), malloc'd */
+static char *first_line(const char *path)
+{
+    char *text = read_whole_file(path, NULL, NULL);
+    cr_assert_not_null(text, "%s", path);
+    char *line = strndup(text, strcspn(text, "\n"));
+    free(text);
+    return line;
+}
+
+static void assert_has(const char *line, const char *const want[])
+{
+    for (int i = 0; want[i]; i++)
+        cr_assert(strstr(line, want[i]), "no %s in\n%s", want[i], line);
+}
+
+/* The run record carries every transform and setting that changes the
+ * batches, with the values given: the random-resized crop beside the
+ * --resize/--crop that validation uses, colour jitter, normalisation,
+ * decode, EXIF, shuffle, drop-last */
+Test(hostile_report, run_record_has_every_transform_as_given)
+{
+    char *json = path_join(dir, "rec.json");
+    run_result r;
+    char *argv[48];
+    char *extra[] = {"--json",       json,          "--random-resized-crop",
+                     "64,0.5,0.9",   "--resize",    "72",
+                     "--crop",       "64",          "--color-jitter",
+                     "0.4,0.3,0.2",  "--normalize", "imagenet",
+                     "--decode",     "exact",       "--exif",
+                     "--no-shuffle", "--drop-last", NULL};
+    small_run(argv, extra);
+    argv[7] = "--hflip"; /* in place of small_run's --resize 32x32 */
+    argv[8] = "0.5";
+    run_argv(argv, NULL, 120, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    char *line = first_line(json);
+    const char *want[] = {"\"resize_short\":72,",
+                          "\"crop\":[64,64]",
+                          "\"random_resized_crop\":{\"size\":[64,64],\"scale\":[0.5,0.9],"
+                          "\"ratio\":[0.75,1.33333]}",
+                          "\"color_jitter\":[0.4,0.3,0.2]",
+                          "\"normalize\":{\"preset\":\"imagenet\",\"mean\":[0.485,0.456,0.406],"
+                          "\"std\":[0.229,0.224,0.225]}",
+                          "\"decode\":\"exact\"",
+                          "\"exif\":true",
+                          "\"shuffle\":false",
+                          "\"drop_last\":true",
+                          "\"input\":[3,64,64]",
+                          NULL};
+    assert_has(line, want);
+    free(line);
+    run_free(&r);
+
+    /* --mean/--std as given (one value: every channel), nothing else on */
+    char *extra2[] = {"--json", json, "--mean", "0.1,0.2,0.3", "--std", "0.25", NULL};
+    small_run(argv, extra2);
+    run_argv(argv, NULL, 120, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    line = first_line(json);
+    const char *want2[] = {"\"resize\":[32,32]",
+                           "\"random_resized_crop\":null",
+                           "\"color_jitter\":null",
+                           "\"normalize\":{\"preset\":null,\"mean\":[0.1,0.2,0.3],"
+                           "\"std\":[0.25,0.25,0.25]}",
+                           "\"decode\":\"auto\"",
+                           "\"exif\":false",
+                           "\"shuffle\":true",
+                           "\"drop_last\":false",
+                           NULL};
+    assert_has(line, want2);
+    free(line);
+    run_free(&r);
+    free(json);
+}
+
+/* the value of column `name` in the table line `row` under header `head`
+ * (columns are space-separated and never empty) */
+static double column(const char *head, const char *row, const char *name)
+{
+    char h[1024], w[1024], *hs, *rs;
+    snprintf(h, sizeof h, "%s", head);
+    snprintf(w, sizeof w, "%s", row);
+    char *ht = strtok_r(h, " ", &hs), *rt = strtok_r(w, " ", &rs);
+    for (; ht && rt; ht = strtok_r(NULL, " ", &hs), rt = strtok_r(NULL, " ", &rs))
+        if (!strcmp(ht, name))
+            return atof(rt);
+    cr_assert_fail("no column %s in\n%s\n%s", name, head, row);
+    return NAN;
+}
+
+static char *line_starting(const char *out, const char *prefix, int k)
+{
+    for (const char *p = out; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (!strncmp(p, prefix, strlen(prefix)) && k-- == 0)
+            return strndup(p, strcspn(p, "\n"));
+    cr_assert_fail("no line %d starting '%s' in:\n%s", k, prefix, out);
+    return NULL;
+}
+
+/* wait% + copy% + comp% + other% account for the whole epoch, in the
+ * table and in the JSON, on a run whose loader fills the ring ahead (most
+ * of the epoch is the loader's, before the main process asks) */
+Test(hostile_report, epoch_shares_add_up_to_the_epoch)
+{
+    char *json = path_join(dir, "shares.json");
+    char *argv[48];
+    char *extra[] = {"--json", json, "--epochs", "2", "--prefetch", "4", NULL};
+    small_run(argv, extra);
+    argv[6] = "2"; /* --workers 2 */
+    run_result r;
+    run_argv(argv, NULL, 120, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    char *head = line_starting(r.out, "dev ", 0);
+    for (int k = 0; k < 2; k++) {
+        char *row = line_starting(r.out, "cpu ", k);
+        double sum = column(head, row, "wait%") + column(head, row, "copy%") +
+                     column(head, row, "comp%") + column(head, row, "other%");
+        cr_assert(fabs(sum - 100) <= 0.2, "epoch %d: the shares sum to %.2f:\n%s\n%s", k + 1, sum,
+                  head, row);
+        free(row);
+    }
+    const char *keys[] = {"data_wait_pct", "copy_pct", "compute_pct", "other_pct"};
+    double sum[2] = {0, 0};
+    for (int i = 0; i < 4; i++) {
+        char v[2][JSON_VALUE_MAX];
+        cr_assert_eq(json_epoch_values(json, keys[i], v, 2), 2, "%s", keys[i]);
+        for (int k = 0; k < 2; k++)
+            sum[k] += atof(v[k]);
+    }
+    for (int k = 0; k < 2; k++)
+        cr_assert(fabs(sum[k] - 100) <= 1e-3, "epoch %d: JSON shares sum to %g", k + 1, sum[k]);
+    free(head);
+    run_free(&r);
+    free(json);
+}
+
+static int count_of(const char *s, const char *what)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, what)); p += strlen(what))
+        n++;
+    return n;
+}
+
+/* A sweep over --pin on the CPU: its rows say what was asked beside what
+ * ran, the "--pin has no effect" note comes once, every run record names
+ * the sweep's command line, and --trace makes one timeline per
+ * configuration */
+Test(hostile_report, pin_sweep_on_the_cpu_tells_rows_apart_and_notes_once)
+{
+    char *json = path_join(dir, "sweep.json"), *tr = path_join(dir, "tl.json");
+    char *argv[48];
+    char *extra[] = {"--json", json, "--prefetch", "1,2", "--pin=off,on", "--trace", tr, NULL};
+    small_run(argv, extra);
+    run_result r;
+    run_argv(argv, NULL, 120, &r);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_assert_eq(count_of(r.err, "--pin has no effect"), 1, "the note once:\n%s", r.err);
+    const char *table = strstr(r.out, "\nsummary ");
+    cr_assert_not_null(table, "%s", r.out);
+    cr_assert_eq(count_of(table, " on->off "), 2, "pin asked on, ran off:\n%s", table);
+    int rows = 0;
+    for (const char *p = table; (p = strstr(p, "\ncpu ")); p++)
+        rows++;
+    cr_assert_eq(rows, 4, "%s", table);
+    /* the user's command line in every run record, not the configuration's */
+    char v[4][JSON_VALUE_MAX];
+    cr_assert_eq(json_record_values(json, "run", "argv", v, 4), 4);
+    char *text = read_whole_file(json, NULL, NULL);
+    cr_assert_eq(count_of(text, "\"argv\":[\""), 4, "%s", text);
+    cr_assert_eq(count_of(text, "\"--pin=off,on\",\"--trace\""), 4, "the user's argv: %s", text);
+    free(text);
+    /* one timeline per configuration, none at the plain name */
+    for (int k = 1; k <= 4; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "tl-cfg%d.json", k);
+        char *p = path_join(dir, name);
+        char *t = read_whole_file(p, NULL, NULL);
+        cr_assert(t && strstr(t, "traceEvents"), "%s: %s", p, t ? t : "missing");
+        free(t);
+        free(p);
+    }
+    cr_assert(access(tr, F_OK) != 0, "%s written as well", tr);
+    run_free(&r);
+    free(json);
+    free(tr);
 }
