@@ -312,3 +312,55 @@ Test(hostile_report, pin_sweep_on_the_cpu_tells_rows_apart_and_notes_once)
     free(json);
     free(tr);
 }
+
+/* tools/plot names its charts after the JSON file, so two runs in one
+ * folder keep their own; a run of one configuration plots (a point)
+ * without gnuplot's warnings */
+Test(hostile_report, plot_names_charts_after_the_json_and_draws_one_configuration)
+{
+    char *plot = path_join(source_root(), "tools/plot");
+    const char *names[] = {"a", "b"};
+    char *workers[] = {"0", "1"};
+    for (int i = 0; i < 2; i++) {
+        char file[16];
+        snprintf(file, sizeof file, "%s.json", names[i]);
+        char *json = path_join(dir, file);
+        char *argv[48];
+        char *extra[] = {"--json", json, NULL};
+        small_run(argv, extra);
+        argv[6] = workers[i];
+        run_result r;
+        run_argv(argv, NULL, 120, &r);
+        cr_assert_eq(r.status, 0, "%s", r.err);
+        run_free(&r);
+        char *pargv[] = {plot, json, NULL};
+        run_argv(pargv, NULL, 60, &r);
+        cr_assert_eq(r.status, 0, "tools/plot: %s\n%s", r.out, r.err);
+        cr_assert(!strcasestr(r.err, "warning"), "gnuplot warned:\n%s", r.err);
+        run_free(&r);
+        free(json);
+    }
+    /* both runs' charts, each a PNG of its own */
+    char *png[2][2];
+    size_t len[2][2];
+    const char *kinds[] = {"epoch_time", "utilisation"};
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 2; k++) {
+            char file[48];
+            snprintf(file, sizeof file, "%s_%s.png", names[i], kinds[k]);
+            char *p = path_join(dir, file);
+            png[i][k] = read_whole_file(p, &len[i][k], NULL);
+            cr_assert(png[i][k] && len[i][k] > 1000 && !memcmp(png[i][k], "\x89PNG", 4), "%s", p);
+            free(p);
+        }
+    for (int k = 0; k < 2; k++) {
+        cr_assert(len[0][k] != len[1][k] || memcmp(png[0][k], png[1][k], len[0][k]) != 0,
+                  "a's and b's %s charts are the same picture", kinds[k]);
+        free(png[0][k]);
+        free(png[1][k]);
+    }
+    char *fixed = path_join(dir, "epoch_time.png");
+    cr_assert(access(fixed, F_OK) != 0, "a fixed name is still written: %s", fixed);
+    free(fixed);
+    free(plot);
+}
