@@ -66,7 +66,7 @@ static const struct {
     const char *name;
     int width;
 } cols[NCOLS] = {
-    {"dev", -5},       {"model", -7}, {"mode", -7}, {"wk", 2},    {"pf", 2},     {"pin", 3},
+    {"dev", -5},       {"model", -8}, {"mode", -7}, {"wk", 2},    {"pf", 2},     {"pin", 3},
     {"nb", 3},         {"batch", 5},  {"|", 1},     {"ep", 3},    {"time_s", 8}, {"img/s", 8},
     {"wait%", 5},      {"copy%", 5},  {"comp%", 5}, {"comm%", 5}, {"other%", 6}, {"wmax%@rk", 8},
     {"gpu%avg/mx", 9}, {"busy%", 5},  {"loss", 7},  {"acc", 6},   {"val", 6},    {"rss_MB", 7},

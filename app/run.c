@@ -563,7 +563,10 @@ int run_one(const options *o, const run_choice *c)
     }
     if (rc != RUN_OK && (rc == LOADER_INTERRUPTED || g_signal) && !r.dist_follow) {
         int sig = g_signal ? g_signal : SIGINT;
-        snprintf(e.msg, sizeof e.msg, "interrupted by %s; loader stopped", strsignal(sig));
+        snprintf(e.msg, sizeof e.msg, "interrupted by %s; loader stopped",
+                 sig == SIGINT    ? "SIGINT (Ctrl-C)"
+                 : sig == SIGTERM ? "SIGTERM"
+                                  : strsignal(sig));
         rc = 128 + sig;
     }
     rc = say_end(&r, rc, e.msg);

@@ -9,14 +9,18 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <turbojpeg.h>
 #include <unistd.h>
 
+#include "app/report.h"
 #include "common/util.h"
+#include "nn/model.h"
 #include "tests/support/helpers.h"
 #include "tests/support/images.h"
 
@@ -363,4 +367,59 @@ Test(hostile_report, plot_names_charts_after_the_json_and_draws_one_configuratio
     cr_assert(access(fixed, F_OK) != 0, "a fixed name is still written: %s", fixed);
     free(fixed);
     free(plot);
+}
+
+/* Ctrl-C says which signal stopped the run ("interrupted by SIGINT",
+ * not strsignal's "interrupted by Interrupt") */
+Test(hostile_report, interrupt_message_names_the_signal)
+{
+    char *argv[48];
+    char *extra[] = {"--epochs", "200", "--test-slow-step", "0.02", NULL};
+    small_run(argv, extra);
+    char *out = path_join(dir, "int.out"), *err = path_join(dir, "int.err");
+    pid_t pid = spawn_bg(argv, out, err);
+    int seen = 0;
+    for (int t = 0; t < 2000 && !seen; t++) { /* the first epoch line: the loop runs */
+        char *o = read_whole_file(out, NULL, NULL);
+        seen = o && strstr(o, "probe ");
+        free(o);
+        if (!seen)
+            usleep(10000);
+    }
+    cr_assert(seen, "no epoch line");
+    kill(pid, SIGINT);
+    int st = spawn_wait(pid, 60);
+    char *e = read_whole_file(err, NULL, NULL);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d: %s", st, e);
+    cr_assert(strstr(e, "train: interrupted by SIGINT (Ctrl-C); loader stopped"), "%s", e);
+    free(e);
+    free(out);
+    free(err);
+}
+
+/* The epoch table's columns line up under their names for every model
+ * name (resnet18, the longest, pushed the rest of its line one place to
+ * the right) */
+Test(hostile_report, table_columns_line_up_for_every_model_name)
+{
+    for (const char *const *m = model_names(); *m; m++) {
+        epoch_rec er;
+        memset(&er, 0, sizeof er);
+        er.cfg = (run_config){.device = "cpu", .model = *m, .mode = "preload", .batch = 64};
+        er.epoch = 1;
+        er.ranks = 1;
+        er.cache = "warm";
+        er.gpu_util_avg = er.gpu_busy_pct = er.val_acc = er.comm_pct = NAN;
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        unsigned hide = report_columns(&er, 0);
+        report_header(f, hide);
+        report_epoch_line(f, &er, hide);
+        fclose(f);
+        const char *row = strchr(text, '\n') + 1;
+        cr_assert_eq(strchr(text, '|') - text, strchr(row, '|') - row, "%s: misaligned\n%s", *m,
+                     text);
+        free(text);
+    }
 }
