@@ -423,3 +423,22 @@ Test(hostile_report, table_columns_line_up_for_every_model_name)
         free(text);
     }
 }
+
+/* The data tools name themselves as the user runs them, tools/NAME here
+ * and bin/NAME in the bundle: by the bare name, never "tools/..." */
+Test(hostile_report, data_tools_usage_names_the_bare_tool)
+{
+    const char *bins[] = {"jpeg_set", "fashion_mnist"}, *names[] = {"jpeg-set", "fashion-mnist"};
+    for (int i = 0; i < 2; i++) {
+        char *bin = path_join(tools_dir(), bins[i]);
+        char *argv[] = {bin, "--help", NULL};
+        run_result r;
+        run_argv(argv, NULL, 30, &r);
+        cr_assert_eq(r.status, 0, "%s: %s", bin, r.err);
+        char want[64];
+        snprintf(want, sizeof want, "usage: %s [", names[i]);
+        cr_assert(!strncmp(r.out, want, strlen(want)), "%s", r.out);
+        run_free(&r);
+        free(bin);
+    }
+}
