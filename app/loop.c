@@ -133,7 +133,7 @@ static void emit_epoch(run_ctx *r, int tid)
     }
     report_epoch_line(stdout, &er, r->table_hide);
     if (r->json)
-        report_epoch_json(r->json, &er, &r->mi);
+        run_json_wrote(r, report_epoch_json(r->json, &er, &r->mi));
     er.per_rank = NULL; /* r->per_rank is the last epoch's only */
     r->recs = xrealloc(r->recs, sizeof *r->recs * (size_t)(r->nrecs + 1));
     r->recs[r->nrecs++] = er;

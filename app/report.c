@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "app/report.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,18 @@
 #include "common/util.h"
 
 static const char *onoff(int v) { return v ? "on" : "off"; }
+
+double report_other_pct(double wait, double copy, double compute, double comm)
+{
+    if (isnan(wait))
+        return NAN;
+    double sum = wait;
+    const double more[] = {copy, compute, comm};
+    for (int i = 0; i < 3; i++)
+        if (!isnan(more[i]))
+            sum += more[i];
+    return sum < 100 ? 100 - sum : 0; /* clock reads a hair apart: never below 0 */
+}
 
 /* ---------------------------------------------------------------- the epoch table */
 
@@ -34,6 +47,7 @@ enum col {
     C_COPY,
     C_COMP,
     C_COMM,
+    C_OTHER,
     C_RKWAIT,
     C_GPU,
     C_BUSY,
@@ -52,11 +66,11 @@ static const struct {
     const char *name;
     int width;
 } cols[NCOLS] = {
-    {"dev", -5},   {"model", -7}, {"mode", -7}, {"wk", 2},    {"pf", 2},       {"pin", 3},
-    {"nb", 3},     {"batch", 5},  {"|", 1},     {"ep", 3},    {"time_s", 8},   {"img/s", 8},
-    {"wait%", 5},  {"copy%", 5},  {"comp%", 5}, {"comm%", 5}, {"wmax%@rk", 8}, {"gpu%avg/mx", 9},
-    {"busy%", 5},  {"loss", 7},   {"acc", 6},   {"val", 6},   {"rss_MB", 7},   {"pss_MB", 7},
-    {"pin_MB", 6}, {"skip", 4},   {"cache", 0},
+    {"dev", -5},       {"model", -8}, {"mode", -7}, {"wk", 2},    {"pf", 2},     {"pin", 3},
+    {"nb", 3},         {"batch", 5},  {"|", 1},     {"ep", 3},    {"time_s", 8}, {"img/s", 8},
+    {"wait%", 5},      {"copy%", 5},  {"comp%", 5}, {"comm%", 5}, {"other%", 6}, {"wmax%@rk", 8},
+    {"gpu%avg/mx", 9}, {"busy%", 5},  {"loss", 7},  {"acc", 6},   {"val", 6},    {"rss_MB", 7},
+    {"pss_MB", 7},     {"pin_MB", 6}, {"skip", 4},  {"cache", 0},
 };
 
 static void print_cells(FILE *f, char cell[NCOLS][32], unsigned hide)
@@ -100,6 +114,10 @@ static void epoch_cells(const epoch_rec *r, char cell[NCOLS][32])
     fmt_num(cell[C_COPY], n, "%.1f", r->copy_pct, "n/a");
     fmt_num(cell[C_COMP], n, "%.1f", r->compute_pct, "n/a");
     fmt_num(cell[C_COMM], n, "%.1f", r->comm_pct, "n/a");
+    fmt_num(cell[C_OTHER], n, "%.1f",
+            report_other_pct(r->data_wait_pct, r->copy_pct, r->compute_pct,
+                             r->ranks > 1 ? r->comm_pct : NAN),
+            "n/a");
     if (r->ranks > 1)
         snprintf(cell[C_RKWAIT], n, "%.1f@%d", r->wait_max_pct, r->wait_max_rank);
     else
@@ -252,8 +270,91 @@ static void json_size(FILE *f, const char *key, int h, int w)
         fprintf(f, ",\"%s\":null", key);
 }
 
-void report_run_json(FILE *f, const run_header *h, const machine_info *m)
+/* ,"key":["a","b",...] */
+static void json_argv(FILE *f, const char *key, int argc, char *const *argv)
 {
+    fprintf(f, ",\"%s\":[", key);
+    for (int i = 0; i < argc; i++) {
+        fputs(i ? ",\"" : "\"", f);
+        json_chars(f, argv[i]);
+        fputc('"', f);
+    }
+    fputc(']', f);
+}
+
+static void json_floats(FILE *f, const char *key, const float *v, int n)
+{
+    fprintf(f, ",\"%s\":[", key);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s%.6g", i ? "," : "", (double)v[i]);
+    fputc(']', f);
+}
+
+static const char *decode_name(int d)
+{
+    return d == IMG_DECODE_EXACT ? "exact" : d == IMG_DECODE_FAST ? "fast" : "auto";
+}
+
+/* Every transform and setting that changes the batches the model sees.
+ * resize, resize_short and crop are the Resize + CenterCrop: training's,
+ * and validation's too; with the random-resized crop, which cuts
+ * training's samples instead, validation's (the --resize and --crop). */
+static void json_transforms(FILE *f, const run_header *h)
+{
+    const img_params *p = h->img, *v = h->eval ? h->eval : h->img;
+    json_size(f, "resize", v->resize_h, v->resize_w);
+    if (v->resize_short > 0)
+        fprintf(f, ",\"resize_short\":%d", v->resize_short);
+    else
+        fputs(",\"resize_short\":null", f);
+    json_size(f, "crop", v->crop_h, v->crop_w);
+    if (p->rrc) {
+        /* 0 0: torchvision's defaults (image.h) */
+        float s0 = p->rrc_scale[0], s1 = p->rrc_scale[1], r0 = p->rrc_ratio[0],
+              r1 = p->rrc_ratio[1];
+        if (s0 == 0 && s1 == 0)
+            s0 = 0.08f, s1 = 1;
+        if (r0 == 0 && r1 == 0)
+            r0 = 3.0f / 4, r1 = 4.0f / 3;
+        fprintf(f,
+                ",\"random_resized_crop\":{\"size\":[%d,%d],\"scale\":[%.6g,%.6g],"
+                "\"ratio\":[%.6g,%.6g]}",
+                p->crop_h, p->crop_w, (double)s0, (double)s1, (double)r0, (double)r1);
+    } else {
+        fputs(",\"random_resized_crop\":null", f);
+    }
+    fprintf(f, ",\"random_crop\":%s,\"pad\":%s", p->random_crop ? "true" : "false",
+            p->pad ? "true" : "false");
+    json_num(f, "hflip", p->hflip);
+    if (p->jitter[0] > 0 || p->jitter[1] > 0 || p->jitter[2] > 0)
+        json_floats(f, "color_jitter", p->jitter, 3);
+    else
+        fputs(",\"color_jitter\":null", f);
+    fputs(",\"normalize\":{", f);
+    json_str(f, "preset", h->normalize_imagenet ? "imagenet" : NULL);
+    if (h->mean && h->std) {
+        json_floats(f, "mean", h->mean, h->channels);
+        json_floats(f, "std", h->std, h->channels);
+    }
+    fputc('}', f);
+    fprintf(f, ",\"decode\":\"%s\",\"exif\":%s,\"shuffle\":%s,\"drop_last\":%s",
+            decode_name(p->decode), p->exif ? "true" : "false", h->shuffle ? "true" : "false",
+            h->drop_last ? "true" : "false");
+}
+
+/* 0, or the errno of the first write that failed (EIO when none was set):
+ * the caller says so and keeps no partial file */
+static int json_done(FILE *f)
+{
+    int err = errno;
+    if (fflush(f) != 0 && !err)
+        err = errno;
+    return ferror(f) ? (err ? err : EIO) : 0;
+}
+
+int report_run_json(FILE *f, const run_header *h, const machine_info *m)
+{
+    errno = 0;
     char when[32];
     time_t t = time(NULL);
     struct tm tm;
@@ -262,15 +363,13 @@ void report_run_json(FILE *f, const run_header *h, const machine_info *m)
     json_str(f, "version", h->version);
     fputc(',', f);
     json_str(f, "time", when);
-    fputs(",\"argv\":[", f);
-    for (int i = 0; i < h->argc; i++) {
-        if (i)
-            fputc(',', f);
-        fputs("\"", f);
-        json_chars(f, h->argv[i]);
-        fputs("\"", f);
+    if (h->sweep_argv) { /* the user's; this configuration's after it */
+        fprintf(f, ",\"argv\":%s", h->sweep_argv);
+        json_argv(f, "run_argv", h->argc, h->argv);
+    } else {
+        json_argv(f, "argv", h->argc, h->argv);
     }
-    fputs("],", f);
+    fputc(',', f);
     json_str(f, "data", h->data);
     fputc(',', f);
     json_str(f, "val", h->val);
@@ -278,21 +377,12 @@ void report_run_json(FILE *f, const run_header *h, const machine_info *m)
             h->classes);
     json_size(f, "first_image", h->first_h, h->first_w);
     fprintf(f, ",\"input\":[%d,%d,%d]", h->channels, h->out_h, h->out_w);
-    const img_params *p = h->img;
-    json_size(f, "resize", p->resize_h, p->resize_w);
-    if (p->resize_short > 0)
-        fprintf(f, ",\"resize_short\":%d", p->resize_short);
-    else
-        fputs(",\"resize_short\":null", f);
-    json_size(f, "crop", p->crop_h, p->crop_w);
-    fprintf(f, ",\"random_crop\":%s,\"pad\":%s", p->random_crop ? "true" : "false",
-            p->pad ? "true" : "false");
-    json_num(f, "hflip", p->hflip);
+    json_transforms(f, h);
     fprintf(f, ",\"seed\":%llu,\"epochs\":%d,", (unsigned long long)h->seed, h->epochs);
     json_config(f, &h->cfg);
     json_machine(f, m);
     fputs("}\n", f);
-    fflush(f);
+    return json_done(f);
 }
 
 /* ,"ranks":K,"comm_pct":..,"rank_images_per_s":[..],"rank_wait_pct":[..],... */
@@ -312,8 +402,9 @@ static void json_ranks(FILE *f, const epoch_rec *r)
     }
 }
 
-void report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m)
+int report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m)
 {
+    errno = 0;
     fputs("{\"record\":\"epoch\",", f);
     json_config(f, &r->cfg);
     fprintf(f, ",\"epoch\":%d,\"warmup\":%s,\"images\":%llu", r->epoch,
@@ -323,6 +414,9 @@ void report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m)
     json_num(f, "data_wait_pct", r->data_wait_pct);
     json_num(f, "copy_pct", r->copy_pct);
     json_num(f, "compute_pct", r->compute_pct);
+    json_num(f, "other_pct",
+             report_other_pct(r->data_wait_pct, r->copy_pct, r->compute_pct,
+                              r->ranks > 1 ? r->comm_pct : NAN));
     json_num(f, "gpu_util_avg", r->gpu_util_avg);
     json_num(f, "gpu_util_max", r->gpu_util_max);
     json_num(f, "gpu_busy_pct", r->gpu_busy_pct);
@@ -341,15 +435,20 @@ void report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m)
     json_str(f, "cache", r->cache);
     json_machine(f, m);
     fputs("}\n", f);
-    fflush(f);
+    return json_done(f);
 }
 
-void report_summary_json(FILE *f, const summary_rec *s, const machine_info *m)
+int report_summary_json(FILE *f, const summary_rec *s, const machine_info *m)
 {
+    errno = 0;
     fputs("{\"record\":\"summary\",", f);
     json_config(f, &s->cfg);
     fprintf(f, ",\"epochs\":%d,\"status\":%d,", s->epochs, s->status);
     json_str(f, "error", s->reason);
+    if (s->note) {
+        fputc(',', f);
+        json_str(f, "note", s->note);
+    }
     json_num(f, "epoch_s_median", s->epoch_s_median);
     json_num(f, "images_per_s", s->images_per_s);
     json_num(f, "data_wait_pct", s->data_wait_pct);
@@ -357,6 +456,8 @@ void report_summary_json(FILE *f, const summary_rec *s, const machine_info *m)
     json_num(f, "compute_pct", s->compute_pct);
     if (!isnan(s->comm_pct))
         json_num(f, "comm_pct", s->comm_pct);
+    json_num(f, "other_pct",
+             report_other_pct(s->data_wait_pct, s->copy_pct, s->compute_pct, s->comm_pct));
     json_num(f, "gpu_util_avg", s->gpu_util_avg);
     json_num(f, "final_loss", s->final_loss);
     json_num(f, "final_train_acc", s->final_train_acc);
@@ -365,7 +466,7 @@ void report_summary_json(FILE *f, const summary_rec *s, const machine_info *m)
     json_num(f, "preload_build_s", s->preload_build_s);
     json_machine(f, m);
     fputs("}\n", f);
-    fflush(f);
+    return json_done(f);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -482,44 +583,73 @@ int report_parse_summary(const char *line, summary_rec *s, char *strbuf, size_t 
     s->data_wait_pct = json_get_num(line, "data_wait_pct");
     s->copy_pct = json_get_num(line, "copy_pct");
     s->compute_pct = json_get_num(line, "compute_pct");
+    s->comm_pct = json_get_num(line, "comm_pct");
     s->gpu_util_avg = json_get_num(line, "gpu_util_avg");
     s->final_loss = json_get_num(line, "final_loss");
     s->final_train_acc = json_get_num(line, "final_train_acc");
     s->final_val_acc = json_get_num(line, "final_val_acc");
     s->pss_mb_max = json_get_num(line, "pss_mb_max");
     s->preload_build_s = json_get_num(line, "preload_build_s");
+    s->note = json_find(line, "note") ? json_get_str(line, "note", &strbuf, &len) : NULL;
+    s->asked_pin = s->asked_nb = -1;
     return 0;
+}
+
+/* "on", "off", or "on->off" when the sweep asked for one and the run did
+ * the other (--pin on the CPU runs unpinned) */
+static const char *asked_ran(char *b, size_t n, int asked, int ran)
+{
+    if (asked < 0 || !asked == !ran)
+        snprintf(b, n, "%s", onoff(ran));
+    else
+        snprintf(b, n, "%s->%s", onoff(asked), onoff(ran));
+    return b;
 }
 
 void report_sweep_table(FILE *f, const summary_rec *s, int n)
 {
-    fprintf(f, "\nsummary (median epoch time of counted epochs; speed-up against the first row "
-               "that ran):\n");
-    fprintf(f, "%-5s %-7s %2s %2s %3s %3s %5s | %8s %8s %5s %5s %5s %6s %7s %6s %7s %8s\n", "dev",
-            "mode", "wk", "pf", "pin", "nb", "batch", "epoch_s", "img/s", "wait%", "copy%", "comp%",
-            "gpu%", "pss_MB", "val", "build_s", "speed-up");
+    int wpin = 3, wnb = 3; /* wider where a row shows asked->ran */
+    for (int i = 0; i < n; i++) {
+        char b[16];
+        int lp = (int)strlen(asked_ran(b, sizeof b, s[i].asked_pin, s[i].cfg.pin)),
+            ln = (int)strlen(asked_ran(b, sizeof b, s[i].asked_nb, s[i].cfg.non_blocking));
+        wpin = lp > wpin ? lp : wpin;
+        wnb = ln > wnb ? ln : wnb;
+    }
+    fprintf(f,
+            "\nsummary (median epoch time of counted epochs; speed-up against the first row "
+            "that ran%s):\n",
+            wpin > 3 || wnb > 3 ? "; pin, nb: asked->ran" : "");
+    fprintf(f, "%-5s %-7s %2s %2s %*s %*s %5s | %8s %8s %5s %5s %5s %6s %6s %7s %6s %7s %8s\n",
+            "dev", "mode", "wk", "pf", wpin, "pin", wnb, "nb", "batch", "epoch_s", "img/s", "wait%",
+            "copy%", "comp%", "other%", "gpu%", "pss_MB", "val", "build_s", "speed-up");
     double base = NAN; /* a failed first configuration is no baseline */
     for (int i = 0; i < n && isnan(base); i++)
         if (s[i].status == 0 && s[i].epoch_s_median > 0)
             base = s[i].epoch_s_median;
     for (int i = 0; i < n; i++) {
         const summary_rec *r = &s[i];
-        char gpu[16], val[16], build[16], up[16];
+        char gpu[16], val[16], build[16], up[16], pin[16], nb[16], other[16];
         fmt_num(gpu, sizeof gpu, "%.1f", r->gpu_util_avg, "n/a");
         fmt_num(val, sizeof val, "%.3f", r->final_val_acc, "n/a");
         fmt_num(build, sizeof build, "%.2f", r->preload_build_s, "-");
+        fmt_num(other, sizeof other, "%.1f",
+                report_other_pct(r->data_wait_pct, r->copy_pct, r->compute_pct, r->comm_pct),
+                "n/a");
         if (r->status != 0)
             snprintf(up, sizeof up, "failed(%d)", r->status);
         else if (isnan(base) || isnan(r->epoch_s_median) || r->epoch_s_median <= 0)
             snprintf(up, sizeof up, "n/a");
         else
             snprintf(up, sizeof up, "%.2fx", base / r->epoch_s_median);
-        fprintf(
-            f,
-            "%-5s %-7s %2d %2d %3s %3s %5d | %8.2f %8.0f %5.1f %5.1f %5.1f %6s %7.1f %6s %7s %8s\n",
-            r->cfg.device, r->cfg.mode, r->cfg.workers, r->cfg.prefetch, onoff(r->cfg.pin),
-            onoff(r->cfg.non_blocking), r->cfg.batch, r->epoch_s_median, r->images_per_s,
-            r->data_wait_pct, r->copy_pct, r->compute_pct, gpu, r->pss_mb_max, val, build, up);
+        fprintf(f,
+                "%-5s %-7s %2d %2d %*s %*s %5d | %8.2f %8.0f %5.1f %5.1f %5.1f %6s %6s %7.1f %6s "
+                "%7s %8s\n",
+                r->cfg.device, r->cfg.mode, r->cfg.workers, r->cfg.prefetch, wpin,
+                asked_ran(pin, sizeof pin, r->asked_pin, r->cfg.pin), wnb,
+                asked_ran(nb, sizeof nb, r->asked_nb, r->cfg.non_blocking), r->cfg.batch,
+                r->epoch_s_median, r->images_per_s, r->data_wait_pct, r->copy_pct, r->compute_pct,
+                other, gpu, r->pss_mb_max, val, build, up);
     }
     fflush(f);
 }

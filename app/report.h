@@ -52,9 +52,11 @@ typedef struct summary_rec {
     double comm_pct; /* NaN for one process */
     double final_loss, final_train_acc, final_val_acc;
     double pss_mb_max;
-    double preload_build_s; /* NaN when not preloading */
-    int status;             /* exit status of the run */
-    const char *reason;     /* why it failed (NULL when status is 0) */
+    double preload_build_s;  /* NaN when not preloading */
+    int status;              /* exit status of the run */
+    const char *reason;      /* why it failed (NULL when status is 0) */
+    const char *note;        /* the note the run printed on stderr (--pin without a GPU), or NULL */
+    int asked_pin, asked_nb; /* a sweep's row: what was asked (-1: not known), beside what ran */
 } summary_rec;
 
 /* The epoch table. `hide` is a mask of columns left out (0: every one):
@@ -69,6 +71,12 @@ unsigned report_columns(const epoch_rec *first, int width);
  * to a positive number, else 0 (a pipe or file: unlimited). */
 int report_width(FILE *f);
 void report_header(FILE *f, unsigned hide);
+/* The share of an epoch (percent) that is none of waiting for data,
+ * copying, computing and the gradient sum (NaN terms count 0): the main
+ * process's own work between batches, and the time the loader took to
+ * make the epoch's batches beyond the main process's span (it filled the
+ * ring before the epoch was asked for). Never below 0; NaN when wait is. */
+double report_other_pct(double wait, double copy, double compute, double comm);
 void report_epoch_line(FILE *f, const epoch_rec *r, unsigned hide);
 /* The first record of a --json file (one per configuration in a sweep):
  * what was run, on what, when. */
@@ -80,16 +88,26 @@ typedef struct run_header {
     uint32_t samples, val_samples, classes;
     int first_h, first_w;       /* the first image's size on disk */
     int channels, out_h, out_w; /* one sample as the model sees it */
-    const img_params *img;      /* transforms */
+    const img_params *img;      /* training's transforms */
+    const img_params *eval;     /* validation's: Resize + CenterCrop (with the
+                                   random-resized crop: the --resize and --crop) */
+    const float *mean, *std;    /* normalisation per channel (channels values) */
+    int normalize_imagenet;     /* --normalize imagenet chose them */
+    int shuffle, drop_last;
     uint64_t seed;
     int epochs;
     run_config cfg;
+    const char *sweep_argv; /* a sweep's configuration: the user's command line as a
+                               JSON array (argv is then this configuration's own);
+                               NULL otherwise */
 } run_header;
 
-/* {"record":"run", ...}: time is now, ISO 8601 UTC. */
-void report_run_json(FILE *f, const run_header *h, const machine_info *m);
-void report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m);
-void report_summary_json(FILE *f, const summary_rec *s, const machine_info *m);
+/* {"record":"run", ...}: time is now, ISO 8601 UTC. Each record is
+ * flushed; each returns 0, or the errno of a write that failed (a full
+ * disk: ENOSPC, EFBIG) and f's error indicator stays set. */
+int report_run_json(FILE *f, const run_header *h, const machine_info *m);
+int report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m);
+int report_summary_json(FILE *f, const summary_rec *s, const machine_info *m);
 
 /* Summary of the counted epochs of one configuration. */
 void report_summarise(const epoch_rec *recs, int n, double build_s, summary_rec *s);

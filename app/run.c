@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "app/run_ctx.h"
+#include "app/sweep.h"
 #include "app/trace.h"
 #include "cpu/cpu.h"
 #include "nn/checkpoint.h"
@@ -89,6 +90,9 @@ static int open_outputs(run_ctx *r, errbuf *e)
             return fail(e, RUN_BAD_INPUT, "--json: %s", fd < 0 ? je.msg : strerror(errno));
         }
     }
+    struct stat jst;
+    if (r->json && fstat(fileno(r->json), &jst) == 0)
+        r->json_start = r->json_good = (long long)jst.st_size;
     if (o->save && !o->loader_only) {
         atomic_file af;
         errbuf se;
@@ -266,6 +270,21 @@ static int check_model_memory(run_ctx *r, int nclasses, errbuf *e)
         fmt_bytes(nb, sizeof nb, need), fmt_bytes(ab, sizeof ab, avail));
 }
 
+void run_norm_values(const options *o, int channels, float *mean, float *stdv)
+{
+    for (int c = 0; c < channels; c++) {
+        mean[c] = o->nmean ? o->mean[o->nmean == 1 ? 0 : c] : 0.5f;
+        if (o->normalize_imagenet) { /* grey: the channels' averages (torchvision has no grey preset) */
+            static const float im_mean[3] = {0.485f, 0.456f, 0.406f},
+                               im_std[3] = {0.229f, 0.224f, 0.225f};
+            mean[c] = channels == 3 ? im_mean[c] : 0.449f;
+            stdv[c] = channels == 3 ? im_std[c] : 0.226f;
+            continue;
+        }
+        stdv[c] = o->nstd ? o->std[o->nstd == 1 ? 0 : c] : 0.5f;
+    }
+}
+
 static int setup_model(run_ctx *r, errbuf *e)
 {
     const options *o = r->o;
@@ -289,17 +308,7 @@ static int setup_model(run_ctx *r, errbuf *e)
         return RUN_BAD_INPUT;
     r->model_made = 1;
     float mean[MODEL_MAX_CHANNELS], stdv[MODEL_MAX_CHANNELS];
-    for (int c = 0; c < r->ss.channels; c++) {
-        mean[c] = o->nmean ? o->mean[o->nmean == 1 ? 0 : c] : 0.5f;
-        if (o->normalize_imagenet) { /* grey: the channels' averages (torchvision has no grey preset) */
-            static const float im_mean[3] = {0.485f, 0.456f, 0.406f},
-                               im_std[3] = {0.229f, 0.224f, 0.225f};
-            mean[c] = r->ss.channels == 3 ? im_mean[c] : 0.449f;
-            stdv[c] = r->ss.channels == 3 ? im_std[c] : 0.226f;
-            continue;
-        }
-        stdv[c] = o->nstd ? o->std[o->nstd == 1 ? 0 : c] : 0.5f;
-    }
+    run_norm_values(o, r->ss.channels, mean, stdv);
     if (model_set_norm(&r->m, mean, stdv, e) != 0)
         return RUN_BAD_INPUT;
     r->class_names = xcalloc((size_t)nclasses, sizeof(char *));
@@ -398,13 +407,66 @@ static void cleanup(run_ctx *r)
     dataset_free(&r->train);
     dataset_free(&r->val);
     if (r->json)
-        fclose(r->json);
+        fclose(r->json); /* after a failure only: run_one closes it, checked */
     if (r->dump)
         fclose(r->dump);
     errbuf te;
     if (r->trace && trace_close(r->trace, &te) != 0)
         fprintf(stderr, "train: warning: %s\n", te.msg);
     r->trace = NULL;
+}
+
+void run_json_wrote(run_ctx *r, int err)
+{
+    if (r->json_err)
+        return; /* nothing after a failure counts as whole */
+    if (!err) {
+        off_t at = ftello(r->json);
+        if (at >= 0)
+            r->json_good = (long long)at;
+        return;
+    }
+    r->json_err = err;
+    fprintf(stderr, "train: %s: cannot write the JSON report: %s; the run goes on without it\n",
+            r->o->json, strerror(err));
+}
+
+/* --json's end: flushed and closed, each checked. A report that could not
+ * be written whole keeps its complete records and loses the partial one:
+ * the file is cut back to the last record written whole, or removed when
+ * that is none and this run made the file (a sweep's parent made it for
+ * every configuration: it stays, with the earlier ones' records). Returns
+ * rc, or RUN_INTERNAL for a run that was otherwise fine (as for a
+ * checkpoint that cannot be written). */
+static int close_json(run_ctx *r, int rc)
+{
+    FILE *f = r->json;
+    if (!f)
+        return rc;
+    r->json = NULL;
+    errno = 0;
+    if (fflush(f) != 0)
+        run_json_wrote(r, errno ? errno : EIO);
+    errno = 0;
+    if (fclose(f) != 0)
+        run_json_wrote(r, errno ? errno : EIO);
+    if (!r->json_err)
+        return rc;
+    const char *path = r->o->json;
+    if (r->json_good == 0 && !r->o->sweep_child) {
+        if (unlink(path) != 0)
+            fprintf(stderr, "train: %s: cannot remove the incomplete JSON report: %s\n", path,
+                    strerror(errno));
+        else
+            fprintf(stderr, "train: %s: removed (no record was written whole)\n", path);
+    } else if (truncate(path, (off_t)r->json_good) != 0) {
+        fprintf(stderr, "train: %s: cannot cut the incomplete JSON report back: %s\n", path,
+                strerror(errno));
+    } else {
+        fprintf(stderr, "train: %s: cut back to the records written whole (%lld bytes)\n", path,
+                r->json_good);
+    }
+    return rc == RUN_OK ? RUN_INTERNAL : rc;
 }
 
 /* Under a launcher, ranks other than 0 write nothing: no table, no
@@ -489,7 +551,7 @@ int run_one(const options *o, const run_choice *c)
         snprintf(r.mi.gpu, sizeof r.mi.gpu, "%.120s", r.dev.line);
     if (rc == RUN_OK) {
         print_first_line(&r);
-        if (note[0])
+        if (note[0] && !sweep_note_said(o, note)) /* said once per sweep */
             fprintf(stderr, "train: %s\n", note);
         rc = ranks_node_cache(&r, &e); /* the node's cache complete, before any pass */
     }
@@ -501,13 +563,17 @@ int run_one(const options *o, const run_choice *c)
     }
     if (rc != RUN_OK && (rc == LOADER_INTERRUPTED || g_signal) && !r.dist_follow) {
         int sig = g_signal ? g_signal : SIGINT;
-        snprintf(e.msg, sizeof e.msg, "interrupted by %s; loader stopped", strsignal(sig));
+        snprintf(e.msg, sizeof e.msg, "interrupted by %s; loader stopped",
+                 sig == SIGINT    ? "SIGINT (Ctrl-C)"
+                 : sig == SIGTERM ? "SIGTERM"
+                                  : strsignal(sig));
         rc = 128 + sig;
     }
     rc = say_end(&r, rc, e.msg);
     summary_rec s;
     report_summarise(r.recs, r.nrecs, r.use_cache ? r.build_s : NAN, &s);
     s.status = rc;
+    s.note = note[0] ? note : NULL;
     if (rc != RUN_OK)
         s.reason = rc > 128 ? strsignal(rc - 128) : e.msg;
     if (r.nrecs == 0) {
@@ -515,7 +581,8 @@ int run_one(const options *o, const run_choice *c)
                               r.model_name ? r.model_name : "?");
     }
     if (r.json) /* on every exit path: a failed run says why */
-        report_summary_json(r.json, &s, &r.mi);
+        run_json_wrote(&r, report_summary_json(r.json, &s, &r.mi));
+    rc = s.status = close_json(&r, rc);
     if (o->summary_out) {
         FILE *f = fopen(o->summary_out, "w");
         if (f) {

@@ -70,8 +70,11 @@ typedef struct run_ctx {
     double build_s;
     /* report */
     FILE *json;
-    struct trace *trace; /* --trace, or NULL */
-    FILE *dump;          /* --dump-batches, or NULL */
+    long long json_start; /* its size when opened: a sweep's children append */
+    long long json_good;  /* its size after the last record written whole */
+    int json_err;         /* the errno of the first write to it that failed, or 0 */
+    struct trace *trace;  /* --trace, or NULL */
+    FILE *dump;           /* --dump-batches, or NULL */
     machine_info mi;
     epoch_rec *recs;
     int nrecs;
@@ -133,8 +136,16 @@ int feed_open(run_ctx *r, const options *o, errbuf *e);
 int feed_serve(run_ctx *r, errbuf *e);
 void feed_close(run_ctx *r);
 
+/* The normalisation's mean and std per channel (channels values each):
+ * --normalize, --mean/--std, else 0.5 (run.c). */
+void run_norm_values(const options *o, int channels, float *mean, float *stdv);
 /* With --json: the run record, first in the file (run_header.c). */
 void run_write_header(run_ctx *r);
+/* After a --json record's write returned err (report.h): the first
+ * failure is said at once, naming the file and the reason; the run goes
+ * on, and run_one ends with exit status 1, the file cut back to its
+ * complete records (run.c). */
+void run_json_wrote(run_ctx *r, int err);
 
 /* Post every job of the run (preload build, then training and validation
  * per epoch) to the loader. */

@@ -3,8 +3,12 @@
  * revision the Makefile writes into build/version.h ("unknown" outside a
  * git checkout). */
 #define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+
 #include "app/device.h"
 #include "app/run_ctx.h"
+#include "app/sweep.h"
 #include "build/version.h"
 #include "image/image.h"
 
@@ -41,10 +45,26 @@ void run_write_header(run_ctx *r)
                     .out_h = r->ss.out_h,
                     .out_w = r->ss.out_w,
                     .img = &r->ss.train,
+                    .eval = &r->ss.eval,
+                    .normalize_imagenet = o->normalize_imagenet,
+                    .shuffle = o->shuffle,
+                    .drop_last = o->drop_last,
                     .seed = o->seed,
                     .epochs = o->epochs};
+    /* the channels are known once the data is (a run that stopped before
+     * has none to normalise) */
+    float mean[MODEL_MAX_CHANNELS], stdv[MODEL_MAX_CHANNELS];
+    if (r->ss.channels > 0 && r->ss.channels <= MODEL_MAX_CHANNELS) {
+        run_norm_values(o, r->ss.channels, mean, stdv);
+        h.mean = mean;
+        h.std = stdv;
+    }
+    /* a sweep's configuration: the sweep's command line, as the user gave it */
+    const char *user = o->sweep_child ? getenv(SWEEP_ARGV_ENV) : NULL;
+    if (user && user[0] == '[' && user[strlen(user) - 1] == ']')
+        h.sweep_argv = user;
     /* the device as asked (auto, cpu, cuda): it is chosen after the fork;
      * the epoch records name it */
     h.cfg = run_config_of(&r->c, r->batch, o->device, r->model_name);
-    report_run_json(r->json, &h, &r->mi);
+    run_json_wrote(r, report_run_json(r->json, &h, &r->mi));
 }

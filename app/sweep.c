@@ -22,6 +22,7 @@
 #include "app/reexec.h"
 #include "app/report.h"
 #include "app/run.h"
+#include "common/util.h"
 
 static char *int_arg(const char *name, int v)
 {
@@ -53,15 +54,45 @@ static run_choice sweep_choice(const options *o, int k)
 
 /* Runs configuration c as a child; its summary record (or, when it left
  * none, one naming c) in *s, its strings in strbuf. Returns its status. */
+/* --trace FILE for configuration k (1-based): FILE with -cfgK before its
+ * extension (t.json -> t-cfg2.json), so configurations do not overwrite
+ * each other's timeline */
+static char *trace_name(const char *path, int k)
+{
+    const char *base = strrchr(path, '/'), *dot = strrchr(path, '.');
+    base = base ? base + 1 : path;
+    size_t stem = dot && dot > base ? (size_t)(dot - path) : strlen(path);
+    char *s;
+    if (asprintf(&s, "%.*s-cfg%d%s", (int)stem, path, k, path + stem) < 0)
+        abort();
+    return s;
+}
+
+int sweep_note_said(const options *o, const char *note)
+{
+    const char *said = o->sweep_child ? getenv(SWEEP_SAID_ENV) : NULL;
+    size_t n = strlen(note);
+    for (const char *p = said; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (!strncmp(p, note, n) && (p[n] == '\n' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+/* Runs configuration c as a child; its summary record (or, when it left
+ * none, one naming c) in *s, its strings in strbuf. Returns its status. */
 static int sweep_one(const options *o, const run_choice *c, int k, int total, summary_rec *s,
                      char *strbuf, size_t len)
 {
     char bs[16];
     snprintf(bs, sizeof bs, "%d", c->batch);
+    char *tr = o->trace ? trace_name(o->trace, k + 1) : NULL, *tra = NULL;
+    if (tr && asprintf(&tra, "--trace=%s", tr) < 0)
+        abort();
     printf("\n== configuration %d/%d: mode %s, workers %d, prefetch %d, batch %s, pin %s, "
-           "non-blocking %s\n",
+           "non-blocking %s%s%s\n",
            k + 1, total, mode_name(c->mode), c->workers, c->prefetch, c->batch ? bs : "default",
-           c->pin ? "on" : "off", c->non_blocking ? "on" : "off");
+           c->pin ? "on" : "off", c->non_blocking ? "on" : "off", tr ? "; trace " : "",
+           tr ? tr : "");
     fflush(stdout);
     char *w = int_arg("workers", c->workers), *pf = int_arg("prefetch", c->prefetch),
          *bt = int_arg("batch", c->batch), *md = NULL;
@@ -72,7 +103,8 @@ static int sweep_one(const options *o, const run_choice *c, int k, int total, su
                      md,
                      c->pin ? "--pin=on" : "--pin=off",
                      c->non_blocking ? "--non-blocking=on" : "--non-blocking=off",
-                     c->batch ? bt : NULL,
+                     tra ? tra : (c->batch ? bt : NULL),
+                     tra && c->batch ? bt : NULL,
                      NULL};
     int status = 1;
     if (reexec_run(o, extra, 0, s, strbuf, len, &status) != 0) {
@@ -80,11 +112,55 @@ static int sweep_one(const options *o, const run_choice *c, int k, int total, su
         s->cfg = run_config_of(c, c->batch, "?", NULL);
     }
     s->status = status;
+    s->asked_pin = c->pin;
+    s->asked_nb = c->non_blocking;
     free(w);
     free(pf);
     free(bt);
     free(md);
+    free(tr);
+    free(tra);
     return status;
+}
+
+/* The sweep's command line as a JSON array, for its configurations' run
+ * records */
+static char *argv_json(const options *o)
+{
+    size_t cap = 16;
+    for (int i = 0; i < o->argc; i++)
+        cap += 6 * strlen(o->argv[i]) + 3;
+    char *s = xmalloc(cap), *p = s;
+    *p++ = '[';
+    for (int i = 0; i < o->argc; i++) {
+        p += sprintf(p, "%s\"", i ? "," : "");
+        for (const unsigned char *c = (const unsigned char *)o->argv[i]; *c; c++) {
+            if (*c == '"' || *c == '\\')
+                p += sprintf(p, "\\%c", *c);
+            else if (*c < 0x20)
+                p += sprintf(p, "\\u%04x", *c);
+            else
+                *p++ = (char)*c;
+        }
+        *p++ = '"';
+    }
+    *p++ = ']';
+    *p = '\0';
+    return s;
+}
+
+/* A note configuration s printed, added to what later ones leave out */
+static void note_said(const summary_rec *s, char **said)
+{
+    if (!s->note || !s->note[0] || strchr(s->note, '\n'))
+        return;
+    size_t have = *said ? strlen(*said) : 0, n = strlen(s->note);
+    for (const char *p = *said; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (!strncmp(p, s->note, n) && (p[n] == '\n' || p[n] == '\0'))
+            return;
+    *said = xrealloc(*said, have + n + 2);
+    snprintf(*said + have, n + 2, "%s%s", have ? "\n" : "", s->note);
+    setenv(SWEEP_SAID_ENV, *said, 1);
 }
 
 int sweep_run(const options *o)
@@ -102,14 +178,22 @@ int sweep_run(const options *o)
     int total =
         o->mode.n * o->pin.n * o->non_blocking.n * o->batch.n * o->prefetch.n * o->workers.n;
     summary_rec *sums = xcalloc((size_t)total, sizeof *sums);
-    char *strs = xmalloc((size_t)total * 256);
+    char *strs = xmalloc((size_t)total * 512);
+    char *user = argv_json(o), *said = NULL;
+    setenv(SWEEP_ARGV_ENV, user, 1);
+    unsetenv(SWEEP_SAID_ENV);
     int k = 0, rc = 0;
     for (; k < total && rc != 2 && !reexec_signal_received(); k++) {
         run_choice c = sweep_choice(o, k);
-        int status = sweep_one(o, &c, k, total, &sums[k], strs + k * 256, 256);
+        int status = sweep_one(o, &c, k, total, &sums[k], strs + k * 512, 512);
+        note_said(&sums[k], &said);
         if (status != 0 && rc == 0)
             rc = status;
     }
+    unsetenv(SWEEP_ARGV_ENV);
+    unsetenv(SWEEP_SAID_ENV);
+    free(user);
+    free(said);
     report_sweep_table(stdout, sums, k);
     if (reexec_signal_received())
         rc = 128 + reexec_signal_received();

@@ -10,4 +10,15 @@
  * else the first failure's status (130/143 when interrupted). */
 int sweep_run(const options *o);
 
+/* What a sweep hands its configurations in the environment: the sweep's
+ * command line as a JSON array (their run records name it, not their own
+ * argv), and the notes earlier configurations printed, one a line, so
+ * that each is said once per sweep. */
+#define SWEEP_ARGV_ENV "TRAIN_SWEEP_ARGV"
+#define SWEEP_SAID_ENV "TRAIN_SWEEP_SAID"
+
+/* Whether note was said by an earlier configuration of this sweep (0
+ * outside a sweep). */
+int sweep_note_said(const options *o, const char *note);
+
 #endif

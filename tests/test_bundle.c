@@ -165,7 +165,7 @@ Test(bundle, trains_where_there_is_no_cuda)
     cr_expect(strstr(r.err, "no CUDA libraries here") && strstr(r.err, "running the CPU build"),
               "%s", r.err);
     cr_expect(strstr(r.out, "device: cpu (built without CUDA)"), "%s", r.out);
-    cr_expect(strstr(r.out, "cpu   lenet   lazy     2"), "an epoch row: %s", r.out);
+    cr_expect(strstr(r.out, "cpu   lenet    lazy     2"), "an epoch row: %s", r.out);
     cr_expect(strstr(r.out, "selftest=2"), "the CPU build's selftest has no GPU: %s", r.out);
     run_free(&r);
     free(fm);

@@ -387,7 +387,7 @@ Test(report, sigterm_exits_143_in_a_run_a_sweep_and_a_diagnosis)
                    NULL};
     int st = signalled(run, "| ", SIGTERM, &e);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 143, "run: status %d: %s", st, e);
-    cr_assert(strstr(e, "interrupted by Terminated"), "%s", e);
+    cr_assert(strstr(e, "interrupted by SIGTERM;"), "%s", e);
     free(e);
     char *sweep[] = {
         (char *)train_bin(), "--workers", "0,1",           "--batch", "16", "--epochs", "50",

@@ -153,7 +153,7 @@ Test(table, plot_reads_a_sweep_json_with_run_records)
     char *argv[] = {plot, json, "--out", charts, NULL};
     run_argv(argv, NULL, 60, &r);
     cr_assert_eq(r.status, 0, "tools/plot: %s\n%s", r.out, r.err);
-    char *png = path_join(charts, "epoch_time.png");
+    char *png = path_join(charts, "s_epoch_time.png"); /* named after s.json */
     struct stat st;
     cr_assert(stat(png, &st) == 0 && st.st_size > 0, "%s not drawn", png);
     run_free(&r);

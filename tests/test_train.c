@@ -484,7 +484,7 @@ Test(train, sweep_runs_each_configuration_and_summarises)
     run_argv(argv, NULL, 60, &r);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
-    const char *pngs[] = {"epoch_time.png", "utilisation.png"};
+    const char *pngs[] = {"s_epoch_time.png", "s_utilisation.png"}; /* named after s.json */
     for (int i = 0; i < 2; i++) {
         char *p = path_join(dir, pngs[i]);
         size_t len;

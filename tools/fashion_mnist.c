@@ -92,7 +92,8 @@ static int convert(const char *src, const char *out, const char *split, const ch
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tools/fashion-mnist [--src DIR] [--out DIR] [--limit N]\n"
+    /* by its bare name: tools/fashion-mnist here, bin/fashion-mnist in the bundle */
+    fprintf(f, "usage: fashion-mnist [--src DIR] [--out DIR] [--limit N]\n"
                "  --src DIR    IDX files (default $TRAIN_FASHION_DIR, else\n"
                "               /usr/share/datasets/fashion-mnist)\n"
                "  --out DIR    output folder (default data/fashion-mnist)\n"

@@ -174,8 +174,9 @@ static int make_split(gen *g, const char *src, const char *prefix, const char *o
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tools/jpeg-set [--n N] [--val M] [--out DIR] [--seed S] [--quality Q]\n"
-               "                      [--width W] [--height H] [--src DIR]\n"
+    /* by its bare name: tools/jpeg-set here, bin/jpeg-set in the bundle */
+    fprintf(f, "usage: jpeg-set [--n N] [--val M] [--out DIR] [--seed S] [--quality Q]\n"
+               "                [--width W] [--height H] [--src DIR]\n"
                "  --n N        training images (default 2000)\n"
                "  --val M      validation images from the test split (default 0)\n"
                "  --out DIR    output folder (default data/e1)\n"
