@@ -305,10 +305,7 @@ Test(hostile_files, a_cache_truncated_under_the_main_process_is_named_not_a_sigb
     truncate_under("0");
 }
 
-Test(hostile_files, a_cache_truncated_under_a_worker_is_named_not_a_sigbus)
-{
-    truncate_under("1");
-}
+Test(hostile_files, a_cache_truncated_under_a_worker_is_named_not_a_sigbus) { truncate_under("1"); }
 
 /* ---------------------------------------------------------------- item 7 */
 
@@ -361,8 +358,8 @@ Test(hostile_files, the_cache_and_the_checkpoint_follow_the_umask)
     char *cache = path_join(dir, "u.cache"), *ck = path_join(dir, "u.ckpt");
     mode_t old = umask(077);
     run_result r;
-    train(&r, "--mode", "preload", "--cache", cache, "--save", ck, "--batch", "8",
-          "--no-progress", csv, NULL);
+    train(&r, "--mode", "preload", "--cache", cache, "--save", ck, "--batch", "8", "--no-progress",
+          csv, NULL);
     umask(old);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
@@ -374,8 +371,8 @@ Test(hostile_files, the_cache_and_the_checkpoint_follow_the_umask)
     /* a umask of 002 (a private group) gives the group write, as to any
      * file the user makes */
     old = umask(002);
-    train(&r, "--mode", "preload", "--cache", cache, "--resize", "24x24", "--save", ck,
-          "--batch", "8", "--no-progress", csv, NULL);
+    train(&r, "--mode", "preload", "--cache", cache, "--resize", "24x24", "--save", ck, "--batch",
+          "8", "--no-progress", csv, NULL);
     umask(old);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);

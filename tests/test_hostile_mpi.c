@@ -104,7 +104,8 @@ static const char *mpirun(void)
 }
 
 /* the common options of a tiny run: 1 epoch of probe on 8x8 grey images */
-#define TINY "--model", "probe", "--channels", "1", "--batch", "4", "--workers", "0", "--epochs", "1"
+#define TINY                                                                                       \
+    "--model", "probe", "--channels", "1", "--batch", "4", "--workers", "0", "--epochs", "1"
 
 /* mpirun: rank 0 runs train with args0, rank 1 with args1 (NULL-ended
  * lists), at most 60 s (a hang fails the test) */
@@ -219,8 +220,10 @@ Test(hostile_mpi, resume_on_an_edited_csv_says_what_changed_and_refuses)
     run_train(&r, TINY, "--epochs", "2", "--resume", ck, a, NULL);
     cr_assert_eq(r.status, 2, "exit %d\n%s", r.status, r.err);
     char want[700];
-    snprintf(want, sizeof want, "--resume %s: %s now has %d samples of 3 classes; the checkpoint "
-             "was trained on %d samples of 3 classes", ck, a, NIMG / 2, NIMG);
+    snprintf(want, sizeof want,
+             "--resume %s: %s now has %d samples of 3 classes; the checkpoint "
+             "was trained on %d samples of 3 classes",
+             ck, a, NIMG / 2, NIMG);
     cr_assert(strstr(r.err, want), "want %s in:\n%s", want, r.err);
     cr_assert(strstr(r.err, "--resume-any-data"), "names the override:\n%s", r.err);
     cr_assert_null(strstr(r.out, "| "), "no epoch ran:\n%s", r.out);
