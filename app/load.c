@@ -14,6 +14,9 @@
 #include <string.h>
 #include <time.h>
 
+/* the image's out-of-memory return is the loader's (never skipped) */
+_Static_assert(IMG_ENOMEM == LOADER_LOAD_NO_MEMORY, "out of memory: one code");
+
 typedef struct load_ctx {
     const load_setup *s;
     img_ctx *img;
@@ -64,8 +67,9 @@ int load_sample(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r,
     case LOAD_JOB_BUILD: {
         const uint8_t *base;
         int bh, bw;
-        if (img_load_base(c->img, path, p, &base, &bh, &bw, e) != 0)
-            return -1;
+        int rc = img_load_base(c->img, path, p, &base, &bh, &bw, e);
+        if (rc != 0)
+            return rc;
         if (bh != s->base_h || bw != s->base_w)
             return errf(e,
                         "%s: is %dx%d (HxW) after resizing%s, expected %dx%d like the first image "

@@ -19,6 +19,7 @@ enum run_status {
     RUN_BAD_INPUT = 2,
     RUN_WORKER_LOST = 3,
     RUN_NONFINITE = 4,
+    RUN_NO_MEMORY = 5, /* memory ran out decoding an image (LOADER_NO_MEMORY) */
 };
 
 /* The record's view of a configuration: choice c with the batch actually

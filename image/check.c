@@ -9,8 +9,10 @@
  * black in a copy, because stb_image reads pixel indices past the end of
  * the palette from uninitialised memory (PIL shows them black too).
  * BMP: our own header parse (stb_image's info reports top-down images with
- * a negative height), and for palette images every pixel index must be
- * inside the palette, for the same uninitialised-memory reason.
+ * a negative height); the file must hold the rows the header claims
+ * (stb_image allocates the image first); and for palette images every
+ * pixel index must be inside the palette, for the same
+ * uninitialised-memory reason.
  * PNM: our own header parse, because stb_image's overflows its int on a
  * long run of digits.
  */
@@ -96,25 +98,33 @@ static int png_walk(const uint8_t *d, size_t n, png_summary *s, const char *path
 
 int img_png_header(const uint8_t *d, size_t n, img_info *info, const char *path, errbuf *e)
 {
+    static const int comps[7] = {1, 0, 3, 1, 2, 0, 4};
     png_summary s;
     if (png_walk(d, n, &s, path, e) != 0)
         return -1;
+    /* from the header, so that a bomb is called corrupt before its size is
+     * weighed (and by --check) */
+    uint64_t bits = (uint64_t)s.w * s.h * (uint64_t)(comps[s.color_type] * s.depth);
+    if (bits / 8 > (s.idat + 64) * 1032)
+        return errf(e, "%s: corrupt PNG (%llu bytes of image data cannot hold %ux%u pixels)", path,
+                    (unsigned long long)s.idat, s.h, s.w);
     info->w = (int)s.w; /* <= 2^31 - 1, checked */
     info->h = (int)s.h;
     info->channels = s.color_type == 0 || s.color_type == 4 ? 1 : 3;
+    /* stb_image holds the inflated rows (a filter byte each) and the image
+     * at its own depth (palette images expanded to RGBA) at once */
+    const uint64_t k = (uint64_t)comps[s.color_type], px = (uint64_t)s.w * s.h;
+    info->bits = s.depth == 16 ? 16 : 8;
+    info->decode_bytes = (uint64_t)s.h * (1 + ((uint64_t)s.w * k * (uint64_t)s.depth + 7) / 8) +
+                         px * (s.color_type == 3 ? 4 : k) * (uint64_t)(info->bits / 8);
     return 0;
 }
 
 int img_png_prepare(img_ctx *c, const uint8_t **d, size_t *n, const char *path, errbuf *e)
 {
-    static const int comps[7] = {1, 0, 3, 1, 2, 0, 4};
     png_summary s;
     if (png_walk(*d, *n, &s, path, e) != 0)
         return -1;
-    uint64_t bits = (uint64_t)s.w * s.h * (uint64_t)(comps[s.color_type] * s.depth);
-    if (bits / 8 > (s.idat + 64) * 1032)
-        return errf(e, "%s: corrupt PNG (%llu bytes of image data cannot hold %ux%u pixels)", path,
-                    (unsigned long long)s.idat, s.h, s.w);
     uint32_t plen = s.plte ? be32(*d + s.plte) : 0;
     if (s.color_type != 3 || !s.plte || plen >= 768 || plen % 3 != 0)
         return 0; /* stb_image refuses a missing or odd-sized palette itself */
@@ -173,6 +183,7 @@ int img_bmp_header(const uint8_t *d, size_t n, img_info *info, const char *path,
     info->w = b.w;
     info->h = b.h;
     info->channels = 3;
+    info->decode_bytes = (uint64_t)b.w * (uint64_t)b.h * (b.bpp == 32 ? 4 : 3);
     return 0;
 }
 
@@ -181,6 +192,16 @@ int img_bmp_prepare(const uint8_t *d, size_t n, const char *path, errbuf *e)
     bmp_summary b;
     if (bmp_parse(d, n, &b, path, e) != 0)
         return -1;
+    /* stb_image allocates the whole image before reading a row: rows it
+     * cannot read are refused first (it refuses RLE and the other
+     * compressions itself, before allocating) */
+    if (b.compression == 0 || b.compression == 3) {
+        if (b.bpp != 1 && b.bpp != 4 && b.bpp != 8 && b.bpp != 16 && b.bpp != 24 && b.bpp != 32)
+            return errf(e, "%s: corrupt or unsupported BMP (%d bits per pixel)", path, b.bpp);
+        uint64_t stride = ((uint64_t)b.w * (uint64_t)b.bpp + 31) / 32 * 4;
+        if ((uint64_t)b.offset + stride * (uint64_t)b.h > n)
+            return errf(e, "%s: truncated BMP (the data ends before the image)", path);
+    }
     if (b.bpp != 1 && b.bpp != 4 && b.bpp != 8)
         return 0;
     /* palette entries as stb_image counts them (from the pixel offset) */
@@ -250,5 +271,9 @@ int img_pnm_header(const uint8_t *d, size_t n, img_info *info, const char *path,
     info->w = (int)w;
     info->h = (int)h;
     info->channels = d[1] == '5' ? 1 : 3;
+    /* 16-bit: the 16-bit image and its 8-bit copy */
+    info->bits = maxval > 255 ? 16 : 8;
+    info->decode_bytes =
+        (uint64_t)w * (uint64_t)h * (uint64_t)info->channels * (maxval > 255 ? 3 : 1);
     return 0;
 }

@@ -296,6 +296,13 @@ static int read_header(img_ctx *c, const char *path, int cold, img_info *info, e
         (uint64_t)info->w * (uint64_t)info->h > c->max_pixels)
         return errf(e, "%s: image too large: %dx%d (the limit is %d per side and %llu pixels)",
                     path, info->h, info->w, c->max_side, (unsigned long long)c->max_pixels);
+    if (info->decode_bytes > IMG_MAX_DECODE_BYTES) {
+        char need[32], lim[32];
+        return errf(e, "%s: image too large: %dx%d %s%s would need %s to decode (the limit is %s)",
+                    path, info->h, info->w, info->bits == 16 ? "16-bit " : "",
+                    img_format_name(info->format), fmt_bytes(need, sizeof need, info->decode_bytes),
+                    fmt_bytes(lim, sizeof lim, IMG_MAX_DECODE_BYTES));
+    }
     return 0;
 }
 
@@ -592,7 +599,7 @@ static int load_base(img_ctx *c, const char *path, const img_params *p, const ui
     }
     c->decode_s += now_sec() - dec0;
     if (rc != 0)
-        return -1;
+        return rc == IMG_ENOMEM ? IMG_ENOMEM : -1;
     double oy = 0, ox = 0; /* where the picture starts in the decoded pixels */
     if (got.h == 0) {      /* the whole picture */
         turn_upright(c, C, orient, &dh, &dw);
@@ -662,9 +669,9 @@ static void planes_chw(img_ctx *c, uint8_t *out, int oh, int ow, int n, int C, i
 int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8_t **base, int *bh,
                   int *bw, errbuf *e)
 {
-    int planes;
-    if (load_base(c, path, p, base, bh, bw, &planes, e) != 0)
-        return -1;
+    int planes, rc = load_base(c, path, p, base, bh, bw, &planes, e);
+    if (rc != 0)
+        return rc;
     if (planes) {
         uint8_t *out =
             img_grow(&c->out, &c->out_cap, (size_t)*bh * (size_t)*bw * (size_t)p->channels);
@@ -764,7 +771,7 @@ static int rrc_resample(img_ctx *c, const char *path, const img_info *info, cons
                                           : decode_other(c, path, info, C, &dh, &dw, e);
     c->decode_s += now_sec() - t0;
     if (rc != 0)
-        return -1;
+        return rc == IMG_ENOMEM ? IMG_ENOMEM : -1;
     turn_upright(c, C, orient, &dh, &dw);
     resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)dw * (size_t)C, dh, dw, C, by, bx, bh,
                bw);
@@ -938,8 +945,9 @@ static int load_rrc(img_ctx *c, const char *path, const img_params *p, rng *r, u
         if (rc <= 0)
             return rc;
     }
-    if (rrc_resample(c, path, &info, p, by, bx, bh, bw, out_h, out_w, e) != 0)
-        return -1;
+    int rc = rrc_resample(c, path, &info, p, by, bx, bh, bw, out_h, out_w, e);
+    if (rc != 0)
+        return rc;
     img_params flip_only = *p;
     flip_only.rrc = 0;
     flip_only.random_crop = 0;
@@ -959,9 +967,9 @@ int img_load(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t 
         return load_rrc(c, path, p, r, out, out_h, out_w, e);
     }
     const uint8_t *base;
-    int bh, bw, planes;
-    if (load_base(c, path, p, &base, &bh, &bw, &planes, e) != 0)
-        return -1;
+    int bh, bw, planes, rc = load_base(c, path, p, &base, &bh, &bw, &planes, e);
+    if (rc != 0)
+        return rc;
     if (planes && !p->random_crop && out_h == bh && out_w == bw) {
         /* img_augment's draws and bytes, straight from the planes */
         planes_chw(c, out, out_h, out_w, planes, p->channels, img_flip_draw(p, r));

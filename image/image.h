@@ -47,6 +47,16 @@
 #define IMG_MAX_SIDE 16384
 #define IMG_MAX_PIXELS (256ull * 1024 * 1024)
 #define IMG_MAX_FILE_BYTES (1ull << 30)
+/* ... and so are images whose decoder would need more memory than this at
+ * once (estimated from the header, per format: a 16-bit PNG needs its
+ * inflated rows and the 16-bit image, a GIF three canvases of its logical
+ * screen), whatever their pixel count. */
+#define IMG_MAX_DECODE_BYTES (1ull << 30)
+
+/* What the loading functions return instead of -1 when memory ran out
+ * while decoding a file that may well be good (the message says "out of
+ * memory"): a resource failure, not a verdict on the file. */
+#define IMG_ENOMEM (-2)
 
 typedef struct img_params {
     int channels;           /* 1 or 3 (resolve --channels auto with img_probe) */
@@ -131,7 +141,8 @@ int img_probe(const char *path, int exif, int *w, int *h, int *channels, errbuf 
 
 /* Decode `path` into the base image. *base points into ctx (valid until the
  * next call on ctx); *bh, *bw receive its size. A crop larger than the
- * (resized) image without p->pad is an error here, with the path. */
+ * (resized) image without p->pad is an error here, with the path. Returns
+ * 0, -1 with `path: reason`, or IMG_ENOMEM (img_load too). */
 int img_load_base(img_ctx *c, const char *path, const img_params *p, const uint8_t **base, int *bh,
                   int *bw, errbuf *e);
 

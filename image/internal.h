@@ -55,6 +55,10 @@ typedef struct img_info {
     int orient;     /* EXIF orientation, 1..8 (1 unless the JPEG has the tag) */
     int tj_refused; /* a JPEG layout TurboJPEG 2.1 cannot classify (e.g. luma
                        sampled 1x4): libjpeg's own API decodes it */
+    int bits;       /* bits per sample decoded: 16 (16-bit PNG, PSD, PNM) or 8 */
+    /* the memory the decoder needs at once, from the header (the stb
+     * formats; 0 for JPEG and WebP, which the pixel limit bounds) */
+    uint64_t decode_bytes;
 } img_info;
 
 const char *img_format_name(img_format f);

@@ -9,11 +9,15 @@
  * TGA, GIF, PSD or PNM would decode "successfully" with black rows; we
  * give it the bytes through callbacks instead and call the file truncated
  * when stb_image asks for more than there is. PNG and BMP get structural
- * checks of our own first (check.c).
+ * checks of our own first (check.c). The headers estimate what stb_image
+ * will allocate (img_info.decode_bytes), which image.c holds to
+ * IMG_MAX_DECODE_BYTES; memory that runs out anyway is reported as such
+ * (IMG_ENOMEM), never as a corrupt file.
  * Deliberately not here: animation, colour management (gAMA, iCCP, sRGB are
  * ignored, as PIL ignores them), alpha compositing.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +36,15 @@ static const char *stb_reason(char *buf, size_t len)
     return buf;
 }
 
+/* stb_image ran out of memory: its reason says so, or (where it forgets
+ * to set one, as when the inflated PNG rows cannot be allocated) malloc's
+ * errno does, which the caller checks. */
+static int stb_out_of_memory(void)
+{
+    const char *r = stbi_failure_reason();
+    return r && strcmp(r, "outofmem") == 0;
+}
+
 int img_stb_header(img_ctx *c, const char *path, img_info *info, errbuf *e)
 {
     info->cmyk = 0;
@@ -48,6 +61,19 @@ int img_stb_header(img_ctx *c, const char *path, img_info *info, errbuf *e)
     info->w = w;
     info->h = h;
     info->channels = n <= 2 ? 1 : 3;
+    /* what stb_image allocates: a GIF's three canvases of the logical
+     * screen (RGBA, background, history: 9 bytes a pixel) whatever the
+     * frame's size; a PSD as RGBA (16-bit: and its 8-bit copy) */
+    const uint64_t px = (uint64_t)w * (uint64_t)h;
+    info->bits = 8;
+    if (info->format == IMG_FMT_GIF) {
+        info->decode_bytes = 9 * px;
+    } else if (info->format == IMG_FMT_PSD) {
+        info->bits = stbi_is_16_bit_from_memory(c->file, (int)c->file_len) ? 16 : 8;
+        info->decode_bytes = px * (info->bits == 16 ? 12 : 4);
+    } else {
+        info->decode_bytes = px * (uint64_t)(n < 1 ? 4 : n);
+    }
     return 0;
 }
 
@@ -132,11 +158,20 @@ int img_stb_decode(img_ctx *c, const char *path, const img_info *info, int C, in
     int w = 0, h = 0, n = 0;
     reader rd = {.d = data, .n = len};
     const stbi_io_callbacks io = {rd_read, rd_skip, rd_eof};
+    errno = 0;
     stbi_uc *px = stbi_load_from_callbacks(&io, &rd, &w, &h, &n, 0);
+    int nomem = !px && (errno == ENOMEM || stb_out_of_memory());
     char why[64];
     if (rd.overrun) {
         stbi_image_free(px);
         return errf(e, "%s: truncated %s (the data ends before the image)", path, name);
+    }
+    if (nomem) {
+        char need[32];
+        fmt_bytes(need, sizeof need, info->decode_bytes);
+        errf(e, "%s: out of memory decoding this %dx%d %s (it needs about %s)", path, info->h,
+             info->w, name, need);
+        return IMG_ENOMEM;
     }
     if (!px)
         return errf(e, "%s: corrupt %s (%s)", path, name, stb_reason(why, sizeof why));

@@ -46,7 +46,9 @@ typedef enum load_job_kind {
 
 /* Produce sample `index` of `src` into out (sample_bytes), or into the
  * preload cache for LOAD_JOB_BUILD. wctx is the worker context. Returns 0,
- * or -1 with `path: reason` in e. */
+ * or -1 with `path: reason` in e, or LOADER_LOAD_NO_MEMORY when memory ran
+ * out (a fatal LOADER_NO_MEMORY, never skipped as a bad sample). */
+#define LOADER_LOAD_NO_MEMORY (-2)
 typedef int (*loader_load_fn)(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r,
                               uint8_t *out, errbuf *e);
 
@@ -125,6 +127,7 @@ enum loader_status {
     LOADER_END = 1,          /* no more posted batches */
     LOADER_BAD_SAMPLE = 2,   /* a sample could not be loaded (message in e) */
     LOADER_WORKER_LOST = 3,  /* a worker died or a batch timed out */
+    LOADER_NO_MEMORY = 5,    /* memory ran out loading a sample (message in e) */
     LOADER_INTERRUPTED = 130 /* loader_interrupt was called (SIGINT/SIGTERM) */
 };
 

@@ -52,7 +52,7 @@ typedef struct slot_hdr {
     uint32_t index;             /* batch within the job, armed by main */
     /* written by the filler */
     uint32_t count, skipped;
-    int32_t status; /* 0 ok, LOADER_BAD_SAMPLE */
+    int32_t status; /* 0 ok, LOADER_BAD_SAMPLE, LOADER_NO_MEMORY */
     double fill_t0; /* now_sec() when filling began (one clock
                                    for every process: CLOCK_MONOTONIC) */
     double fill_s;

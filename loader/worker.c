@@ -78,21 +78,24 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
         uint8_t *out = build ? NULL : data + (size_t)i * p->cfg.sample_bytes;
         errbuf e;
         int rc = load_one(p, wctx, je, idx, idx, out, &e);
-        if (rc != 0 && p->cfg.skip_bad && !build) {
+        /* out of memory is no verdict on the sample: never skipped */
+        if (rc != 0 && rc != LOADER_LOAD_NO_MEMORY && p->cfg.skip_bad && !build) {
             tell_skipped(p, je->job.src, idx, &e);
             /* the next good sample in index order, augmented with the
              * original sample's stream: depends on the data only */
             uint32_t tries = 1, alt = idx;
-            while (rc != 0 && tries < je->n) {
+            while (rc != 0 && rc != LOADER_LOAD_NO_MEMORY && tries < je->n) {
                 alt = (alt + 1) % je->n;
                 tries++;
                 errbuf e2;
                 rc = load_one(p, wctx, je, alt, idx, out, &e2);
-                if (rc != 0)
+                if (rc == LOADER_LOAD_NO_MEMORY)
+                    e = e2;
+                else if (rc != 0)
                     tell_skipped(p, je->job.src, alt, &e2);
             }
-            if (rc == 0) {
-                h->skipped++;
+            if (rc == 0 || rc == LOADER_LOAD_NO_MEMORY) {
+                h->skipped += rc == 0;
                 idx = alt;
             }
         }
@@ -100,7 +103,7 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
             char where[2 * ERR_MAX];
             snprintf(h->msg, sizeof h->msg, "%s",
                      dataset_row_message(ix, idx, e.msg, where, sizeof where));
-            h->status = LOADER_BAD_SAMPLE;
+            h->status = rc == LOADER_LOAD_NO_MEMORY ? LOADER_NO_MEMORY : LOADER_BAD_SAMPLE;
             count = i;
             break;
         }
