@@ -140,10 +140,12 @@ static int check(const options *o)
             fprintf(stderr, "%s\n", e.msg);
             return 2;
         }
+        char name[ESC_MAX];
+        esc_path(csvs[i], name, sizeof name);
         if (ix.folder)
-            printf("%s: %u images, %u class folders\n", csvs[i], ix.n, ix.nclasses);
+            printf("%s: %u images, %u class folders\n", name, ix.n, ix.nclasses);
         else
-            printf("%s: %u rows, %u classes%s\n", csvs[i], ix.n, ix.nclasses,
+            printf("%s: %u rows, %u classes%s\n", name, ix.n, ix.nclasses,
                    ix.had_header ? " (header row)" : "");
         dataset_print_classes(&ix, stdout);
         int threads = 1;

@@ -137,7 +137,21 @@ static int check_sizes(run_ctx *r, uint32_t first, errbuf *e)
     return 0;
 }
 
+static int feed_data_(run_ctx *r, errbuf *e);
+
+/* Its messages carry CSV paths, image paths and class names: control bytes
+ * escaped (esc_path; escaping twice changes nothing). */
 int feed_data(run_ctx *r, errbuf *e)
+{
+    int rc = feed_data_(r, e);
+    if (rc != RUN_OK) {
+        char tmp[ESC_MAX];
+        snprintf(e->msg, sizeof e->msg, "%s", esc_path(e->msg, tmp, sizeof tmp));
+    }
+    return rc;
+}
+
+static int feed_data_(run_ctx *r, errbuf *e)
 {
     const options *o = r->o;
     if (dataset_load(&r->train, o->csv, &o->csv_o, e) != 0)

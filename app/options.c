@@ -371,6 +371,8 @@ static int set(options *o, const opt_spec *s, const char *v)
             return -1;
         if (nf != 3 || !(f[0] >= 0 && f[1] >= 0 && f[2] >= 0))
             return bad(n, v, "is not three non-negative numbers B,C,S");
+        if (!(f[0] <= 100 && f[1] <= 100 && f[2] <= 100)) /* img_params_check's range */
+            return bad(n, v, "is out of range: each strength must be in 0..100");
         memcpy(o->img.jitter, f, sizeof o->img.jitter);
         break;
     }
@@ -543,6 +545,35 @@ static int check_rrc(const options *o)
     return 0;
 }
 
+/* A crop larger than every resized image can be: --resize HxW smaller than
+ * the crop, or --resize N (the shorter side) under both of the crop's
+ * sides. Known from the options alone, so refused here naming both, not at
+ * the first image. With a random-resized crop, --resize and --crop are
+ * validation's (the crop defaulting to the random-resized crop's size). */
+static int check_resize_crop(const options *o)
+{
+    const img_params *p = &o->img;
+    int ch = p->crop_h, cw = p->crop_w;
+    if (p->rrc && !ch)
+        ch = o->rrc_h, cw = o->rrc_w;
+    if (p->pad || !ch || (p->rrc && !o->val_csv))
+        return 0;
+    const char *crop = p->crop_h ? "--crop" : "--random-resized-crop";
+    if (p->resize_h > 0 && (ch > p->resize_h || cw > p->resize_w)) {
+        complain("train: %s %dx%d is larger than --resize %dx%d: every image would be "
+                 "smaller than the crop (crop at most the resize, or --pad)\n",
+                 crop, ch, cw, p->resize_h, p->resize_w);
+        return -1;
+    }
+    if (p->resize_short > 0 && ch > p->resize_short && cw > p->resize_short) {
+        complain("train: %s %dx%d is larger than --resize %d (the shorter side): every image "
+                 "would be smaller than the crop (crop at most the resize, or --pad)\n",
+                 crop, ch, cw, p->resize_short);
+        return -1;
+    }
+    return 0;
+}
+
 static void defaults(options *o)
 {
     memset(o, 0, sizeof *o);
@@ -660,6 +691,14 @@ int options_parse(options *o, int argc, char **argv)
     }
     if (o->img.rrc && check_rrc(o) != 0)
         return -1;
+    if (check_resize_crop(o) != 0)
+        return -1;
+    for (int i = 0; i < o->mode.n && o->csv_o.skip_bad; i++)
+        if (o->mode.v[i] == MODE_PRELOAD) {
+            complain("train: --skip-bad does not work with --mode preload (the preload keeps "
+                     "every sample): use --mode lazy, or --check to list the bad files\n");
+            return -1;
+        }
     if (o->warmup_epochs >= o->epochs && o->warmup_epochs > 0) {
         complain("train: --warmup-epochs %d leaves no counted epoch of --epochs %d\n",
                  o->warmup_epochs, o->epochs);

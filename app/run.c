@@ -345,12 +345,14 @@ static int setup_model(run_ctx *r, errbuf *e)
 static void print_first_line(run_ctx *r)
 {
     const options *o = r->o;
+    char csv[ESC_MAX];
+    esc_path(o->csv, csv, sizeof csv);
     printf("%s\n", r->dev.line);
     if (o->loader_only) {
         printf("loader only (no model): %s, %u samples of %dx%dx%d, batch %d, workers %d, prefetch "
                "%d, "
                "mode %s\n",
-               o->csv, r->train.n, r->ss.channels, r->ss.out_h, r->ss.out_w, r->batch, r->c.workers,
+               csv, r->train.n, r->ss.channels, r->ss.out_h, r->ss.out_w, r->batch, r->c.workers,
                r->c.prefetch, mode_name(r->c.mode));
     } else {
         printf("model %s: %zu parameters, %.1f MFLOP/sample forward; input %dx%dx%d, %u classes; "
@@ -359,7 +361,7 @@ static void print_first_line(run_ctx *r)
                r->ss.out_w, r->train.nclasses, r->dev.kind == DEVICE_CUDA ? "host" : "compute",
                r->threads, r->hp.lr, r->hp.momentum, r->hp.wd, lr_schedule_name(r->hp.schedule));
         printf("data %s: %u samples%s; batch %d, workers %d, prefetch %d, mode %s, seed %llu\n",
-               o->csv, r->train.n, r->have_val ? " (+ validation)" : "", r->batch, r->c.workers,
+               csv, r->train.n, r->have_val ? " (+ validation)" : "", r->batch, r->c.workers,
                r->c.prefetch, mode_name(r->c.mode), (unsigned long long)o->seed);
     }
     if (r->dist.size > 1) {
@@ -488,10 +490,11 @@ static const options *quiet_rank(const options *o, options *copy, const dist *d)
  * rank 0: the first failing rank's, naming it) and the job's status. */
 static int say_end(run_ctx *r, int rc, const char *msg)
 {
-    char out[ERR_MAX + 2 * DIST_HOST_MAX];
+    char out[ERR_MAX + 2 * DIST_HOST_MAX], esc[ESC_MAX];
     rc = dist_end(&r->dist, rc, r->dist_follow ? "" : msg, out, sizeof out);
-    if (out[0])
-        fprintf(stderr, "%s%s\n", strncmp(out, "train:", 6) ? "train: " : "", out);
+    if (out[0]) /* paths in it: control bytes escaped */
+        fprintf(stderr, "%s%s\n", strncmp(out, "train:", 6) ? "train: " : "",
+                esc_path(out, esc, sizeof esc));
     return rc;
 }
 

@@ -516,3 +516,68 @@ int replace_file_commit(int fd, char **tmp_path, const char *path, errbuf *e)
     *tmp_path = NULL;
     return 0;
 }
+
+/* One UTF-8 sequence at s (n bytes left): its length when well formed
+ * (no overlong form, no surrogate, at most U+10FFFF), else 0; *cp gets the
+ * code point. */
+static size_t utf8_seq(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    unsigned char c = s[0];
+    size_t len;
+    uint32_t v, min;
+    if (c < 0x80)
+        return *cp = c, 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2, v = c & 0x1F, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF)
+        len = 3, v = c & 0x0F, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4)
+        len = 4, v = c & 0x07, min = 0x10000;
+    else
+        return 0;
+    if (n < len)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        v = v << 6 | (s[i] & 0x3F);
+    }
+    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF))
+        return 0;
+    *cp = v;
+    return len;
+}
+
+const char *esc_path(const char *s, char *buf, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0, left = strlen(s);
+    const unsigned char *u = (const unsigned char *)s;
+    if (!n)
+        return buf;
+    while (left) {
+        uint32_t cp = 0;
+        size_t k = utf8_seq(u, left, &cp);
+        int raw = k > 0 && cp >= 0x20 && cp != 0x7F && !(cp >= 0x80 && cp < 0xA0);
+        size_t need = raw ? k : 4 * (k ? k : 1);
+        if (o + need + 1 > n)
+            break;
+        if (raw) {
+            memcpy(buf + o, u, k);
+            o += k;
+        } else {
+            for (size_t i = 0; i < (k ? k : 1); i++) {
+                buf[o++] = '\\';
+                buf[o++] = 'x';
+                buf[o++] = hex[u[i] >> 4];
+                buf[o++] = hex[u[i] & 15];
+            }
+        }
+        if (!k)
+            k = 1;
+        u += k;
+        left -= k;
+    }
+    buf[o] = '\0';
+    return buf;
+}

@@ -126,4 +126,12 @@ int replace_file_open(const char *path, char **tmp_path, errbuf *e);
  * Does not close fd; fsyncs nothing. */
 int replace_file_commit(int fd, char **tmp_path, const char *path, errbuf *e);
 
+/* s with every byte a terminal could act on written as \xHH: C0 controls
+ * (ESC, CR, LF, TAB...), DEL, C1 controls and bytes that are not valid
+ * UTF-8; valid UTF-8 text passes unchanged. For every message that carries
+ * a path or a CSV cell (a name with ESC[2J must not clear the screen).
+ * Cut at a whole character when buf (n bytes) is too small; returns buf. */
+#define ESC_MAX (4 * ERR_MAX)
+const char *esc_path(const char *s, char *buf, size_t n);
+
 #endif

@@ -16,12 +16,14 @@
 #include <csv.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* A growable byte buffer of NUL-terminated strings addressed by offset. */
 typedef struct strbuf {
@@ -50,6 +52,7 @@ typedef struct record {
     strbuf text;
     size_t *off;
     int nf, cap;
+    int nul_col; /* the first field holding a NUL byte, or -1 */
     uint32_t line;
 } record;
 
@@ -59,6 +62,8 @@ static void record_add(record *r, const char *s, size_t n)
         r->cap = r->cap ? r->cap * 2 : 8;
         r->off = xrealloc(r->off, (size_t)r->cap * sizeof *r->off);
     }
+    if (r->nul_col < 0 && n && memchr(s, '\0', n))
+        r->nul_col = r->nf;
     r->off[r->nf++] = strbuf_add(&r->text, s, n);
 }
 
@@ -71,6 +76,7 @@ static void record_clear(record *r)
 {
     r->text.len = 0;
     r->nf = 0;
+    r->nul_col = -1;
     r->line = 0;
 }
 
@@ -110,18 +116,6 @@ typedef struct parser {
     errbuf *e;
 } parser;
 
-static int is_uint(const char *s)
-{
-    if (!*s)
-        return 0;
-    for (; *s; s++)
-        if (!isdigit((unsigned char)*s))
-            return 0;
-    return 1;
-}
-
-static int is_int(const char *s) { return is_uint(s[0] == '-' ? s + 1 : s); }
-
 /* A label written as a decimal number: -?D+(.D*)?([eE][+-]?D+)? or -?.D+...
  * (no hex, inf or nan, no spaces). */
 static int is_decimal(const char *s)
@@ -151,19 +145,73 @@ static int is_decimal(const char *s)
 /* Labels are numeric when the first data row's label is a decimal number.
  * An integer is taken as it is; any other decimal number whose value is
  * whole ("1.0", "2.00", "3e0", what pandas writes for an int column with
- * a missing value) is that integer; one with a fraction ("1.5") is an
- * error: classes are numbered, not measured. Returns 0 with *v set, 1 for a
- * decimal with a fraction (or beyond 2^53), -1 when not a number. */
+ * a missing value) is that integer; one with a fraction ("1.5",
+ * "1.0000000000000001", "1e-400") is an error: classes are numbered, not
+ * measured. Decided from the digits, exactly (a double would round
+ * 0.99999999999999999 to 1). Returns 0 with *v set, 1 for a decimal with a
+ * fraction, 2 for a whole number beyond LABEL_MAX (or -LABEL_MAX), -1 when
+ * not a number. */
 static int label_value(const char *s, long long *v)
 {
-    if (is_int(s))
-        return parse_i64(s, v) == 0 ? 0 : 1;
     if (!is_decimal(s))
         return -1;
-    double d = strtod(s, NULL);
-    if (!(fabs(d) <= 9007199254740992.0) || d != floor(d))
+    int neg = *s == '-';
+    if (*s == '-' || *s == '+')
+        s++;
+    char digits[64];
+    int nd = 0, lead = 1, big = 0;
+    long long e10 = 0;
+    for (; isdigit((unsigned char)*s) || *s == '.'; s++) {
+        if (*s == '.') {
+            for (s++; isdigit((unsigned char)*s); s++) {
+                if (lead && *s == '0') {
+                    e10--;
+                    continue;
+                }
+                lead = 0;
+                if (nd < (int)sizeof digits)
+                    digits[nd++] = *s, e10--;
+                else if (*s != '0')
+                    return 1; /* a non-zero digit past 64 significant ones */
+            }
+            break;
+        }
+        if (lead && *s == '0')
+            continue;
+        lead = 0;
+        if (nd < (int)sizeof digits)
+            digits[nd++] = *s;
+        else
+            e10++, big = 1;
+    }
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        int eneg = *s == '-';
+        if (*s == '-' || *s == '+')
+            s++;
+        long long x = 0;
+        for (; isdigit((unsigned char)*s); s++)
+            x = x < 1000000 ? x * 10 + (*s - '0') : x;
+        e10 += eneg ? -x : x;
+    }
+    while (nd > 0 && digits[nd - 1] == '0')
+        nd--, e10++;
+    if (nd == 0) {
+        *v = 0;
+        return 0;
+    }
+    if (e10 < 0)
         return 1;
-    *v = (long long)d;
+    if (big || nd + e10 > 7)
+        return 2;
+    long long x = 0;
+    for (int i = 0; i < nd; i++)
+        x = x * 10 + (digits[i] - '0');
+    for (long long i = 0; i < e10; i++)
+        x *= 10;
+    if (x > LABEL_MAX)
+        return 2;
+    *v = neg ? -x : x;
     return 0;
 }
 
@@ -266,6 +314,11 @@ static void add_row(parser *p, const record *r)
         return; /* ",,," lines that spreadsheets leave behind */
     const char *path = record_field(r, p->path_idx);
     const char *label = record_field(r, p->label_idx);
+    if (r->nul_col >= 0) {
+        row_problem(p, r->line, "NUL byte in column %d (a binary file, or not UTF-8 text?)",
+                    r->nul_col);
+        return;
+    }
     if (!path) {
         row_problem(p, r->line, "missing path column (row has %d field%s, path is column %d)",
                     r->nf, r->nf == 1 ? "" : "s", p->path_idx);
@@ -295,16 +348,16 @@ static void add_row(parser *p, const record *r)
                         label);
             return;
         }
-        if (kind != 0) {
-            row_problem(p, r->line, "label '%s' is not an integer", label);
+        if (kind == 2 && label[0] != '-') {
+            row_problem(p, r->line, "label %s is too large (limit %d)", label, LABEL_MAX);
             return;
         }
-        if (v < 0) {
+        if (kind == 2 || (kind == 0 && v < 0)) {
             row_problem(p, r->line, "label '%s' is negative", label);
             return;
         }
-        if (v > LABEL_MAX) {
-            row_problem(p, r->line, "label %s is too large (limit %d)", label, LABEL_MAX);
+        if (kind != 0) {
+            row_problem(p, r->line, "label '%s' is not an integer", label);
             return;
         }
         value = v;
@@ -495,7 +548,105 @@ static void assign_labels(parser *p, dataset *ix, int32_t *ids)
     free(sorted);
 }
 
+/* The largest CSV read (a million-row ImageNet list is about 60 MB). */
+#define CSV_MAX_BYTES (1024ull * 1024 * 1024)
+#define CSV_MAX_TEXT "1 GiB"
+
+/* The whole CSV, refusing what is not a regular file before reading (the
+ * open does not block on a FIFO: O_NONBLOCK until fstat has said what it
+ * is) and what is larger than CSV_MAX_BYTES, also when it grows while read
+ * (/proc files say size 0). */
+static char *read_csv_file(const char *path, size_t *len, errbuf *e)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    if (fd < 0) {
+        errf(e, "%s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    int flags;
+    if (fstat(fd, &st) != 0 || (flags = fcntl(fd, F_GETFL)) < 0 ||
+        fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        errf(e, "%s: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        errf(e, "%s: %s, not a data CSV (a CSV must be a regular file)", path,
+             file_kind(st.st_mode));
+        close(fd);
+        return NULL;
+    }
+    if ((unsigned long long)st.st_size > CSV_MAX_BYTES) {
+        errf(e, "%s: %lld bytes, larger than a data CSV may be (limit " CSV_MAX_TEXT ")", path,
+             (long long)st.st_size);
+        close(fd);
+        return NULL;
+    }
+    size_t cap = (size_t)st.st_size + 1 < 4096 ? 4096 : (size_t)st.st_size + 1, n = 0;
+    char *buf = xmalloc(cap);
+    for (;;) {
+        if (n + 1 >= cap) {
+            cap = cap * 2 > CSV_MAX_BYTES + 2 ? CSV_MAX_BYTES + 2 : cap * 2;
+            buf = xrealloc(buf, cap);
+        }
+        ssize_t r = read(fd, buf + n, cap - 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            errf(e, "%s: read failed: %s", path, strerror(errno));
+            break;
+        }
+        if (r == 0) {
+            close(fd);
+            buf[n] = '\0';
+            *len = n;
+            return buf;
+        }
+        n += (size_t)r;
+        if (n > CSV_MAX_BYTES) {
+            errf(e, "%s: more than " CSV_MAX_TEXT ", larger than a data CSV may be", path);
+            break;
+        }
+    }
+    free(buf);
+    close(fd);
+    return NULL;
+}
+
+/* UTF-16 text: a byte-order mark, or NUL bytes in many places of the
+ * start (every other byte of ASCII text). */
+static const char *utf16_bom(const unsigned char *t, size_t len)
+{
+    if (len >= 2 && t[0] == 0xFF && t[1] == 0xFE)
+        return "byte-order mark FF FE";
+    if (len >= 2 && t[0] == 0xFE && t[1] == 0xFF)
+        return "byte-order mark FE FF";
+    size_t n = len < 256 ? len : 256, zeros = 0;
+    for (size_t i = 0; i < n; i++)
+        zeros += t[i] == 0;
+    return n >= 4 && zeros * 4 >= n ? "NUL bytes between the characters" : NULL;
+}
+
+/* Every message dataset_load makes carries the CSV's path or a cell: a
+ * name holding ESC or CR must not act on the terminal. */
+static void esc_msg(char *msg, size_t n)
+{
+    char tmp[ESC_MAX];
+    snprintf(msg, n, "%s", esc_path(msg, tmp, sizeof tmp));
+}
+
+static int csv_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf *e);
+
 int dataset_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf *e)
+{
+    int rc = csv_load(ix, csv_path, o, e);
+    if (rc != 0 && e)
+        esc_msg(e->msg, sizeof e->msg);
+    return rc;
+}
+
+static int csv_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf *e)
 {
     memset(ix, 0, sizeof *ix);
     csv_opts defaults = CSV_OPTS_DEFAULT;
@@ -506,11 +657,17 @@ int dataset_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf *e
         return dataset_folder_load(ix, csv_path, o, e);
     size_t len;
     errbuf re;
-    char *text = read_whole_file(csv_path, &len, &re);
+    char *text = read_csv_file(csv_path, &len, &re);
     if (!text)
         return errf(e, "%s", re.msg);
+    const char *utf16 = utf16_bom((const unsigned char *)text, len);
+    if (utf16) {
+        free(text);
+        return errf(e, "%s: looks like UTF-16 (%s); save it as UTF-8", csv_path, utf16);
+    }
 
     parser p = {.csv = csv_path, .o = o, .e = e};
+    p.cur.nul_col = p.first.nul_col = -1;
     if (o->root) {
         p.base = xstrdup(o->root);
     } else {
@@ -570,9 +727,12 @@ int dataset_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf *e
     ix->content_hash = hash64(text, len, 0x7261696e);
     if (p.base)
         ix->content_hash = hash64(p.base, strlen(p.base), ix->content_hash);
-    if (p.bad && o->warn)
-        fprintf(o->warn, "train: warning: %s: skipped %u bad row%s (first: %s)\n", csv_path, p.bad,
-                p.bad == 1 ? "" : "s", p.first_bad);
+    if (p.bad && o->warn) {
+        char a[ESC_MAX], b[ESC_MAX];
+        fprintf(o->warn, "train: warning: %s: skipped %u bad row%s (first: %s)\n",
+                esc_path(csv_path, a, sizeof a), p.bad, p.bad == 1 ? "" : "s",
+                esc_path(p.first_bad, b, sizeof b));
+    }
     rc = 0;
 out:
     record_free(&p.cur);
@@ -608,8 +768,10 @@ void dataset_print_classes(const dataset *ix, FILE *out)
     if (!ix->names)
         return;
     fprintf(out, "classes (%u, sorted):", ix->nclasses);
+    char esc[ESC_MAX];
     for (uint32_t c = 0; c < ix->nclasses; c++)
-        fprintf(out, "%s %u=%s", c ? "," : "", c, ix->strs + ix->class_names[c]);
+        fprintf(out, "%s %u=%s", c ? "," : "", c,
+                esc_path(ix->strs + ix->class_names[c], esc, sizeof esc));
     fputc('\n', out);
 }
 

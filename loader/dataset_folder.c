@@ -287,11 +287,14 @@ int dataset_folder_load(dataset *ix, const char *root, const csv_opts *o, errbuf
     pack(ix, w.files, label, w.n, classes, nclasses);
     ix->csv_path = xstrdup(root);
     ix->skipped_files = w.skipped;
-    if (w.skipped && o && o->warn)
+    if (w.skipped && o && o->warn) {
+        char a[ESC_MAX], b[ESC_MAX];
         fprintf(o->warn,
-                "train: note: %s: skipped %u file%s that %s in a class folder (first: %s)\n", root,
-                w.skipped, w.skipped == 1 ? "" : "s",
-                w.skipped == 1 ? "is not an image" : "are not images", w.first_skipped);
+                "train: note: %s: skipped %u file%s that %s in a class folder (first: %s)\n",
+                esc_path(root, a, sizeof a), w.skipped, w.skipped == 1 ? "" : "s",
+                w.skipped == 1 ? "is not an image" : "are not images",
+                esc_path(w.first_skipped, b, sizeof b));
+    }
     rc = 0;
 out:
     free_names(classes, nclasses);
@@ -300,18 +303,21 @@ out:
     return rc;
 }
 
+/* The message carries paths (the image code's messages start with one):
+ * control bytes escaped (esc_path), whoever prints it. */
 const char *dataset_row_message(const dataset *ix, uint32_t i, const char *msg, char *buf,
                                 size_t len)
 {
+    char raw[2 * ERR_MAX + 64];
     if (!ix->folder) {
-        snprintf(buf, len, "%s:%u: %s", ix->csv_path, ix->rows[i].line, msg);
-        return buf;
+        snprintf(raw, sizeof raw, "%s:%u: %s", ix->csv_path, ix->rows[i].line, msg);
+    } else {
+        const char *path = dataset_path(ix, i);
+        size_t n = strlen(path);
+        if (strncmp(msg, path, n) == 0 && (msg[n] == ':' || msg[n] == ' ' || msg[n] == '\0'))
+            snprintf(raw, sizeof raw, "%s", msg);
+        else
+            snprintf(raw, sizeof raw, "%s: %s", path, msg);
     }
-    const char *path = dataset_path(ix, i);
-    size_t n = strlen(path);
-    if (strncmp(msg, path, n) == 0 && (msg[n] == ':' || msg[n] == ' ' || msg[n] == '\0'))
-        snprintf(buf, len, "%s", msg);
-    else
-        snprintf(buf, len, "%s: %s", path, msg);
-    return buf;
+    return esc_path(raw, buf, len);
 }

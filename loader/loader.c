@@ -378,7 +378,7 @@ static void describe_seq(const loader *p, uint64_t seq, char *buf, size_t len)
              job->kind == LOAD_JOB_EVAL    ? "validation"
              : job->kind == LOAD_JOB_BUILD ? "preload"
                                            : "training",
-             (unsigned long long)(seq - p->plan_first[j]), job->epoch);
+             (unsigned long long)(seq - p->plan_first[j]), job->epoch + 1);
 }
 
 static void describe_death(const worker_rec *w, char *buf, size_t len)

@@ -77,9 +77,16 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
         uint32_t idx = perm[(size_t)h->index * B + first + i];
         uint8_t *out = build ? NULL : data + (size_t)i * p->cfg.sample_bytes;
         errbuf e;
-        int rc = load_one(p, wctx, je, idx, idx, out, &e);
+        /* --skip-bad remembers failures (skip_told, shared by every
+         * process, kept across epochs): a sample that failed once is not
+         * read again, so a run of k bad rows costs k reads, not k^2/2 */
+        const _Atomic uint8_t *known_bad = p->skip_told + (size_t)je->job.src * p->max_n;
+        int skipping = p->cfg.skip_bad && !build;
+        int rc = skipping && atomic_load(&known_bad[idx])
+                     ? errf(&e, "%s", "every sample failed to load")
+                     : load_one(p, wctx, je, idx, idx, out, &e);
         /* out of memory is no verdict on the sample: never skipped */
-        if (rc != 0 && rc != LOADER_LOAD_NO_MEMORY && p->cfg.skip_bad && !build) {
+        if (rc != 0 && rc != LOADER_LOAD_NO_MEMORY && skipping) {
             tell_skipped(p, je->job.src, idx, &e);
             /* the next good sample in index order, augmented with the
              * original sample's stream: depends on the data only */
@@ -87,6 +94,8 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
             while (rc != 0 && rc != LOADER_LOAD_NO_MEMORY && tries < je->n) {
                 alt = (alt + 1) % je->n;
                 tries++;
+                if (atomic_load(&known_bad[alt]))
+                    continue;
                 errbuf e2;
                 rc = load_one(p, wctx, je, alt, idx, out, &e2);
                 if (rc == LOADER_LOAD_NO_MEMORY)

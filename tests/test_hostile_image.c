@@ -50,7 +50,8 @@ static void put_chunk(FILE *f, const char *type, const uint8_t *d, uint32_t n)
     uLong crc = crc32(crc32(0, hdr + 4, 4), d, n);
     uint8_t tail[4];
     put32(tail, (uint32_t)crc);
-    cr_assert(fwrite(hdr, 1, 8, f) == 8 && (n == 0 || fwrite(d, 1, n, f) == n) && fwrite(tail, 1, 4, f) == 4);
+    cr_assert(fwrite(hdr, 1, 8, f) == 8 && (n == 0 || fwrite(d, 1, n, f) == n) &&
+              fwrite(tail, 1, 4, f) == 4);
 }
 
 /* Deflate n zero bytes as a block ended by a full flush: the same bytes
@@ -110,10 +111,9 @@ static char *zero_png(const char *name, uint32_t w, uint32_t h, int depth, int c
  * codes clear, 0, end in 3 bits each). */
 static char *tiny_gif(const char *name)
 {
-    static const uint8_t g[] = {
-        'G',  'I',  'F',  '8',  '9',  'a',  0x00, 0x40, 0x00, 0x40, 0x80, 0x00,
-        0x00, 0,    0,    0,    255,  255,  255,  0x2C, 0,    0,    0,    0,
-        1,    0,    1,    0,    0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3B};
+    static const uint8_t g[] = {'G',  'I', 'F', '8', '9',  'a',  0x00, 0x40, 0x00, 0x40, 0x80, 0x00,
+                                0x00, 0,   0,   0,   255,  255,  255,  0x2C, 0,    0,    0,    0,
+                                1,    0,   1,   0,   0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3B};
     _Static_assert(sizeof g == 35, "35 bytes");
     return write_file(dir, name, g, sizeof g);
 }
@@ -122,10 +122,10 @@ static char *tiny_gif(const char *name)
 static char *headless_bmp(const char *name)
 {
     uint8_t b[54] = {'B', 'M'};
-    b[10] = 54;                       /* pixels' offset */
-    b[14] = 40;                       /* BITMAPINFOHEADER */
-    b[19] = 0x40, b[23] = 0x40;       /* 16384 wide, 16384 high */
-    b[26] = 1, b[28] = 24;            /* planes, bits per pixel */
+    b[10] = 54;                 /* pixels' offset */
+    b[14] = 40;                 /* BITMAPINFOHEADER */
+    b[19] = 0x40, b[23] = 0x40; /* 16384 wide, 16384 high */
+    b[26] = 1, b[28] = 24;      /* planes, bits per pixel */
     return write_file(dir, name, b, sizeof b);
 }
 
@@ -190,10 +190,11 @@ Test(hostile_image, decoders_that_would_need_gigabytes_are_refused_from_the_head
     snprintf(want, sizeof want, "%s:3: %s: image too large: 9000x9000 16-bit PNG", deep_csv, png);
     cr_assert(strstr(r.err, want), "%s", r.err);
     run_free(&r);
-    run_train(&r, "--loader-only", "--workers", "1", "--skip-bad", "--epochs", "1", "--batch",
-              "2", "--resize", "8x8", csv_path, NULL);
+    run_train(&r, "--loader-only", "--workers", "1", "--skip-bad", "--epochs", "1", "--batch", "2",
+              "--resize", "8x8", csv_path, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
-    const char *lines[3][2] = {{"4", "GIF would need"}, {"5", "truncated BMP"}, {"3", "16-bit PNG"}};
+    const char *lines[3][2] = {
+        {"4", "GIF would need"}, {"5", "truncated BMP"}, {"3", "16-bit PNG"}};
     for (int k = 0; k < 3; k++) {
         snprintf(want, sizeof want, "train: skipped %s:%s: ", csv_path, lines[k][0]);
         const char *at = strstr(r.err, want);

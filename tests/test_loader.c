@@ -527,7 +527,7 @@ Test(loader, timeout_names_the_batch_and_worker)
     int rc = loader_next(p, &b, &e);
     loader_destroy(p);
     cr_assert_eq(rc, LOADER_WORKER_LOST);
-    cr_assert(strstr(e.msg, "timeout: validation batch 0 of epoch 0 not delivered within 0.5 s "
+    cr_assert(strstr(e.msg, "timeout: validation batch 0 of epoch 1 not delivered within 0.5 s "
                             "(loader worker 0, pid "),
               "%s", e.msg);
 }
