@@ -578,8 +578,7 @@ void loader_destroy(loader *p)
     if (p->cmd_fd >= 0)
         close(p->cmd_fd);
     if (p->sup_pid > 0)
-        while (waitpid(p->sup_pid, NULL, 0) < 0 && errno == EINTR)
-            ;
+        reap_bounded(p->sup_pid, LOADER_REAP_WAIT_S, "the loader supervisor");
     if (p->main_wctx_made && p->cfg.worker_fini)
         p->cfg.worker_fini(p->main_wctx);
     if (p->map)

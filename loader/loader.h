@@ -156,7 +156,11 @@ void loader_release(loader *p, const loader_batch *b);
 /* Async-signal-safe: make a waiting loader_next return LOADER_INTERRUPTED. */
 void loader_interrupt(loader *p);
 
-/* Stop and reap every process, unmap. Safe on a half-created loader. */
+/* Stop and reap every process, unmap. Safe on a half-created loader.
+ * Every wait for the supervisor is bounded: one that has not exited
+ * LOADER_REAP_WAIT_S seconds after being told to (stopped, stuck) is
+ * SIGKILLed and reaped, and stderr says so. */
+#define LOADER_REAP_WAIT_S 2.0
 void loader_destroy(loader *p);
 
 /* The slots' labels (every slot's, contiguous in the shared mapping) and

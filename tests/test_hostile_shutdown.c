@@ -1,0 +1,151 @@
+/* test_hostile_shutdown.c — shutdown when a peer misbehaves (issue 26):
+ * a stopped loader supervisor must not hold train's exit forever (it is
+ * killed after a bound, and stderr says so), a stopped configuration run
+ * of a sweep must not hold the sweep's Ctrl-C. The Python module's
+ * close() is checked in tests/python/test_hostile.py. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "app/run_ctx.h"
+#include "support/helpers.h"
+
+static char *dir, *csv;
+
+static void setup(void)
+{
+    dir = tmpdir_make();
+    char *fm = make_fashion_subset(dir, 64);
+    csv = path_join(fm, "train.csv");
+    free(fm);
+}
+
+static void teardown(void)
+{
+    spawn_kill_all();
+    free(csv);
+    tmpdir_remove(dir);
+}
+
+TestSuite(hostile_shutdown, .init = setup, .fini = teardown);
+
+/* The direct children of pid (every thread's). */
+static int children(int pid, int *out, int max)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char cp[300];
+        snprintf(cp, sizeof cp, "/proc/%d/task/%s/children", pid, de->d_name);
+        FILE *f = fopen(cp, "r");
+        if (!f)
+            continue;
+        int c;
+        while (n < max && fscanf(f, "%d", &c) == 1)
+            out[n++] = c;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Wait (at most secs) until pid has at least want children. */
+static int wait_children(int pid, int want, int *out, int max, double secs)
+{
+    double end = now_sec() + secs;
+    int n;
+    while ((n = children(pid, out, max)) < want && now_sec() < end)
+        usleep(10000);
+    return n;
+}
+
+static void assert_gone(const int *pids, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int gone = 0;
+        for (int t = 0; t < 200 && !gone; t++) {
+            gone = !process_alive(pids[i]);
+            if (!gone)
+                usleep(10000);
+        }
+        cr_assert(gone, "process %d is still there", pids[i]);
+    }
+}
+
+static char *slurp(const char *path)
+{
+    char *s = read_whole_file(path, NULL, NULL);
+    return s ? s : strdup("");
+}
+
+Test(hostile_shutdown, a_stopped_supervisor_is_killed_after_a_bound_and_named)
+{
+    char *out = path_join(dir, "stop.out"), *err = path_join(dir, "stop.err");
+    char *argv[] = {(char *)train_bin(), "--workers", "2",      "--batch",       "16",
+                    "--epochs",          "50",        "--test-slow-step", "0.02", "--no-progress",
+                    csv,                 NULL};
+    pid_t pid = spawn_bg(argv, out, err);
+    int sup[4];
+    cr_assert_eq(wait_children(pid, 1, sup, 4, 60), 1, "train started no loader supervisor");
+    int workers[8], nw = wait_children(sup[0], 2, workers, 8, 60);
+    cr_assert_eq(nw, 2, "the supervisor forked %d of 2 workers", nw);
+    usleep(200000); /* training under way */
+    cr_assert_eq(kill(sup[0], SIGSTOP), 0);
+    usleep(100000);
+    double t0 = now_sec();
+    kill(pid, SIGINT);
+    int st = spawn_wait(pid, 30); /* before the fix: waitpid forever, and this fails */
+    double took = now_sec() - t0;
+    char *e = slurp(err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d: %s", st, e);
+    cr_assert(took < LOADER_REAP_WAIT_S + 5, "exit took %.1f s after SIGINT", took);
+    char want[96];
+    snprintf(want, sizeof want, "supervisor %d did not exit within %g s; killed", sup[0],
+             LOADER_REAP_WAIT_S);
+    cr_assert(strstr(e, want), "want '%s' in: %s", want, e);
+    assert_gone(sup, 1);
+    assert_gone(workers, nw);
+    free(e);
+    free(out);
+    free(err);
+}
+
+Test(hostile_shutdown, a_sweep_interrupted_while_its_run_is_stopped_exits_130)
+{
+    char *out = path_join(dir, "sweep.out"), *err = path_join(dir, "sweep.err");
+    char *argv[] = {(char *)train_bin(), "--workers", "0,1", "--batch", "16", "--epochs", "50",
+                    "--test-slow-step",  "0.02",      "--no-progress", csv, NULL};
+    pid_t pid = spawn_bg(argv, out, err);
+    int run[4];
+    cr_assert_eq(wait_children(pid, 1, run, 4, 60), 1, "the sweep started no run");
+    usleep(300000);
+    cr_assert_eq(kill(run[0], SIGSTOP), 0);
+    usleep(100000);
+    double t0 = now_sec();
+    kill(pid, SIGINT);
+    int st = spawn_wait(pid, 30); /* before the fix: the stopped run never saw the SIGINT */
+    double took = now_sec() - t0;
+    char *e = slurp(err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d: %s", st, e);
+    cr_assert(took < 10, "exit took %.1f s after SIGINT", took);
+    assert_gone(run, 1);
+    free(e);
+    free(out);
+    free(err);
+}
