@@ -163,6 +163,12 @@ void loader_interrupt(loader *p);
 #define LOADER_REAP_WAIT_S 2.0
 void loader_destroy(loader *p);
 
+/* Hand the loader's shared mapping (which holds the ring) to the caller:
+ * loader_destroy then stops every process but leaves the mapping, and the
+ * caller munmaps (*base, *len) when the last view of the ring is gone
+ * (the Python module's batches outlive their loader). */
+void loader_disown_map(loader *p, void **base, size_t *len);
+
 /* The slots' labels (every slot's, contiguous in the shared mapping) and
  * their size, for page-locking them beside the ring. */
 int32_t *loader_labels_area(loader *p, size_t *bytes);

@@ -1,8 +1,9 @@
 /* test_hostile_shutdown.c — shutdown when a peer misbehaves (issue 26):
  * a stopped loader supervisor must not hold train's exit forever (it is
  * killed after a bound, and stderr says so), a stopped configuration run
- * of a sweep must not hold the sweep's Ctrl-C. The Python module's
- * close() is checked in tests/python/test_hostile.py. */
+ * of a sweep must not hold the sweep's Ctrl-C, and a ring mapping handed
+ * to the caller (the Python module's batches) must outlive the loader. The
+ * Python module itself is checked in tests/python/test_hostile.py. */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -97,9 +99,18 @@ static char *slurp(const char *path)
 Test(hostile_shutdown, a_stopped_supervisor_is_killed_after_a_bound_and_named)
 {
     char *out = path_join(dir, "stop.out"), *err = path_join(dir, "stop.err");
-    char *argv[] = {(char *)train_bin(), "--workers", "2",      "--batch",       "16",
-                    "--epochs",          "50",        "--test-slow-step", "0.02", "--no-progress",
-                    csv,                 NULL};
+    char *argv[] = {(char *)train_bin(),
+                    "--workers",
+                    "2",
+                    "--batch",
+                    "16",
+                    "--epochs",
+                    "50",
+                    "--test-slow-step",
+                    "0.02",
+                    "--no-progress",
+                    csv,
+                    NULL};
     pid_t pid = spawn_bg(argv, out, err);
     int sup[4];
     cr_assert_eq(wait_children(pid, 1, sup, 4, 60), 1, "train started no loader supervisor");
@@ -129,8 +140,9 @@ Test(hostile_shutdown, a_stopped_supervisor_is_killed_after_a_bound_and_named)
 Test(hostile_shutdown, a_sweep_interrupted_while_its_run_is_stopped_exits_130)
 {
     char *out = path_join(dir, "sweep.out"), *err = path_join(dir, "sweep.err");
-    char *argv[] = {(char *)train_bin(), "--workers", "0,1", "--batch", "16", "--epochs", "50",
-                    "--test-slow-step",  "0.02",      "--no-progress", csv, NULL};
+    char *argv[] = {
+        (char *)train_bin(), "--workers", "0,1",           "--batch", "16", "--epochs", "50",
+        "--test-slow-step",  "0.02",      "--no-progress", csv,       NULL};
     pid_t pid = spawn_bg(argv, out, err);
     int run[4];
     cr_assert_eq(wait_children(pid, 1, run, 4, 60), 1, "the sweep started no run");
@@ -148,4 +160,50 @@ Test(hostile_shutdown, a_sweep_interrupted_while_its_run_is_stopped_exits_130)
     free(e);
     free(out);
     free(err);
+}
+
+Test(hostile_shutdown, a_disowned_ring_mapping_outlives_the_loader)
+{
+    /* the Python module's way: spawned supervisor, the mapping handed to
+     * the caller, the loader closed while a batch is still being read */
+    char *dir2 = strdup(train_bin()), *slash = strrchr(dir2, '/');
+    *slash = 0;
+    char *sup = path_join(dir2, "trainloader-supervisor");
+    char *argv[] = {"train", "--loader-only", "--batch", "16", "--workers", "2", "--prefetch",
+                    "1",     "--channels",    "1",       csv};
+    int argc = (int)(sizeof argv / sizeof *argv);
+    options o;
+    errbuf e = {{0}};
+    cr_assert_eq(options_parse_to(&o, argc, argv, &e), 0, "%s", e.msg);
+    run_ctx r;
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(feed_open(&r, &o, &e), RUN_OK, "%s", e.msg);
+    char *sargv[16] = {sup};
+    for (int i = 1; i < argc; i++)
+        sargv[i] = argv[i];
+    loader_config extra = {.spawn_argv = sargv};
+    cr_assert_eq(feed_loader(&r, &extra, &e), RUN_OK, "%s", e.msg);
+    void *base;
+    size_t len;
+    loader_disown_map(r.ldr, &base, &len);
+    load_job j = {.src = 0, .kind = LOAD_JOB_TRAIN, .batch = 16};
+    loader_post(r.ldr, &j);
+    loader_batch b;
+    cr_assert_eq(loader_next(r.ldr, &b, &e), LOADER_OK, "%s", e.msg);
+    size_t n = (size_t)b.count * r.sample_bytes;
+    const uint8_t *data = b.data;
+    uint8_t *want = malloc(n);
+    memcpy(want, data, n);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += want[i];
+    cr_assert(sum > 0, "an all-zero batch of real images");
+    feed_close(&r); /* every process stopped and reaped; the mapping stays */
+    cr_assert((const uint8_t *)base <= data && data + n <= (const uint8_t *)base + len);
+    cr_assert_arr_eq(data, want, n, "the batch changed after the loader closed");
+    cr_assert_eq(munmap(base, len), 0);
+    free(want);
+    options_free(&o);
+    free(sup);
+    free(dir2);
 }

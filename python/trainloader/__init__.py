@@ -20,7 +20,9 @@ Lifetime: the images of a batch are the loader's ring slot itself. The slot
 goes back to the workers when the next batch is asked for (the next step of
 the loop); after that the Array refuses new views, and tensors made from it
 earlier see the slot refilled. Keep a batch with images.copy() (or
-torch.from_dlpack(images).clone()). Labels are a small int64 copy.
+torch.from_dlpack(images).clone()). Labels are a small int64 copy. Views
+outlive the loader: close() stops its processes, and the ring stays mapped
+(the held batch untouched) until the last view of it is gone.
 
 See docs/PYTHON.md.
 """

@@ -1,5 +1,6 @@
-"""trainloader under a hostile peer (issue 26): close() returns when the
-supervisor is stopped."""
+"""trainloader misused or under a hostile peer (issue 26): a batch view kept
+past the loader's close (numpy, DLPack/torch) reads its bytes instead of
+killing the interpreter; close() returns when the supervisor is stopped."""
 
 import os
 import signal
@@ -11,6 +12,39 @@ import pytest
 
 import trainloader
 from conftest import wait_gone
+
+# each snippet runs in a process of its own: before the fix, it died of SIGSEGV
+KEEP_NUMPY = """
+import numpy as np, sys, trainloader
+with trainloader.Loader(sys.argv[1], batch=50, workers=2, prefetch=1, channels=1) as loader:
+    images, labels = next(iter(loader))
+    v = np.asarray(images)
+    want = v.copy()
+loader.close()  # again: a no-op
+print(int(v.sum()), int(want.sum()), bool((v == want).all()), flush=True)
+"""
+
+KEEP_TORCH = """
+import gc, sys, torch, trainloader
+loader = trainloader.Loader(sys.argv[1], batch=50, workers=2, prefetch=1, channels=1)
+images, labels = next(iter(loader))
+t = torch.from_dlpack(images)
+want = t.clone()
+del loader, images, labels
+gc.collect()
+print(int(t.sum()), int(want.sum()), bool(torch.equal(t, want)), flush=True)
+"""
+
+
+@pytest.mark.parametrize("script", [KEEP_NUMPY, KEEP_TORCH], ids=["numpy-close", "torch-del"])
+def test_a_view_kept_past_the_loader_reads_its_batch(fm, script):
+    p = subprocess.run([sys.executable, "-c", script, fm], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, f"status {p.returncode}: {p.stderr}"
+    got, want, same = p.stdout.split()
+    assert got == want and same == "True", p.stdout
+    assert int(want) > 0  # real pixels, not an all-zero page
+
 
 STOPPED = """
 import os, signal, sys, time, trainloader
