@@ -454,7 +454,13 @@ static char **strv_from_list(PyObject *list, Py_ssize_t *n_out)
         return (char **)PyErr_NoMemory();
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *s = PyList_GetItem(list, i);
-        const char *u = s ? PyUnicode_AsUTF8AndSize(s, NULL) : NULL;
+        Py_ssize_t len = 0;
+        const char *u = s ? PyUnicode_AsUTF8AndSize(s, &len) : NULL;
+        if (u && strlen(u) != (size_t)len) { /* C strings: a NUL would cut it short */
+            PyErr_Format(PyExc_ValueError, "argument %zd (%R) contains a NUL character", i, s);
+            free_strv(v);
+            return NULL;
+        }
         if (!u || !(v[i] = strdup(u))) {
             if (!PyErr_Occurred())
                 PyErr_NoMemory();

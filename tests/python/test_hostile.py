@@ -1,6 +1,8 @@
 """trainloader misused or under a hostile peer (issue 26): a batch view kept
 past the loader's close (numpy, DLPack/torch) reads its bytes instead of
-killing the interpreter; close() returns when the supervisor is stopped."""
+killing the interpreter; close() returns when the supervisor is stopped;
+NUL characters, contradictory flags and a failed constructor give one
+clear exception and nothing else."""
 
 import os
 import signal
@@ -77,3 +79,39 @@ def test_close_returns_when_the_supervisor_is_stopped(fm):
     assert float(out) < 7, f"close() took {float(out):.1f} s"
     assert len(pids) == 3 and wait_gone(pids) == []
     assert f"supervisor {pids[0]} did not exit within 2 s; killed" in err, err
+
+
+@pytest.mark.parametrize("kw, names", [
+    (dict(root="\0"), "root="), (dict(root="a\0b"), "root="), (dict(batch="1\x006"), "batch="),
+    (dict(path_suffix="\0x"), "the data path"),
+    (dict(_extra=["--root", "a\0b"]), "argument 4")],  # past the Python layer: the C one
+    ids=["root", "root-mid", "batch", "path", "extra"])
+def test_nul_in_a_string_raises_value_error_naming_it(fm, kw, names):
+    path = fm + kw.pop("path_suffix", "")
+    with pytest.raises(ValueError, match=f"{names}.*contains a NUL character"):
+        trainloader.Loader(path, workers=0, channels=1, **kw)
+
+
+def test_header_and_no_header_together_raise_naming_both(fm):
+    with pytest.raises(ValueError, match="header=.*no_header="):
+        trainloader.Loader(fm, workers=0, channels=1, header=True, no_header=True)
+    with pytest.raises(ValueError, match="no_header="):
+        trainloader.Loader(fm, workers=0, channels=1, header=False, no_header=True)
+
+
+FAILED_INIT = """
+import sys, trainloader
+for kw in (dict(rank=1), dict(world_size="x", rank=0), dict(nonsense=1)):
+    try:
+        trainloader.Loader(sys.argv[1], **kw)
+    except (TypeError, ValueError) as e:
+        print(type(e).__name__, flush=True)
+"""
+
+
+def test_a_failed_constructor_raises_once_and_del_says_nothing(fm):
+    p = subprocess.run([sys.executable, "-c", FAILED_INIT, fm], capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split() == ["TypeError", "ValueError", "TypeError"]
+    assert p.stderr == "", p.stderr
