@@ -1,7 +1,8 @@
 /* test_hostile_shutdown.c — shutdown when a peer misbehaves (issue 26):
  * a stopped loader supervisor must not hold train's exit forever (it is
  * killed after a bound, and stderr says so), a stopped configuration run
- * of a sweep must not hold the sweep's Ctrl-C, and a ring mapping handed
+ * of a sweep must not hold the sweep's Ctrl-C, and tools/fuzz_image must
+ * leave no scratch file in /dev/shm on any exit, and a ring mapping handed
  * to the caller (the Python module's batches) must outlive the loader. The
  * Python module itself is checked in tests/python/test_hostile.py. */
 #define _GNU_SOURCE
@@ -158,6 +159,62 @@ Test(hostile_shutdown, a_sweep_interrupted_while_its_run_is_stopped_exits_130)
     cr_assert(took < 10, "exit took %.1f s after SIGINT", took);
     assert_gone(run, 1);
     free(e);
+    free(out);
+    free(err);
+}
+
+/* fuzz_image's scratch file of process pid, in /dev/shm or /tmp. */
+static int scratch_left(pid_t pid)
+{
+    char p[64];
+    struct stat sb;
+    snprintf(p, sizeof p, "/dev/shm/fuzz-image-%ld.img", (long)pid);
+    if (lstat(p, &sb) == 0)
+        return 1;
+    snprintf(p, sizeof p, "/tmp/fuzz-image-%ld.img", (long)pid);
+    return lstat(p, &sb) == 0;
+}
+
+Test(hostile_shutdown, fuzz_image_leaves_no_scratch_file)
+{
+    char *tool = path_join(tools_dir(), "fuzz_image");
+    char *seed =
+        path_join(source_root(), "tests/fuzz-corpus/image/crash-bmp-palette-before-offset");
+    char *missing = path_join(dir, "no-such-input"), *fifo = path_join(dir, "input.fifo");
+    char *out = path_join(dir, "fuzz.out"), *err = path_join(dir, "fuzz.err");
+    /* 1. a normal run, 2. an unreadable second input (exit 1) */
+    char *ok[] = {tool, seed, NULL}, *bad[] = {tool, seed, missing, NULL};
+    char **runs[] = {ok, bad};
+    for (int k = 0; k < 2; k++) {
+        pid_t pid = spawn_bg(runs[k], out, err);
+        int st = spawn_wait(pid, 30);
+        char *e = slurp(err);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == (k ? 1 : 0), "run %d: status %d: %s", k, st,
+                  e);
+        free(e);
+        cr_assert(!scratch_left(pid), "run %d left /dev/shm/fuzz-image-%d.img", k, (int)pid);
+    }
+    /* 3. killed: the second input is a FIFO that blocks it after the first */
+    cr_assert_eq(mkfifo(fifo, 0600), 0, "%s", strerror(errno));
+    char *killed[] = {tool, seed, fifo, NULL};
+    pid_t pid = spawn_bg(killed, out, err);
+    int w = -1;
+    double end = now_sec() + 30;
+    while (now_sec() < end && (w = open(fifo, O_WRONLY | O_NONBLOCK)) < 0 && errno == ENXIO &&
+           process_alive(pid))
+        usleep(5000); /* no reader yet: the first input is being checked */
+    if (w >= 0) {
+        usleep(50000);
+        kill(pid, SIGKILL);
+        close(w);
+    }
+    int st = spawn_wait(pid, 30);
+    (void)st;
+    cr_assert(!scratch_left(pid), "a killed run left /dev/shm/fuzz-image-%d.img", (int)pid);
+    free(tool);
+    free(seed);
+    free(missing);
+    free(fifo);
     free(out);
     free(err);
 }
