@@ -87,6 +87,8 @@ static void assert_gone(const int *pids, int n)
             if (!gone)
                 usleep(10000);
         }
+        if (!gone) /* not left stopped, holding the suite's output pipes */
+            kill(pids[i], SIGKILL);
         cr_assert(gone, "process %d is still there", pids[i]);
     }
 }
@@ -219,10 +221,12 @@ Test(hostile_shutdown, fuzz_image_leaves_no_scratch_file)
     free(err);
 }
 
-Test(hostile_shutdown, a_disowned_ring_mapping_outlives_the_loader)
+Test(hostile_shutdown, a_closed_loader_kills_its_stopped_supervisor_and_leaves_the_ring_mapped)
 {
-    /* the Python module's way: spawned supervisor, the mapping handed to
-     * the caller, the loader closed while a batch is still being read */
+    /* the Python module's way: spawned supervisor (a program of its own: no
+     * PR_SET_PDEATHSIG ends it with us), the mapping handed to the caller,
+     * the loader closed while a batch is still being read and while its
+     * supervisor is stopped */
     char *dir2 = strdup(train_bin()), *slash = strrchr(dir2, '/');
     *slash = 0;
     char *sup = path_join(dir2, "trainloader-supervisor");
@@ -255,7 +259,17 @@ Test(hostile_shutdown, a_disowned_ring_mapping_outlives_the_loader)
     for (size_t i = 0; i < n; i++)
         sum += want[i];
     cr_assert(sum > 0, "an all-zero batch of real images");
+    int pids[8], np = 0;
+    double end = now_sec() + 30;
+    while ((np = loader_pids(r.ldr, pids, 8)) < 3 && now_sec() < end)
+        usleep(5000); /* the supervisor records a worker's pid after its fork returns */
+    cr_assert_eq(np, 3, "the supervisor and 2 workers");
+    cr_assert_eq(kill(pids[0], SIGSTOP), 0);
+    double t0 = now_sec();
     feed_close(&r); /* every process stopped and reaped; the mapping stays */
+    double took = now_sec() - t0;
+    cr_assert(took < LOADER_REAP_WAIT_S + 5, "close took %.1f s", took);
+    assert_gone(pids, np); /* the supervisor SIGKILLed: a SIGTERM stays pending */
     cr_assert((const uint8_t *)base <= data && data + n <= (const uint8_t *)base + len);
     cr_assert_arr_eq(data, want, n, "the batch changed after the loader closed");
     cr_assert_eq(munmap(base, len), 0);
