@@ -11,14 +11,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#define REEXEC_GRACE_S 10.0
+
 static volatile sig_atomic_t parent_signal;
 static volatile pid_t running;
 
 static void on_signal(int sig)
 {
     parent_signal = sig;
-    if (running > 0)
+    if (running > 0) {
         kill(running, sig);
+        kill(running, SIGCONT); /* a stopped run must see it too */
+    }
 }
 
 void reexec_install_signals(void) { on_stop_signals(on_signal); }
@@ -72,10 +76,17 @@ int reexec_run(const options *o, char *const extra[], int quiet, summary_rec *s,
         return -1;
     }
     running = pid;
-    int wstatus;
-    while (waitpid(pid, &wstatus, 0) < 0 && errno == EINTR)
-        ;
+    /* as long as the run takes; after a stop signal (passed on to it) only
+     * REEXEC_GRACE_S more, then it is killed */
+    int wstatus = 1 << 8, got;
+    while ((got = wait_child_for(pid, 0.2, &wstatus)) == 0)
+        if (parent_signal) {
+            wstatus = reap_bounded(pid, REEXEC_GRACE_S, "the configuration's run");
+            break;
+        }
     running = 0;
+    if (got < 0 || wstatus == -1)
+        wstatus = 1 << 8;
     *status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
     char *line = read_whole_file(summary, NULL, NULL);
     unlink(summary);

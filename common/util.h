@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #define ERR_MAX 512
 
@@ -133,5 +134,15 @@ int replace_file_commit(int fd, char **tmp_path, const char *path, errbuf *e);
  * Cut at a whole character when buf (n bytes) is too small; returns buf. */
 #define ESC_MAX (4 * ERR_MAX)
 const char *esc_path(const char *s, char *buf, size_t n);
+
+/* Child processes: wait for pid at most secs seconds (polling with short
+ * sleeps; EINTR and a stopped child do not stop the clock). Returns 1 and
+ * the wait status in *status (when not NULL) once it is reaped, 0 when it
+ * is still there at the deadline, -1 when it is not a child. */
+int wait_child_for(pid_t pid, double secs, int *status);
+/* wait_child_for; a child still there at the deadline (stopped, stuck) is
+ * SIGKILLed and reaped, and stderr says "train: WHAT PID did not exit
+ * within N s; killed". Returns the wait status (-1: not a child). */
+int reap_bounded(pid_t pid, double secs, const char *what);
 
 #endif

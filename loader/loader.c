@@ -562,6 +562,13 @@ void loader_interrupt(loader *p)
     futex_wake_shared(&p->ctl->main_seq, INT_MAX);
 }
 
+void loader_disown_map(loader *p, void **base, size_t *len)
+{
+    p->map_disowned = 1;
+    *base = p->map;
+    *len = p->map_len;
+}
+
 void loader_destroy(loader *p)
 {
     if (!p)
@@ -578,11 +585,10 @@ void loader_destroy(loader *p)
     if (p->cmd_fd >= 0)
         close(p->cmd_fd);
     if (p->sup_pid > 0)
-        while (waitpid(p->sup_pid, NULL, 0) < 0 && errno == EINTR)
-            ;
+        reap_bounded(p->sup_pid, LOADER_REAP_WAIT_S, "the loader supervisor");
     if (p->main_wctx_made && p->cfg.worker_fini)
         p->cfg.worker_fini(p->main_wctx);
-    if (p->map)
+    if (p->map && !p->map_disowned)
         munmap(p->map, p->map_len);
     free(p->plan);
     free(p->plan_first);

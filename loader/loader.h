@@ -159,8 +159,18 @@ void loader_release(loader *p, const loader_batch *b);
 /* Async-signal-safe: make a waiting loader_next return LOADER_INTERRUPTED. */
 void loader_interrupt(loader *p);
 
-/* Stop and reap every process, unmap. Safe on a half-created loader. */
+/* Stop and reap every process, unmap. Safe on a half-created loader.
+ * Every wait for the supervisor is bounded: one that has not exited
+ * LOADER_REAP_WAIT_S seconds after being told to (stopped, stuck) is
+ * SIGKILLed and reaped, and stderr says so. */
+#define LOADER_REAP_WAIT_S 2.0
 void loader_destroy(loader *p);
+
+/* Hand the loader's shared mapping (which holds the ring) to the caller:
+ * loader_destroy then stops every process but leaves the mapping, and the
+ * caller munmaps (*base, *len) when the last view of the ring is gone
+ * (the Python module's batches outlive their loader). */
+void loader_disown_map(loader *p, void **base, size_t *len);
 
 /* The slots' labels (every slot's, contiguous in the shared mapping) and
  * their size, for page-locking them beside the ring. */

@@ -84,6 +84,7 @@ struct loader {
     int nslots;
     size_t map_len, slot_stride;
     uint8_t *map;
+    int map_disowned; /* loader_disown_map: the caller unmaps */
     loader_ctl *ctl;
     worker_rec *workers;
     slot_hdr *slots;

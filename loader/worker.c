@@ -226,8 +226,18 @@ static void shut_down(loader *p)
         if (pid > 0 && atomic_load(&p->workers[i].state) != WORKER_DEAD)
             kill(pid, SIGKILL);
     }
-    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
-        ;
+    /* SIGKILLed, they go at once; a worker in an uninterruptible sleep
+     * must not hold the supervisor (and the caller's close) forever */
+    double deadline = now_sec() + LOADER_REAP_WAIT_S;
+    while (now_sec() < deadline) {
+        pid_t r = waitpid(-1, NULL, WNOHANG);
+        if (r < 0 && errno != EINTR)
+            break; /* no child left */
+        if (r <= 0) {
+            struct timespec ts = {0, 5000000};
+            nanosleep(&ts, NULL);
+        }
+    }
     _exit(0);
 }
 

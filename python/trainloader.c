@@ -14,6 +14,14 @@
  * and DLPack pointing at the slot itself. A slot goes back to the workers
  * when the next batch is asked for; an Array of an earlier batch then
  * refuses new views (BufferError) and .copy() keeps a batch for longer.
+ *
+ * The shared mapping that holds the ring belongs to a Mapping object, not
+ * to the loader: the Loader and every view Array hold a reference, and so
+ * does every exported view through its Array (a memoryview or numpy array
+ * through the buffer protocol, a DLPack capsule or torch tensor through its
+ * deleter). close() stops the loader's processes at once, but the munmap
+ * waits for the last reference: a batch kept past the loader's life reads
+ * the bytes it had, never unmapped memory.
  */
 #define _GNU_SOURCE
 #define Py_LIMITED_API 0x030B0000
@@ -24,6 +32,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "app/run_ctx.h"
@@ -61,9 +70,18 @@ typedef struct epoch_stats {
     double t0, t1, wait, fill, read, decode;
 } epoch_stats;
 
+/* The loader's shared mapping (loader_disown_map), unmapped on the last
+ * reference. */
+typedef struct MappingObject {
+    PyObject ob_base;
+    void *base;
+    size_t len;
+} MappingObject;
+
 typedef struct LoaderObject {
     PyObject ob_base; /* PyObject_HEAD */
     run_ctx *r;
+    PyObject *map; /* MappingObject of the ring, or NULL */
     options o;
     int o_parsed;
     char **argv, **spawn; /* owned copies; o.argv points into argv */
@@ -82,13 +100,33 @@ typedef struct LoaderObject {
     epoch_stats st;
 } LoaderObject;
 
-static PyTypeObject *g_loader_type, *g_array_type;
+static PyTypeObject *g_loader_type, *g_array_type, *g_mapping_type;
+
+static void mapping_dealloc(PyObject *self)
+{
+    MappingObject *m = (MappingObject *)self;
+    PyTypeObject *tp = Py_TYPE(self);
+    if (m->base)
+        munmap(m->base, m->len);
+    freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    f(self);
+    Py_DECREF(tp);
+}
+
+static PyType_Slot mapping_slots[] = {
+    {Py_tp_dealloc, mapping_dealloc},
+    {Py_tp_doc, "the loader's shared memory, unmapped when the last batch view goes"},
+    {0, NULL}};
+
+static PyType_Spec mapping_spec = {"trainloader._Mapping", sizeof(MappingObject), 0,
+                                   Py_TPFLAGS_DEFAULT, mapping_slots};
 
 /* ---------------------------------------------------------------- Array */
 
 typedef struct ArrayObject {
     PyObject ob_base;
     LoaderObject *owner; /* a view of owner's ring; NULL: owns its memory */
+    PyObject *map;       /* a view: the ring's MappingObject, kept mapped */
     uint64_t generation; /* owner's, when the view was made */
     uint64_t seq;        /* the batch's global number (views) */
     char *data;
@@ -109,7 +147,14 @@ static Py_ssize_t array_nbytes(const ArrayObject *a)
 
 static int array_live(ArrayObject *a)
 {
-    if (a->owner && (a->owner->generation != a->generation || !a->owner->r)) {
+    if (a->owner && !a->owner->r) {
+        PyErr_Format(PyExc_BufferError,
+                     "batch %llu's loader is closed: take views before closing it (they stay "
+                     "valid after), or keep a batch with .copy()",
+                     (unsigned long long)a->seq);
+        return 0;
+    }
+    if (a->owner && a->owner->generation != a->generation) {
         PyErr_Format(PyExc_BufferError,
                      "batch %llu's ring slot went back to the loader when the next batch was "
                      "asked for: take views before that, or keep a batch with .copy()",
@@ -126,6 +171,7 @@ static ArrayObject *array_new(int ndim, const Py_ssize_t *shape, Py_ssize_t item
     if (!a)
         return NULL;
     a->owner = NULL;
+    a->map = NULL;
     a->generation = a->seq = 0;
     a->data = NULL;
     a->own = NULL;
@@ -148,6 +194,7 @@ static void array_dealloc(PyObject *self)
     ArrayObject *a = (ArrayObject *)self;
     PyTypeObject *tp = Py_TYPE(self);
     Py_XDECREF((PyObject *)a->owner);
+    Py_XDECREF(a->map); /* the last view of a closed loader's ring unmaps it */
     free(a->own);
     freefunc f = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     f(self);
@@ -180,7 +227,7 @@ static void array_releasebuffer(PyObject *self, Py_buffer *v)
 }
 
 /* What a DLPack consumer holds: the tensor, its shape, and a reference to
- * the Array (which holds the Loader, which holds the ring's mapping). */
+ * the Array (which holds the ring's mapping). */
 typedef struct dl_ctx {
     DLManagedTensor m;
     int64_t shape[4], strides[4];
@@ -368,16 +415,18 @@ static void loader_close_impl(LoaderObject *L)
         L->r = NULL;
         L->holding = 0;
         L->generation++;
+        Py_CLEAR(L->map);
         return;
     }
-    give_back(L);
+    L->holding = 0; /* not given back: no worker may refill the slot a kept view reads */
     run_ctx *r = L->r;
     L->r = NULL;
     L->generation++;
     PyThreadState *ts = PyEval_SaveThread();
-    feed_close(r); /* stops and reaps every loader process */
+    feed_close(r); /* stops and reaps every loader process; the mapping stays */
     PyEval_RestoreThread(ts);
     free(r);
+    Py_CLEAR(L->map); /* unmapped now, or when the last batch view goes */
 }
 
 static void loader_dealloc(PyObject *self)
@@ -385,6 +434,7 @@ static void loader_dealloc(PyObject *self)
     LoaderObject *L = (LoaderObject *)self;
     PyTypeObject *tp = Py_TYPE(self);
     loader_close_impl(L);
+    Py_CLEAR(L->map);
     if (L->o_parsed)
         options_free(&L->o);
     free_strv(L->argv);
@@ -404,7 +454,13 @@ static char **strv_from_list(PyObject *list, Py_ssize_t *n_out)
         return (char **)PyErr_NoMemory();
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *s = PyList_GetItem(list, i);
-        const char *u = s ? PyUnicode_AsUTF8AndSize(s, NULL) : NULL;
+        Py_ssize_t len = 0;
+        const char *u = s ? PyUnicode_AsUTF8AndSize(s, &len) : NULL;
+        if (u && strlen(u) != (size_t)len) { /* C strings: a NUL would cut it short */
+            PyErr_Format(PyExc_ValueError, "argument %zd (%R) contains a NUL character", i, s);
+            free_strv(v);
+            return NULL;
+        }
         if (!u || !(v[i] = strdup(u))) {
             if (!PyErr_Occurred())
                 PyErr_NoMemory();
@@ -495,6 +551,16 @@ static PyObject *loader_new_py(PyTypeObject *type, PyObject *args, PyObject *kw)
         raise_status(rc, e.msg);
         goto fail;
     }
+    MappingObject *m = PyObject_New(MappingObject, g_mapping_type);
+    if (!m) {
+        ts = PyEval_SaveThread();
+        feed_close(r);
+        PyEval_RestoreThread(ts);
+        free(r);
+        goto fail;
+    }
+    loader_disown_map(r->ldr, &m->base, &m->len); /* the Mapping unmaps it, last */
+    L->map = (PyObject *)m;
     L->r = r;
     return (PyObject *)L;
 fail:
@@ -668,6 +734,7 @@ static PyObject *loader_next_py(PyObject *self, PyObject *unused)
         return NULL;
     }
     img->owner = (LoaderObject *)Py_NewRef(self);
+    img->map = Py_NewRef(L->map);
     img->generation = L->generation;
     img->seq = b->seq;
     img->data = (char *)b->data;
@@ -829,6 +896,7 @@ PyMODINIT_FUNC PyInit__trainloader(void)
         return NULL;
     g_array_type = (PyTypeObject *)PyType_FromSpec(&array_spec);
     g_loader_type = (PyTypeObject *)PyType_FromSpec(&loader_spec);
+    g_mapping_type = (PyTypeObject *)PyType_FromSpec(&mapping_spec);
     g_error = PyErr_NewExceptionWithDoc("trainloader.LoaderError",
                                         "the loader failed; .status is train's exit status",
                                         PyExc_RuntimeError, NULL);
@@ -837,8 +905,8 @@ PyMODINIT_FUNC PyInit__trainloader(void)
         NULL);
     g_worker_lost = PyErr_NewExceptionWithDoc(
         "trainloader.WorkerLost", "a loader worker died or timed out (status 3)", g_error, NULL);
-    if (!g_array_type || !g_loader_type || !g_error || !g_bad_input || !g_worker_lost ||
-        PyModule_AddObjectRef(m, "Array", (PyObject *)g_array_type) < 0 ||
+    if (!g_array_type || !g_loader_type || !g_mapping_type || !g_error || !g_bad_input ||
+        !g_worker_lost || PyModule_AddObjectRef(m, "Array", (PyObject *)g_array_type) < 0 ||
         PyModule_AddObjectRef(m, "_Loader", (PyObject *)g_loader_type) < 0 ||
         PyModule_AddObjectRef(m, "LoaderError", g_error) < 0 ||
         PyModule_AddObjectRef(m, "BadInput", g_bad_input) < 0 ||

@@ -20,7 +20,9 @@ Lifetime: the images of a batch are the loader's ring slot itself. The slot
 goes back to the workers when the next batch is asked for (the next step of
 the loop); after that the Array refuses new views, and tensors made from it
 earlier see the slot refilled. Keep a batch with images.copy() (or
-torch.from_dlpack(images).clone()). Labels are a small int64 copy.
+torch.from_dlpack(images).clone()). Labels are a small int64 copy. Views
+outlive the loader: close() stops its processes, and the ring stays mapped
+(the held batch untouched) until the last view of it is gone.
 
 See docs/PYTHON.md.
 """
@@ -59,6 +61,11 @@ def _argv(path, options, extra=()):
     of train's arguments as they are, e.g. its hidden test hooks)."""
     argv = ["trainloader", "--loader-only", "--no-progress", *extra]
     for key, value in options.items():
+        twin = key[3:] if key.startswith("no_") else None
+        if value is not None and twin in options and options[twin] is not None:
+            raise ValueError(f"{twin}= and {key}= are one option (--{twin.replace('_', '-')} "
+                             f"and --{key.replace('_', '-')}): give one of them")
+    for key, value in options.items():
         if value is None:
             continue
         name = key.replace("_", "-")
@@ -80,16 +87,29 @@ def _argv(path, options, extra=()):
             value = "on" if value else "off"
         elif isinstance(value, (list, tuple)):
             value = ",".join(str(v) for v in value)
+        _no_nul(f"{key}=", str(value))
         if kind == 2:
             argv.append(f"--{name}={value}")
         else:
             argv += ["--" + name, str(value)]
-    return argv + ["--", os.fspath(path)]
+    path = os.fspath(path)
+    _no_nul("the data path", path)
+    return argv + ["--", path]
+
+
+def _no_nul(what, text):
+    """train's command line is C strings: a NUL would cut the text short
+    silently (root="\0" would make every path absolute)."""
+    if isinstance(text, str) and "\0" in text:
+        raise ValueError(f"{what} {text!r} contains a NUL character")
 
 
 class Loader:
     """Batches of a CSV or class-folder data set, loaded by train's forked
     workers into a shared ring; iterate for (images, labels)."""
+
+    _c = None  # also when __init__ fails before making it: __del__ has nothing to close
+    pinned = False
 
     def __init__(self, path, *, rank=None, world_size=None, train=True, _extra=(), **options):
         if (rank is None) != (world_size is None):

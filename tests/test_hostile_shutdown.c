@@ -1,0 +1,280 @@
+/* test_hostile_shutdown.c — shutdown when a peer misbehaves (issue 26):
+ * a stopped loader supervisor must not hold train's exit forever (it is
+ * killed after a bound, and stderr says so), a stopped configuration run
+ * of a sweep must not hold the sweep's Ctrl-C, and tools/fuzz_image must
+ * leave no scratch file in /dev/shm on any exit, and a ring mapping handed
+ * to the caller (the Python module's batches) must outlive the loader. The
+ * Python module itself is checked in tests/python/test_hostile.py. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "app/run_ctx.h"
+#include "support/helpers.h"
+
+static char *dir, *csv;
+
+static void setup(void)
+{
+    dir = tmpdir_make();
+    char *fm = make_fashion_subset(dir, 64);
+    csv = path_join(fm, "train.csv");
+    free(fm);
+}
+
+static void teardown(void)
+{
+    spawn_kill_all();
+    free(csv);
+    tmpdir_remove(dir);
+}
+
+TestSuite(hostile_shutdown, .init = setup, .fini = teardown);
+
+/* The direct children of pid (every thread's). */
+static int children(int pid, int *out, int max)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/task", pid);
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        char cp[300];
+        snprintf(cp, sizeof cp, "/proc/%d/task/%s/children", pid, de->d_name);
+        FILE *f = fopen(cp, "r");
+        if (!f)
+            continue;
+        int c;
+        while (n < max && fscanf(f, "%d", &c) == 1)
+            out[n++] = c;
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+/* Wait (at most secs) until pid has at least want children. */
+static int wait_children(int pid, int want, int *out, int max, double secs)
+{
+    double end = now_sec() + secs;
+    int n;
+    while ((n = children(pid, out, max)) < want && now_sec() < end)
+        usleep(10000);
+    return n;
+}
+
+static void assert_gone(const int *pids, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int gone = 0;
+        for (int t = 0; t < 200 && !gone; t++) {
+            gone = !process_alive(pids[i]);
+            if (!gone)
+                usleep(10000);
+        }
+        if (!gone) /* not left stopped, holding the suite's output pipes */
+            kill(pids[i], SIGKILL);
+        cr_assert(gone, "process %d is still there", pids[i]);
+    }
+}
+
+static char *slurp(const char *path)
+{
+    char *s = read_whole_file(path, NULL, NULL);
+    return s ? s : strdup("");
+}
+
+Test(hostile_shutdown, a_stopped_supervisor_is_killed_after_a_bound_and_named)
+{
+    char *out = path_join(dir, "stop.out"), *err = path_join(dir, "stop.err");
+    char *argv[] = {(char *)train_bin(),
+                    "--workers",
+                    "2",
+                    "--batch",
+                    "16",
+                    "--epochs",
+                    "50",
+                    "--test-slow-step",
+                    "0.02",
+                    "--no-progress",
+                    csv,
+                    NULL};
+    pid_t pid = spawn_bg(argv, out, err);
+    int sup[4];
+    cr_assert_eq(wait_children(pid, 1, sup, 4, 60), 1, "train started no loader supervisor");
+    int workers[8], nw = wait_children(sup[0], 2, workers, 8, 60);
+    cr_assert_eq(nw, 2, "the supervisor forked %d of 2 workers", nw);
+    usleep(200000); /* training under way */
+    cr_assert_eq(kill(sup[0], SIGSTOP), 0);
+    usleep(100000);
+    double t0 = now_sec();
+    kill(pid, SIGINT);
+    int st = spawn_wait(pid, 30); /* before the fix: waitpid forever, and this fails */
+    double took = now_sec() - t0;
+    char *e = slurp(err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d: %s", st, e);
+    cr_assert(took < LOADER_REAP_WAIT_S + 5, "exit took %.1f s after SIGINT", took);
+    char want[96];
+    snprintf(want, sizeof want, "supervisor %d did not exit within %g s; killed", sup[0],
+             LOADER_REAP_WAIT_S);
+    cr_assert(strstr(e, want), "want '%s' in: %s", want, e);
+    assert_gone(sup, 1);
+    assert_gone(workers, nw);
+    free(e);
+    free(out);
+    free(err);
+}
+
+Test(hostile_shutdown, a_sweep_interrupted_while_its_run_is_stopped_exits_130)
+{
+    char *out = path_join(dir, "sweep.out"), *err = path_join(dir, "sweep.err");
+    char *argv[] = {
+        (char *)train_bin(), "--workers", "0,1",           "--batch", "16", "--epochs", "50",
+        "--test-slow-step",  "0.02",      "--no-progress", csv,       NULL};
+    pid_t pid = spawn_bg(argv, out, err);
+    int run[4];
+    cr_assert_eq(wait_children(pid, 1, run, 4, 60), 1, "the sweep started no run");
+    usleep(300000);
+    cr_assert_eq(kill(run[0], SIGSTOP), 0);
+    usleep(100000);
+    double t0 = now_sec();
+    kill(pid, SIGINT);
+    int st = spawn_wait(pid, 30); /* before the fix: the stopped run never saw the SIGINT */
+    double took = now_sec() - t0;
+    char *e = slurp(err);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d: %s", st, e);
+    cr_assert(took < 10, "exit took %.1f s after SIGINT", took);
+    assert_gone(run, 1);
+    free(e);
+    free(out);
+    free(err);
+}
+
+/* fuzz_image's scratch file of process pid, in /dev/shm or /tmp. */
+static int scratch_left(pid_t pid)
+{
+    char p[64];
+    struct stat sb;
+    snprintf(p, sizeof p, "/dev/shm/fuzz-image-%ld.img", (long)pid);
+    if (lstat(p, &sb) == 0)
+        return 1;
+    snprintf(p, sizeof p, "/tmp/fuzz-image-%ld.img", (long)pid);
+    return lstat(p, &sb) == 0;
+}
+
+Test(hostile_shutdown, fuzz_image_leaves_no_scratch_file)
+{
+    char *tool = path_join(tools_dir(), "fuzz_image");
+    char *seed =
+        path_join(source_root(), "tests/fuzz-corpus/image/crash-bmp-palette-before-offset");
+    char *missing = path_join(dir, "no-such-input"), *fifo = path_join(dir, "input.fifo");
+    char *out = path_join(dir, "fuzz.out"), *err = path_join(dir, "fuzz.err");
+    /* 1. a normal run, 2. an unreadable second input (exit 1) */
+    char *ok[] = {tool, seed, NULL}, *bad[] = {tool, seed, missing, NULL};
+    char **runs[] = {ok, bad};
+    for (int k = 0; k < 2; k++) {
+        pid_t pid = spawn_bg(runs[k], out, err);
+        int st = spawn_wait(pid, 30);
+        char *e = slurp(err);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == (k ? 1 : 0), "run %d: status %d: %s", k, st,
+                  e);
+        free(e);
+        cr_assert(!scratch_left(pid), "run %d left /dev/shm/fuzz-image-%d.img", k, (int)pid);
+    }
+    /* 3. killed: the second input is a FIFO that blocks it after the first */
+    cr_assert_eq(mkfifo(fifo, 0600), 0, "%s", strerror(errno));
+    char *killed[] = {tool, seed, fifo, NULL};
+    pid_t pid = spawn_bg(killed, out, err);
+    int w = -1;
+    double end = now_sec() + 30;
+    while (now_sec() < end && (w = open(fifo, O_WRONLY | O_NONBLOCK)) < 0 && errno == ENXIO &&
+           process_alive(pid))
+        usleep(5000); /* no reader yet: the first input is being checked */
+    if (w >= 0) {
+        usleep(50000);
+        kill(pid, SIGKILL);
+        close(w);
+    }
+    int st = spawn_wait(pid, 30);
+    (void)st;
+    cr_assert(!scratch_left(pid), "a killed run left /dev/shm/fuzz-image-%d.img", (int)pid);
+    free(tool);
+    free(seed);
+    free(missing);
+    free(fifo);
+    free(out);
+    free(err);
+}
+
+Test(hostile_shutdown, a_closed_loader_kills_its_stopped_supervisor_and_leaves_the_ring_mapped)
+{
+    /* the Python module's way: spawned supervisor (a program of its own: no
+     * PR_SET_PDEATHSIG ends it with us), the mapping handed to the caller,
+     * the loader closed while a batch is still being read and while its
+     * supervisor is stopped */
+    char *dir2 = strdup(train_bin()), *slash = strrchr(dir2, '/');
+    *slash = 0;
+    char *sup = path_join(dir2, "trainloader-supervisor");
+    char *argv[] = {"train", "--loader-only", "--batch", "16", "--workers", "2", "--prefetch",
+                    "1",     "--channels",    "1",       csv};
+    int argc = (int)(sizeof argv / sizeof *argv);
+    options o;
+    errbuf e = {{0}};
+    cr_assert_eq(options_parse_to(&o, argc, argv, &e), 0, "%s", e.msg);
+    run_ctx r;
+    memset(&r, 0, sizeof r);
+    cr_assert_eq(feed_open(&r, &o, &e), RUN_OK, "%s", e.msg);
+    char *sargv[16] = {sup};
+    for (int i = 1; i < argc; i++)
+        sargv[i] = argv[i];
+    loader_config extra = {.spawn_argv = sargv};
+    cr_assert_eq(feed_loader(&r, &extra, &e), RUN_OK, "%s", e.msg);
+    void *base;
+    size_t len;
+    loader_disown_map(r.ldr, &base, &len);
+    load_job j = {.src = 0, .kind = LOAD_JOB_TRAIN, .batch = 16};
+    loader_post(r.ldr, &j);
+    loader_batch b;
+    cr_assert_eq(loader_next(r.ldr, &b, &e), LOADER_OK, "%s", e.msg);
+    size_t n = (size_t)b.count * r.sample_bytes;
+    const uint8_t *data = b.data;
+    uint8_t *want = malloc(n);
+    memcpy(want, data, n);
+    uint64_t sum = 0;
+    for (size_t i = 0; i < n; i++)
+        sum += want[i];
+    cr_assert(sum > 0, "an all-zero batch of real images");
+    int pids[8], np = 0;
+    double end = now_sec() + 30;
+    while ((np = loader_pids(r.ldr, pids, 8)) < 3 && now_sec() < end)
+        usleep(5000); /* the supervisor records a worker's pid after its fork returns */
+    cr_assert_eq(np, 3, "the supervisor and 2 workers");
+    cr_assert_eq(kill(pids[0], SIGSTOP), 0);
+    double t0 = now_sec();
+    feed_close(&r); /* every process stopped and reaped; the mapping stays */
+    double took = now_sec() - t0;
+    cr_assert(took < LOADER_REAP_WAIT_S + 5, "close took %.1f s", took);
+    assert_gone(pids, np); /* the supervisor SIGKILLed: a SIGTERM stays pending */
+    cr_assert((const uint8_t *)base <= data && data + n <= (const uint8_t *)base + len);
+    cr_assert_arr_eq(data, want, n, "the batch changed after the loader closed");
+    cr_assert_eq(munmap(base, len), 0);
+    free(want);
+    options_free(&o);
+    free(sup);
+    free(dir2);
+}
