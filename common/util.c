@@ -581,39 +581,40 @@ const char *esc_path(const char *s, char *buf, size_t n)
     }
     buf[o] = '\0';
     return buf;
+}
 
-    int wait_child_for(pid_t pid, double secs, int *status)
-    {
-        double deadline = now_sec() + secs;
-        long nap_ns = 1000000; /* 1 ms, doubling to 50 ms */
-        for (;;) {
-            int st = 0;
-            pid_t r = waitpid(pid, &st, WNOHANG);
-            if (r == pid) {
-                if (status)
-                    *status = st;
-                return 1;
-            }
-            if (r < 0 && errno != EINTR)
-                return -1;
-            if (now_sec() >= deadline)
-                return 0;
-            struct timespec ts = {0, nap_ns};
-            nanosleep(&ts, NULL);
-            if (nap_ns < 50000000)
-                nap_ns *= 2;
+int wait_child_for(pid_t pid, double secs, int *status)
+{
+    double deadline = now_sec() + secs;
+    long nap_ns = 1000000; /* 1 ms, doubling to 50 ms */
+    for (;;) {
+        int st = 0;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) {
+            if (status)
+                *status = st;
+            return 1;
         }
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (now_sec() >= deadline)
+            return 0;
+        struct timespec ts = {0, nap_ns};
+        nanosleep(&ts, NULL);
+        if (nap_ns < 50000000)
+            nap_ns *= 2;
     }
+}
 
-    int reap_bounded(pid_t pid, double secs, const char *what)
-    {
-        int st = -1;
-        int rc = wait_child_for(pid, secs, &st);
-        if (rc != 0)
-            return rc > 0 ? st : -1;
-        kill(pid, SIGKILL);
-        fprintf(stderr, "train: %s %ld did not exit within %g s; killed\n", what, (long)pid, secs);
-        /* SIGKILL ends a stopped process too; only an uninterruptible sleep
+int reap_bounded(pid_t pid, double secs, const char *what)
+{
+    int st = -1;
+    int rc = wait_child_for(pid, secs, &st);
+    if (rc != 0)
+        return rc > 0 ? st : -1;
+    kill(pid, SIGKILL);
+    fprintf(stderr, "train: %s %ld did not exit within %g s; killed\n", what, (long)pid, secs);
+    /* SIGKILL ends a stopped process too; only an uninterruptible sleep
      * outlasts it, and then the zombie is left to be reaped at exit */
-        return wait_child_for(pid, secs, &st) > 0 ? st : -1;
-    }
+    return wait_child_for(pid, secs, &st) > 0 ? st : -1;
+}
