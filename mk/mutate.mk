@@ -4,7 +4,7 @@
 #   make mutate                  every mutant of tests/mutations.txt
 #   make mutate ONLY=loader,app  the mutants of those folders (or names)
 #   make mutate JOBS=2           two mutants at once (default 1)
-#   make mutate TIMEOUT=300      seconds per mutant for its suites (default 600)
+#   make mutate TIMEOUT=300      seconds per suite run of a mutant (default 600)
 #   make mutate-generated SEED=1 [COUNT=150] [JOBS=2]
 #                                a seeded sample of generated mutants
 #                                (tools/mutate-gen) over every production
