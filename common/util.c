@@ -608,12 +608,34 @@ int wait_child_for(pid_t pid, double secs, int *status)
 
 int reap_bounded(pid_t pid, double secs, const char *what)
 {
-    int st = -1;
-    int rc = wait_child_for(pid, secs, &st);
-    if (rc != 0)
-        return rc > 0 ? st : -1;
+    double deadline = now_sec() + secs;
+    long nap_ns = 1000000; /* 1 ms, doubling to 50 ms */
+    int st = -1, stopped = 0;
+    for (;;) {
+        /* WUNTRACED: a stopped child is reported at once; waiting for it
+         * would only run out the clock (under ASan a healthy one can need
+         * seconds for its leak check, so the bound itself is generous) */
+        pid_t r = waitpid(pid, &st, WNOHANG | WUNTRACED);
+        if (r == pid && !WIFSTOPPED(st))
+            return st;
+        if (r == pid) {
+            stopped = WSTOPSIG(st);
+            break;
+        }
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (now_sec() >= deadline)
+            break;
+        struct timespec ts = {0, nap_ns};
+        nanosleep(&ts, NULL);
+        if (nap_ns < 50000000)
+            nap_ns *= 2;
+    }
     kill(pid, SIGKILL);
-    fprintf(stderr, "train: %s %ld did not exit within %g s; killed\n", what, (long)pid, secs);
+    if (stopped)
+        fprintf(stderr, "train: %s %ld is stopped (signal %d); killed\n", what, (long)pid, stopped);
+    else
+        fprintf(stderr, "train: %s %ld did not exit within %g s; killed\n", what, (long)pid, secs);
     /* SIGKILL ends a stopped process too; only an uninterruptible sleep
      * outlasts it, and then the zombie is left to be reaped at exit */
     return wait_child_for(pid, secs, &st) > 0 ? st : -1;

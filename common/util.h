@@ -140,9 +140,11 @@ const char *esc_path(const char *s, char *buf, size_t n);
  * the wait status in *status (when not NULL) once it is reaped, 0 when it
  * is still there at the deadline, -1 when it is not a child. */
 int wait_child_for(pid_t pid, double secs, int *status);
-/* wait_child_for; a child still there at the deadline (stopped, stuck) is
- * SIGKILLed and reaped, and stderr says "train: WHAT PID did not exit
- * within N s; killed". Returns the wait status (-1: not a child). */
+/* Wait for pid at most secs seconds; a child that is stopped (SIGSTOP,
+ * SIGTSTP: killed at once, "train: WHAT PID is stopped (signal N);
+ * killed") or still there at the deadline ("... did not exit within N s;
+ * killed") is SIGKILLed and reaped, and stderr says so. Returns the wait
+ * status (-1: not a child). */
 int reap_bounded(pid_t pid, double secs, const char *what);
 
 #endif

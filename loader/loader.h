@@ -160,10 +160,11 @@ void loader_release(loader *p, const loader_batch *b);
 void loader_interrupt(loader *p);
 
 /* Stop and reap every process, unmap. Safe on a half-created loader.
- * Every wait for the supervisor is bounded: one that has not exited
- * LOADER_REAP_WAIT_S seconds after being told to (stopped, stuck) is
- * SIGKILLed and reaped, and stderr says so. */
-#define LOADER_REAP_WAIT_S 2.0
+ * Every wait for the supervisor is bounded: a stopped one is SIGKILLed at
+ * once, one that has not exited LOADER_REAP_WAIT_S seconds after being
+ * told to (stuck) then; stderr says so. Generous, since an ASan build's
+ * supervisor may need seconds for its leak check at exit. */
+#define LOADER_REAP_WAIT_S 10.0
 void loader_destroy(loader *p);
 
 /* Hand the loader's shared mapping (which holds the ring) to the caller:

@@ -128,10 +128,9 @@ Test(hostile_shutdown, a_stopped_supervisor_is_killed_after_a_bound_and_named)
     double took = now_sec() - t0;
     char *e = slurp(err);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d: %s", st, e);
-    cr_assert(took < LOADER_REAP_WAIT_S + 5, "exit took %.1f s after SIGINT", took);
+    cr_assert(took < 5, "exit took %.1f s after SIGINT", took); /* no wait for a stopped one */
     char want[96];
-    snprintf(want, sizeof want, "supervisor %d did not exit within %g s; killed", sup[0],
-             LOADER_REAP_WAIT_S);
+    snprintf(want, sizeof want, "supervisor %d is stopped (signal %d); killed", sup[0], SIGSTOP);
     cr_assert(strstr(e, want), "want '%s' in: %s", want, e);
     assert_gone(sup, 1);
     assert_gone(workers, nw);
@@ -268,7 +267,7 @@ Test(hostile_shutdown, a_closed_loader_kills_its_stopped_supervisor_and_leaves_t
     double t0 = now_sec();
     feed_close(&r); /* every process stopped and reaped; the mapping stays */
     double took = now_sec() - t0;
-    cr_assert(took < LOADER_REAP_WAIT_S + 5, "close took %.1f s", took);
+    cr_assert(took < 5, "close took %.1f s", took);
     assert_gone(pids, np); /* the supervisor SIGKILLed: a SIGTERM stays pending */
     cr_assert((const uint8_t *)base <= data && data + n <= (const uint8_t *)base + len);
     cr_assert_arr_eq(data, want, n, "the batch changed after the loader closed");
@@ -277,4 +276,68 @@ Test(hostile_shutdown, a_closed_loader_kills_its_stopped_supervisor_and_leaves_t
     options_free(&o);
     free(sup);
     free(dir2);
+}
+
+/* reap_bounded itself: a child that ignores SIGTERM and keeps running is
+ * killed at the deadline (not before, not never), a stopped one at once,
+ * and one that exits is reaped with its status and no message. */
+static int reap_with_stderr(pid_t pid, double secs, char *msg, size_t n, double *took)
+{
+    char path[64];
+    snprintf(path, sizeof path, "%s/reap.err", dir);
+    fflush(stderr);
+    int saved = dup(2), fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0600);
+    dup2(fd, 2);
+    double t0 = now_sec();
+    int st = reap_bounded(pid, secs, "the child");
+    *took = now_sec() - t0;
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    close(fd);
+    FILE *f = fopen(path, "r");
+    size_t got = fread(msg, 1, n - 1, f);
+    msg[got] = '\0';
+    fclose(f);
+    return st;
+}
+
+static pid_t child_that(int what)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGTERM, SIG_IGN);
+        if (what == 0)
+            _exit(7);
+        for (;;)
+            pause();
+    }
+    return pid;
+}
+
+Test(hostile_shutdown, reap_bounded_kills_a_stuck_child_at_the_deadline_and_a_stopped_one_at_once)
+{
+    char msg[256];
+    double took;
+    pid_t pid = child_that(1);
+    int st = reap_with_stderr(pid, 0.4, msg, sizeof msg, &took);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status %d", st);
+    cr_assert(took >= 0.4 && took < 3, "killed after %.2f s, asked 0.4", took);
+    char want[128];
+    snprintf(want, sizeof want, "the child %d did not exit within 0.4 s; killed", pid);
+    cr_assert(strstr(msg, want), "want '%s' in '%s'", want, msg);
+
+    pid = child_that(1);
+    kill(pid, SIGSTOP);
+    st = reap_with_stderr(pid, 30, msg, sizeof msg, &took);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status %d", st);
+    cr_assert(took < 3, "a stopped child waited for %.2f s", took);
+    snprintf(want, sizeof want, "the child %d is stopped (signal %d); killed", pid, SIGSTOP);
+    cr_assert(strstr(msg, want), "want '%s' in '%s'", want, msg);
+
+    pid = child_that(0);
+    st = reap_with_stderr(pid, 30, msg, sizeof msg, &took);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 7, "status %d", st);
+    cr_assert_str_empty(msg);
+    cr_assert_eq(reap_bounded(pid, 1, "the child"), -1, "reaped twice");
 }
