@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +27,32 @@ static void on_signal(int sig)
     }
 }
 
+/* The text in fd from its start (at most max bytes), or NULL when empty */
+static char *read_fd_text(int fd, size_t max)
+{
+    size_t cap = 4096, n = 0;
+    char *buf = xmalloc(cap);
+    for (;;) {
+        if (n + 1 >= cap) {
+            if (cap >= max)
+                break;
+            buf = xrealloc(buf, cap *= 2);
+        }
+        ssize_t r = pread(fd, buf + n, cap - 1 - n, (off_t)n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    buf[n] = '\0';
+    if (n == 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
 void reexec_install_signals(void) { on_stop_signals(on_signal); }
 
 int reexec_signal_received(void) { return parent_signal; }
@@ -35,13 +63,16 @@ int reexec_run(const options *o, char *const extra[], int quiet, summary_rec *s,
     *status = 1;
     if (parent_signal)
         return *status = 128 + parent_signal, -1;
-    char summary[] = "/tmp/train-child-XXXXXX";
-    int fd = mkstemp(summary);
+    /* the child's summary comes back in a file with no name, which it
+     * inherits: a SIGKILL of either process leaves nothing to remove */
+    int fd = memfd_create("train-child-summary", MFD_CLOEXEC);
     if (fd < 0) {
-        fprintf(stderr, "train: cannot create a temporary file: %s\n", strerror(errno));
+        fprintf(stderr, "train: cannot create the configuration's summary file: %s\n",
+                strerror(errno));
         return -1;
     }
-    close(fd);
+    char summary[48];
+    snprintf(summary, sizeof summary, "/proc/self/fd/%d", fd);
     int nextra = 0;
     while (extra && extra[nextra])
         nextra++;
@@ -58,8 +89,15 @@ int reexec_run(const options *o, char *const extra[], int quiet, summary_rec *s,
     argv[n++] = summary;
     argv[n] = NULL;
     fflush(NULL);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        /* the run dies with the sweep (its loader dies with it), even by
+         * SIGKILL; a parent gone before prctl took effect is seen here */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent)
+            _exit(1);
+        fcntl(fd, F_SETFD, 0); /* open across the exec */
         if (quiet) {
             int null = open("/dev/null", O_WRONLY);
             if (null >= 0)
@@ -72,7 +110,7 @@ int reexec_run(const options *o, char *const extra[], int quiet, summary_rec *s,
     free(argv);
     if (pid < 0) {
         fprintf(stderr, "train: fork: %s\n", strerror(errno));
-        unlink(summary);
+        close(fd);
         return -1;
     }
     running = pid;
@@ -88,8 +126,8 @@ int reexec_run(const options *o, char *const extra[], int quiet, summary_rec *s,
     if (got < 0 || wstatus == -1)
         wstatus = 1 << 8;
     *status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);
-    char *line = read_whole_file(summary, NULL, NULL);
-    unlink(summary);
+    char *line = read_fd_text(fd, 1 << 20);
+    close(fd);
     int rc = line && report_parse_summary(line, s, strbuf, len) == 0 ? 0 : -1;
     free(line);
     return rc;

@@ -4,8 +4,9 @@
  * --non-blocking, --batch, --prefetch and --workers, with --workers varying
  * fastest, each list in the order given. A child gets the original command
  * line without the swept options, one value of each, and --sweep-child
- * --summary-out FILE; it prints its own epoch lines and leaves its summary
- * record in FILE for the closing table.
+ * --summary-out FILE (an unnamed file it inherits, see reexec.h); it prints
+ * its own epoch lines and leaves its summary record in FILE for the closing
+ * table.
  */
 #define _GNU_SOURCE
 #include "app/sweep.h"

@@ -1,7 +1,9 @@
 /* test_hostile_shutdown.c — shutdown when a peer misbehaves (issue 26):
  * a stopped loader supervisor must not hold train's exit forever (it is
  * killed after a bound, and stderr says so), a stopped configuration run
- * of a sweep must not hold the sweep's Ctrl-C, and tools/fuzz_image must
+ * of a sweep must not hold the sweep's Ctrl-C, a sweep killed by SIGKILL
+ * must take its configuration run and that run's loader with it and leave
+ * no file, and tools/fuzz_image must
  * leave no scratch file in /dev/shm on any exit, and a ring mapping handed
  * to the caller (the Python module's batches) must outlive the loader. The
  * Python module itself is checked in tests/python/test_hostile.py. */
@@ -340,4 +342,81 @@ Test(hostile_shutdown, reap_bounded_kills_a_stuck_child_at_the_deadline_and_a_st
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 7, "status %d", st);
     cr_assert_str_empty(msg);
     cr_assert_eq(reap_bounded(pid, 1, "the child"), -1, "reaped twice");
+}
+
+/* The argument after `opt` on the command line of pid ("" when none). */
+static void cmdline_arg(int pid, const char *opt, char *out, size_t n)
+{
+    char path[64], buf[8192];
+    snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    size_t len = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[len] = '\0';
+    for (size_t i = 0; i < len; i += strlen(buf + i) + 1)
+        if (!strcmp(buf + i, opt) && i + strlen(opt) + 1 < len) {
+            snprintf(out, n, "%s", buf + i + strlen(opt) + 1);
+            return;
+        }
+}
+
+/* Every named file under /tmp or /dev/shm (outside the test's folder) that
+ * pid holds open, appended to names (one per line). */
+static void named_scratch_files(int pid, char *names, size_t cap)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/fd", pid);
+    DIR *d = opendir(path);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        char link[300], target[512];
+        snprintf(link, sizeof link, "/proc/%d/fd/%s", pid, de->d_name);
+        ssize_t k = readlink(link, target, sizeof target - 1);
+        if (k <= 0)
+            continue;
+        target[k] = '\0';
+        if ((strncmp(target, "/tmp/", 5) && strncmp(target, "/dev/shm/", 9)) ||
+            !strncmp(target, dir, strlen(dir)) || strstr(target, " (deleted)"))
+            continue;
+        size_t have = strlen(names);
+        snprintf(names + have, cap - have, "%s\n", target);
+    }
+    if (d)
+        closedir(d);
+}
+
+Test(hostile_shutdown, a_sweep_killed_by_sigkill_leaves_no_process_and_no_file)
+{
+    char *out = path_join(dir, "kill9.out"), *err = path_join(dir, "kill9.err");
+    char *argv[] = {
+        (char *)train_bin(), "--workers", "1,2",           "--batch", "16", "--epochs", "50",
+        "--test-slow-load",  "0.01",      "--no-progress", csv,       NULL};
+    pid_t pid = spawn_bg(argv, out, err);
+    int run[4], sup[4], wk[4];
+    cr_assert_eq(wait_children(pid, 1, run, 4, 60), 1, "the sweep started no run");
+    cr_assert_eq(wait_children(run[0], 1, sup, 4, 60), 1, "the run started no supervisor");
+    cr_assert_eq(wait_children(sup[0], 1, wk, 4, 60), 1, "the supervisor started no worker");
+    char summary[512], names[4096] = "";
+    cmdline_arg(run[0], "--summary-out", summary, sizeof summary);
+    cr_assert(summary[0], "the run was given no --summary-out");
+    int pids[3] = {run[0], sup[0], wk[0]};
+    for (int i = 0; i < 3; i++)
+        named_scratch_files(pids[i], names, sizeof names);
+    cr_assert_eq(kill(pid, SIGKILL), 0);
+    int st = spawn_wait(pid, 30);
+    cr_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "status %d", st);
+    assert_gone(pids, 3); /* before the fix: adopted by init, trained to the end */
+    struct stat sb;
+    /* a name the parent would have removed after reading it stays behind */
+    cr_assert(strncmp(summary, "/proc/self/fd/", 14) == 0 || lstat(summary, &sb) != 0,
+              "the killed sweep left its summary file %s", summary);
+    for (char *p = names, *nl; (nl = strchr(p, '\n')); p = nl + 1) {
+        *nl = '\0';
+        cr_assert(lstat(p, &sb) != 0, "the killed sweep left %s", p);
+    }
+    free(out);
+    free(err);
 }
