@@ -442,3 +442,130 @@ Test(hostile_report, data_tools_usage_names_the_bare_tool)
         free(bin);
     }
 }
+
+/* ------------------------------------------------ tools/plot's series */
+
+/* one summary record as train writes it (the configuration's keys, then
+ * the measurements), epoch_s and compute_pct given */
+static void summary_line(FILE *f, const char *mode, int workers, int prefetch, int batch,
+                         double epoch_s, double compute, int status)
+{
+    fprintf(f,
+            "{\"record\":\"summary\",\"device\":\"cpu\",\"model\":\"probe\",\"mode\":\"%s\","
+            "\"workers\":%d,\"prefetch\":%d,\"pin\":false,\"non_blocking\":false,\"batch\":%d,"
+            "\"epochs\":1,\"status\":%d,\"error\":null,\"epoch_s_median\":%g,"
+            "\"images_per_s\":500,\"data_wait_pct\":%g,\"copy_pct\":0,\"compute_pct\":%g,"
+            "\"other_pct\":0.5,\"gpu_util_avg\":null,\"final_loss\":2.3,\"final_train_acc\":0.1,"
+            "\"final_val_acc\":null,\"pss_mb_max\":14,\"preload_build_s\":%s,\"cores\":2,"
+            "\"cpu_model\":\"x\",\"gpu_name\":null}\n",
+            mode, workers, prefetch, batch, status, epoch_s, 99.5 - compute, compute,
+            strcmp(mode, "preload") ? "null" : "0.02");
+}
+
+/* tools/plot --data on the files: its output, malloc'd */
+static char *plot_data(char *const jsons[])
+{
+    char *plot = path_join(source_root(), "tools/plot");
+    char *argv[8] = {plot, "--data"};
+    int n = 2;
+    for (int i = 0; jsons[i]; i++)
+        argv[n++] = jsons[i];
+    argv[n] = NULL;
+    run_result r;
+    run_argv(argv, NULL, 30, &r);
+    cr_assert_eq(r.status, 0, "tools/plot --data: %s\n%s", r.out, r.err);
+    char *out = strdup(r.out);
+    run_free(&r);
+    free(plot);
+    return out;
+}
+
+/* A sweep over batch x workers x mode is drawn as one line per mode AND
+ * batch (the batch-8 and batch-16 points were averaged into one line
+ * per mode), the legend naming the settings that vary; the same
+ * configuration in a second file (a sweep run again) is one series, its
+ * points the median; a failed configuration is left out */
+Test(hostile_report, plot_draws_one_line_per_configuration_other_than_workers)
+{
+    char *a = path_join(dir, "bw.json"), *b = path_join(dir, "bw-again.json");
+    FILE *f = fopen(a, "w");
+    const char *modes[] = {"lazy", "preload"};
+    for (int m = 0; m < 2; m++)
+        for (int batch = 8; batch <= 16; batch += 8)
+            for (int w = 0; w <= 1; w++) /* epoch_s: 0.1 lazy, + batch/1000, + w/100 */
+                summary_line(f, modes[m], w, 2, batch, 0.1 * (m + 1) + batch / 1000.0 + w / 100.0,
+                             50 + batch + w, 0);
+    summary_line(f, "lazy", 2, 2, 8, 9.9, 1, 3); /* failed: status 3 */
+    fclose(f);
+    f = fopen(b, "w"); /* lazy b8 w0 twice more: median of 0.108, 0.3, 0.5 */
+    summary_line(f, "lazy", 0, 2, 8, 0.3, 10, 0);
+    summary_line(f, "lazy", 0, 2, 8, 0.5, 20, 0);
+    fclose(f);
+    char *files[] = {a, b, NULL};
+    char *out = plot_data(files);
+    const char *want = "# series\tworkers\tepoch_s\tcompute_pct\tgpu_util\twait_pct\tbuild_s\n"
+                       "lazy b8\t0\t0.3\t20\tNaN\t79.5\tNaN\n"
+                       "lazy b8\t1\t0.118\t59\tNaN\t40.5\tNaN\n"
+                       "lazy b16\t0\t0.116\t66\tNaN\t33.5\tNaN\n"
+                       "lazy b16\t1\t0.126\t67\tNaN\t32.5\tNaN\n"
+                       "preload b8\t0\t0.208\t58\tNaN\t41.5\t0.02\n"
+                       "preload b8\t1\t0.218\t59\tNaN\t40.5\t0.02\n"
+                       "preload b16\t0\t0.216\t66\tNaN\t33.5\t0.02\n"
+                       "preload b16\t1\t0.226\t67\tNaN\t32.5\t0.02\n";
+    cr_assert_str_eq(out, want, "tools/plot --data gave\n%s", out);
+    free(out);
+
+    /* only prefetch varies (README's E3 axis): one line per prefetch */
+    f = fopen(a, "w");
+    for (int pf = 1; pf <= 4; pf *= 2)
+        summary_line(f, "lazy", 2, pf, 100, 1.0 / pf, 50, 0);
+    fclose(f);
+    char *one[] = {a, NULL};
+    out = plot_data(one);
+    cr_assert_str_eq(out,
+                     "# series\tworkers\tepoch_s\tcompute_pct\tgpu_util\twait_pct\tbuild_s\n"
+                     "pf1\t2\t1\t50\tNaN\t49.5\tNaN\n"
+                     "pf2\t2\t0.5\t50\tNaN\t49.5\tNaN\n"
+                     "pf4\t2\t0.25\t50\tNaN\t49.5\tNaN\n",
+                     "%s", out);
+    free(out);
+    free(a);
+    free(b);
+}
+
+/* The same on a real sweep's JSON: one series per batch, each point the
+ * summary's own epoch time, and the charts drawn without warnings */
+Test(hostile_report, plot_splits_a_real_batch_sweep)
+{
+    char *json = path_join(dir, "real.json");
+    char *argv[48];
+    char *extra[] = {"--json", json, NULL};
+    small_run(argv, extra);
+    argv[4] = "4,6";
+    argv[6] = "0,1";
+    run_result r;
+    run_argv(argv, NULL, 120, &r);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    run_free(&r);
+    char t[4][JSON_VALUE_MAX], bt[4][JSON_VALUE_MAX], wk[4][JSON_VALUE_MAX];
+    cr_assert_eq(json_record_values(json, "summary", "epoch_s_median", t, 4), 4);
+    cr_assert_eq(json_record_values(json, "summary", "batch", bt, 4), 4);
+    cr_assert_eq(json_record_values(json, "summary", "workers", wk, 4), 4);
+    char *files[] = {json, NULL};
+    char *out = plot_data(files);
+    for (int i = 0; i < 4; i++) {
+        char line[128];
+        snprintf(line, sizeof line, "\nb%s\t%s\t%s\t", bt[i], wk[i], t[i]);
+        cr_assert(strstr(out, line), "no '%s' in\n%s", line + 1, out);
+    }
+    cr_assert_eq(count_lines(out), 5, "%s", out);
+    free(out);
+    char *plot = path_join(source_root(), "tools/plot");
+    char *pargv[] = {plot, json, NULL};
+    run_argv(pargv, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "tools/plot: %s\n%s", r.out, r.err);
+    cr_assert(!strcasestr(r.err, "warning"), "gnuplot warned:\n%s", r.err);
+    run_free(&r);
+    free(plot);
+    free(json);
+}
