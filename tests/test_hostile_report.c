@@ -569,3 +569,93 @@ Test(hostile_report, plot_splits_a_real_batch_sweep)
     free(plot);
     free(json);
 }
+
+/* ------------------------------------------------ the loss column */
+
+/* where the cell under header column `name` ends in `row`: the header's
+ * right-aligned name ends at the same place */
+static void assert_loss_fits(const char *text, double loss)
+{
+    const char *row = strchr(text, '\n') + 1;
+    const char *h = strstr(text, " loss "), *a = strstr(text, "    acc ");
+    cr_assert(h && a && a < row, "%s", text);
+    long end = h + 5 - text, acc_end = a + 7 - text;
+    /* the acc cell (0.125) ends under "acc": nothing pushed right */
+    const char *cell_acc = strstr(row, " 0.125 ");
+    cr_assert(cell_acc && cell_acc + 6 - row == acc_end, "loss %g: misaligned\n%s", loss, text);
+    /* the loss cell ends under "loss" and reads back as the loss */
+    const char *c = row + end;
+    while (c > row && c[-1] != ' ')
+        c--;
+    cr_assert_eq(row[end], ' ', "loss %g: the cell runs past its column\n%s", loss, text);
+    double back = strtod(c, NULL);
+    if (isinf(loss))
+        cr_assert(isinf(back), "%s", text);
+    else
+        cr_assert(fabs(back - loss) <= 0.05 * fabs(loss) + 5e-5, "loss %g printed as %.*s\n%s",
+                  loss, (int)(row + end - c), c, text);
+}
+
+/* A loss blown up by a large --lr (7.9e+28 printed as 29 digits) or a
+ * tiny one keeps its column: at most 7 characters, readable */
+Test(hostile_report, table_loss_column_keeps_its_width_for_any_loss)
+{
+    const double losses[] = {2.302585,  0,       123.456789, 99999.7,  7.9354610488156241e28,
+                             1.2345e-7, 0.00042, -3.25,      INFINITY, 3.4e38};
+    for (size_t i = 0; i < sizeof losses / sizeof losses[0]; i++) {
+        epoch_rec er;
+        memset(&er, 0, sizeof er);
+        er.cfg = (run_config){.device = "cpu", .model = "probe", .mode = "lazy", .batch = 4};
+        er.epoch = 1;
+        er.ranks = 1;
+        er.cache = "warm";
+        er.gpu_util_avg = er.gpu_busy_pct = er.val_acc = er.comm_pct = NAN;
+        er.loss = losses[i];
+        er.train_acc = 0.125;
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        unsigned hide = report_columns(&er, 0);
+        report_header(f, hide);
+        report_epoch_line(f, &er, hide);
+        fclose(f);
+        assert_loss_fits(text, losses[i]);
+        free(text);
+    }
+}
+
+/* The same on a real run whose loss blows up (a large --lr, still
+ * finite): every epoch line as long as the header up to the last
+ * column, the JSON keeping every digit */
+Test(hostile_report, huge_loss_keeps_the_table_aligned_in_a_real_run)
+{
+    char *json = path_join(dir, "lr.json");
+    char *argv[48];
+    char *extra[] = {"--json", json, "--lr", "5", "--epochs", "3", NULL};
+    small_run(argv, extra);
+    run_result r;
+    run_argv(argv, NULL, 120, &r);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    char v[3][JSON_VALUE_MAX];
+    cr_assert_eq(json_epoch_values(json, "loss", v, 3), 3, "%s", r.err);
+    double last = atof(v[2]);
+    cr_assert(last > 1e7 && isfinite(last), "the loss must blow up and stay finite: %s", v[2]);
+    char *head = line_starting(r.out, "dev ", 0);
+    long end = strstr(head, " loss ") + 5 - head, acc = strstr(head, " acc ") + 4 - head;
+    for (int k = 0; k < 3; k++) {
+        char *row = line_starting(r.out, "cpu ", k);
+        cr_assert(row[end] == ' ' && row[acc] == ' ' && row[acc - 1] != ' ',
+                  "epoch %d misaligned:\n%s\n%s", k + 1, head, row);
+        const char *c = row + end;
+        while (c[-1] != ' ')
+            c--;
+        double shown = strtod(c, NULL), exact = atof(v[k]);
+        cr_assert(fabs(shown - exact) <= 0.05 * fabs(exact) + 5e-5, "epoch %d: %g shown for %s",
+                  k + 1, shown, v[k]);
+        free(row);
+    }
+    cr_assert(strlen(v[2]) > 12, "the JSON keeps full precision: %s", v[2]);
+    free(head);
+    run_free(&r);
+    free(json);
+}
