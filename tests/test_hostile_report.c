@@ -659,3 +659,20 @@ Test(hostile_report, huge_loss_keeps_the_table_aligned_in_a_real_run)
     run_free(&r);
     free(json);
 }
+
+/* --workers auto says how many batches each worker count really read: a
+ * 12-image set at --batch 4 has 3, not the 30 it asks for (and the
+ * probes read the run's batch size, not the model's default) */
+Test(hostile_report, workers_auto_says_the_batches_it_read)
+{
+    char *argv[48];
+    small_run(argv, NULL);
+    argv[6] = "auto";
+    run_result r;
+    run_argv(argv, NULL, 120, &r);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_assert(!strstr(r.out, "30 batches per count"), "%s", r.out);
+    cr_assert(strstr(r.out, "(12 images in "), "%s", r.out);
+    cr_assert(strstr(r.out, "; each count read 3 batches of 4, the whole epoch)"), "%s", r.out);
+    run_free(&r);
+}
