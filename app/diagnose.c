@@ -54,8 +54,24 @@ diag_verdict diagnose_verdict(const diag_rates *r, char *text, size_t len)
     return VERDICT_DECODE_BOUND;
 }
 
-/* One measured phase; NaN when it failed. */
-static double phase(const options *o, const char *what, char *const extra[], int *status)
+/* A child gets the command line without the options a sweep varies:
+ * their first values back, as --prefetch, --batch and --mode options
+ * (32 bytes each) */
+static void first_values(const options *o, char *pf, char *bt, char *md)
+{
+    snprintf(pf, 32, "--prefetch=%d", o->prefetch.v[0]);
+    if (o->batch.v[0])
+        snprintf(bt, 32, "--batch=%d", o->batch.v[0]);
+    else /* the model's default batch: nothing to pass */
+        snprintf(bt, 32, "--no-progress");
+    snprintf(md, 32, "--mode=%s", mode_name(o->mode.v[0]));
+}
+
+/* One measured phase; NaN when it failed. *images gets the images it
+ * read, when images is not NULL (and *batch the batch size, when batch
+ * is not NULL). */
+static double phase(const options *o, const char *what, char *const extra[], int *status,
+                    double *images, int *batch)
 {
     summary_rec s;
     char strs[256];
@@ -66,8 +82,12 @@ static double phase(const options *o, const char *what, char *const extra[], int
         printf("failed (status %d)\n", *status);
         return NAN;
     }
-    printf("%8.0f img/s  (%.0f images in %.1f s)\n", s.images_per_s,
-           s.images_per_s * s.epoch_s_median, s.epoch_s_median);
+    double n = round(s.images_per_s * s.epoch_s_median); /* both to 6 digits */
+    printf("%8.0f img/s  (%.0f images in %.1f s)\n", s.images_per_s, n, s.epoch_s_median);
+    if (images)
+        *images = n;
+    if (batch)
+        *batch = s.cfg.batch;
     fflush(stdout);
     return s.images_per_s;
 }
@@ -93,12 +113,7 @@ int diagnose_run(const options *o)
      * give it their first values back (the model phase keeps workers 0) */
     char wk[32], pf[32], bt[32], md[32], pin[32], nbl[32];
     snprintf(wk, sizeof wk, "--workers=%d", r.workers);
-    snprintf(pf, sizeof pf, "--prefetch=%d", o->prefetch.v[0]);
-    if (o->batch.v[0])
-        snprintf(bt, sizeof bt, "--batch=%d", o->batch.v[0]);
-    else /* the model's default batch: nothing to pass */
-        snprintf(bt, sizeof bt, "--no-progress");
-    snprintf(md, sizeof md, "--mode=%s", mode_name(o->mode.v[0]));
+    first_values(o, pf, bt, md);
     snprintf(pin, sizeof pin, "--pin=%s", o->pin.v[0] ? "on" : "off");
     snprintf(nbl, sizeof nbl, "--non-blocking=%s", o->non_blocking.v[0] ? "on" : "off");
     char bound[64];
@@ -117,12 +132,12 @@ int diagnose_run(const options *o)
     char *reads[] = {PHASE_ARGS, wk, "--loader-only", "--diag-phase=read-only", NULL};
     char *model[] = {PHASE_ARGS, "--workers=0", "--diag-phase=refeed", NULL};
 #undef PHASE_ARGS
-    r.full = phase(o, "(a) full pipeline", full, &status);
+    r.full = phase(o, "(a) full pipeline", full, &status, NULL, NULL);
     if (status == 2 || reexec_signal_received())
         return reexec_signal_received() ? 128 + reexec_signal_received() : status;
-    r.loader = phase(o, "(b) loader only", loader, &status);
-    r.read_only = phase(o, "(c) loader, read only", reads, &status);
-    r.model = phase(o, "(d) model only", model, &status);
+    r.loader = phase(o, "(b) loader only", loader, &status, NULL, NULL);
+    r.read_only = phase(o, "(c) loader, read only", reads, &status, NULL, NULL);
+    r.model = phase(o, "(d) model only", model, &status, NULL, NULL);
     if (reexec_signal_received())
         return 128 + reexec_signal_received();
     char text[512];
@@ -135,19 +150,25 @@ int autotune_workers(const options *o)
 {
     reexec_install_signals();
     int cores = cpu_count();
-    char batches[32];
+    char batches[32], pf[32], bt[32], md[32];
     snprintf(batches, sizeof batches, "--max-batches=%d", AUTO_BATCHES);
-    printf("workers auto: loader throughput on %d batches per count (%d cores)\n", AUTO_BATCHES,
-           cores);
+    first_values(o, pf, bt, md); /* the batches the run will read */
+    /* a set of fewer batches than that is read once, whole: said below
+     * with the count that was read */
+    printf("workers auto: loader throughput per worker count, on up to %d batches (one epoch at "
+           "most; %d cores)\n",
+           AUTO_BATCHES, cores);
     double rate[65];
     int status = 0, maxw = cores < 64 ? cores : 64;
-    double best = 0;
+    double best = 0, images = NAN;
+    int batch = 0;
     for (int w = 1; w <= maxw; w++) {
         char wk[32], label[32];
         snprintf(wk, sizeof wk, "--workers=%d", w);
         snprintf(label, sizeof label, "%d worker%s", w, w == 1 ? "" : "s");
-        char *extra[] = {batches, wk, "--epochs=1", "--warmup-epochs=0", "--loader-only", NULL};
-        rate[w] = phase(o, label, extra, &status);
+        char *extra[] = {batches,         wk,  pf, bt, md, "--epochs=1", "--warmup-epochs=0",
+                         "--loader-only", NULL};
+        rate[w] = phase(o, label, extra, &status, isnan(images) ? &images : NULL, &batch);
         if (status == 2 || reexec_signal_received())
             return -1;
         if (rate[w] > best)
@@ -155,9 +176,16 @@ int autotune_workers(const options *o)
     }
     double model = NAN;
     if (!o->loader_only) {
-        char *extra[] = {
-            batches, "--workers=0", "--epochs=1", "--warmup-epochs=0", "--diag-phase=refeed", NULL};
-        model = phase(o, "model consumes", extra, &status);
+        char *extra[] = {batches,
+                         "--workers=0",
+                         pf,
+                         bt,
+                         md,
+                         "--epochs=1",
+                         "--warmup-epochs=0",
+                         "--diag-phase=refeed",
+                         NULL};
+        model = phase(o, "model consumes", extra, &status, NULL, NULL);
     }
     if (!(best > 0)) {
         fprintf(stderr, "train: --workers auto: every probe failed\n");
@@ -169,11 +197,16 @@ int autotune_workers(const options *o)
             pick = w;
             break;
         }
-    char tail[64] = "";
+    char tail[64] = "", read[96] = "";
     if (!isnan(model))
         snprintf(tail, sizeof tail, "; the model consumes %.0f img/s", model);
-    printf("workers auto: chose %d (%.0f img/s; best %.0f img/s%s)\n", pick, rate[pick], best,
-           tail);
+    if (batch > 0 && images > 0) { /* the batches each count really read */
+        long nb = (long)ceil(images / batch);
+        snprintf(read, sizeof read, "; each count read %ld batch%s of %d%s", nb,
+                 nb == 1 ? "" : "es", batch, nb < AUTO_BATCHES ? ", the whole epoch" : "");
+    }
+    printf("workers auto: chose %d (%.0f img/s; best %.0f img/s%s%s)\n", pick, rate[pick], best,
+           tail, read);
     fflush(stdout);
     return pick;
 }

@@ -66,11 +66,11 @@ static const struct {
     const char *name;
     int width;
 } cols[NCOLS] = {
-    {"dev", -5},       {"model", -8}, {"mode", -7}, {"wk", 2},    {"pf", 2},     {"pin", 3},
-    {"nb", 3},         {"batch", 5},  {"|", 1},     {"ep", 3},    {"time_s", 8}, {"img/s", 8},
-    {"wait%", 5},      {"copy%", 5},  {"comp%", 5}, {"comm%", 5}, {"other%", 6}, {"wmax%@rk", 8},
-    {"gpu%avg/mx", 9}, {"busy%", 5},  {"loss", 7},  {"acc", 6},   {"val", 6},    {"rss_MB", 7},
-    {"pss_MB", 7},     {"pin_MB", 6}, {"skip", 4},  {"cache", 0},
+    {"dev", -5},        {"model", -8}, {"mode", -7}, {"wk", 2},    {"pf", 2},     {"pin", 3},
+    {"nb", 3},          {"batch", 5},  {"|", 1},     {"ep", 3},    {"time_s", 8}, {"img/s", 8},
+    {"wait%", 5},       {"copy%", 5},  {"comp%", 5}, {"comm%", 5}, {"other%", 6}, {"wmax%@rk", 8},
+    {"gpu%avg/mx", 10}, {"busy%", 5},  {"loss", 7},  {"acc", 6},   {"val", 6},    {"rss_MB", 7},
+    {"pss_MB", 7},      {"pin_MB", 6}, {"skip", 4},  {"cache", 0},
 };
 
 static void print_cells(FILE *f, char cell[NCOLS][32], unsigned hide)
@@ -92,6 +92,25 @@ static const char *fmt_num(char *b, size_t n, const char *fmt, double v, const c
         snprintf(b, n, "%s", na);
     else
         snprintf(b, n, fmt, v);
+    return b;
+}
+
+/* v in at most `width` characters: %.4f where that fits and is not a
+ * tiny value rounded to 0.0000, else the most significant digits %g
+ * fits (a loss blown up by a large --lr: 7.9e+28); the JSON keeps every
+ * digit */
+static const char *fmt_fit(char *b, size_t n, double v, int width, const char *na)
+{
+    if (isnan(v)) {
+        snprintf(b, n, "%s", na);
+        return b;
+    }
+    if (snprintf(b, n, "%.4f", v) <= width && (v == 0 || fabs(v) >= 1e-3))
+        return b;
+    for (int digits = width; digits > 1; digits--)
+        if (snprintf(b, n, "%.*g", digits, v) <= width)
+            return b;
+    snprintf(b, n, "%.1g", v);
     return b;
 }
 
@@ -127,7 +146,7 @@ static void epoch_cells(const epoch_rec *r, char cell[NCOLS][32])
     else
         snprintf(cell[C_GPU], n, "%.0f/%.0f", r->gpu_util_avg, r->gpu_util_max);
     fmt_num(cell[C_BUSY], n, "%.1f", r->gpu_busy_pct, "n/a");
-    fmt_num(cell[C_LOSS], n, "%.4f", r->loss, "n/a");
+    fmt_fit(cell[C_LOSS], n, r->loss, cols[C_LOSS].width, "n/a");
     fmt_num(cell[C_ACC], n, "%.3f", r->train_acc, "n/a");
     fmt_num(cell[C_VAL], n, "%.3f", r->val_acc, "n/a");
     snprintf(cell[C_RSS], n, "%.1f", r->rss_mb);

@@ -442,3 +442,237 @@ Test(hostile_report, data_tools_usage_names_the_bare_tool)
         free(bin);
     }
 }
+
+/* ------------------------------------------------ tools/plot's series */
+
+/* one summary record as train writes it (the configuration's keys, then
+ * the measurements), epoch_s and compute_pct given */
+static void summary_line(FILE *f, const char *mode, int workers, int prefetch, int batch,
+                         double epoch_s, double compute, int status)
+{
+    fprintf(f,
+            "{\"record\":\"summary\",\"device\":\"cpu\",\"model\":\"probe\",\"mode\":\"%s\","
+            "\"workers\":%d,\"prefetch\":%d,\"pin\":false,\"non_blocking\":false,\"batch\":%d,"
+            "\"epochs\":1,\"status\":%d,\"error\":null,\"epoch_s_median\":%g,"
+            "\"images_per_s\":500,\"data_wait_pct\":%g,\"copy_pct\":0,\"compute_pct\":%g,"
+            "\"other_pct\":0.5,\"gpu_util_avg\":null,\"final_loss\":2.3,\"final_train_acc\":0.1,"
+            "\"final_val_acc\":null,\"pss_mb_max\":14,\"preload_build_s\":%s,\"cores\":2,"
+            "\"cpu_model\":\"x\",\"gpu_name\":null}\n",
+            mode, workers, prefetch, batch, status, epoch_s, 99.5 - compute, compute,
+            strcmp(mode, "preload") ? "null" : "0.02");
+}
+
+/* tools/plot --data on the files: its output, malloc'd */
+static char *plot_data(char *const jsons[])
+{
+    char *plot = path_join(source_root(), "tools/plot");
+    char *argv[8] = {plot, "--data"};
+    int n = 2;
+    for (int i = 0; jsons[i]; i++)
+        argv[n++] = jsons[i];
+    argv[n] = NULL;
+    run_result r;
+    run_argv(argv, NULL, 30, &r);
+    cr_assert_eq(r.status, 0, "tools/plot --data: %s\n%s", r.out, r.err);
+    char *out = strdup(r.out);
+    run_free(&r);
+    free(plot);
+    return out;
+}
+
+/* A sweep over batch x workers x mode is drawn as one line per mode AND
+ * batch (the batch-8 and batch-16 points were averaged into one line
+ * per mode), the legend naming the settings that vary; the same
+ * configuration in a second file (a sweep run again) is one series, its
+ * points the median; a failed configuration is left out */
+Test(hostile_report, plot_draws_one_line_per_configuration_other_than_workers)
+{
+    char *a = path_join(dir, "bw.json"), *b = path_join(dir, "bw-again.json");
+    FILE *f = fopen(a, "w");
+    const char *modes[] = {"lazy", "preload"};
+    for (int m = 0; m < 2; m++)
+        for (int batch = 8; batch <= 16; batch += 8)
+            for (int w = 0; w <= 1; w++) /* epoch_s: 0.1 lazy, + batch/1000, + w/100 */
+                summary_line(f, modes[m], w, 2, batch, 0.1 * (m + 1) + batch / 1000.0 + w / 100.0,
+                             50 + batch + w, 0);
+    summary_line(f, "lazy", 2, 2, 8, 9.9, 1, 3); /* failed: status 3 */
+    fclose(f);
+    f = fopen(b, "w"); /* lazy b8 w0 twice more: median of 0.108, 0.3, 0.5 */
+    summary_line(f, "lazy", 0, 2, 8, 0.3, 10, 0);
+    summary_line(f, "lazy", 0, 2, 8, 0.5, 20, 0);
+    fclose(f);
+    char *files[] = {a, b, NULL};
+    char *out = plot_data(files);
+    const char *want = "# series\tworkers\tepoch_s\tcompute_pct\tgpu_util\twait_pct\tbuild_s\n"
+                       "lazy b8\t0\t0.3\t20\tNaN\t79.5\tNaN\n"
+                       "lazy b8\t1\t0.118\t59\tNaN\t40.5\tNaN\n"
+                       "lazy b16\t0\t0.116\t66\tNaN\t33.5\tNaN\n"
+                       "lazy b16\t1\t0.126\t67\tNaN\t32.5\tNaN\n"
+                       "preload b8\t0\t0.208\t58\tNaN\t41.5\t0.02\n"
+                       "preload b8\t1\t0.218\t59\tNaN\t40.5\t0.02\n"
+                       "preload b16\t0\t0.216\t66\tNaN\t33.5\t0.02\n"
+                       "preload b16\t1\t0.226\t67\tNaN\t32.5\t0.02\n";
+    cr_assert_str_eq(out, want, "tools/plot --data gave\n%s", out);
+    free(out);
+
+    /* only prefetch varies (README's E3 axis): one line per prefetch */
+    f = fopen(a, "w");
+    for (int pf = 1; pf <= 4; pf *= 2)
+        summary_line(f, "lazy", 2, pf, 100, 1.0 / pf, 50, 0);
+    fclose(f);
+    char *one[] = {a, NULL};
+    out = plot_data(one);
+    cr_assert_str_eq(out,
+                     "# series\tworkers\tepoch_s\tcompute_pct\tgpu_util\twait_pct\tbuild_s\n"
+                     "pf1\t2\t1\t50\tNaN\t49.5\tNaN\n"
+                     "pf2\t2\t0.5\t50\tNaN\t49.5\tNaN\n"
+                     "pf4\t2\t0.25\t50\tNaN\t49.5\tNaN\n",
+                     "%s", out);
+    free(out);
+    free(a);
+    free(b);
+}
+
+/* The same on a real sweep's JSON: one series per batch, each point the
+ * summary's own epoch time, and the charts drawn without warnings */
+Test(hostile_report, plot_splits_a_real_batch_sweep)
+{
+    char *json = path_join(dir, "real.json");
+    char *argv[48];
+    char *extra[] = {"--json", json, NULL};
+    small_run(argv, extra);
+    argv[4] = "4,6";
+    argv[6] = "0,1";
+    run_result r;
+    run_argv(argv, NULL, 120, &r);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    run_free(&r);
+    char t[4][JSON_VALUE_MAX], bt[4][JSON_VALUE_MAX], wk[4][JSON_VALUE_MAX];
+    cr_assert_eq(json_record_values(json, "summary", "epoch_s_median", t, 4), 4);
+    cr_assert_eq(json_record_values(json, "summary", "batch", bt, 4), 4);
+    cr_assert_eq(json_record_values(json, "summary", "workers", wk, 4), 4);
+    char *files[] = {json, NULL};
+    char *out = plot_data(files);
+    for (int i = 0; i < 4; i++) {
+        char line[128];
+        snprintf(line, sizeof line, "\nb%s\t%s\t%s\t", bt[i], wk[i], t[i]);
+        cr_assert(strstr(out, line), "no '%s' in\n%s", line + 1, out);
+    }
+    cr_assert_eq(count_lines(out), 5, "%s", out);
+    free(out);
+    char *plot = path_join(source_root(), "tools/plot");
+    char *pargv[] = {plot, json, NULL};
+    run_argv(pargv, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "tools/plot: %s\n%s", r.out, r.err);
+    cr_assert(!strcasestr(r.err, "warning"), "gnuplot warned:\n%s", r.err);
+    run_free(&r);
+    free(plot);
+    free(json);
+}
+
+/* ------------------------------------------------ the loss column */
+
+/* where the cell under header column `name` ends in `row`: the header's
+ * right-aligned name ends at the same place */
+static void assert_loss_fits(const char *text, double loss)
+{
+    const char *row = strchr(text, '\n') + 1;
+    const char *h = strstr(text, " loss "), *a = strstr(text, "    acc ");
+    cr_assert(h && a && a < row, "%s", text);
+    long end = h + 5 - text, acc_end = a + 7 - text;
+    /* the acc cell (0.125) ends under "acc": nothing pushed right */
+    const char *cell_acc = strstr(row, " 0.125 ");
+    cr_assert(cell_acc && cell_acc + 6 - row == acc_end, "loss %g: misaligned\n%s", loss, text);
+    /* the loss cell ends under "loss" and reads back as the loss */
+    const char *c = row + end;
+    while (c > row && c[-1] != ' ')
+        c--;
+    cr_assert_eq(row[end], ' ', "loss %g: the cell runs past its column\n%s", loss, text);
+    double back = strtod(c, NULL);
+    if (isinf(loss))
+        cr_assert(isinf(back), "%s", text);
+    else
+        cr_assert(fabs(back - loss) <= 0.05 * fabs(loss) + 5e-5, "loss %g printed as %.*s\n%s",
+                  loss, (int)(row + end - c), c, text);
+}
+
+/* A loss blown up by a large --lr (7.9e+28 printed as 29 digits) or a
+ * tiny one keeps its column: at most 7 characters, readable */
+Test(hostile_report, table_loss_column_keeps_its_width_for_any_loss)
+{
+    const double losses[] = {2.302585,  0,       123.456789, 99999.7,  7.9354610488156241e28,
+                             1.2345e-7, 0.00042, -3.25,      INFINITY, 3.4e38};
+    for (size_t i = 0; i < sizeof losses / sizeof losses[0]; i++) {
+        epoch_rec er;
+        memset(&er, 0, sizeof er);
+        er.cfg = (run_config){.device = "cpu", .model = "probe", .mode = "lazy", .batch = 4};
+        er.epoch = 1;
+        er.ranks = 1;
+        er.cache = "warm";
+        er.gpu_util_avg = er.gpu_busy_pct = er.val_acc = er.comm_pct = NAN;
+        er.loss = losses[i];
+        er.train_acc = 0.125;
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        unsigned hide = report_columns(&er, 0);
+        report_header(f, hide);
+        report_epoch_line(f, &er, hide);
+        fclose(f);
+        assert_loss_fits(text, losses[i]);
+        free(text);
+    }
+}
+
+/* The same on a real run whose loss blows up (a large --lr, still
+ * finite): every epoch line as long as the header up to the last
+ * column, the JSON keeping every digit */
+Test(hostile_report, huge_loss_keeps_the_table_aligned_in_a_real_run)
+{
+    char *json = path_join(dir, "lr.json");
+    char *argv[48];
+    char *extra[] = {"--json", json, "--lr", "5", "--epochs", "3", NULL};
+    small_run(argv, extra);
+    run_result r;
+    run_argv(argv, NULL, 120, &r);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    char v[3][JSON_VALUE_MAX];
+    cr_assert_eq(json_epoch_values(json, "loss", v, 3), 3, "%s", r.err);
+    double last = atof(v[2]);
+    cr_assert(last > 1e7 && isfinite(last), "the loss must blow up and stay finite: %s", v[2]);
+    char *head = line_starting(r.out, "dev ", 0);
+    long end = strstr(head, " loss ") + 5 - head, acc = strstr(head, " acc ") + 4 - head;
+    for (int k = 0; k < 3; k++) {
+        char *row = line_starting(r.out, "cpu ", k);
+        cr_assert(row[end] == ' ' && row[acc] == ' ' && row[acc - 1] != ' ',
+                  "epoch %d misaligned:\n%s\n%s", k + 1, head, row);
+        const char *c = row + end;
+        while (c[-1] != ' ')
+            c--;
+        double shown = strtod(c, NULL), exact = atof(v[k]);
+        cr_assert(fabs(shown - exact) <= 0.05 * fabs(exact) + 5e-5, "epoch %d: %g shown for %s",
+                  k + 1, shown, v[k]);
+        free(row);
+    }
+    cr_assert(strlen(v[2]) > 12, "the JSON keeps full precision: %s", v[2]);
+    free(head);
+    run_free(&r);
+    free(json);
+}
+
+/* --workers auto says how many batches each worker count really read: a
+ * 12-image set at --batch 4 has 3, not the 30 it asks for (and the
+ * probes read the run's batch size, not the model's default) */
+Test(hostile_report, workers_auto_says_the_batches_it_read)
+{
+    char *argv[48];
+    small_run(argv, NULL);
+    argv[6] = "auto";
+    run_result r;
+    run_argv(argv, NULL, 120, &r);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_assert(!strstr(r.out, "30 batches per count"), "%s", r.out);
+    cr_assert(strstr(r.out, "(12 images in "), "%s", r.out);
+    cr_assert(strstr(r.out, "; each count read 3 batches of 4, the whole epoch)"), "%s", r.out);
+    run_free(&r);
+}
