@@ -289,3 +289,40 @@ Test(hostile_image, out_of_memory_is_said_and_never_skipped)
         }
     free(bin), free(big), free(good), free(small_csv), free(big_csv);
 }
+
+/* Every bit depth PNG allows for each colour type without a palette (the
+ * PNG spec's table) loads, as black; the depths it does not allow are
+ * refused from the header. A generated oracle: the spec's table, not the
+ * check's own. */
+Test(hostile_image, every_png_depth_the_spec_allows_loads_and_no_other)
+{
+    static const struct {
+        int ctype, depths[5];
+    } spec[] = {{0, {1, 2, 4, 8, 16}}, {2, {8, 16}}, {4, {8, 16}}, {6, {8, 16}}};
+    img_ctx *c = img_ctx_create();
+    img_params p = {.channels = 3, .resize_h = 4, .resize_w = 4};
+    for (size_t t = 0; t < sizeof spec / sizeof *spec; t++)
+        for (int depth = 1; depth <= 16; depth *= 2) {
+            int allowed = 0;
+            for (int k = 0; k < 5; k++)
+                allowed |= spec[t].depths[k] == depth;
+            char name[32];
+            snprintf(name, sizeof name, "c%d-d%d.png", spec[t].ctype, depth);
+            char *png = zero_png(name, 8, 8, depth, spec[t].ctype);
+            const uint8_t *b;
+            int bh, bw;
+            errbuf e = {{0}};
+            int rc = img_load_base(c, png, &p, &b, &bh, &bw, &e);
+            if (allowed) {
+                cr_assert_eq(rc, 0, "colour type %d depth %d: %s", spec[t].ctype, depth, e.msg);
+                for (int i = 0; i < bh * bw * 3; i++)
+                    cr_assert_eq(b[i], 0, "colour type %d depth %d: not black", spec[t].ctype,
+                                 depth);
+            } else {
+                cr_assert_neq(rc, 0, "colour type %d depth %d accepted", spec[t].ctype, depth);
+                cr_assert(strstr(e.msg, "bit depth"), "%s", e.msg);
+            }
+            free(png);
+        }
+    img_ctx_free(c);
+}
