@@ -508,6 +508,11 @@ Test(train, cpu_only_device_and_pin_messages)
     cr_assert_eq(r.status, 0, "the user's own command line works: %s", r.err);
     cr_assert(strstr(r.err, "--pin has no effect without a GPU"), "%s", r.err);
     run_free(&r);
+    /* this build has no GPU backend: the selftest says so, exit 2 */
+    run_train(&r, "--selftest", NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.out, "built without CUDA; nothing to test"), "%s%s", r.out, r.err);
+    run_free(&r);
 }
 
 Test(train, arguments_are_checked)
