@@ -22,7 +22,7 @@ enum opt_id {
     O_PIN, O_NO_PIN, O_NON_BLOCKING, O_NO_NON_BLOCKING, O_PIN_FORCE, O_SELFTEST, O_VERSION,
     O_JSON, O_TRACE, O_WARMUP, O_DIAGNOSE, O_PROGRESS, O_NO_PROGRESS, O_HELP,
     O_SWEEP_CHILD, O_SUMMARY_OUT, O_TEST_SLOW_LOAD, O_TEST_SLOW_RANK, O_TEST_SLOW_STEP, O_MAX_BATCHES, O_DIAG_PHASE,
-    O_DIAG_BATCHES, O_DIAG_SECONDS, O_MAX_SECONDS, O_GRAD_CHUNKS, O_DUMP_BATCHES,
+    O_DIAG_BATCHES, O_DIAG_SECONDS, O_MAX_SECONDS, O_GRAD_CHUNKS, O_DUMP_BATCHES, O_SPARSE_LABELS,
 };
 /* clang-format on */
 
@@ -51,6 +51,9 @@ static const opt_spec table[] = {
     {"path-col", ARG_REQ, O_PATH_COL, "COL", "path column: name or 0-based number (path / 0)", 0},
     {"label-col", ARG_REQ, O_LABEL_COL, "COL", "label column: name or number (label / 1)", 0},
     {"root", ARG_REQ, O_ROOT, "DIR", "relative paths start here (default: the CSV's folder)", 0},
+    {"sparse-labels", ARG_NONE, O_SPARSE_LABELS, NULL,
+     "accept integer labels whose largest is an outlier making over 1000 mostly unused classes "
+     "(a warning, not exit 2)", 0},
     {"skip-bad", ARG_NONE, O_SKIP_BAD, NULL,
      "drop bad CSV rows and replace unreadable images, counted", 0},
     {"check", ARG_OPT, O_CHECK, "[=headers|decode]",
@@ -331,6 +334,7 @@ static int set(options *o, const opt_spec *s, const char *v)
     case O_LABEL_COL: o->csv_o.label_col = v; break;
     case O_ROOT: o->csv_o.root = v; break;
     case O_SKIP_BAD: o->csv_o.skip_bad = 1; break;
+    case O_SPARSE_LABELS: o->csv_o.sparse_labels = 1; break;
     case O_CHECK:
         if (!v || !strcmp(v, "headers"))
             o->check = 1;
@@ -616,6 +620,24 @@ static int check_paths(const options *o)
     return 0;
 }
 
+/* A flag and its --no- twin on one command line contradict each other
+ * (last-wins would hide a mistake; Python refuses header=True,
+ * no_header=True alike). */
+static const enum opt_id twins[][2] = {
+    {O_HEADER, O_NO_HEADER},     {O_SHUFFLE, O_NO_SHUFFLE},
+    {O_PIN, O_NO_PIN},           {O_NON_BLOCKING, O_NO_NON_BLOCKING},
+    {O_PROGRESS, O_NO_PROGRESS},
+};
+#define NTWINS (sizeof twins / sizeof *twins)
+
+static void note_twin(const char *given[][2], enum opt_id id, const char *arg)
+{
+    for (size_t t = 0; t < NTWINS; t++)
+        for (int k = 0; k < 2; k++)
+            if (twins[t][k] == id)
+                given[t][k] = arg;
+}
+
 int options_parse(options *o, int argc, char **argv)
 {
     defaults(o);
@@ -623,6 +645,7 @@ int options_parse(options *o, int argc, char **argv)
     o->argv = argv;
     o->sweep_arg = xcalloc((size_t)argc + 1, 1);
     int only_positional = 0;
+    const char *twin_given[NTWINS][2] = {{NULL}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (only_positional || a[0] != '-' || !a[1]) {
@@ -667,10 +690,19 @@ int options_parse(options *o, int argc, char **argv)
         }
         if (s->sweep || s->id == O_NO_PIN || s->id == O_NO_NON_BLOCKING)
             o->sweep_arg[i] = 1;
+        note_twin(twin_given, s->id, a);
         int rc = set(o, s, v);
         if (rc != 0)
             return rc;
     }
+    /* a sweep's or --diagnose's child gets its configuration after the
+     * user's options (--no-progress after --progress): the last wins */
+    for (size_t t = 0; t < NTWINS && !o->sweep_child; t++)
+        if (twin_given[t][0] && twin_given[t][1]) {
+            complain("train: %s and %s contradict each other: give one of them\n", twin_given[t][0],
+                     twin_given[t][1]);
+            return -1;
+        }
     if (!o->csv && !o->selftest && !o->version && !(o->model && !strcmp(o->model, "list"))) {
         complain("train: no data CSV or folder given (usage: train [options] "
                  "data.csv|FOLDER; see --help)\n");

@@ -12,6 +12,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "loader/dataset.h"
+#include "loader/fingerprint.h"
 
 #include <csv.h>
 #include <ctype.h>
@@ -310,15 +311,16 @@ static int decide_header(parser *p, const record *second)
 
 static void add_row(parser *p, const record *r)
 {
-    if (all_empty(r))
-        return; /* ",,," lines that spreadsheets leave behind */
-    const char *path = record_field(r, p->path_idx);
-    const char *label = record_field(r, p->label_idx);
+    /* before the blank test: a line of NUL bytes reads as empty cells */
     if (r->nul_col >= 0) {
         row_problem(p, r->line, "NUL byte in column %d (a binary file, or not UTF-8 text?)",
                     r->nul_col);
         return;
     }
+    if (all_empty(r))
+        return; /* ",,," lines that spreadsheets leave behind */
+    const char *path = record_field(r, p->path_idx);
+    const char *label = record_field(r, p->label_idx);
     if (!path) {
         row_problem(p, r->line, "missing path column (row has %d field%s, path is column %d)",
                     r->nf, r->nf == 1 ? "" : "s", p->path_idx);
@@ -406,6 +408,14 @@ static void settle_header(parser *p, const record *second)
         p->failed = 1;
         return;
     }
+    if (hdr && p->first.nul_col >= 0) {
+        errf(p->e,
+             "%s:%u: NUL byte in column %d of the header row (a binary file, or not UTF-8 "
+             "text?)",
+             p->csv, p->first.line, p->first.nul_col);
+        p->failed = 1;
+        return;
+    }
     p->nrecords = hdr ? -1 : 0; /* remember the header for dataset.had_header */
     if (!hdr)
         add_row(p, &p->first);
@@ -423,7 +433,7 @@ static void on_record(int c, void *data)
 {
     (void)c;
     parser *p = data;
-    if (p->failed || all_empty(&p->cur)) {
+    if (p->failed || (all_empty(&p->cur) && p->cur.nul_col < 0)) {
         record_clear(&p->cur);
         return;
     }
@@ -508,8 +518,56 @@ static int feed_all(parser *p, struct csv_parser *cp, const char *text, size_t l
     return p->failed ? -1 : 0;
 }
 
+/* Integer labels make max+1 classes. One typo (1000000 among 0..9) would
+ * make a model of a million outputs, most of them never trained: refused
+ * (or with --sparse-labels a warning) when the classes are mostly unused
+ * (more than SPARSE_MIN, over SPARSE_RATIO times the labels used) and the
+ * largest label is an outlier (over SPARSE_RATIO times the next one + 1).
+ * A validation set's few rows of many classes have no such outlier. */
+#define SPARSE_MIN 1000
+#define SPARSE_RATIO 10
+
+static int check_sparse_labels(parser *p, const int32_t *ids, int64_t maxl)
+{
+    if (maxl + 1 <= SPARSE_MIN)
+        return 0;
+    uint8_t *used = xcalloc((size_t)maxl + 1, 1);
+    uint32_t line = 0;
+    for (size_t i = 0; i < p->nrows; i++) {
+        used[ids[i]] = 1;
+        if (ids[i] == maxl && !line)
+            line = p->rows[i].line;
+    }
+    int64_t distinct = 0, next = -1;
+    for (int64_t c = 0; c <= maxl; c++)
+        if (used[c]) {
+            distinct++;
+            if (c < maxl)
+                next = c;
+        }
+    free(used);
+    if (maxl + 1 <= SPARSE_RATIO * distinct || maxl <= SPARSE_RATIO * (next + 1))
+        return 0;
+    char why[ERR_MAX];
+    snprintf(why, sizeof why,
+             "label %lld makes %lld classes, of which %lld %s used; a typo? (the model gets %lld "
+             "outputs; the next largest label is %lld",
+             (long long)maxl, (long long)maxl + 1, (long long)distinct,
+             distinct == 1 ? "is" : "are", (long long)maxl + 1, (long long)next);
+    if (!p->o->sparse_labels) {
+        errf(p->e, "%s:%u: %s; --sparse-labels accepts it)", p->csv, line, why);
+        return -1;
+    }
+    if (p->o->warn) {
+        char a[ESC_MAX];
+        fprintf(p->o->warn, "train: warning: %s:%u: %s)\n", esc_path(p->csv, a, sizeof a), line,
+                why);
+    }
+    return 0;
+}
+
 /* Turn label text into ids: integers as they are, or names in sorted order. */
-static void assign_labels(parser *p, dataset *ix, int32_t *ids)
+static int assign_labels(parser *p, dataset *ix, int32_t *ids)
 {
     const char *lt = p->labels.p;
     ix->names = p->label_mode == 2;
@@ -521,7 +579,7 @@ static void assign_labels(parser *p, dataset *ix, int32_t *ids)
                 maxl = ids[i];
         }
         ix->nclasses = (uint32_t)(maxl + 1);
-        return;
+        return check_sparse_labels(p, ids, maxl);
     }
     /* sort a copy of the rows by label text, walk the runs */
     tmp_row *sorted = xmalloc(p->nrows * sizeof *sorted);
@@ -546,6 +604,7 @@ static void assign_labels(parser *p, dataset *ix, int32_t *ids)
     }
     free(pos);
     free(sorted);
+    return 0;
 }
 
 /* The largest CSV read (a million-row ImageNet list is about 60 MB). */
@@ -708,7 +767,11 @@ static int csv_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf
     /* worst case: every row its own class name */
     ix->rows = xmalloc(p.nrows * sizeof(dataset_row) + p.nrows * sizeof(uint64_t));
     int32_t *ids = xmalloc(p.nrows * sizeof *ids);
-    assign_labels(&p, ix, ids);
+    if (assign_labels(&p, ix, ids) != 0) {
+        free(ids);
+        free(ix->rows);
+        goto out;
+    }
     for (size_t i = 0; i < p.nrows; i++) {
         ix->rows[i].path = p.rows[i].path;
         ix->rows[i].label = ids[i];
@@ -724,7 +787,11 @@ static int csv_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf
     p.paths.p = NULL;
     ix->csv_path = xstrdup(csv_path);
     ix->bad_rows = p.bad;
-    ix->content_hash = hash64(text, len, 0x7261696e);
+    /* the rows as the checkpoint's fingerprint sees them (paths relative
+     * to the base, lexically normal; class ids), then the base: a CRLF
+     * copy, a reordered or extra column, a header or "./" in the paths is
+     * the same CSV; other rows or another --root are not */
+    ix->content_hash = hash64("train-csv", 9, dataset_fingerprint(ix, o->root).hash);
     if (p.base)
         ix->content_hash = hash64(p.base, strlen(p.base), ix->content_hash);
     if (p.bad && o->warn) {

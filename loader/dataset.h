@@ -35,7 +35,7 @@ typedef struct dataset {
     int had_header;
     int folder;             /* read from a folder of class folders */
     uint32_t skipped_files; /* a folder's non-image files, skipped */
-    uint64_t content_hash;  /* of the CSV bytes and the resolved root */
+    uint64_t content_hash;  /* of the rows (dataset_fingerprint) and the resolved root */
 } dataset;
 
 typedef struct csv_opts {
@@ -45,12 +45,13 @@ typedef struct csv_opts {
     const char *root;      /* folder relative paths start from; NULL: the CSV's */
     int skip_bad;          /* drop bad rows with one counted warning */
     FILE *warn;            /* where the skip warning goes; NULL = silent */
+    int sparse_labels;     /* integer labels whose largest is an outlier: warn, not refuse */
 } csv_opts;
 
 #define CSV_OPTS_DEFAULT                                                                           \
     {                                                                                              \
         .header = -1, .path_col = NULL, .label_col = NULL, .root = NULL, .skip_bad = 0,            \
-        .warn = NULL                                                                               \
+        .warn = NULL, .sparse_labels = 0                                                           \
     }
 
 /* Load and validate `csv_path`, a CSV or a folder (dataset_folder_load). On

@@ -14,17 +14,22 @@
  *     `.ipynb_checkpoints`) are skipped without a note (torchvision keeps
  *     hidden class folders: that is how checkpoints folders become classes);
  *   - a class folder with no image is an error, as in torchvision; so is a
- *     root without class folders; a symlink loop is skipped with the note.
+ *     root without class folders;
+ *   - a symlinked folder that leads back into the data (to the root or a
+ *     folder above it, to a class folder, or to a folder walked already:
+ *     a loop) is not walked, with one note (torchvision follows it).
  * Messages about one sample name the image path itself where a CSV names
  * FILE:LINE (dataset_row_message).
  */
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700 /* realpath */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "loader/dataset.h"
 
@@ -50,14 +55,59 @@ typedef struct found {
     char *path; /* full path */
 } found;
 
+/* A set of folders (device, inode): open addressing, grown at half full. */
+typedef struct dirset {
+    struct dirid {
+        dev_t dev;
+        ino_t ino;
+        int used;
+    } * slot;
+    size_t n, cap;
+} dirset;
+
+static size_t dirset_pos(const dirset *s, dev_t dev, ino_t ino)
+{
+    uint64_t h = ((uint64_t)ino * 0x9e3779b97f4a7c15ull) ^ (uint64_t)dev;
+    size_t i = (size_t)(h ^ (h >> 29)) & (s->cap - 1);
+    while (s->slot[i].used && !(s->slot[i].dev == dev && s->slot[i].ino == ino))
+        i = (i + 1) & (s->cap - 1);
+    return i;
+}
+
+static int dirset_has(const dirset *s, const struct stat *st)
+{
+    return s->cap && s->slot[dirset_pos(s, st->st_dev, st->st_ino)].used;
+}
+
+static void dirset_add(dirset *s, dev_t dev, ino_t ino)
+{
+    if (2 * (s->n + 1) > s->cap) {
+        dirset old = *s;
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->slot = xcalloc(s->cap, sizeof *s->slot);
+        s->n = 0;
+        for (size_t i = 0; i < old.cap; i++)
+            if (old.slot[i].used)
+                dirset_add(s, old.slot[i].dev, old.slot[i].ino);
+        free(old.slot);
+    }
+    size_t i = dirset_pos(s, dev, ino);
+    if (!s->slot[i].used) {
+        s->slot[i] = (struct dirid){dev, ino, 1};
+        s->n++;
+    }
+}
+
 typedef struct walker {
     const char *root;
     found *files;
     size_t n, cap;
     uint32_t skipped;
     char first_skipped[ERR_MAX];
-    dev_t dev[WALK_MAX_DEPTH];
-    ino_t ino[WALK_MAX_DEPTH];
+    dirset above;        /* the data root and every folder above it */
+    dirset visited;      /* every class folder, and every folder walked */
+    uint32_t unfollowed; /* folders not walked: back into the data, or read already */
+    char first_unfollowed[ERR_MAX];
     int depth;
     errbuf *e;
 } walker;
@@ -119,20 +169,59 @@ static void free_names(char **names, size_t n)
     free(names);
 }
 
+/* The data root and the folders above it, up to /, into w->above. */
+static void note_root_and_above(walker *w)
+{
+    char *real = realpath(w->root, NULL);
+    if (!real)
+        return;
+    for (;;) {
+        struct stat st;
+        if (stat(real, &st) == 0)
+            dirset_add(&w->above, st.st_dev, st.st_ino);
+        char *slash = strrchr(real, '/');
+        if (!slash || (slash == real && !real[1]))
+            break;
+        slash[slash == real] = '\0'; /* "/a" -> "/" */
+    }
+    free(real);
+}
+
+/* A folder that leads back into the data (a symlink to the root, a folder
+ * above it, another class's folder or one read already) is not walked:
+ * its images would be counted again, or under the wrong class. */
+static int unfollowed(walker *w, const char *dir, const struct stat *dst, int class_top)
+{
+    const char *why = dirset_has(&w->above, dst) ? "the data root or above it"
+                      : !class_top && dirset_has(&w->visited, dst)
+                          ? "a class folder or one read already"
+                          : NULL;
+    if (!why)
+        return 0;
+    if (w->unfollowed++ == 0) {
+        char target[PATH_MAX > 4096 ? 4096 : PATH_MAX];
+        ssize_t n = readlink(dir, target, sizeof target - 1);
+        if (n >= 0) {
+            target[n] = '\0';
+            snprintf(w->first_unfollowed, sizeof w->first_unfollowed, "%.200s -> %.200s: %s", dir,
+                     target, why);
+        } else {
+            snprintf(w->first_unfollowed, sizeof w->first_unfollowed, "%s: %s", dir, why);
+        }
+    }
+    return 1;
+}
+
 /* Every image file below `dir` (a class folder or one inside it). */
 static int walk(walker *w, const char *dir, const struct stat *dst)
 {
-    for (int i = 0; i < w->depth; i++)
-        if (w->dev[i] == dst->st_dev && w->ino[i] == dst->st_ino) {
-            note_skip(w, dir, "symlink loop");
-            return 0;
-        }
+    if (unfollowed(w, dir, dst, w->depth == 0))
+        return 0;
     if (w->depth == WALK_MAX_DEPTH) {
         note_skip(w, dir, "folders nested too deep");
         return 0;
     }
-    w->dev[w->depth] = dst->st_dev;
-    w->ino[w->depth] = dst->st_ino;
+    dirset_add(&w->visited, dst->st_dev, dst->st_ino);
     w->depth++;
     size_t n;
     char **names = list_dir(dir, &n, w->e);
@@ -193,6 +282,7 @@ static char **class_folders(walker *w, size_t *nclasses)
         char *path = join(w->root, names[i]);
         struct stat st;
         if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+            dirset_add(&w->visited, st.st_dev, st.st_ino);
             names[k++] = names[i];
         } else {
             note_skip(w, path, "not in a class folder");
@@ -246,10 +336,14 @@ int dataset_folder_load(dataset *ix, const char *root, const csv_opts *o, errbuf
 {
     memset(ix, 0, sizeof *ix);
     walker w = {.root = root, .e = e};
+    note_root_and_above(&w);
     size_t nclasses = 0;
     char **classes = class_folders(&w, &nclasses);
-    if (!classes)
+    if (!classes) {
+        free(w.above.slot);
+        free(w.visited.slot);
         return -1;
+    }
     int rc = -1;
     uint32_t *label = NULL;
     size_t lab_cap = 0;
@@ -295,8 +389,18 @@ int dataset_folder_load(dataset *ix, const char *root, const csv_opts *o, errbuf
                 w.skipped == 1 ? "is not an image" : "are not images",
                 esc_path(w.first_skipped, b, sizeof b));
     }
+    if (w.unfollowed && o && o->warn) {
+        char a[ESC_MAX], b[ESC_MAX];
+        fprintf(o->warn,
+                "train: note: %s: did not follow %u symlinked folder%s leading back into the data "
+                "(first: %s)\n",
+                esc_path(root, a, sizeof a), w.unfollowed, w.unfollowed == 1 ? "" : "s",
+                esc_path(w.first_unfollowed, b, sizeof b));
+    }
     rc = 0;
 out:
+    free(w.above.slot);
+    free(w.visited.slot);
     free_names(classes, nclasses);
     free(label);
     found_free(&w);

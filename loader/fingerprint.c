@@ -1,6 +1,7 @@
 /* fingerprint.c — see fingerprint.h. */
 #include "loader/fingerprint.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* The folder dataset_load joined relative paths to (its rules: --root,
@@ -25,6 +26,36 @@ static const char *base_of(const dataset *ix, const char *root, size_t *len)
     return ix->csv_path;
 }
 
+/* Hash `p` as its lexical normal form: "." segments dropped and runs of
+ * '/' taken as one ("./imgs//x.png" is "imgs/x.png"); ".." and symlinks
+ * are kept as written (resolving them could name another file). */
+static uint64_t hash_norm_path(const char *p, uint64_t h)
+{
+    char *buf = xmalloc(strlen(p) + 2);
+    size_t n = 0;
+    if (*p == '/')
+        buf[n++] = '/';
+    for (const char *s = p; *s;) {
+        while (*s == '/')
+            s++;
+        const char *e = s;
+        while (*e && *e != '/')
+            e++;
+        size_t l = (size_t)(e - s);
+        if (l && !(l == 1 && s[0] == '.')) {
+            if (n && buf[n - 1] != '/')
+                buf[n++] = '/';
+            memcpy(buf + n, s, l);
+            n += l;
+        }
+        s = e;
+    }
+    buf[n++] = '\0'; /* an already normal path hashes as before: its bytes and the NUL */
+    h = hash64(buf, n, h);
+    free(buf);
+    return h;
+}
+
 data_fp dataset_fingerprint(const dataset *ix, const char *root)
 {
     data_fp fp = {.n = ix->n, .nclasses = ix->nclasses};
@@ -36,7 +67,7 @@ data_fp dataset_fingerprint(const dataset *ix, const char *root)
         /* base + "/" + relative path: hash the relative part */
         if (base && strncmp(p, base, bl) == 0 && p[bl] == '/')
             p += bl + 1;
-        h = hash64(p, strlen(p) + 1, h);
+        h = hash_norm_path(p, h);
         int32_t label = ix->rows[i].label;
         h = hash64(&label, sizeof label, h);
     }

@@ -5,7 +5,8 @@
  *
  * The hash covers every row in order: its path relative to the data set's
  * folder (the CSV's folder, --root, or the folder of class folders; an
- * absolute path as written) and its class id. So the same CSV read from
+ * absolute path as written), lexically normal ("./" segments dropped, "//"
+ * taken as "/"; ".." and symlinks kept), and its class id. So the same CSV read from
  * another working directory, or the same data set copied elsewhere, has
  * the same fingerprint; a dropped, added, reordered or relabelled row
  * changes it. Class names are not in it (checkpoints compare them

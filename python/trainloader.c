@@ -454,19 +454,26 @@ static char **strv_from_list(PyObject *list, Py_ssize_t *n_out)
         return (char **)PyErr_NoMemory();
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *s = PyList_GetItem(list, i);
+        /* the file system's encoding, as os.fsencode: a name that is not
+         * UTF-8 (os.fsdecode of bytes) comes back as its own bytes */
+        PyObject *b = s && PyUnicode_Check(s) ? PyUnicode_EncodeFSDefault(s) : NULL;
+        if (s && !PyUnicode_Check(s))
+            PyErr_Format(PyExc_TypeError, "argument %zd (%R) is not a str", i, s);
+        char *u = NULL;
         Py_ssize_t len = 0;
-        const char *u = s ? PyUnicode_AsUTF8AndSize(s, &len) : NULL;
-        if (u && strlen(u) != (size_t)len) { /* C strings: a NUL would cut it short */
+        if (b && PyBytes_AsStringAndSize(b, &u, &len) == 0 && strlen(u) != (size_t)len) {
+            /* C strings: a NUL would cut it short */
             PyErr_Format(PyExc_ValueError, "argument %zd (%R) contains a NUL character", i, s);
-            free_strv(v);
-            return NULL;
+            u = NULL;
         }
         if (!u || !(v[i] = strdup(u))) {
             if (!PyErr_Occurred())
                 PyErr_NoMemory();
+            Py_XDECREF(b);
             free_strv(v);
             return NULL;
         }
+        Py_DECREF(b);
     }
     *n_out = n;
     return v;
@@ -780,20 +787,22 @@ static PyObject *loader_info(PyObject *self, PyObject *unused)
     PyObject *classes = PyList_New(r->train.nclasses);
     for (uint32_t c = 0; classes && c < r->train.nclasses; c++) {
         char buf[16];
-        PyList_SetItem(classes, c,
-                       PyUnicode_FromString(dataset_class_name(&r->train, c, buf, sizeof buf)));
+        PyList_SetItem(
+            classes, c,
+            /* a folder's name as os.fsdecode gives it (not UTF-8: escaped) */
+            PyUnicode_DecodeFSDefault(dataset_class_name(&r->train, c, buf, sizeof buf)));
     }
     if (!classes)
         return NULL;
     size_t ring_bytes;
     void *ring = loader_ring(r->ldr, &ring_bytes);
-    return Py_BuildValue("{s:N,s:I,s:I,s:i,s:(iii),s:N,s:n,s:i,s:i,s:s,s:s,s:s}", "classes",
-                         classes, "samples", r->train.n, "batches_per_epoch", pass_batches(L),
-                         "batch", r->batch, "sample_shape", r->ss.channels, r->ss.out_h,
-                         r->ss.out_w, "ring_address", PyLong_FromVoidPtr(ring), "ring_bytes",
-                         (Py_ssize_t)ring_bytes, "workers", r->c.workers, "prefetch", r->c.prefetch,
-                         "data", r->train.csv_path, "mode", mode_name(r->c.mode), "cache_note",
-                         r->use_cache ? r->cache.note : "");
+    return Py_BuildValue(
+        "{s:N,s:I,s:I,s:i,s:(iii),s:N,s:n,s:i,s:i,s:N,s:s,s:N}", "classes", classes, "samples",
+        r->train.n, "batches_per_epoch", pass_batches(L), "batch", r->batch, "sample_shape",
+        r->ss.channels, r->ss.out_h, r->ss.out_w, "ring_address", PyLong_FromVoidPtr(ring),
+        "ring_bytes", (Py_ssize_t)ring_bytes, "workers", r->c.workers, "prefetch", r->c.prefetch,
+        "data", PyUnicode_DecodeFSDefault(r->train.csv_path), "mode", mode_name(r->c.mode),
+        "cache_note", PyUnicode_DecodeFSDefault(r->use_cache ? r->cache.note : ""));
 }
 
 static PyObject *loader_pids_py(PyObject *self, PyObject *unused)

@@ -17,6 +17,7 @@
 
 #include "common/util.h"
 #include "loader/dataset.h"
+#include "loader/fingerprint.h"
 #include "tests/support/helpers.h"
 #include "tests/support/images.h"
 
@@ -315,7 +316,9 @@ Test(hostile_csv, labels_that_only_look_whole_are_fractions_and_huge_ones_too_la
                           "f.png,1000000\ng.png,500e-2\nh.png,-0\n");
     dataset ix;
     errbuf e;
-    cr_assert_eq(dataset_load(&ix, ok, NULL, &e), 0, "%s", e.msg);
+    csv_opts o = CSV_OPTS_DEFAULT;
+    o.sparse_labels = 1; /* 1000000 among 0..5 is an outlier */
+    cr_assert_eq(dataset_load(&ix, ok, &o, &e), 0, "%s", e.msg);
     int32_t want[] = {0, 1, 2, 3, 4, 1000000, 5, 0};
     cr_assert_eq(ix.n, 8);
     for (uint32_t i = 0; i < ix.n; i++)
@@ -387,4 +390,232 @@ Test(hostile_csv, timeout_messages_count_epochs_from_one_as_the_table)
     cr_assert(strstr(r.err, "training batch 0 of epoch 1 not delivered"), "%s", r.err);
     run_free(&r);
     free(csv);
+}
+
+/* ------------------------------------------- the newcomer review (26b) */
+
+/* a line of NUL bytes is not a blank line: before, it was skipped as one
+ * (its cells read as empty strings) and --check passed with exit 0 */
+Test(hostile_csv, a_line_of_only_nul_bytes_is_refused_naming_it)
+{
+    LOAD_FAILS("nul-line.csv", "path,label\nimgs/im_00.jpg,0\n\0\nimgs/im_02.jpg,2\n",
+               ":3: NUL byte in column 0");
+    LOAD_FAILS("nul-tail.csv", "path,label\nimgs/im_00.jpg,0\n\0\0\0", ":3: NUL byte in column 0");
+    LOAD_FAILS("nul-cells.csv", "path,label\nimgs/im_00.jpg,0\n,\0\n", ":3: NUL byte in column 1");
+    LOAD_FAILS("nul-header.csv", "\0\nimgs/im_00.jpg,0\n", ":1: NUL byte in column 0");
+    png("imgs/im_00.jpg", 1);
+    png("imgs/im_02.jpg", 2);
+    static const char text[] = "path,label\nimgs/im_00.jpg,0\n\0\nimgs/im_02.jpg,2\n";
+    char *csv = write_file(dir, "nul-check.csv", text, sizeof text - 1);
+    const char *args[] = {"--check", csv, NULL};
+    run_result r;
+    train(&r, 60, args);
+    cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+    cr_assert(strstr(r.err, "nul-check.csv:3: NUL byte"), "%s", r.err);
+    run_free(&r);
+    free(csv);
+}
+
+/* a CSV of integer labels, `n` rows cycling through `used` labels, and
+ * one row (line `at`) labelled `outlier` */
+static char *label_csv(const char *name, int n, int used, int at, long outlier, int step)
+{
+    size_t cap = 64 + (size_t)n * 32, len = 0;
+    char *text = xmalloc(cap);
+    len += (size_t)snprintf(text + len, cap - len, "path,label\n");
+    for (int i = 0; i < n; i++) {
+        long l = i + 2 == at ? outlier : (long)(i % used) * step;
+        len += (size_t)snprintf(text + len, cap - len, "imgs/%d.png,%ld\n", i, l);
+    }
+    char *csv = write_text(dir, name, text);
+    free(text);
+    return csv;
+}
+
+/* one typo label made a model of a million outputs (6 GB, a minute per
+ * 40 images) without a word: refused naming the row, --sparse-labels
+ * turns it into one warning */
+Test(hostile_csv, one_outlier_label_making_mostly_unused_classes_is_refused)
+{
+    char *csv = label_csv("typo.csv", 40, 2, 17, 1000000, 1); /* 0, 1 and the typo */
+    dataset ix;
+    errbuf e;
+    cr_assert_neq(dataset_load(&ix, csv, NULL, &e), 0, "loaded");
+    cr_assert(strstr(e.msg, "typo.csv:17: label 1000000 makes 1000001 classes, of which 3 are "
+                            "used; a typo?") &&
+                  strstr(e.msg, "--sparse-labels"),
+              "%s", e.msg);
+    /* the override: loads, one warning naming the row */
+    char *warn_path = path_join(dir, "warn.txt");
+    FILE *warn = fopen(warn_path, "w+");
+    cr_assert(warn);
+    csv_opts o = CSV_OPTS_DEFAULT;
+    o.sparse_labels = 1;
+    o.warn = warn;
+    cr_assert_eq(dataset_load(&ix, csv, &o, &e), 0, "%s", e.msg);
+    cr_assert_eq(ix.nclasses, 1000001);
+    dataset_free(&ix);
+    fclose(warn);
+    char *notes = read_whole_file(warn_path, NULL, &e);
+    cr_assert(notes, "%s", e.msg);
+    cr_assert_eq(count_lines(notes), 1, "%s", notes);
+    cr_assert(strstr(notes, "typo.csv:17: label 1000000 makes 1000001 classes"), "%s", notes);
+    free(notes);
+    /* not an outlier: many classes, few rows of them each (a validation
+     * set of a 2000-class problem), and a 1001-class set using them all */
+    char *val = label_csv("val.csv", 60, 60, 0, 0, 33); /* 0, 33, .. 1947 */
+    for (int i = 0; i < 2; i++) {
+        char *ok = i ? label_csv("dense.csv", 1001, 1001, 0, 0, 1) : val;
+        cr_assert_eq(dataset_load(&ix, ok, NULL, &e), 0, "%s", e.msg);
+        cr_assert_eq(ix.nclasses, i ? 1001u : 1948u);
+        dataset_free(&ix);
+        if (i)
+            free(ok);
+    }
+    /* end to end: exit 2 before any model is built */
+    const char *args[] = {"--epochs", "1", csv, NULL};
+    run_result r;
+    train(&r, 60, args);
+    cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+    cr_assert(strstr(r.err, "typo.csv:17: label 1000000") && !strstr(r.out, "parameters"),
+              "%s / %s", r.err, r.out);
+    run_free(&r);
+    free(val);
+    free(warn_path);
+    free(csv);
+}
+
+/* "./imgs/x.png" and "imgs//x.png" name the files "imgs/x.png" does: the
+ * same rows for --resume and for the preload cache (which also ignores
+ * CRLF line ends, the header and other columns); ".." is not resolved */
+Test(hostile_csv, the_same_rows_written_differently_have_one_fingerprint)
+{
+    const char *texts[] = {
+        "path,label\nimgs/a.png,0\nimgs/b.png,1\n",
+        "path,label\n./imgs/a.png,0\nimgs/./b.png,1\n",
+        "path,label\nimgs//a.png,0\n.//imgs/b.png,1\n",
+        "path,label,note\r\nimgs/a.png,0,x\r\nimgs/b.png,1,y\r\n",
+        "imgs/a.png,0\nimgs/b.png,1\n",
+        "path,label\nimgs/../imgs/a.png,0\nimgs/b.png,1\n", /* other */
+        "path,label\nimgs/b.png,0\nimgs/a.png,1\n",         /* other */
+    };
+    data_fp fp0 = {0};
+    uint64_t key0 = 0;
+    for (int i = 0; i < 7; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "same%d.csv", i);
+        char *csv = write_text(dir, name, texts[i]);
+        dataset ix;
+        errbuf e;
+        cr_assert_eq(dataset_load(&ix, csv, NULL, &e), 0, "%s", e.msg);
+        data_fp fp = dataset_fingerprint(&ix, NULL);
+        if (i == 0) {
+            fp0 = fp;
+            key0 = ix.content_hash;
+        } else if (i < 5) {
+            cr_assert_eq(fp.hash, fp0.hash, "csv %d: another fingerprint", i);
+            cr_assert_eq(ix.content_hash, key0, "csv %d: another cache key", i);
+        } else {
+            cr_assert_neq(fp.hash, fp0.hash, "csv %d: the same fingerprint", i);
+            cr_assert_neq(ix.content_hash, key0, "csv %d: the same cache key", i);
+        }
+        dataset_free(&ix);
+        free(csv);
+    }
+    /* end to end: a checkpoint of the plain CSV resumes on the "./" one */
+    png("imgs/a.png", 1);
+    png("imgs/b.png", 2);
+    char *plain = write_text(dir, "plain.csv", texts[0]);
+    char *dotted = write_text(dir, "dotted.csv", texts[1]);
+    char *ck = path_join(dir, "fp.ckpt");
+    const char *first[] = {"--epochs", "1",     "--batch", "2", "--workers", "0",
+                           "--model",  "probe", "--save",  ck,  plain,       NULL};
+    const char *again[] = {"--epochs", "2", "--batch", "2", "--workers", "0", "--model", "probe",
+                           "--resume", ck,  "--save",  ck,  dotted,      NULL};
+    run_result r;
+    train(&r, 60, first);
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    run_free(&r);
+    train(&r, 60, again);
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    run_free(&r);
+    free(plain), free(dotted), free(ck);
+}
+
+/* a flag with its --no- twin was last-wins: refused, naming both */
+Test(hostile_csv, a_flag_and_its_no_twin_together_are_refused)
+{
+    png("img/a.png", 1);
+    char *csv = write_text(dir, "pair.csv", "img/a.png,0\n");
+    const char *pairs[][2] = {{"--header", "--no-header"},
+                              {"--no-shuffle", "--shuffle"},
+                              {"--pin=on", "--no-pin"},
+                              {"--non-blocking", "--no-non-blocking"},
+                              {"--progress", "--no-progress"}};
+    for (int i = 0; i < 5; i++) {
+        const char *args[] = {pairs[i][0], pairs[i][1], "--check", csv, NULL};
+        run_result r;
+        train(&r, 30, args);
+        cr_assert_eq(r.status, 2, "%s %s: exit %d: %s", pairs[i][0], pairs[i][1], r.status, r.err);
+        cr_assert(strstr(r.err, pairs[i][0]) && strstr(r.err, pairs[i][1]) &&
+                      strstr(r.err, "contradict"),
+                  "%s", r.err);
+        run_free(&r);
+    }
+    /* either alone, or twice, is fine */
+    const char *fine[] = {"--no-header", "--no-header", "--check", csv, NULL};
+    run_result r;
+    train(&r, 30, fine);
+    cr_assert_eq(r.status, 0, "exit %d: %s", r.status, r.err);
+    run_free(&r);
+    free(csv);
+}
+
+/* dog/loop -> .. pulled every class into dog (torchvision follows it);
+ * only a loop back into the class itself was skipped */
+Test(hostile_csv, a_symlinked_folder_back_into_the_data_is_not_followed)
+{
+    png("set/cat/a.jpg", 1);
+    png("set/cat/b.jpg", 2);
+    png("set/dog/c.jpg", 3);
+    png("set/zebra/d.jpg", 4);
+    png("outside/e.jpg", 5);
+    png("stray.jpg", 6); /* beside the data root: only a link above it reaches it */
+    const char *links[][2] = {
+        {"..", "set/dog/loop"},           /* the data root */
+        {"../..", "set/dog/up"},          /* above it */
+        {"../zebra", "set/dog/zebras"},   /* another class, not read yet */
+        {"../cat", "set/dog/cats"},       /* another class, read already */
+        {"../../outside", "set/dog/ext"}, /* outside the data: followed */
+    };
+    for (int i = 0; i < 5; i++) {
+        char *at = path_join(dir, links[i][1]);
+        cr_assert_eq(symlink(links[i][0], at), 0);
+        free(at);
+    }
+    char *root = path_join(dir, "set");
+    char *warn_path = path_join(dir, "folder-warn.txt");
+    FILE *warn = fopen(warn_path, "w+");
+    cr_assert(warn);
+    csv_opts o = CSV_OPTS_DEFAULT;
+    o.warn = warn;
+    dataset ix;
+    errbuf e;
+    cr_assert_eq(dataset_load(&ix, root, &o, &e), 0, "%s", e.msg);
+    fclose(warn);
+    cr_assert_eq(ix.nclasses, 3);
+    int per_class[3] = {0};
+    for (uint32_t i = 0; i < ix.n; i++)
+        per_class[ix.rows[i].label]++;
+    cr_assert_eq(ix.n, 5, "%u samples", ix.n);
+    cr_assert(per_class[0] == 2 && per_class[1] == 2 && per_class[2] == 1,
+              "cat %d, dog %d (c.jpg and the outside e.jpg), zebra %d", per_class[0], per_class[1],
+              per_class[2]);
+    dataset_free(&ix);
+    char *notes = read_whole_file(warn_path, NULL, &e);
+    cr_assert(notes, "%s", e.msg);
+    cr_assert_eq(count_lines(notes), 1, "said once: %s", notes);
+    cr_assert(strstr(notes, "did not follow 4 symlinked folders") && strstr(notes, "set/dog/"),
+              "%s", notes);
+    free(notes), free(warn_path), free(root);
 }

@@ -28,6 +28,7 @@ See docs/PYTHON.md.
 """
 
 import atexit
+import operator
 import os
 import weakref
 
@@ -75,16 +76,17 @@ def _argv(path, options, extra=()):
             raise TypeError(f"Loader() got an unexpected keyword argument '{key}': "
                             f"--{name} {why} (see train --help, sections Data, Images, Loader)")
         if kind == 0:  # a flag: True sets it, False sets its --no- twin when there is one
-            if value is True:
+            if _bool_kw(key, value):
                 argv.append("--" + name)
-            elif value is False:
-                if _c.option_arg("no-" + name) == 0:
-                    argv.append("--no-" + name)
-            else:
-                raise TypeError(f"{key}= takes True or False, not {value!r}")
+            elif _c.option_arg("no-" + name) == 0:
+                argv.append("--no-" + name)
             continue
         if isinstance(value, bool):
-            value = "on" if value else "off"
+            if kind == 1:  # a number or a word, never a truth value (batch=True is no batch size)
+                raise TypeError(f"{key}= takes a value for --{name}, not bool ({value!r})")
+            value = "on" if value else "off"  # --pin=on
+        elif isinstance(value, (bytes, os.PathLike)):  # root=, cache=: paths as the data path
+            value = os.fsdecode(value)
         elif isinstance(value, (list, tuple)):
             value = ",".join(str(v) for v in value)
         _no_nul(f"{key}=", str(value))
@@ -92,9 +94,34 @@ def _argv(path, options, extra=()):
             argv.append(f"--{name}={value}")
         else:
             argv += ["--" + name, str(value)]
-    path = os.fspath(path)
+    path = _path_kw("the data path", path)
     _no_nul("the data path", path)
     return argv + ["--", path]
+
+
+def _bool_kw(key, value):
+    """A truth keyword: True or False only (train="no" is not False)."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{key}= takes True or False, not {type(value).__name__} ({value!r})")
+    return value
+
+
+def _int_kw(key, value):
+    """An integer keyword: an int (or numpy's), not a bool, float or str."""
+    if isinstance(value, bool):
+        raise TypeError(f"{key}= takes an integer, not bool ({value!r})")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{key}= takes an integer, not {type(value).__name__} ({value!r})") from None
+
+
+def _path_kw(what, value):
+    """A path: str, bytes (os.fsdecode) or os.PathLike, as open() takes."""
+    if not isinstance(value, (str, bytes, os.PathLike)):
+        raise TypeError(f"{what} must be str, bytes or os.PathLike, not {type(value).__name__} "
+                        f"({value!r})")
+    return os.fsdecode(value)
 
 
 def _no_nul(what, text):
@@ -114,11 +141,12 @@ class Loader:
     def __init__(self, path, *, rank=None, world_size=None, train=True, _extra=(), **options):
         if (rank is None) != (world_size is None):
             raise TypeError("give rank and world_size together")
-        rank = 0 if rank is None else int(rank)
-        world_size = 1 if world_size is None else int(world_size)
+        rank = 0 if rank is None else _int_kw("rank", rank)
+        world_size = 1 if world_size is None else _int_kw("world_size", world_size)
+        train = _bool_kw("train", train)
         pin = options.get("pin")
         self._c = None
-        self._c = _c._Loader(_argv(path, options, _extra), _SUPERVISOR, rank, world_size, bool(train))
+        self._c = _c._Loader(_argv(path, options, _extra), _SUPERVISOR, rank, world_size, train)
         info = self._c.info()
         self.classes = info["classes"]
         self.sample_shape = info["sample_shape"]
@@ -127,7 +155,7 @@ class Loader:
         self.workers = info["workers"]
         self.mode = info["mode"]
         self.cache_note = info["cache_note"]  # --cache: built, reused, or why rebuilt
-        self.rank, self.world_size, self.train = rank, world_size, bool(train)
+        self.rank, self.world_size, self.train = rank, world_size, train
         self._batches = info["batches_per_epoch"]
         self._ring = (info["ring_address"], info["ring_bytes"])
         self._next_epoch = 0

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 import trainloader
@@ -113,5 +114,45 @@ def test_a_failed_constructor_raises_once_and_del_says_nothing(fm):
     p = subprocess.run([sys.executable, "-c", FAILED_INIT, fm], capture_output=True, text=True,
                        timeout=60)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.split() == ["TypeError", "ValueError", "TypeError"]
+    assert p.stdout.split() == ["TypeError", "TypeError", "TypeError"]  # world_size="x": a type
     assert p.stderr == "", p.stderr
+
+
+# keyword values checked by their kind (review of issue 26): before, train="no"
+# was taken as true, batch=True reached train as "on", a bytes path failed
+# with "bad argument type for built-in operation"
+@pytest.mark.parametrize("kw, message", [
+    (dict(train="no"), r"train= takes True or False, not str \('no'\)"),
+    (dict(train=0), r"train= takes True or False, not int"),
+    (dict(skip_bad="yes"), r"skip_bad= takes True or False, not str"),
+    (dict(shuffle=1), r"shuffle= takes True or False, not int"),
+    (dict(batch=True), r"batch= takes a value for --batch, not bool"),
+    (dict(prefetch=False), r"prefetch= takes a value for --prefetch, not bool"),
+    (dict(rank=True, world_size=2), r"rank= takes an integer, not bool"),
+    (dict(rank=0, world_size=2.0), r"world_size= takes an integer, not float"),
+    (dict(path=3), r"the data path must be str, bytes or os.PathLike, not int"),
+    (dict(path=None), r"the data path must be str, bytes or os.PathLike, not NoneType"),
+], ids=["train-str", "train-int", "skip-bad-str", "shuffle-int", "batch-bool", "prefetch-bool",
+        "rank-bool", "world-size-float", "path-int", "path-none"])
+def test_keyword_values_of_the_wrong_kind_raise_type_error_naming_them(fm, kw, message):
+    path = kw.pop("path", fm)
+    with pytest.raises(TypeError, match=message):
+        trainloader.Loader(path, workers=0, channels=1, **kw)
+
+
+def test_a_path_is_str_bytes_or_pathlike_alike(fm, tmp_path):
+    import pathlib
+    # a folder whose name is not UTF-8 (bytes only): the data behind a link
+    odd = os.fsencode(str(tmp_path)) + b"/\xffdata"
+    os.symlink(os.path.dirname(fm), odd)
+    csv = odd + b"/train.csv"
+    got = []
+    for path, root in [(fm, None), (fm.encode(), None), (pathlib.Path(fm), None), (csv, None),
+                       (fm, pathlib.Path(os.path.dirname(fm))), (fm, odd)]:
+        with trainloader.Loader(path, root=root, workers=0, channels=1, batch=500,
+                                shuffle=False) as loader:
+            images, labels = next(iter(loader))
+            got.append((loader.samples, int(np.asarray(images).sum()),
+                        int(np.asarray(labels).sum())))
+    assert got[0][0] == 500 and got[0][1] > 0
+    assert got == [got[0]] * len(got), got
