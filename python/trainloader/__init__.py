@@ -161,7 +161,8 @@ class Loader:
         self._next_epoch = 0
         self.last_indices = []
         self.pinned, self.pin_note = False, ""
-        if pin:
+        # pin=True / "on" page-locks; pin=False / "off" (as train's --pin=off) does not
+        if pin is True or (isinstance(pin, str) and pin.lower() in ("on", "true", "1", "yes")):
             self._pin()
         _live.add(self)
 

@@ -156,3 +156,14 @@ def test_a_path_is_str_bytes_or_pathlike_alike(fm, tmp_path):
                         int(np.asarray(labels).sum())))
     assert got[0][0] == 500 and got[0][1] > 0
     assert got == [got[0]] * len(got), got
+
+
+@pytest.mark.parametrize("pin, tries", [(True, True), ("on", True), (False, False),
+                                        ("off", False), (None, False)])
+def test_pin_off_as_a_word_does_not_page_lock(fm, pin, tries):
+    # pin="off" is train's --pin=off: the ring is not page-locked (before the
+    # fix any non-empty string tried to); an attempt always leaves a note
+    # here (no CUDA device, or no torch), a skipped one none
+    kw = {} if pin is None else {"pin": pin}
+    with trainloader.Loader(fm, batch=8, workers=0, channels=1, **kw) as loader:
+        assert (loader.pin_note != "" or loader.pinned) == tries, loader.pin_note
