@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "app/ranks.h"
+#include "common/util.h"
 #include "tests/support/helpers.h"
 #include "tests/support/mpirun.h"
 
@@ -501,11 +502,23 @@ Test(dist, preload_keeps_one_copy_per_node_decoded_once_and_matches_one_process)
                                       &ino[k]);
         usleep(10000);
     }
+    /* once every rank has mapped it (start-up), the file loses its name
+     * while the ranks still train: a SIGKILLed job leaves nothing in
+     * /dev/shm (at the end the mapping goes before the name would) */
+    int still = got[0], deleted = still == 2;
+    char p0[512];
+    unsigned long i0;
+    char pp[8];
+    for (double end = now_sec() + 60; still > 0 && !deleted && now_sec() < end; usleep(5000)) {
+        still = file_mapping(pid[0], "/dev/shm/train-", p0, sizeof p0, pp, &i0);
+        deleted = still == 2;
+    }
     int st = spawn_wait(mp, 120);
     char *o = slurp(out), *e = slurp(err);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d: %s", st, e);
     cr_assert(got[0] > 0 && got[1] > 0, "both ranks mapped the node's cache (%d, %d)", got[0],
               got[1]);
+    cr_assert(deleted, "the node's cache kept its name while the ranks trained");
     /* one file, one inode: one copy; only rank 0 can write (decode) into it */
     cr_assert_str_eq(path[0], path[1]);
     cr_assert_eq(ino[0], ino[1], "the same file: inode %lu vs %lu", ino[0], ino[1]);
