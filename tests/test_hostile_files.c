@@ -591,3 +591,21 @@ Test(hostile_files, save_and_cache_write_through_a_symlink_and_keep_the_mode)
     free(ck);
     free(cache);
 }
+
+Test(hostile_files, a_missing_folder_is_named_with_the_option_before_any_work)
+{
+    /* before the fix --cache's message had no "--cache: " (unlike --save
+     * and --json) and came after the data was read: with a bad CSV, the
+     * CSV's error instead */
+    char *bad = write_text(dir, "bad.csv", "path,label\nimg/00.jpg,0\nimg/01.jpg,-1\n");
+    const char *opt[] = {"--cache", "--save", "--json"};
+    for (int i = 0; i < 3; i++) {
+        char *p = path_join(dir, "nodir/out.bin"), want[4096];
+        run_result r;
+        train(&r, "--mode", "preload", opt[i], p, "--no-progress", bad, NULL);
+        snprintf(want, sizeof want, "train: %s: %s: ", opt[i], p);
+        assert_refused_with(&r, want);
+        free(p);
+    }
+    free(bad);
+}
