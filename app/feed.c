@@ -251,6 +251,11 @@ int feed_cache(run_ctx *r, errbuf *e)
         r->node_cache = 1;
     } else if (cache_open_shared(&r->cache, r->o->cache, &r->train, r->ss.channels, bh, bw, key,
                                  r->o->mem_limit, r->feed_mode == FEED_SPAWN, e) != 0) {
+        if (r->o->cache) { /* named with its option, as --save and --json are */
+            char m[ERR_MAX];
+            snprintf(m, sizeof m, "%s", e->msg);
+            errf(e, "--cache: %s", m);
+        }
         return RUN_BAD_INPUT;
     }
     r->use_cache = 1;

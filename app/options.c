@@ -2,12 +2,16 @@
 #define _GNU_SOURCE
 #include "app/options.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "cpu/cpu.h"
+#include "loader/cache.h"
+#include "nn/checkpoint.h"
 #include "nn/model.h"
 
 /* the option ids and the option table are tables: one entry per line */
@@ -603,17 +607,111 @@ static void defaults(options *o)
     o->progress = -1;
 }
 
-/* Files train replaces (--cache, --save, --json) or reads whole
+enum { KIND_CACHE, KIND_CKPT, KIND_JSON };
+
+/* What a file starting with b (n bytes) looks like: "starts with
+ * TRAINCKP: a train checkpoint". */
+static void describe_start(const unsigned char *b, size_t n, char *out, size_t len)
+{
+    size_t i = 0;
+    while (i < n && strchr(" \t\r\n", b[i]))
+        i++;
+    if (n >= 8 && !memcmp(b, CKPT_MAGIC, 8))
+        snprintf(out, len, "starts with TRAINCKP: a train checkpoint");
+    else if (n >= 8 && !memcmp(b, CACHE_MAGIC, 8))
+        snprintf(out, len, "starts with TRAINPC: a train preload cache");
+    else if (i < n && b[i] == '{')
+        snprintf(out, len, "starts with '{': a JSON file");
+    else {
+        char esc[80];
+        size_t o = 0;
+        for (size_t j = 0; j < n && j < 16; j++) /* bytes as they are, or \xHH */
+            o += (size_t)snprintf(esc + o, sizeof esc - o,
+                                  b[j] >= 0x20 && b[j] < 0x7f ? "%c" : "\\x%02x", b[j]);
+        snprintf(out, len, "starts with \"%s\"", esc);
+    }
+}
+
+/* 0 when train may replace path as an output of this kind: absent,
+ * empty, unreadable (the write says why) or already of the kind (a cache
+ * or checkpoint by its magic, or as much of it as the file holds, so that
+ * a truncated one is rebuilt; JSON lines by a first non-blank '{'). Else
+ * -1 with what the file looks like in what. */
+static int replaceable(const char *path, int kind, char *what, size_t len)
+{
+    errbuf e;
+    int fd = open_regular(path, O_RDONLY, 0, &e);
+    if (fd < 0)
+        return 0;
+    unsigned char b[4096];
+    ssize_t got = pread(fd, b, sizeof b, 0);
+    close(fd);
+    if (got <= 0)
+        return 0;
+    size_t n = (size_t)got, i = 0, m = n < 8 ? n : 8;
+    int ok;
+    if (kind == KIND_CACHE)
+        ok = !memcmp(b, CACHE_MAGIC, m);
+    else if (kind == KIND_CKPT)
+        ok = !memcmp(b, CKPT_MAGIC, m);
+    else {
+        while (i < n && strchr(" \t\r\n", b[i]))
+            i++;
+        ok = i == n || b[i] == '{';
+    }
+    if (!ok)
+        describe_start(b, n, what, len);
+    return ok ? 0 : -1;
+}
+
+/* Files train replaces (--cache, --save, --json, --trace) or reads whole
  * (--resume) must be regular files: refused before any work, so that a
- * FIFO does not block, a device is not read forever nor replaced. */
+ * FIFO does not block, a device is not read forever nor replaced. An
+ * output may not be an input (the data CSV, --val, --resume; --save may
+ * be --resume: resuming into the same file is the usual way) nor another
+ * output, and an existing file is replaced only by its own kind: a
+ * checkpoint is not lost to a --cache or --json given the wrong name. */
 static int check_paths(const options *o)
 {
-    const char *name[] = {"cache", "save", "json", "resume"};
-    const char *path[] = {o->cache, o->loader_only ? NULL : o->save, o->json, o->resume};
-    for (int i = 0; i < 4; i++) {
+    const char *name[] = {"cache", "save", "json", "trace", "dump-batches", "resume"};
+    const char *path[] = {
+        o->cache, o->loader_only ? NULL : o->save, o->json, o->trace, o->dump_batches, o->resume};
+    enum { NOUT = 5, NPATH = 6 };
+    for (int i = 0; i < NPATH; i++) {
         errbuf e;
         if (path[i] && check_output_path(path[i], &e) != 0) {
             complain("train: --%s %s\n", name[i], e.msg);
+            return -1;
+        }
+    }
+    const char *in_name[] = {"the data CSV", "--val", "--resume"};
+    const char *in[] = {o->csv, o->val_csv, o->resume};
+    for (int i = 0; i < NOUT; i++) {
+        if (!path[i])
+            continue;
+        for (int j = 0; j < 3; j++)
+            if (in[j] && !(i == 1 && j == 2) && same_file(path[i], in[j])) {
+                complain("train: --%s %s is the same file as %s %s: writing it would destroy "
+                         "the input (choose another name)\n",
+                         name[i], path[i], in_name[j], in[j]);
+                return -1;
+            }
+        for (int j = 0; j < i; j++)
+            if (path[j] && same_file(path[i], path[j])) {
+                complain("train: --%s %s and --%s %s are the same file: one would overwrite the "
+                         "other (choose another name)\n",
+                         name[j], path[j], name[i], path[i]);
+                return -1;
+            }
+    }
+    const int kind[] = {KIND_CACHE, KIND_CKPT, KIND_JSON};
+    const char *kind_name[] = {"a train preload cache", "a train checkpoint", "a JSON-lines file"};
+    for (int i = 0; i < 3; i++) {
+        char what[160];
+        if (path[i] && replaceable(path[i], kind[i], what, sizeof what) != 0) {
+            complain("train: --%s %s: %s, not %s; not replaced (remove it or choose another "
+                     "name)\n",
+                     name[i], path[i], what, kind_name[i]);
             return -1;
         }
     }

@@ -100,6 +100,17 @@ static int open_outputs(run_ctx *r, errbuf *e)
             return fail(e, RUN_BAD_INPUT, "--save: %s", se.msg);
         atomic_file_abort(&af);
     }
+    if (o->cache && r->c.mode == MODE_PRELOAD) { /* its folder, before the data is read */
+        char *tmp = NULL;
+        errbuf ce;
+        int fd = replace_file_open(o->cache, &tmp, &ce);
+        if (fd < 0)
+            return fail(e, RUN_BAD_INPUT, "--cache: %s", ce.msg);
+        close(fd);
+        if (tmp)
+            unlink(tmp);
+        free(tmp);
+    }
     return RUN_OK;
 }
 

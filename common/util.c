@@ -218,9 +218,11 @@ int atomic_file_commit(atomic_file *af, errbuf *e)
     if (fclose(af->fp) != 0 && rc == 0)
         rc = errf(e, "%s: close failed: %s", af->path, strerror(errno));
     af->fp = NULL;
-    if (rc == 0)
-        fsync_dir_of(af->path);
-    else if (af->tmp_path)
+    if (rc == 0) {
+        char *t = output_target(af->path); /* the folder the rename changed */
+        fsync_dir_of(t);
+        free(t);
+    } else if (af->tmp_path)
         unlink(af->tmp_path);
     free(af->tmp_path);
     free(af->path);
@@ -468,51 +470,125 @@ unsigned umask_now(void)
     return m & 0777;
 }
 
+char *output_target(const char *path)
+{
+    char *cur = xstrdup(path);
+    for (int hops = 0; hops < 40; hops++) {
+        struct stat st;
+        char link[PATH_MAX];
+        if (lstat(cur, &st) != 0 || !S_ISLNK(st.st_mode))
+            break;
+        ssize_t n = readlink(cur, link, sizeof link - 1);
+        if (n <= 0)
+            break;
+        link[n] = '\0';
+        const char *slash = strrchr(cur, '/');
+        size_t dlen = link[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1;
+        char *next = xmalloc(dlen + (size_t)n + 1);
+        memcpy(next, cur, dlen); /* a relative target starts from the link's folder */
+        memcpy(next + dlen, link, (size_t)n + 1);
+        free(cur);
+        cur = next;
+    }
+    return cur;
+}
+
+char *output_canonical(const char *path)
+{
+    char *t = output_target(path), *full = realpath(t, NULL);
+    if (full) {
+        free(t);
+        return full;
+    }
+    char *d = xstrdup(t), *b = xstrdup(t);
+    char *dir = realpath(dirname(d), NULL);
+    const char *base = basename(b);
+    char *out = t;
+    if (dir) {
+        size_t n = strlen(dir) + strlen(base) + 2;
+        out = xmalloc(n);
+        snprintf(out, n, "%s/%s", strcmp(dir, "/") ? dir : "", base);
+        free(dir);
+        free(t);
+    }
+    free(d);
+    free(b);
+    return out;
+}
+
+int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    int ha = stat(a, &sa) == 0, hb = stat(b, &sb) == 0;
+    if (ha && hb)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (ha != hb)
+        return 0; /* one exists, the other is yet to be made: not the same */
+    char *ca = output_canonical(a), *cb = output_canonical(b);
+    int same = strcmp(ca, cb) == 0;
+    free(ca);
+    free(cb);
+    return same;
+}
+
 int replace_file_open(const char *path, char **tmp_path, errbuf *e)
 {
     *tmp_path = NULL;
-    char *copy = xstrdup(path);
+    char *target = output_target(path); /* through a symlink: the temporary beside its target */
+    struct stat st;
+    int keep = stat(target, &st) == 0 && S_ISREG(st.st_mode); /* a replaced file keeps its mode */
+    char *copy = xstrdup(target);
     int fd = open(dirname(copy), O_TMPFILE | O_RDWR | O_CLOEXEC, 0666);
     free(copy);
-    if (fd >= 0)
-        return fd;
-    /* no O_TMPFILE here (old kernel, file system without it): a named one */
-    size_t n = strlen(path) + 32;
-    *tmp_path = xmalloc(n);
-    snprintf(*tmp_path, n, "%s.tmp.XXXXXX", path);
-    fd = mkostemp(*tmp_path, O_CLOEXEC);
-    if (fd < 0) {
-        errf(e, "%s: cannot create a temporary file next to it: %s", path, strerror(errno));
-        free(*tmp_path);
-        *tmp_path = NULL;
-        return -1;
+    if (fd < 0) { /* no O_TMPFILE here (old kernel, file system without it): a named one */
+        size_t n = strlen(target) + 32;
+        *tmp_path = xmalloc(n);
+        snprintf(*tmp_path, n, "%s.tmp.XXXXXX", target);
+        fd = mkostemp(*tmp_path, O_CLOEXEC);
+        if (fd < 0) {
+            errf(e, "%s: cannot create a temporary file next to it: %s", path, strerror(errno));
+            free(*tmp_path);
+            *tmp_path = NULL;
+            free(target);
+            return -1;
+        }
+        if (!keep)
+            fchmod(fd, 0666 & ~umask_now()); /* mkstemp makes 0600 */
     }
-    fchmod(fd, 0666 & ~umask_now()); /* mkstemp makes 0600 */
+    if (keep)
+        fchmod(fd, st.st_mode & 0777);
+    free(target);
     return fd;
 }
 
 int replace_file_commit(int fd, char **tmp_path, const char *path, errbuf *e)
 {
     if (check_output_path(path, e) != 0)
-        return -1;    /* a FIFO or a device put there since the start is not replaced */
+        return -1; /* a FIFO or a device put there since the start is not replaced */
+    char *target = output_target(path);
     if (!*tmp_path) { /* unnamed: a name of its own first, so that rename replaces atomically */
-        size_t n = strlen(path) + 48;
+        size_t n = strlen(target) + 48;
         char *name = xmalloc(n), proc[64];
         snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
         for (int i = 0;; i++) {
-            snprintf(name, n, "%s.tmp.%d.%d", path, (int)getpid(), i);
+            snprintf(name, n, "%s.tmp.%d.%d", target, (int)getpid(), i);
             if (linkat(AT_FDCWD, proc, AT_FDCWD, name, AT_SYMLINK_FOLLOW) == 0)
                 break;
             if (errno != EEXIST || i == 1000) {
                 errf(e, "%s: cannot give the new file a name: %s", path, strerror(errno));
                 free(name);
+                free(target);
                 return -1;
             }
         }
         *tmp_path = name;
     }
-    if (rename(*tmp_path, path) != 0)
-        return errf(e, "%s: cannot rename %s over it: %s", path, *tmp_path, strerror(errno));
+    int rc = 0;
+    if (rename(*tmp_path, target) != 0)
+        rc = errf(e, "%s: cannot rename %s over it: %s", path, *tmp_path, strerror(errno));
+    free(target);
+    if (rc != 0)
+        return rc;
     free(*tmp_path);
     *tmp_path = NULL;
     return 0;

@@ -115,11 +115,24 @@ char *read_regular_file(const char *path, size_t max, size_t *len, errbuf *e);
 
 /* The process's umask, without changing it (/proc/self/status). */
 unsigned umask_now(void);
+/* The file a write to path lands on: path with the symbolic links of its
+ * last component followed (a dangling link: its target, relative to the
+ * link's folder); malloc'd. replace_file_open/commit write through it. */
+char *output_target(const char *path);
+/* output_target made absolute: realpath of it when it exists, else the
+ * realpath of its folder + its name (as given when the folder is
+ * missing); malloc'd. */
+char *output_canonical(const char *path);
+/* 1 when a and b name one file: the same st_dev/st_ino when both exist,
+ * the same output_canonical when neither does. */
+int same_file(const char *a, const char *b);
 /* A new file that will replace `path` once complete: unnamed (O_TMPFILE in
  * path's folder, so that nothing outlives a killed process) where the file
  * system has it, else a mkstemp name path.tmp.XXXXXX (returned in
- * *tmp_path, malloc'd; NULL when unnamed). Read-write, mode 0666 less the
- * umask. Returns the descriptor or -1 with e filled. */
+ * *tmp_path, malloc'd; NULL when unnamed). Written through a symlink (the
+ * temporary beside output_target). Read-write, mode that of the file it
+ * replaces, else 0666 less the umask. Returns the descriptor or -1 with e
+ * filled. */
 int replace_file_open(const char *path, char **tmp_path, errbuf *e);
 /* Put the complete file fd in place of path (a name of its own first when
  * it has none, then rename over path, refused when path has become

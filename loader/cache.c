@@ -15,7 +15,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define CACHE_MAGIC "TRAINPC\n"
 /* 3: base images of DCT-scaled JPEGs are resampled by their true extent
  * and --decode is part of the key; 4: so is --exif */
 #define CACHE_VERSION 4u

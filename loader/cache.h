@@ -24,6 +24,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A cache file's first 8 bytes. */
+#define CACHE_MAGIC "TRAINPC\n"
+
 #include "common/util.h"
 #include "image/image.h"
 #include "loader/dataset.h"

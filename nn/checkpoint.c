@@ -15,7 +15,7 @@
 #error "checkpoint.c writes host-order (little-endian) numbers"
 #endif
 
-static const char MAGIC[8] = {'T', 'R', 'A', 'I', 'N', 'C', 'K', 'P'};
+static const char MAGIC[8] = CKPT_MAGIC;
 #define BOM 0x01020304u
 #define HEADER_BYTES 24 /* magic, version, byte-order mark, file size */
 #define STR_MAX 4096

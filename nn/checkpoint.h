@@ -24,6 +24,8 @@
 #include "loader/fingerprint.h"
 #include "nn/model.h"
 
+/* A checkpoint's first 8 bytes. */
+#define CKPT_MAGIC "TRAINCKP"
 #define CKPT_VERSION 2
 
 /* The run's state at the end of an epoch. */

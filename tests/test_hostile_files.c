@@ -369,7 +369,9 @@ Test(hostile_files, the_cache_and_the_checkpoint_follow_the_umask)
     cr_assert_eq(stat(ck, &st), 0);
     cr_assert_eq(st.st_mode & 0777, 0600, "checkpoint mode %o under umask 077", st.st_mode & 0777);
     /* a umask of 002 (a private group) gives the group write, as to any
-     * file the user makes */
+     * file the user makes (new files: a replaced one keeps its mode) */
+    cr_assert_eq(unlink(cache), 0);
+    cr_assert_eq(unlink(ck), 0);
     old = umask(002);
     train(&r, "--mode", "preload", "--cache", cache, "--resize", "24x24", "--save", ck, "--batch",
           "8", "--no-progress", csv, NULL);
@@ -382,4 +384,228 @@ Test(hostile_files, the_cache_and_the_checkpoint_follow_the_umask)
     cr_assert_eq(st.st_mode & 0777, 0664, "checkpoint mode %o under umask 002", st.st_mode & 0777);
     free(cache);
     free(ck);
+}
+
+/* ---------------------------------------------------------------- review round 2: outputs */
+
+static char *slurp(const char *path, size_t *len)
+{
+    errbuf e;
+    char *t = read_whole_file(path, len, &e);
+    cr_assert(t, "%s", e.msg);
+    return t;
+}
+
+/* path's first 8 bytes are magic */
+static void assert_starts(const char *path, const char *magic)
+{
+    size_t len = 0;
+    char *t = slurp(path, &len);
+    cr_assert(len >= 8 && !memcmp(t, magic, 8), "%s does not start with %.7s", path, magic);
+    free(t);
+}
+
+/* Refused up front (status 2, no epoch) with want in the message. */
+static void assert_refused_with(run_result *r, const char *want)
+{
+    cr_assert_eq(r->status, 2, "exit %d (signal %d): %s", r->status, r->signal, r->err);
+    cr_assert(strstr(r->err, want), "wanted '%s' in: %s", want, r->err);
+    cr_assert(!strstr(r->out, "dev "), "no epoch may run first: %s", r->out);
+    run_free(r);
+}
+
+Test(hostile_files, an_output_that_is_an_input_or_another_output_is_refused)
+{
+    /* before the fix --json data.csv replaced the CSV with the run's
+     * record before reading it; --save and --cache named like an input
+     * exited 0 having replaced it */
+    size_t len0 = 0, len = 0;
+    char *text0 = slurp(csv, &len0);
+    char *val = write_text(dir, "val.csv", text0), *alias = path_join(dir, "alias.csv");
+    cr_assert_eq(symlink("data.csv", alias), 0);
+    char *sub = path_join(dir, "sub"), *json = path_join(dir, "o.json");
+    char *json2 = path_join(dir, "sub/../o.json"), *ck = path_join(dir, "o.ckpt");
+    cr_assert_eq(mkdir(sub, 0755), 0);
+    char want[4096];
+    run_result r;
+    train(&r, "--json", csv, "--no-progress", csv, NULL);
+    snprintf(want, sizeof want, "--json %s is the same file as the data CSV %s: ", csv, csv);
+    assert_refused_with(&r, want);
+    train(&r, "--save", alias, "--no-progress", csv, NULL); /* another name, one inode */
+    snprintf(want, sizeof want, "--save %s is the same file as the data CSV %s: ", alias, csv);
+    assert_refused_with(&r, want);
+    train(&r, "--mode", "preload", "--cache", val, "--val", val, "--no-progress", csv, NULL);
+    snprintf(want, sizeof want, "--cache %s is the same file as --val %s: ", val, val);
+    assert_refused_with(&r, want);
+    /* files yet to be made: the same folder and name */
+    train(&r, "--json", json, "--trace", json2, "--no-progress", csv, NULL);
+    snprintf(want, sizeof want, "--json %s and --trace %s are the same file", json, json2);
+    assert_refused_with(&r, want);
+    train(&r, "--save", ck, "--mode", "preload", "--cache", ck, "--no-progress", csv, NULL);
+    snprintf(want, sizeof want, "--cache %s and --save %s are the same file", ck, ck);
+    assert_refused_with(&r, want);
+    train(&r, "--json", ck, "--resume", ck, "--no-progress", csv, NULL);
+    snprintf(want, sizeof want, "--json %s is the same file as --resume %s: ", ck, ck);
+    assert_refused_with(&r, want);
+    char *text = slurp(csv, &len);
+    cr_assert(len == len0 && !memcmp(text, text0, len), "the data CSV was changed");
+    free(text);
+    text = slurp(val, &len);
+    cr_assert(len == len0 && !memcmp(text, text0, len), "the --val CSV was changed");
+    free(text);
+    struct stat st;
+    cr_assert(stat(json, &st) != 0 && stat(ck, &st) != 0, "a refused run wrote an output");
+    /* resuming into the checkpoint it was read from stays the usual way */
+    train(&r, "--save", ck, "--batch", "8", "--no-progress", csv, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    train(&r, "--resume", ck, "--save", ck, "--epochs", "2", "--batch", "8", "--no-progress", csv,
+          NULL);
+    cr_assert_eq(r.status, 0, "--resume and --save one file: %s", r.err);
+    run_free(&r);
+    assert_starts(ck, "TRAINCKP");
+    free(text0);
+    free(val);
+    free(alias);
+    free(sub);
+    free(json);
+    free(json2);
+    free(ck);
+}
+
+Test(hostile_files, an_existing_file_of_another_kind_is_not_replaced)
+{
+    /* before the fix --cache over a checkpoint said "is not a train
+     * preload cache: rebuilding it" and the weights were gone; --json and
+     * --save replaced whatever the name held */
+    char *ck = path_join(dir, "w.ckpt"), *cache = path_join(dir, "w.cache");
+    char *notes = write_text(dir, "notes.txt", "path,label\nimg/00.jpg,0\n");
+    run_result r;
+    train(&r, "--save", ck, "--mode", "preload", "--cache", cache, "--batch", "8", "--no-progress",
+          csv, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    size_t ck_len0 = 0, len = 0;
+    char *ck0 = slurp(ck, &ck_len0);
+    char want[4096];
+    train(&r, "--mode", "preload", "--cache", ck, "--no-progress", csv, NULL);
+    snprintf(want, sizeof want,
+             "--cache %s: starts with TRAINCKP: a train checkpoint, not a train preload cache; "
+             "not replaced (remove it or choose another name)",
+             ck);
+    assert_refused_with(&r, want);
+    train(&r, "--json", ck, "--no-progress", csv, NULL);
+    snprintf(want, sizeof want, "--json %s: starts with TRAINCKP: a train checkpoint, not a JSON",
+             ck);
+    assert_refused_with(&r, want);
+    train(&r, "--save", cache, "--no-progress", csv, NULL);
+    snprintf(want, sizeof want,
+             "--save %s: starts with TRAINPC: a train preload cache, not a train checkpoint",
+             cache);
+    assert_refused_with(&r, want);
+    train(&r, "--save", notes, "--no-progress", csv, NULL);
+    snprintf(want, sizeof want, "--save %s: starts with \"path,label\\x0aimg/0\", not a train",
+             notes);
+    assert_refused_with(&r, want);
+    char *t = slurp(ck, &len);
+    cr_assert(len == ck_len0 && !memcmp(t, ck0, len), "the checkpoint was changed");
+    free(t);
+    assert_starts(cache, "TRAINPC\n");
+    /* still replaced: a cache cut short with its magic (rebuilt, as
+     * promised), an empty file, JSON lines after blank lines */
+    cr_assert_eq(truncate(cache, 100), 0);
+    char *empty = write_text(dir, "e.ckpt", ""), *json = write_text(dir, "j.json", "\n {}\n");
+    train(&r, "--mode", "preload", "--cache", cache, "--save", empty, "--json", json, "--batch",
+          "8", "--no-progress", csv, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "rebuilding it"), "%s", r.out);
+    run_free(&r);
+    assert_starts(cache, "TRAINPC\n");
+    assert_starts(empty, "TRAINCKP");
+    t = slurp(json, &len);
+    cr_assert(!strncmp(t, "{\"record\":\"run\"", 15), "%.40s", t);
+    free(t);
+    free(ck0);
+    free(ck);
+    free(cache);
+    free(notes);
+    free(empty);
+    free(json);
+}
+
+/* Names in folder d, not counting . and .. */
+static int entries(const char *d)
+{
+    DIR *dd = opendir(d);
+    cr_assert(dd, "%s", d);
+    struct dirent *de;
+    int n = 0;
+    while ((de = readdir(dd)))
+        n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+    closedir(dd);
+    return n;
+}
+
+Test(hostile_files, save_and_cache_write_through_a_symlink_and_keep_the_mode)
+{
+    /* before the fix the rename replaced the link itself (a cache linked
+     * to a scratch disk landed beside the link), and a replaced 0600
+     * checkpoint came back 0644 */
+    char *scratch = path_join(dir, "scratch");
+    cr_assert_eq(mkdir(scratch, 0755), 0);
+    char *lck = path_join(dir, "link.ckpt"), *lcache = path_join(dir, "link.cache");
+    char *ck = path_join(dir, "scratch/real.ckpt"), *cache = path_join(dir, "scratch/real.cache");
+    cr_assert_eq(symlink("scratch/real.ckpt", lck), 0); /* dangling: made by the run */
+    cr_assert_eq(symlink("scratch/real.cache", lcache), 0);
+    run_result r;
+    train(&r, "--save", lck, "--mode", "preload", "--cache", lcache, "--batch", "8",
+          "--no-progress", csv, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    cr_assert_eq(kind_of(lck), (unsigned)S_IFLNK, "the checkpoint's link was replaced");
+    cr_assert_eq(kind_of(lcache), (unsigned)S_IFLNK, "the cache's link was replaced");
+    assert_starts(ck, "TRAINCKP");
+    assert_starts(cache, "TRAINPC\n");
+    cr_assert_eq(entries(scratch), 2, "the checkpoint and the cache only");
+    /* existing targets, private modes: replaced in place, modes kept */
+    cr_assert_eq(chmod(ck, 0600), 0);
+    cr_assert_eq(chmod(cache, 0640), 0);
+    struct stat before, st;
+    cr_assert_eq(stat(ck, &before), 0);
+    train(&r, "--save", lck, "--mode", "preload", "--cache", lcache, "--resize", "24x24", "--batch",
+          "8", "--no-progress", csv, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "rebuilding it"), "%s", r.out);
+    run_free(&r);
+    cr_assert_eq(kind_of(lck), (unsigned)S_IFLNK);
+    cr_assert_eq(kind_of(lcache), (unsigned)S_IFLNK);
+    cr_assert_eq(stat(ck, &st), 0);
+    cr_assert_neq(st.st_ino, before.st_ino, "the checkpoint was not replaced");
+    cr_assert_eq(st.st_mode & 0777, 0600, "checkpoint mode %o, was 0600", st.st_mode & 0777);
+    cr_assert_eq(stat(cache, &st), 0);
+    cr_assert_eq(st.st_mode & 0777, 0640, "cache mode %o, was 0640", st.st_mode & 0777);
+    cr_assert_eq(entries(scratch), 2, "left behind in scratch");
+    free(scratch);
+    free(lck);
+    free(lcache);
+    free(ck);
+    free(cache);
+}
+
+Test(hostile_files, a_missing_folder_is_named_with_the_option_before_any_work)
+{
+    /* before the fix --cache's message had no "--cache: " (unlike --save
+     * and --json) and came after the data was read: with a bad CSV, the
+     * CSV's error instead */
+    char *bad = write_text(dir, "bad.csv", "path,label\nimg/00.jpg,0\nimg/01.jpg,-1\n");
+    const char *opt[] = {"--cache", "--save", "--json"};
+    for (int i = 0; i < 3; i++) {
+        char *p = path_join(dir, "nodir/out.bin"), want[4096];
+        run_result r;
+        train(&r, "--mode", "preload", opt[i], p, "--no-progress", bad, NULL);
+        snprintf(want, sizeof want, "train: %s: %s: ", opt[i], p);
+        assert_refused_with(&r, want);
+        free(p);
+    }
+    free(bad);
 }
