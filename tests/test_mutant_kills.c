@@ -56,8 +56,8 @@ Test(mutant_kills, the_verified_jpeg_set_stays_small_over_many_files)
             cr_assert_eq(c->verified_n, want, "epoch %d file %d: %zu files remembered", epoch, k,
                          c->verified_n);
             /* 8 bytes a slot: at most 8 KiB for up to 512 files */
-            cr_assert_leq(c->verified_cap, 1024, "epoch %d file %d: %zu slots for %zu files",
-                          epoch, k, c->verified_cap, c->verified_n);
+            cr_assert_leq(c->verified_cap, 1024, "epoch %d file %d: %zu slots for %zu files", epoch,
+                          k, c->verified_cap, c->verified_n);
             cr_assert_geq(c->verified_cap, 2 * c->verified_n);
         }
     img_ctx_free(c);
@@ -79,8 +79,8 @@ static void put32(uint8_t *p, uint32_t v)
  * BITMAPINFOHEADER), pal_n palette entries (3 bytes each after a core
  * header, 4 after an info header; colour k is (k*60, 255-k*60, k*30)) and
  * the pixel bytes as given. */
-static char *bmp_file(const char *name, int hsz, int w, int h, int bpp, int compression,
-                      int pal_n, const uint8_t *data, size_t data_len)
+static char *bmp_file(const char *name, int hsz, int w, int h, int bpp, int compression, int pal_n,
+                      const uint8_t *data, size_t data_len)
 {
     const size_t entry = hsz == 12 ? 3 : 4, off = 14 + (size_t)hsz + entry * (size_t)pal_n;
     const size_t total = off + data_len;
@@ -206,10 +206,10 @@ Test(mutant_kills, bmp_bit_depths_and_compressions_without_a_reader_are_refused)
  * w x h for an h x w file); returns its length, written to app. */
 static size_t exif_app1(uint8_t app[40])
 {
-    static const uint8_t tiff[26] = {'I', 'I', 42, 0, 8, 0, 0, 0, /* IFD0 at 8 */
-                                     1, 0,                        /* one entry */
-                                     0x12, 0x01, 3, 0, 1, 0, 0, 0, 6, 0, 0, 0, /* Orientation 6 */
-                                     0, 0, 0, 0};
+    static const uint8_t tiff[26] = {'I',  'I',  42, 0, 8, 0, 0, 0,             /* IFD0 at 8 */
+                                     1,    0,                                   /* one entry */
+                                     0x12, 0x01, 3,  0, 1, 0, 0, 0, 6, 0, 0, 0, /* Orientation 6 */
+                                     0,    0,    0,  0};
     const size_t seg = 2 + 6 + sizeof tiff;
     app[0] = 0xFF, app[1] = 0xE1, app[2] = (uint8_t)(seg >> 8), app[3] = (uint8_t)seg;
     memcpy(app + 4, "Exif\0\0", 6);
@@ -273,4 +273,59 @@ Test(mutant_kills, an_exif_segment_after_the_first_scan_is_not_read)
     cr_assert_eq(img_probe(after, 1, &w, &h, &ch, &e), 0, "%s", e.msg);
     cr_assert(w == W && h == H, "after the scan: not read, %dx%d", h, w);
     free(px), free(j), free(f), free(before), free(after);
+}
+
+/* ---------------------------------------------------------------- --trace on a full disk */
+
+/* A run's trace is written at the end, through stdio: a small one stays in
+ * the stream's buffer until fclose, so a disk that is full by then shows
+ * only in fclose's result (gen-app-trace-L125-del-stmt dropped it and said
+ * nothing). Under a file-size limit of 0 (SIGXFSZ ignored: writes fail with
+ * EFBIG, as on a full disk) the run says the trace was not written, naming
+ * the file and the reason. */
+Test(mutant_kills, a_trace_whose_last_flush_fails_is_said)
+{
+    char text[256] = "path,label\n";
+    for (int k = 0; k < 4; k++) {
+        uint8_t *px = ti_picture(16, 16, 3, 40 + (uint64_t)k);
+        char name[32];
+        snprintf(name, sizeof name, "t%d.jpg", k);
+        free(ti_write_jpeg(dir, name, px, 16, 16, TJPF_RGB, TJSAMP_420, 90, 0));
+        free(px);
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%s,%d\n", name, k % 2);
+    }
+    char *csv = write_text(dir, "t.csv", text), *tr = path_join(dir, "t.trace.json");
+    char *argv[] = {"/bin/sh",
+                    "-c",
+                    "trap '' XFSZ; ulimit -f \"$0\"; exec \"$@\"",
+                    "unlimited",
+                    (char *)train_bin(),
+                    "--model",
+                    "probe",
+                    "--batch",
+                    "4",
+                    "--workers",
+                    "0",
+                    "--no-progress",
+                    "--trace",
+                    tr,
+                    csv,
+                    NULL};
+    run_result r;
+    run_argv(argv, NULL, 120, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    struct stat st;
+    cr_assert_eq(stat(tr, &st), 0);
+    /* the premise: the whole trace fits one stdio buffer (st_blksize) */
+    cr_assert_lt(st.st_size, st.st_blksize, "a %lld-byte trace", (long long)st.st_size);
+    run_free(&r);
+    unlink(tr);
+
+    argv[3] = "0";
+    run_argv(argv, NULL, 120, &r);
+    cr_assert(strstr(r.err, tr) && strstr(r.err, "--trace") && strstr(r.err, strerror(EFBIG)),
+              "exit %d, names the trace and the reason:\n%s", r.status, r.err);
+    cr_assert(strstr(r.out, "probe "), "the epoch line is still printed:\n%s", r.out);
+    run_free(&r);
+    free(csv), free(tr);
 }
