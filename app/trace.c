@@ -121,10 +121,13 @@ int trace_close(trace *t, errbuf *e)
         fputc('}', f);
     }
     fprintf(f, "\n]}\n");
-    int bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
+    /* the reason is the failed write's errno; a small trace reaches the
+     * file only in fclose's flush, whose failure is then the only sign */
+    int bad = ferror(f) != 0, err = errno;
+    if (fclose(f) != 0 && !bad)
+        bad = 1, err = errno;
     if (bad)
-        errf(e, "--trace %s: write failed", t->path);
+        errf(e, "--trace %s: write failed: %s", t->path, strerror(err ? err : EIO));
     free(t->spans);
     free(t->path);
     free(t);
