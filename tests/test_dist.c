@@ -322,7 +322,7 @@ Test(dist, a_rank_with_a_slow_loader_is_named_the_straggler)
 }
 
 /* the whole file as bytes: equal or not */
-static int same_file(const char *a, const char *b)
+static int same_bytes(const char *a, const char *b)
 {
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
     fseek(fa, 0, SEEK_END);
@@ -371,7 +371,7 @@ static void assert_same_bits_for_one_two_four(const char *tag, const char *a1, c
     int ks[3] = {1, 2, 4};
     one_two_four(tag, a1, a2, ck, js);
     for (int i = 1; i < 3; i++) {
-        cr_assert(same_file(ck[0], ck[i]), "K=1 and K=%d end with other parameters", ks[i]);
+        cr_assert(same_bytes(ck[0], ck[i]), "K=1 and K=%d end with other parameters", ks[i]);
         double a[2], b[2];
         epoch_numbers(js[0], "loss", a, 2);
         epoch_numbers(js[i], "loss", b, 2);
@@ -405,7 +405,7 @@ Test(dist, grad_chunks_off_agree_to_six_digits)
     NEED_MPI();
     char *ck[3], *js[3];
     one_two_four("off", "--grad-chunks", "off", ck, js);
-    cr_assert(!same_file(ck[0], ck[2]), "off: K=1 and K=4 should not be the same bits");
+    cr_assert(!same_bytes(ck[0], ck[2]), "off: K=1 and K=4 should not be the same bits");
     for (int i = 1; i < 3; i++) {
         double a[2], b[2];
         epoch_numbers(js[0], "loss", a, 2);
