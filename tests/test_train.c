@@ -243,7 +243,7 @@ Test(train, killed_worker_is_named_exit_3_and_respawn_recovers)
                         "--epochs",
                         "2",
                         "--test-slow-load",
-                        "0.002",
+                        "0.005",
                         "--json",
                         jb,
                         fm_train,
@@ -252,7 +252,10 @@ Test(train, killed_worker_is_named_exit_3_and_respawn_recovers)
         pid_t pid = start_train(argv, out, err);
         int pids[64], n;
         wait_for_workers(pid, 3, pids, &n);
-        usleep(400000);
+        /* a few batches in, long before the end: 640 samples at 5 ms over
+         * 2 workers take 1.6 s (at 2 ms and a kill 0.4 s in, a quiet CI
+         * machine once finished the run first, and nothing was said) */
+        usleep(150000);
         /* pids[0] is the supervisor, pids[1..] its workers */
         kill(pids[n - 1], SIGKILL);
         int st = spawn_wait(pid, 120);
