@@ -269,3 +269,52 @@ Test(hostile_mpi, resume_on_the_same_rows_named_another_way_is_silent)
     free(a);
     free(ck);
 }
+
+/* a folder of class folders c0, c1 (NIMG / 2 images each) at dir/name */
+static char *class_tree(const char *name)
+{
+    char *root = path_join(dir, name);
+    cr_assert_eq(mkdir(root, 0755), 0);
+    for (int c = 0; c < 2; c++) {
+        char sub[16];
+        snprintf(sub, sizeof sub, "c%d", c);
+        char *cd = path_join(root, sub);
+        cr_assert_eq(mkdir(cd, 0755), 0);
+        for (int i = c; i < NIMG; i += 2) {
+            uint8_t *px = ti_picture(8, 8, 1, (uint64_t)i + 1);
+            char f[32];
+            snprintf(f, sizeof f, "%02d.png", i);
+            free(ti_write_png(cd, f, px, 8, 8, 1));
+            free(px);
+        }
+        free(cd);
+    }
+    return root;
+}
+
+Test(hostile_mpi, a_folder_data_set_resumed_from_another_path_is_the_same_data)
+{
+    /* the fingerprint keeps class/file, not the folder's own name or
+     * place: a copy of the tree elsewhere (and its path with a trailing
+     * slash) resumes silently; a tree with a file moved to the other
+     * class does not */
+    char *a = class_tree("tree_a"), *b = class_tree("tree_b"), *ck = path_join(dir, "t.ckpt");
+    save_after_one_epoch(a, ck);
+    char slashed[600];
+    snprintf(slashed, sizeof slashed, "%s/", b);
+    run_result r;
+    run_train(&r, TINY, "--epochs", "2", "--resume", ck, slashed, NULL);
+    cr_assert_eq(r.status, 0, "exit %d\n%s", r.status, r.err);
+    cr_assert_null(strstr(r.err, "other rows"), "%s", r.err);
+    run_free(&r);
+    char from[700], to[700];
+    snprintf(from, sizeof from, "%s/c0/00.png", b);
+    snprintf(to, sizeof to, "%s/c1/00.png", b);
+    cr_assert_eq(rename(from, to), 0);
+    run_train(&r, TINY, "--epochs", "2", "--resume", ck, b, NULL);
+    cr_assert_eq(r.status, 2, "a file moved to another class resumed: %s", r.err);
+    run_free(&r);
+    free(a);
+    free(b);
+    free(ck);
+}
