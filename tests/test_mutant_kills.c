@@ -329,3 +329,42 @@ Test(mutant_kills, a_trace_whose_last_flush_fails_is_said)
     run_free(&r);
     free(csv), free(tr);
 }
+
+/* A TGA's decode memory is its own 3 bytes a pixel, not a GIF's 9: an
+ * 11000 x 11000 run-length TGA (3.8 MB on disk, 363 MB decoded) passes
+ * the header check, which a 9-byte estimate (1.09 GB) would refuse.
+ * (gen-image-stb-L69: every format after GIF estimated as a GIF.) */
+Test(mutant_kills, a_big_run_length_tga_is_estimated_at_its_own_size)
+{
+    enum { SIDE = 11000 };
+    char *path = path_join(dir, "big.tga");
+    FILE *f = fopen(path, "wb");
+    cr_assert(f);
+    /* 18-byte header: type 10 (RLE true colour), 24 bpp, top-left origin */
+    const uint8_t hdr[18] = {0, 0, 10, 0,           0,         0,           0,         0,  0,
+                             0, 0, 0,  SIDE & 0xff, SIDE >> 8, SIDE & 0xff, SIDE >> 8, 24, 0x20};
+    cr_assert_eq(fwrite(hdr, 1, sizeof hdr, f), sizeof hdr);
+    const uint64_t px = (uint64_t)SIDE * SIDE;
+    static uint8_t run[4096];
+    for (size_t i = 0; i < sizeof run; i += 4) /* a 128-pixel run of one colour */
+        run[i] = 0xFF, run[i + 1] = 10, run[i + 2] = 20, run[i + 3] = 30;
+    uint64_t runs = px / 128;
+    while (runs > 0) {
+        size_t k = runs > sizeof run / 4 ? sizeof run / 4 : (size_t)runs;
+        cr_assert_eq(fwrite(run, 4, k, f), k);
+        runs -= k;
+    }
+    if (px % 128) {
+        const uint8_t last[4] = {(uint8_t)(0x80 | (px % 128 - 1)), 10, 20, 30};
+        cr_assert_eq(fwrite(last, 1, 4, f), 4u);
+    }
+    cr_assert_eq(fclose(f), 0);
+    char *csv = write_text(dir, "tga.csv", "big.tga,0\n");
+    run_result r;
+    run_train(&r, "--check", csv, NULL);
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_assert(strstr(r.out, "check: 0 files"), "%s%s", r.out, r.err);
+    run_free(&r);
+    free(csv);
+    free(path);
+}
