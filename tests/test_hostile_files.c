@@ -50,21 +50,9 @@ static void teardown(void)
 
 TestSuite(hostile_files, .init = setup, .fini = teardown);
 
-/* ./train ARGS... (NULL-terminated), at most 30 s: a run that blocks on a
- * FIFO fails the test instead of hanging it */
-static void train(run_result *r, const char *first, ...)
-{
-    char *argv[64];
-    int n = 0;
-    argv[n++] = (char *)train_bin();
-    va_list ap;
-    va_start(ap, first);
-    for (const char *a = first; a; a = va_arg(ap, const char *))
-        argv[n++] = (char *)a;
-    va_end(ap);
-    argv[n] = NULL;
-    run_argv(argv, NULL, 30, r);
-}
+/* each run at most 30 s: one that blocks on a FIFO fails its test instead
+ * of hanging it */
+#define RUN_S 30
 
 static char *fifo(const char *name)
 {
@@ -145,17 +133,17 @@ Test(hostile_files, cache_and_save_onto_a_fifo_or_a_device_are_refused_up_front)
      * renamed the checkpoint over the FIFO (and, as root, over /dev/full) */
     char *f = fifo("target.fifo"), *dev = devnull_link("null");
     run_result r;
-    train(&r, "--mode", "preload", "--cache", f, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--mode", "preload", "--cache", f, "--no-progress", csv, NULL);
     assert_refused(&r, "cache", f, "a FIFO");
     run_free(&r);
-    train(&r, "--save", f, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--save", f, "--no-progress", csv, NULL);
     assert_refused(&r, "save", f, "a FIFO");
     run_free(&r);
     cr_assert_eq(kind_of(f), (unsigned)S_IFIFO, "the FIFO was replaced");
-    train(&r, "--save", dev, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--save", dev, "--no-progress", csv, NULL);
     assert_refused(&r, "save", dev, "a character device");
     run_free(&r);
-    train(&r, "--mode", "preload", "--cache", dev, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--mode", "preload", "--cache", dev, "--no-progress", csv, NULL);
     assert_refused(&r, "cache", dev, "a character device");
     run_free(&r);
     cr_assert_eq(kind_of(dev), (unsigned)S_IFLNK, "the link to the device was replaced");
@@ -173,7 +161,7 @@ Test(hostile_files, cache_onto_a_folder_is_refused_up_front)
     char *d = path_join(dir, "cachedir");
     cr_assert_eq(mkdir(d, 0755), 0);
     run_result r;
-    train(&r, "--mode", "preload", "--cache", d, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--mode", "preload", "--cache", d, "--no-progress", csv, NULL);
     assert_refused(&r, "cache", d, "a directory");
     cr_assert(strstr(r.err, "give a file name"), "%s", r.err);
     cr_assert(!strstr(r.out, "truncated") && !strstr(r.err, "truncated"), "%s%s", r.out, r.err);
@@ -194,16 +182,17 @@ Test(hostile_files, resume_and_json_on_a_fifo_or_a_device_are_refused_without_bl
      * --resume /dev/zero read until the OOM killer came */
     char *f = fifo("in.fifo"), *dev = devnull_link("null");
     run_result r;
-    train(&r, "--resume", f, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--resume", f, "--no-progress", csv, NULL);
     assert_refused(&r, "resume", f, "a FIFO");
     run_free(&r);
-    train(&r, "--resume", dev, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--resume", dev, "--no-progress", csv, NULL);
     assert_refused(&r, "resume", dev, "a character device");
     run_free(&r);
-    train(&r, "--json", f, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--json", f, "--no-progress", csv, NULL);
     assert_refused(&r, "json", f, "a FIFO");
     run_free(&r);
-    train(&r, "--json", f, "--workers", "0,1", "--no-progress", csv, NULL); /* a sweep */
+    run_train_for(&r, RUN_S, "--json", f, "--workers", "0,1", "--no-progress", csv,
+                  NULL); /* a sweep */
     assert_refused(&r, "json", f, "a FIFO");
     run_free(&r);
     cr_assert_eq(kind_of(f), (unsigned)S_IFIFO);
@@ -257,7 +246,8 @@ static void truncate_under(const char *workers)
 {
     char *cache = path_join(dir, "c.cache");
     run_result r;
-    train(&r, "--mode", "preload", "--cache", cache, "--batch", "8", "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--mode", "preload", "--cache", cache, "--batch", "8", "--no-progress",
+                  csv, NULL);
     cr_assert_eq(r.status, 0, "the build: %s", r.err);
     run_free(&r);
     char *out = path_join(dir, "t.out"), *err = path_join(dir, "t.err");
@@ -290,7 +280,8 @@ static void truncate_under(const char *workers)
     cr_assert(strstr(e, want), "wanted '%s' in: %s", want, e);
     free(e);
     /* and the next run rebuilds it */
-    train(&r, "--mode", "preload", "--cache", cache, "--batch", "8", "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--mode", "preload", "--cache", cache, "--batch", "8", "--no-progress",
+                  csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "rebuilding it") || strstr(r.err, "rebuilding it"), "%s%s", r.out,
               r.err);
@@ -340,7 +331,8 @@ Test(hostile_files, a_cache_build_killed_by_sigkill_leaves_no_file)
     cr_assert_eq(leftovers("", left, sizeof left), 0, "left behind: %s", left);
     /* the next run builds and leaves exactly the cache */
     run_result r;
-    train(&r, "--mode", "preload", "--cache", cache, "--batch", "8", "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--mode", "preload", "--cache", cache, "--batch", "8", "--no-progress",
+                  csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
     cr_assert_eq(leftovers("k.cache", left, sizeof left), 0, "left behind: %s", left);
@@ -358,8 +350,8 @@ Test(hostile_files, the_cache_and_the_checkpoint_follow_the_umask)
     char *cache = path_join(dir, "u.cache"), *ck = path_join(dir, "u.ckpt");
     mode_t old = umask(077);
     run_result r;
-    train(&r, "--mode", "preload", "--cache", cache, "--save", ck, "--batch", "8", "--no-progress",
-          csv, NULL);
+    run_train_for(&r, RUN_S, "--mode", "preload", "--cache", cache, "--save", ck, "--batch", "8",
+                  "--no-progress", csv, NULL);
     umask(old);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
@@ -373,8 +365,8 @@ Test(hostile_files, the_cache_and_the_checkpoint_follow_the_umask)
     cr_assert_eq(unlink(cache), 0);
     cr_assert_eq(unlink(ck), 0);
     old = umask(002);
-    train(&r, "--mode", "preload", "--cache", cache, "--resize", "24x24", "--save", ck, "--batch",
-          "8", "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--mode", "preload", "--cache", cache, "--resize", "24x24", "--save",
+                  ck, "--batch", "8", "--no-progress", csv, NULL);
     umask(old);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
@@ -428,23 +420,26 @@ Test(hostile_files, an_output_that_is_an_input_or_another_output_is_refused)
     cr_assert_eq(mkdir(sub, 0755), 0);
     char want[4096];
     run_result r;
-    train(&r, "--json", csv, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--json", csv, "--no-progress", csv, NULL);
     snprintf(want, sizeof want, "--json %s is the same file as the data CSV %s: ", csv, csv);
     assert_refused_with(&r, want);
-    train(&r, "--save", alias, "--no-progress", csv, NULL); /* another name, one inode */
+    run_train_for(&r, RUN_S, "--save", alias, "--no-progress", csv,
+                  NULL); /* another name, one inode */
     snprintf(want, sizeof want, "--save %s is the same file as the data CSV %s: ", alias, csv);
     assert_refused_with(&r, want);
-    train(&r, "--mode", "preload", "--cache", val, "--val", val, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--mode", "preload", "--cache", val, "--val", val, "--no-progress",
+                  csv, NULL);
     snprintf(want, sizeof want, "--cache %s is the same file as --val %s: ", val, val);
     assert_refused_with(&r, want);
     /* files yet to be made: the same folder and name */
-    train(&r, "--json", json, "--trace", json2, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--json", json, "--trace", json2, "--no-progress", csv, NULL);
     snprintf(want, sizeof want, "--json %s and --trace %s are the same file", json, json2);
     assert_refused_with(&r, want);
-    train(&r, "--save", ck, "--mode", "preload", "--cache", ck, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--save", ck, "--mode", "preload", "--cache", ck, "--no-progress", csv,
+                  NULL);
     snprintf(want, sizeof want, "--cache %s and --save %s are the same file", ck, ck);
     assert_refused_with(&r, want);
-    train(&r, "--json", ck, "--resume", ck, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--json", ck, "--resume", ck, "--no-progress", csv, NULL);
     snprintf(want, sizeof want, "--json %s is the same file as --resume %s: ", ck, ck);
     assert_refused_with(&r, want);
     char *text = slurp(csv, &len);
@@ -456,11 +451,11 @@ Test(hostile_files, an_output_that_is_an_input_or_another_output_is_refused)
     struct stat st;
     cr_assert(stat(json, &st) != 0 && stat(ck, &st) != 0, "a refused run wrote an output");
     /* resuming into the checkpoint it was read from stays the usual way */
-    train(&r, "--save", ck, "--batch", "8", "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--save", ck, "--batch", "8", "--no-progress", csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
-    train(&r, "--resume", ck, "--save", ck, "--epochs", "2", "--batch", "8", "--no-progress", csv,
-          NULL);
+    run_train_for(&r, RUN_S, "--resume", ck, "--save", ck, "--epochs", "2", "--batch", "8",
+                  "--no-progress", csv, NULL);
     cr_assert_eq(r.status, 0, "--resume and --save one file: %s", r.err);
     run_free(&r);
     assert_starts(ck, "TRAINCKP");
@@ -481,29 +476,29 @@ Test(hostile_files, an_existing_file_of_another_kind_is_not_replaced)
     char *ck = path_join(dir, "w.ckpt"), *cache = path_join(dir, "w.cache");
     char *notes = write_text(dir, "notes.txt", "path,label\nimg/00.jpg,0\n");
     run_result r;
-    train(&r, "--save", ck, "--mode", "preload", "--cache", cache, "--batch", "8", "--no-progress",
-          csv, NULL);
+    run_train_for(&r, RUN_S, "--save", ck, "--mode", "preload", "--cache", cache, "--batch", "8",
+                  "--no-progress", csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
     size_t ck_len0 = 0, len = 0;
     char *ck0 = slurp(ck, &ck_len0);
     char want[4096];
-    train(&r, "--mode", "preload", "--cache", ck, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--mode", "preload", "--cache", ck, "--no-progress", csv, NULL);
     snprintf(want, sizeof want,
              "--cache %s: starts with TRAINCKP: a train checkpoint, not a train preload cache; "
              "not replaced (remove it or choose another name)",
              ck);
     assert_refused_with(&r, want);
-    train(&r, "--json", ck, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--json", ck, "--no-progress", csv, NULL);
     snprintf(want, sizeof want, "--json %s: starts with TRAINCKP: a train checkpoint, not a JSON",
              ck);
     assert_refused_with(&r, want);
-    train(&r, "--save", cache, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--save", cache, "--no-progress", csv, NULL);
     snprintf(want, sizeof want,
              "--save %s: starts with TRAINPC: a train preload cache, not a train checkpoint",
              cache);
     assert_refused_with(&r, want);
-    train(&r, "--save", notes, "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--save", notes, "--no-progress", csv, NULL);
     snprintf(want, sizeof want, "--save %s: starts with \"path,label\\x0aimg/0\", not a train",
              notes);
     assert_refused_with(&r, want);
@@ -515,8 +510,8 @@ Test(hostile_files, an_existing_file_of_another_kind_is_not_replaced)
      * promised), an empty file, JSON lines after blank lines */
     cr_assert_eq(truncate(cache, 100), 0);
     char *empty = write_text(dir, "e.ckpt", ""), *json = write_text(dir, "j.json", "\n {}\n");
-    train(&r, "--mode", "preload", "--cache", cache, "--save", empty, "--json", json, "--batch",
-          "8", "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--mode", "preload", "--cache", cache, "--save", empty, "--json", json,
+                  "--batch", "8", "--no-progress", csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "rebuilding it"), "%s", r.out);
     run_free(&r);
@@ -558,8 +553,8 @@ Test(hostile_files, save_and_cache_write_through_a_symlink_and_keep_the_mode)
     cr_assert_eq(symlink("scratch/real.ckpt", lck), 0); /* dangling: made by the run */
     cr_assert_eq(symlink("scratch/real.cache", lcache), 0);
     run_result r;
-    train(&r, "--save", lck, "--mode", "preload", "--cache", lcache, "--batch", "8",
-          "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--save", lck, "--mode", "preload", "--cache", lcache, "--batch", "8",
+                  "--no-progress", csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     run_free(&r);
     cr_assert_eq(kind_of(lck), (unsigned)S_IFLNK, "the checkpoint's link was replaced");
@@ -572,8 +567,8 @@ Test(hostile_files, save_and_cache_write_through_a_symlink_and_keep_the_mode)
     cr_assert_eq(chmod(cache, 0640), 0);
     struct stat before, st;
     cr_assert_eq(stat(ck, &before), 0);
-    train(&r, "--save", lck, "--mode", "preload", "--cache", lcache, "--resize", "24x24", "--batch",
-          "8", "--no-progress", csv, NULL);
+    run_train_for(&r, RUN_S, "--save", lck, "--mode", "preload", "--cache", lcache, "--resize",
+                  "24x24", "--batch", "8", "--no-progress", csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "rebuilding it"), "%s", r.out);
     run_free(&r);
@@ -602,7 +597,7 @@ Test(hostile_files, a_missing_folder_is_named_with_the_option_before_any_work)
     for (int i = 0; i < 3; i++) {
         char *p = path_join(dir, "nodir/out.bin"), want[4096];
         run_result r;
-        train(&r, "--mode", "preload", opt[i], p, "--no-progress", bad, NULL);
+        run_train_for(&r, RUN_S, "--mode", "preload", opt[i], p, "--no-progress", bad, NULL);
         snprintf(want, sizeof want, "train: %s: %s: ", opt[i], p);
         assert_refused_with(&r, want);
         free(p);

@@ -88,21 +88,6 @@ static int count(const char *s, const char *needle)
     return n;
 }
 
-static const char *mpirun(void)
-{
-    static char path[512];
-    const char *p = getenv("PATH");
-    char *dirs = strdup(p ? p : "/usr/bin:/bin");
-    for (char *s = dirs, *d; (d = strtok(s, ":")) != NULL; s = NULL) {
-        snprintf(path, sizeof path, "%s/mpirun", d);
-        if (access(path, X_OK) == 0)
-            break;
-        path[0] = '\0';
-    }
-    free(dirs);
-    return path;
-}
-
 /* the common options of a tiny run: 1 epoch of probe on 8x8 grey images */
 #define TINY                                                                                       \
     "--model", "probe", "--channels", "1", "--batch", "4", "--workers", "0", "--epochs", "1"
@@ -113,7 +98,7 @@ static void run_two(run_result *r, const char *const *args0, const char *const *
 {
     char *argv[80];
     int n = 0;
-    argv[n++] = (char *)mpirun();
+    argv[n++] = (char *)mpirun_path();
     argv[n++] = "-q";
     for (int k = 0; k < 2; k++) {
         const char *const *args = k ? args1 : args0;

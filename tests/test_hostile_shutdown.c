@@ -43,39 +43,12 @@ static void teardown(void)
 
 TestSuite(hostile_shutdown, .init = setup, .fini = teardown);
 
-/* The direct children of pid (every thread's). */
-static int children(int pid, int *out, int max)
-{
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/task", pid);
-    DIR *d = opendir(path);
-    if (!d)
-        return 0;
-    int n = 0;
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        if (de->d_name[0] == '.')
-            continue;
-        char cp[300];
-        snprintf(cp, sizeof cp, "/proc/%d/task/%s/children", pid, de->d_name);
-        FILE *f = fopen(cp, "r");
-        if (!f)
-            continue;
-        int c;
-        while (n < max && fscanf(f, "%d", &c) == 1)
-            out[n++] = c;
-        fclose(f);
-    }
-    closedir(d);
-    return n;
-}
-
 /* Wait (at most secs) until pid has at least want children. */
 static int wait_children(int pid, int want, int *out, int max, double secs)
 {
     double end = now_sec() + secs;
     int n;
-    while ((n = children(pid, out, max)) < want && now_sec() < end)
+    while ((n = list_children(pid, out, max)) < want && now_sec() < end)
         usleep(10000);
     return n;
 }
@@ -83,12 +56,7 @@ static int wait_children(int pid, int want, int *out, int max, double secs)
 static void assert_gone(const int *pids, int n)
 {
     for (int i = 0; i < n; i++) {
-        int gone = 0;
-        for (int t = 0; t < 200 && !gone; t++) {
-            gone = !process_alive(pids[i]);
-            if (!gone)
-                usleep(10000);
-        }
+        int gone = wait_process_gone(pids[i], 2);
         if (!gone) /* not left stopped, holding the suite's output pipes */
             kill(pids[i], SIGKILL);
         cr_assert(gone, "process %d is still there", pids[i]);

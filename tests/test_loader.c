@@ -579,15 +579,8 @@ Test(loader, workers_die_with_the_main_process)
     cr_assert_eq(read(fds[0], pids, sizeof pids), (ssize_t)sizeof pids);
     kill(child, SIGKILL);
     waitpid(child, NULL, 0);
-    for (int i = 0; i < 3; i++) {
-        int gone = 0;
-        for (int t = 0; t < 200 && !gone; t++) {
-            gone = !process_alive(pids[i]);
-            if (!gone)
-                usleep(10000);
-        }
-        cr_assert(gone, "pid %d outlived its main process", pids[i]);
-    }
+    for (int i = 0; i < 3; i++)
+        cr_assert(wait_process_gone(pids[i], 2), "pid %d outlived its main process", pids[i]);
 }
 
 Test(loader, sampler_is_a_permutation_keyed_by_seed_epoch)

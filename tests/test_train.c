@@ -214,15 +214,8 @@ Test(train, sigint_exits_130_and_leaves_no_process)
     int st = spawn_wait(pid, 60);
     cr_assert(WIFEXITED(st), "killed by a signal instead of exiting");
     cr_assert_eq(WEXITSTATUS(st), 130);
-    for (int i = 0; i < n; i++) {
-        int gone = 0;
-        for (int t = 0; t < 100 && !gone; t++) {
-            gone = !process_alive(pids[i]);
-            if (!gone)
-                usleep(10000);
-        }
-        cr_assert(gone, "loader process %d outlived train", pids[i]);
-    }
+    for (int i = 0; i < n; i++)
+        cr_assert(wait_process_gone(pids[i], 1), "loader process %d outlived train", pids[i]);
     char *e = read_whole_file(err, NULL, NULL);
     cr_assert(strstr(e, "interrupted"), "%s", e);
     free(e);

@@ -294,7 +294,7 @@ int count_lines(const char *s)
     return n;
 }
 
-int count_children(int pid)
+int list_children(int pid, int *out, int max)
 {
     char path[64];
     snprintf(path, sizeof path, "/proc/%d/task", pid);
@@ -312,12 +312,27 @@ int count_children(int pid)
         if (!f)
             continue;
         int c;
-        while (fscanf(f, "%d", &c) == 1)
+        while ((!out || n < max) && fscanf(f, "%d", &c) == 1) {
+            if (out)
+                out[n] = c;
             n++;
+        }
         fclose(f);
     }
     closedir(d);
     return n;
+}
+
+int count_children(int pid) { return list_children(pid, NULL, 0); }
+
+int wait_process_gone(int pid, double secs)
+{
+    for (double end = mono() + secs; process_alive(pid);) {
+        if (mono() >= end)
+            return 0;
+        usleep(10000);
+    }
+    return 1;
 }
 
 int process_alive(int pid)
@@ -377,18 +392,33 @@ int json_record_values(const char *path, const char *record, const char *key,
     return n;
 }
 
-int run_train(run_result *r, const char *first, ...)
+static int run_train_v(run_result *r, double timeout_s, const char *first, va_list ap)
 {
     char *argv[64];
     int n = 0;
     argv[n++] = (char *)train_bin();
-    va_list ap;
-    va_start(ap, first);
     for (const char *a = first; a && n < 63; a = va_arg(ap, const char *))
         argv[n++] = (char *)a;
-    va_end(ap);
     argv[n] = NULL;
-    return run_argv(argv, NULL, 200, r);
+    return run_argv(argv, NULL, timeout_s, r);
+}
+
+int run_train(run_result *r, const char *first, ...)
+{
+    va_list ap;
+    va_start(ap, first);
+    int rc = run_train_v(r, 200, first, ap);
+    va_end(ap);
+    return rc;
+}
+
+int run_train_for(run_result *r, double timeout_s, const char *first, ...)
+{
+    va_list ap;
+    va_start(ap, first);
+    int rc = run_train_v(r, timeout_s, first, ap);
+    va_end(ap);
+    return rc;
 }
 
 void assert_same_losses(const char *a, const char *b, int epochs)

@@ -33,6 +33,9 @@ void run_free(run_result *r);
 /* Run the train binary with the given arguments (NULL-terminated), at most
  * 200 seconds. */
 int run_train(run_result *r, const char *first, ...);
+/* The same, at most timeout_s seconds (a run that would block on a FIFO
+ * fails its test instead of hanging it). */
+int run_train_for(run_result *r, double timeout_s, const char *first, ...);
 
 /* Start argv in the background, stdout and stderr to the files out and err,
  * in a process group of its own that dies with the test: the process gets
@@ -56,6 +59,9 @@ int count_lines(const char *s);
 
 /* Number of children of `pid` (from /proc/PID/task/ * /children). */
 int count_children(int pid);
+/* The children of pid (every thread's), up to max of them in out
+ * (out NULL: all counted); -1 when pid is gone. */
+int list_children(int pid, int *out, int max);
 
 /* A real Fashion-MNIST subset of n images per split, made by
  * tools/fashion-mnist in dir/fm; returns that folder (train.csv, test.csv). */
@@ -76,5 +82,8 @@ int json_record_values(const char *path, const char *record, const char *key,
 /* The process exists and is not a zombie (an orphaned zombie waits for
  * init to reap it, so kill(pid, 0) would still succeed). */
 int process_alive(int pid);
+/* 1 once pid is gone (or a zombie), polling every 10 ms; 0 when it is
+ * still there after secs seconds. */
+int wait_process_gone(int pid, double secs);
 
 #endif

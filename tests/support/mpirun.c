@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static const char *mpirun_path(void)
+const char *mpirun_path(void)
 {
     static char path[512];
     if (path[0])

@@ -6,6 +6,8 @@
 
 #include "tests/support/helpers.h"
 
+/* mpirun on the PATH, or "" when there is none. */
+const char *mpirun_path(void);
 /* 1 when the binaries were built with MPI and mpirun is on the PATH. */
 int mpi_available(void);
 
