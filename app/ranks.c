@@ -259,10 +259,10 @@ static void describe_job(const run_ctx *r, const ckpt_state *resumed, same_job *
 {
     const options *o = r->o;
     memset(j, 0, sizeof *j);
-    data_fp t = dataset_fingerprint(&r->train, o->csv_o.root);
-    j->v[S_TRAIN_N] = t.n;
-    j->v[S_TRAIN_CLASSES] = t.nclasses;
-    j->v[S_TRAIN_HASH] = t.hash;
+    const data_fp *t = &r->data_fp; /* set after the data was read (run.c) */
+    j->v[S_TRAIN_N] = t->n;
+    j->v[S_TRAIN_CLASSES] = t->nclasses;
+    j->v[S_TRAIN_HASH] = t->hash;
     j->v[S_VAL] = (uint64_t)r->have_val;
     if (r->have_val) {
         data_fp v = dataset_fingerprint(&r->val, o->csv_o.root);

@@ -39,7 +39,7 @@ typedef struct run_ctx {
     run_choice c;
     dataset train, val;
     int have_val;
-    data_fp data_fp; /* the training set's (checkpoints keep it; --resume compares) */
+    data_fp data_fp; /* the training set's (checkpoints keep it; --resume and the ranks compare) */
     load_setup ss;
     size_t sample_bytes;
     int fixed_h, fixed_w;
