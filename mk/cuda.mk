@@ -112,7 +112,13 @@ build/tools/cuda_probe: tools/cuda_probe.cu build/cuda/.nvflags
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $<
 
-TEST_EXTRA  += build/tools/cuda_probe build/asan/tests/run-fakecuda $(FAKE_DIR)/train $(FAKE_DIR)/libfakenvml.so \
+# CUPTI's activity records on a card (docs/GPU.md, issue 27); libcupti
+# from the toolkit, or the nvidia-cuda-cupti wheel beside cudart
+build/tools/cupti_probe: tools/cupti_probe.cu build/cuda/.nvflags
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $< -lcupti
+
+TEST_EXTRA  += build/tools/cuda_probe build/tools/cupti_probe build/asan/tests/run-fakecuda $(FAKE_DIR)/train $(FAKE_DIR)/libfakenvml.so \
                build/cuda/tests/run-gpu
 TEST_SUITES += build/asan/tests/run-fakecuda build/cuda/tests/run-gpu
 
