@@ -31,6 +31,7 @@ static int last_algo[3] = {-1, -1, -1};
 static cudnnMathType_t last_math[3];
 static int default_math_only;
 static int tensor_op_nondet_only;
+static int none_usable;
 
 int fk_cudnn_live(void)
 {
@@ -50,6 +51,7 @@ void fk_cudnn_reset(void)
     last_algo[0] = last_algo[1] = last_algo[2] = -1;
     default_math_only = 0;
     tensor_op_nondet_only = 0;
+    none_usable = 0;
 }
 
 int fake_last_algo(int dir) { return dir >= 0 && dir < 3 ? last_algo[dir] : -1; }
@@ -67,6 +69,10 @@ void fake_cudnn_default_math_only(int on) { default_math_only = on; }
 int fkd_default_math_only(void) { return default_math_only; }
 
 void fake_cudnn_tensor_op_nondeterministic_only(int on) { tensor_op_nondet_only = on; }
+
+void fake_cudnn_no_usable_algorithm(int on) { none_usable = on; }
+
+int fkd_none_usable(void) { return none_usable; }
 
 int fkd_tensor_op_nondet_only(void) { return tensor_op_nondet_only; }
 

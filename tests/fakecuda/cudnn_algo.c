@@ -124,7 +124,7 @@ size_t fkd_need(int dir, int algo, const tens *x, const filt *w, const tens *y, 
         for (int i_ = 0; i_ < n_; i_++) {                                                          \
             memset(&(res)[i_], 0, sizeof(res)[i_]);                                                \
             (res)[i_].algo = r_[i_].algo;                                                          \
-            (res)[i_].status = r_[i_].status;                                                      \
+            (res)[i_].status = fkd_none_usable() ? CUDNN_STATUS_NOT_SUPPORTED : r_[i_].status;     \
             (res)[i_].time = 0.1f * (float)(i_ + 1);                                               \
             (res)[i_].memory = need_for(dir, r_[i_].algo, x, w, y);                                \
             (res)[i_].determinism =                                                                \

@@ -123,6 +123,9 @@ void fake_cudnn_default_math_only(int on);
 /* on: every candidate reports non-deterministic tensor-op (TF32) math, so
  * the plan's last resort is all there is */
 void fake_cudnn_tensor_op_nondeterministic_only(int on);
+/* on: every candidate of every direction reports CUDNN_STATUS_NOT_SUPPORTED
+ * (a library built without kernels for this shape or card) */
+void fake_cudnn_no_usable_algorithm(int on);
 /* Workspace the fake's algorithm tables demand for the last plan's
  * directions, for checks of the sizing logic. */
 size_t fake_workspace_need(int dir, int algo, const int *xdims, const int *wdims, const int *ydims);

@@ -88,6 +88,8 @@ size_t fkd_need(int dir, int algo, const tens *x, const filt *w, const tens *y, 
 void fkd_set_last_algo(int dir, int algo, cudnnMathType_t math);
 /* fake_cudnn_default_math_only is on: candidates all report default math */
 int fkd_default_math_only(void);
+/* fake_cudnn_no_usable_algorithm is on */
+int fkd_none_usable(void);
 /* fake_cudnn_tensor_op_nondeterministic_only is on */
 int fkd_tensor_op_nondet_only(void);
 

@@ -9,6 +9,9 @@
 #include <criterion/criterion.h>
 #include <cudnn.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "cuda/gpu.h"
 #include "cuda/internal.h"
@@ -153,4 +156,38 @@ Test(conv_plan, the_plan_names_its_algorithms_and_math)
                         "backward data ALGO_1 (FMA), backward filter ALGO_1 (FMA)");
     be->ops->conv_plan_free(be, plan);
     gt_done(be);
+}
+
+/* every candidate of a tier failing is an error naming the direction, never
+ * algorithm 0 run anyway (a plan is made in a child: gpu_fatal exits) */
+Test(conv_plan, no_usable_algorithm_stops_with_the_direction_named)
+{
+    fflush(NULL);
+    int fd[2];
+    cr_assert_eq(pipe(fd), 0);
+    pid_t pid = fork();
+    cr_assert_neq(pid, -1);
+    if (pid == 0) {
+        close(fd[0]);
+        dup2(fd[1], 2);
+        fake_cudnn_no_usable_algorithm(1);
+        backend *be = gt_backend();
+        conv_shape s;
+        conv_shape_init(&s, 2, 3, 6, 6, 2, 3, 3, 1, 1);
+        void *plan = be->ops->conv_plan(be, &s);
+        (void)plan;
+        _exit(0); /* reached only when the plan was made anyway */
+    }
+    close(fd[1]);
+    char buf[4096];
+    size_t n = 0;
+    ssize_t k;
+    while (n < sizeof buf - 1 && (k = read(fd[0], buf + n, sizeof buf - 1 - n)) > 0)
+        n += (size_t)k;
+    buf[n] = '\0';
+    close(fd[0]);
+    int st = 0;
+    cr_assert_eq(waitpid(pid, &st, 0), pid);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) != 0, "the plan was made with no usable algorithm");
+    cr_expect(strstr(buf, "cuDNN offers no usable forward algorithm"), "stderr: %s", buf);
 }

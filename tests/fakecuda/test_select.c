@@ -122,3 +122,27 @@ Test(select, probe_reports_the_device)
     cr_expect_eq(g.status, GPU_UNUSABLE);
     cr_expect(strstr(g.reason, "device 3 does not exist (1 visible)"), "%s", g.reason);
 }
+
+/* gpu_probe "always fills *out": what a failed probe did not reach reads as
+ * zero and empty, not as whatever the caller's memory held */
+Test(select, a_failed_probe_leaves_no_stale_fields)
+{
+    const struct {
+        cudaError_t err;
+        int driver;
+    } cases[] = {{cudaErrorInsufficientDriver, 0}, {cudaErrorNoDevice, 13000}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        fake_reset();
+        fake_set_devices(1, cases[i].err, cases[i].driver);
+        gpu_info g;
+        memset(&g, 0x5a, sizeof g);
+        gpu_probe(0, &g);
+        cr_expect_neq(g.status, GPU_OK);
+        cr_expect_str_eq(g.name, "", "case %zu", i);
+        cr_expect_str_eq(g.pci_bus_id, "", "case %zu", i);
+        cr_expect_eq(g.cc_major, 0, "case %zu", i);
+        cr_expect_eq(g.cc_minor, 0, "case %zu", i);
+        cr_expect_eq(g.mem_total, 0, "case %zu", i);
+        cr_expect_eq(g.count, 0, "case %zu", i);
+    }
+}

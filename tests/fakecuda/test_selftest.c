@@ -5,6 +5,7 @@
  */
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,5 +65,99 @@ Test(selftest, no_gpu_is_status_2_with_the_reason)
     char *out = run(&rc);
     cr_expect_eq(rc, 2);
     cr_expect(strstr(out, "selftest: no usable GPU: no NVIDIA driver"), "%s", out);
+    free(out);
+}
+
+/* Every op the self-test compares, in order, as a real card's run named
+ * them (H100, gpu-check of 2026-11-27, docs/GPU.md; the busy-timing check
+ * is left out: its name follows the timing method): a comparison dropped
+ * from the list goes unseen otherwise, since the rest still pass. */
+static const char *const real_card_ops[] = {
+    "normalize u8 4x3x50",
+    "conv 3x2x8x8 k4 3x3 s1 p1 fwd",
+    "conv 3x2x8x8 k4 3x3 s1 p1 dx",
+    "conv 3x2x8x8 k4 3x3 s1 p1 dw",
+    "conv 3x2x8x8 k4 3x3 s1 p1 db",
+    "conv 2x3x11x9 k5 5x5 s2 p0 fwd",
+    "conv 2x3x11x9 k5 5x5 s2 p0 dx",
+    "conv 2x3x11x9 k5 5x5 s2 p0 dw",
+    "conv 2x3x11x9 k5 5x5 s2 p0 db",
+    "conv 4x1x28x28 k20 5x5 s1 p0 fwd",
+    "conv 4x1x28x28 k20 5x5 s1 p0 dw",
+    "conv 4x1x28x28 k20 5x5 s1 p0 db",
+    "relu 1000 fwd",
+    "relu 1000 bwd",
+    "maxpool 3x4x9x10 fwd",
+    "maxpool 3x4x9x10 bwd, per window",
+    "maxpool 2x3x8x8 ties fwd",
+    "maxpool 2x3x8x8 ties bwd, per window",
+    "fc 6x50 -> 10 fwd",
+    "fc 6x50 -> 10 dx",
+    "fc 6x50 -> 10 dw",
+    "fc 6x50 -> 10 db",
+    "fc 4x800 -> 33 fwd",
+    "fc 4x800 -> 33 dw",
+    "fc 4x800 -> 33 db",
+    "global avg pool 5x3x7 fwd",
+    "global avg pool 5x3x7 bwd",
+    "maxpool 2x3x9x9 3x3/2 p1 fwd",
+    "maxpool 2x3x9x9 3x3/2 p1 bwd",
+    "batch norm 4x3x25 train y",
+    "batch norm 4x3x25 save_mean",
+    "batch norm 4x3x25 save_invstd",
+    "batch norm 4x3x25 run_mean",
+    "batch norm 4x3x25 run_var",
+    "batch norm 4x3x25 infer y",
+    "batch norm 4x3x25 dx",
+    "batch norm 4x3x25 dscale",
+    "batch norm 4x3x25 dshift",
+    "add 1000",
+    "add 1000 in place",
+    "copy 1000",
+    "softmax xent 5x10 dlogits",
+    "softmax xent 5x10 loss",
+    "softmax xent 5x10 argmax",
+    "sgd 1000 x2 weights",
+    "sgd 1000 x2 velocity",
+    "staged batch 1 (copy stream) 4x3x64",
+    "staged batch 2 (copy stream) 4x3x64",
+    "lenet b8 step 1 loss",
+    "lenet b8 step 2 loss",
+    "lenet b8 step 3 loss",
+    "lenet b8 step 4 loss",
+    "lenet b8 step 5 loss",
+    "lenet b8 step 5 conv1.weight",
+    "lenet b8 step 5 conv1.weight momentum",
+    "lenet b8 step 5 conv1.bias",
+    "lenet b8 step 5 conv1.bias momentum",
+    "lenet b8 step 5 conv2.weight",
+    "lenet b8 step 5 conv2.weight momentum",
+    "lenet b8 step 5 conv2.bias",
+    "lenet b8 step 5 conv2.bias momentum",
+    "lenet b8 step 5 fc1.weight",
+    "lenet b8 step 5 fc1.weight momentum",
+    "lenet b8 step 5 fc1.bias",
+    "lenet b8 step 5 fc1.bias momentum",
+    "lenet b8 step 5 fc2.weight",
+    "lenet b8 step 5 fc2.weight momentum",
+    "lenet b8 step 5 fc2.bias",
+    "lenet b8 step 5 fc2.bias momentum",
+};
+
+Test(selftest, compares_every_op_a_real_card_compared)
+{
+    int rc;
+    char *out = run(&rc);
+    cr_expect_eq(rc, 0, "%s", out);
+    const char *at = out;
+    for (size_t i = 0; i < sizeof real_card_ops / sizeof *real_card_ops; i++) {
+        char want[160];
+        snprintf(want, sizeof want, "selftest: %s ", real_card_ops[i]);
+        const char *hit = strstr(at, want);
+        cr_expect_not_null(hit, "op %zu '%s' not compared (after the ones before it): %s", i,
+                           real_card_ops[i], out);
+        if (hit)
+            at = hit + strlen(want);
+    }
     free(out);
 }
