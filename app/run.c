@@ -584,6 +584,18 @@ int run_one(const options *o, const run_choice *c)
         rc = 128 + sig;
     }
     rc = say_end(&r, rc, e.msg);
+    if (r.trace) { /* closed before the summary: a trace not written fails the run */
+        errbuf te;
+        trace *t = r.trace;
+        r.trace = NULL;
+        if (trace_close(t, &te) != 0) {
+            fprintf(stderr, "train: %s\n", te.msg);
+            if (rc == RUN_OK) {
+                rc = RUN_INTERNAL;
+                snprintf(e.msg, sizeof e.msg, "%s", te.msg);
+            }
+        }
+    }
     summary_rec s;
     report_summarise(r.recs, r.nrecs, r.use_cache ? r.build_s : NAN, &s);
     s.status = rc;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct span {
     int pid, tid;
@@ -126,8 +127,10 @@ int trace_close(trace *t, errbuf *e)
     int bad = ferror(f) != 0, err = errno;
     if (fclose(f) != 0 && !bad)
         bad = 1, err = errno;
-    if (bad)
-        errf(e, "--trace %s: write failed: %s", t->path, strerror(err ? err : EIO));
+    if (bad) /* a cut trace does not load in a viewer: no half-written file */
+        errf(e, "--trace %s: write failed: %s (the partial file is removed)", t->path,
+             strerror(err ? err : EIO)),
+            unlink(t->path);
     free(t->spans);
     free(t->path);
     free(t);

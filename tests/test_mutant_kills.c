@@ -326,6 +326,9 @@ Test(mutant_kills, a_trace_whose_last_flush_fails_is_said)
     cr_assert(strstr(r.err, tr) && strstr(r.err, "--trace") && strstr(r.err, strerror(EFBIG)),
               "exit %d, names the trace and the reason:\n%s", r.status, r.err);
     cr_assert(strstr(r.out, "probe "), "the epoch line is still printed:\n%s", r.out);
+    /* as --json: a report not written is exit 1, and no half-written file */
+    cr_expect_eq(r.status, 1, "%s", r.err);
+    cr_expect_neq(access(tr, F_OK), 0, "the cut trace is removed");
     run_free(&r);
     free(csv), free(tr);
 }
