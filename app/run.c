@@ -341,6 +341,12 @@ static int setup_model(run_ctx *r, errbuf *e)
                     "train: note: resuming with --seed %llu; the checkpoint was trained with "
                     "seed %llu, so the data order differs from an uninterrupted run\n",
                     (unsigned long long)o->seed, (unsigned long long)ck.seed);
+        if (ck.batch > 0 && ck.batch != r->batch)
+            fprintf(stderr,
+                    "train: note: resuming with --batch %d; the checkpoint was trained with "
+                    "--batch %d, so an epoch has another number of steps and the learning-rate "
+                    "schedule continues from step %lld at the new pace\n",
+                    r->batch, (int)ck.batch, (long long)ck.step);
         if (r->start_epoch >= o->epochs)
             return fail(e, RUN_BAD_INPUT,
                         "%s: already trained %d epochs; ask for more with --epochs", o->resume,

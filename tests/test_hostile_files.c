@@ -457,8 +457,16 @@ Test(hostile_files, an_output_that_is_an_input_or_another_output_is_refused)
     run_train_for(&r, RUN_S, "--resume", ck, "--save", ck, "--epochs", "2", "--batch", "8",
                   "--no-progress", csv, NULL);
     cr_assert_eq(r.status, 0, "--resume and --save one file: %s", r.err);
+    cr_expect(strstr(r.err, "--batch") == NULL, "the same batch: no note: %s", r.err);
     run_free(&r);
     assert_starts(ck, "TRAINCKP");
+    /* another batch size resumes, and says what it changes */
+    run_train_for(&r, RUN_S, "--resume", ck, "--epochs", "3", "--batch", "4", "--no-progress", csv,
+                  NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "resuming with --batch 4; the checkpoint was trained with --batch 8"),
+              "%s", r.err);
+    run_free(&r);
     free(text0);
     free(val);
     free(alias);
