@@ -712,8 +712,20 @@ static int csv_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf
     if (!o)
         o = &defaults;
     struct stat st;
-    if (stat(csv_path, &st) == 0 && S_ISDIR(st.st_mode))
+    if (stat(csv_path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* the CSV options may be meant for the other set (--val): a note */
+        const char *unused = o->root          ? "--root"
+                             : o->path_col    ? "--path-col"
+                             : o->label_col   ? "--label-col"
+                             : o->header >= 0 ? (o->header ? "--header" : "--no-header")
+                                              : NULL;
+        if (unused && o->warn)
+            fprintf(o->warn,
+                    "train: note: %s is a class folder: %s and the other CSV options do not "
+                    "apply to it\n",
+                    csv_path, unused);
         return dataset_folder_load(ix, csv_path, o, e);
+    }
     size_t len;
     errbuf re;
     char *text = read_csv_file(csv_path, &len, &re);

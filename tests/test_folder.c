@@ -159,6 +159,18 @@ Test(folder, check_and_training_take_a_folder_wherever_a_csv_goes)
               val, train, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "classes (2, sorted): 0=cat, 1=dog"), "%s", r.out);
+    cr_expect(strstr(r.err, "class folder:") == NULL, "no CSV option given: %s", r.err);
+    run_free(&r);
+    /* a CSV option given for a folder is not dropped silently */
+    run_train(&r, "--resize", "32x32", "--batch", "2", "--epochs", "1", "--root", dir, train, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    char *note = NULL;
+    cr_assert(asprintf(&note,
+                       "train: note: %s is a class folder: --root and the other CSV options do "
+                       "not apply to it",
+                       train) > 0);
+    cr_expect(strstr(r.err, note), "%s", r.err);
+    free(note);
     run_free(&r);
 
     free(write_text(dir, "train/dog/bad.jpg", "not a picture\n"));
