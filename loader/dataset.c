@@ -284,6 +284,18 @@ static int looks_like_path(const char *s)
     return strchr(s, '.') != NULL || strchr(s, '/') != NULL;
 }
 
+/* A label cell that names its column rather than a class: with text
+ * labels, "file.path,label" then "a.jpg,cat" is still a header. */
+static int is_label_heading(const char *s)
+{
+    static const char *const names[] = {"label",     "labels",   "class",  "classes",  "class_name",
+                                        "classname", "class_id", "target", "category", "y"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcasecmp(s, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
 /* Decide whether `first` is a header, given the second record (or NULL). */
 static int decide_header(parser *p, const record *second)
 {
@@ -303,7 +315,7 @@ static int decide_header(parser *p, const record *second)
     if (!lab || is_decimal(lab))
         return 0;
     const char *lab2 = second ? record_field(second, li) : NULL;
-    if (lab2 && is_decimal(lab2))
+    if ((lab2 && is_decimal(lab2)) || is_label_heading(lab))
         return 1;
     const char *path = record_field(&p->first, pi);
     return path && !looks_like_path(path);

@@ -241,6 +241,18 @@ Test(csv, string_labels_header_detection)
     cr_assert(ix.had_header);
     cr_assert_eq(ix.n, 2);
     dataset_free(&ix);
+    /* a path heading that looks like a path, and a label heading: still a
+     * header (it was read as an image "file.path" of class "label") */
+    const char *headings[] = {"file.path,label", "image/path,Class", "img.file,TARGET"};
+    for (int k = 0; k < 3; k++) {
+        char text[128];
+        snprintf(text, sizeof text, "%s\ncat/1.jpg,cat\ndog/2.jpg,dog\n", headings[k]);
+        load_ok(&ix, "h.csv", text, NULL);
+        cr_expect(ix.had_header, "%s", headings[k]);
+        cr_expect_eq(ix.n, 2, "%s", headings[k]);
+        cr_expect_eq(ix.nclasses, 2, "%s", headings[k]);
+        dataset_free(&ix);
+    }
     /* no header: the first row is data */
     load_ok(&ix, "b.csv", "cat/1.jpg,cat\ndog/2.jpg,dog\n", NULL);
     cr_assert(!ix.had_header);
