@@ -136,7 +136,9 @@ static int check(const options *o)
             continue;
         dataset ix;
         errbuf e;
-        if (dataset_load(&ix, csvs[i], &o->csv_o, &e) != 0) {
+        csv_opts co = o->csv_o;
+        co.list_bad = stderr; /* every bad row, not only the first */
+        if (dataset_load(&ix, csvs[i], &co, &e) != 0) {
             fprintf(stderr, "%s\n", e.msg);
             return 2;
         }

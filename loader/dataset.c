@@ -234,6 +234,16 @@ static int row_problem(parser *p, uint32_t line, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
+    if (p->o->list_bad && !p->o->skip_bad) { /* --check: every bad row, then fail */
+        if (p->bad < CSV_LIST_BAD) {
+            char a[ESC_MAX], b[ESC_MAX];
+            fprintf(p->o->list_bad, "%s:%u: %s\n", esc_path(p->csv, a, sizeof a), line,
+                    esc_path(why, b, sizeof b));
+        }
+        if (p->bad++ == 0)
+            snprintf(p->first_bad, sizeof p->first_bad, "%s:%u: %s", p->csv, line, why);
+        return 0;
+    }
     if (!p->o->skip_bad) {
         errf(p->e, "%s:%u: %s", p->csv, line, why);
         p->failed = 1;
@@ -784,6 +794,14 @@ static int csv_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf
             errf(e, "%s: no usable rows (%u bad; first: %s)", csv_path, p.bad, p.first_bad);
         else
             errf(e, "%s: no rows", csv_path);
+        goto out;
+    }
+    if (p.bad && o->list_bad && !o->skip_bad) {
+        if (p.bad > CSV_LIST_BAD)
+            errf(e, "%s: %u bad rows (the first %d are listed above)", csv_path, p.bad,
+                 CSV_LIST_BAD);
+        else
+            errf(e, "%s: %u bad row%s (listed above)", csv_path, p.bad, p.bad == 1 ? "" : "s");
         goto out;
     }
 

@@ -46,12 +46,17 @@ typedef struct csv_opts {
     int skip_bad;          /* drop bad rows with one counted warning */
     FILE *warn;            /* where the skip warning goes; NULL = silent */
     int sparse_labels;     /* integer labels whose largest is an outlier: warn, not refuse */
+    FILE *list_bad;        /* --check: every bad row's problem (the first CSV_LIST_BAD) goes
+                              here and the load fails at the end with the count; NULL: the
+                              first bad row fails the load (unless skip_bad) */
 } csv_opts;
+
+#define CSV_LIST_BAD 20
 
 #define CSV_OPTS_DEFAULT                                                                           \
     {                                                                                              \
         .header = -1, .path_col = NULL, .label_col = NULL, .root = NULL, .skip_bad = 0,            \
-        .warn = NULL, .sparse_labels = 0                                                           \
+        .warn = NULL, .sparse_labels = 0, .list_bad = NULL                                         \
     }
 
 /* Load and validate `csv_path`, a CSV or a folder (dataset_folder_load). On

@@ -619,3 +619,41 @@ Test(hostile_csv, a_symlinked_folder_back_into_the_data_is_not_followed)
               "%s", notes);
     free(notes), free(warn_path), free(root);
 }
+
+/* --check lists every bad row (up to 20) with its line, not only the first:
+ * a user fixing a CSV by hand wants them all at once */
+Test(hostile_csv, check_lists_every_bad_row_and_counts_them)
+{
+    char text[4096] = "path,label\n";
+    for (int i = 0; i < 30; i++) /* rows 2..31: every third one bad */
+        snprintf(text + strlen(text), sizeof text - strlen(text), "%s,%s\n",
+                 i % 3 == 1 ? "" : "img.png", i % 3 == 2 ? "x" : "1");
+    char *csv = write_text(dir, "bad.csv", text);
+    run_result r;
+    run_train_for(&r, 60, "--check", csv, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    char want[512];
+    snprintf(want, sizeof want, "%s:3: empty path\n%s:4: label 'x' is not an integer\n", csv, csv);
+    cr_expect(strstr(r.err, want), "%s", r.err);
+    snprintf(want, sizeof want, "%s:31: label 'x' is not an integer\n", csv);
+    cr_expect(strstr(r.err, want), "the last bad row too: %s", r.err);
+    snprintf(want, sizeof want, "%s: 20 bad rows (listed above)", csv);
+    cr_expect(strstr(r.err, want), "%s", r.err);
+    run_free(&r);
+    /* over the limit: the first 20 and the count */
+    char big[8192] = "path,label\n";
+    for (int i = 0; i < 25; i++)
+        snprintf(big + strlen(big), sizeof big - strlen(big), "img.png,\n");
+    free(csv);
+    csv = write_text(dir, "bad2.csv", big);
+    run_train_for(&r, 60, "--check", csv, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    snprintf(want, sizeof want, "%s: no usable rows (25 bad; first: %s:2: empty label)", csv, csv);
+    cr_expect(strstr(r.err, want), "%s", r.err);
+    snprintf(want, sizeof want, "%s:21: empty label", csv);
+    cr_expect(strstr(r.err, want), "%s", r.err);
+    snprintf(want, sizeof want, "%s:22: empty label", csv);
+    cr_expect(strstr(r.err, want) == NULL, "20 listed, no more: %s", r.err);
+    run_free(&r);
+    free(csv);
+}
