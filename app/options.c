@@ -622,6 +622,16 @@ static void describe_start(const unsigned char *b, size_t n, char *out, size_t l
         snprintf(out, len, "starts with TRAINPC: a train preload cache");
     else if (i < n && b[i] == '{')
         snprintf(out, len, "starts with '{': a JSON file");
+    else if (n >= 3 && !memcmp(b, "\xff\xd8\xff", 3))
+        snprintf(out, len, "starts with \\xff\\xd8\\xff: a JPEG image");
+    else if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8))
+        snprintf(out, len, "starts with \\x89PNG: a PNG image");
+    else if (n >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6)))
+        snprintf(out, len, "starts with GIF8: a GIF image");
+    else if (n >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4))
+        snprintf(out, len, "starts with RIFF....WEBP: a WebP image");
+    else if (n >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4)))
+        snprintf(out, len, "starts with a TIFF header: a TIFF image");
     else {
         char esc[80];
         size_t o = 0;
@@ -704,9 +714,10 @@ static int check_paths(const options *o)
                 return -1;
             }
     }
-    const int kind[] = {KIND_CACHE, KIND_CKPT, KIND_JSON};
-    const char *kind_name[] = {"a train preload cache", "a train checkpoint", "a JSON-lines file"};
-    for (int i = 0; i < 3; i++) {
+    const int kind[] = {KIND_CACHE, KIND_CKPT, KIND_JSON, KIND_JSON};
+    const char *kind_name[] = {"a train preload cache", "a train checkpoint", "a JSON-lines file",
+                               "a JSON trace"};
+    for (int i = 0; i < 4; i++) { /* cache, save, json, trace */
         char what[160];
         if (path[i] && replaceable(path[i], kind[i], what, sizeof what) != 0) {
             complain("train: --%s %s: %s, not %s; not replaced (remove it or choose another "

@@ -510,6 +510,25 @@ Test(hostile_files, an_existing_file_of_another_kind_is_not_replaced)
     snprintf(want, sizeof want, "--save %s: starts with \"path,label\\x0aimg/0\", not a train",
              notes);
     assert_refused_with(&r, want);
+    /* an image given as an output by mistake: named as an image, kept */
+    char *photo = path_join(dir, "photo.jpg");
+    {
+        uint8_t *px = ti_picture(8, 8, 3, 7);
+        free(ti_write_jpeg(dir, "photo.jpg", px, 8, 8, TJPF_RGB, TJSAMP_420, 90, 0));
+        free(px);
+    }
+    size_t photo_len0 = 0;
+    char *photo0 = slurp(photo, &photo_len0);
+    const char *as[] = {"--trace", "--json", "--save"};
+    for (int k = 0; k < 3; k++) {
+        run_train_for(&r, RUN_S, as[k], photo, "--no-progress", csv, NULL);
+        snprintf(want, sizeof want, "%s %s: starts with \\xff\\xd8\\xff: a JPEG image, not ", as[k],
+                 photo);
+        assert_refused_with(&r, want);
+    }
+    char *pt = slurp(photo, &len);
+    cr_assert(len == photo_len0 && !memcmp(pt, photo0, len), "the photo was changed");
+    free(pt), free(photo0), free(photo);
     char *t = slurp(ck, &len);
     cr_assert(len == ck_len0 && !memcmp(t, ck0, len), "the checkpoint was changed");
     free(t);
