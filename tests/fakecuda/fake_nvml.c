@@ -18,6 +18,8 @@
  *         (real-time mode makes virtual v = the wall clock's base + v);
  *         only complete periods, the newest FAKE_NVML_BUFFER (default 100)
  *         kept; NOT_FOUND when none is newer than lastSeenTimeStamp;
+ *         FAKE_NVML_SAMPLES=0: NOT_SUPPORTED (a vGPU; train falls back to
+ *         polling the rate);
  *       nvmlDeviceGetUtilizationRates: the newest complete sample;
  *       GPM (FAKE_NVML_GPM=0: unsupported): a sample holds the wall clock
  *         and the compute engine's busy time so far; between two samples
@@ -182,7 +184,7 @@ int nvmlDeviceGetSamples(void *dev, int type, unsigned long long last_seen, int 
                          unsigned int *count, sample *out)
 {
     (void)dev;
-    if (!mode_is("timeline"))
+    if (!mode_is("timeline") || knob("FAKE_NVML_SAMPLES", 1) == 0)
         return NOT_SUPPORTED;
     if (type != 1 /* NVML_GPU_UTILIZATION_SAMPLES */)
         return NOT_SUPPORTED;

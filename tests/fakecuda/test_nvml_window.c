@@ -181,6 +181,22 @@ Test(nvml_window, no_gpm_is_na)
     cr_expect(u.available, "%s", u.why);
 }
 
+/* No timestamped samples (a vGPU): the current rate polled instead, said
+ * as such (windowed 0) */
+Test(nvml_window, no_samples_falls_back_to_polling)
+{
+    setenv("FAKE_NVML_SAMPLES", "0", 1);
+    gpu_monitor *m = gpu_monitor_create(bus, FAKE_NVML_LIB, 20);
+    window w;
+    begin(m, &w);
+    busy_ms(300);
+    device_util u = end(m, &w);
+    gpu_monitor_free(m);
+    cr_assert(u.available, "%s", u.why);
+    cr_expect(!u.windowed);
+    cr_expect_geq(u.samples, 2, "polled every 20 ms: %d", u.samples);
+}
+
 /* This process's memory is what it allocated + its context, not the
  * device's (other processes' memory beside it). */
 Test(nvml_window, process_memory_is_ours_not_the_devices)
