@@ -143,6 +143,9 @@ double fake_timeline_busy_ms(double v0, double v1)
     return sum;
 }
 
+/* read from the sampling thread without a lock: one word the main
+ * thread's cudaMalloc/cudaFree write, a torn or stale read at worst one
+ * sample late */
 size_t fake_timeline_device_bytes(void) { return fk_mem_used(); }
 
 void fk_timeline_reset(void)
