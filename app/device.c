@@ -133,10 +133,10 @@ void device_monitor_start(gpu_monitor *m)
         gpu_provider()->monitor_start(m);
 }
 
-void device_monitor_stop(gpu_monitor *m, device_util *out)
+void device_monitor_stop(gpu_monitor *m, double t0, double t1, device_util *out)
 {
     if (m) {
-        gpu_provider()->monitor_stop(m, out);
+        gpu_provider()->monitor_stop(m, t0, t1, out);
         return;
     }
     memset(out, 0, sizeof *out);

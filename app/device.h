@@ -60,12 +60,14 @@ backend *device_create_cuda(const device_choice *c, errbuf *e);
 int device_pin_check(uint64_t bytes, uint64_t mem_available, int force, errbuf *e);
 
 /* ---- GPU utilisation per epoch (device_util, nn/provider.h), from NVML
- * (cuda/nvml.c), sampled every 50 ms by a thread while an epoch runs. */
+ * (cuda/nvml.c): its timestamped samples cut to the epoch, SM activity
+ * (GPM) and this process's memory, read by a thread while an epoch runs. */
 /* NULL for a CPU choice or in a CPU-only build; every call below accepts
  * NULL (stop then reports n/a). Create after the workers were forked. */
 gpu_monitor *device_monitor_create(const device_choice *c);
 void device_monitor_start(gpu_monitor *m);
-void device_monitor_stop(gpu_monitor *m, device_util *out);
+/* the epoch ran over [t0, t1] of now_sec()'s clock; 0, 0: from start to now */
+void device_monitor_stop(gpu_monitor *m, double t0, double t1, device_util *out);
 void device_monitor_free(gpu_monitor *m);
 /* "gpu 37% avg, 88% max, mem 1.2 GB / 40.0 GB" or "gpu n/a (why)" */
 const char *device_util_format(const device_util *u, char *buf, size_t len);

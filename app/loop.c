@@ -87,13 +87,22 @@ static void emit_epoch(run_ctx *r, int tid)
     er.copy_pct = 100 * a->copy / t;
     er.compute_pct = o->loader_only ? NAN : 100 * a->compute / t;
     ranks_epoch(r, tid, &er); /* with several ranks: the whole job's numbers */
-    er.gpu_util_avg = er.gpu_util_max = er.gpu_mem_mb = NAN;
+    er.gpu_util_avg = er.gpu_util_max = er.gpu_util_n = NAN;
+    er.gpu_sm_pct = er.gpu_occ_pct = er.gpu_proc_mb = er.gpu_dev_mem_mb = NAN;
     er.gpu_busy_pct = backend_has_busy(r->be) && !o->loader_only ? 100 * a->busy / t : NAN;
     if (r->monitor) {
         device_util u;
-        device_monitor_stop(r->monitor, &u);
+        device_monitor_stop(r->monitor, a->t0, a->t1, &u); /* NVML's samples cut to the epoch */
         if (u.mem_total)
-            er.gpu_mem_mb = (double)u.mem_used / (1024.0 * 1024.0);
+            er.gpu_dev_mem_mb = (double)u.mem_used / (1024.0 * 1024.0);
+        if (u.proc_mem)
+            er.gpu_proc_mb = (double)u.proc_mem / (1024.0 * 1024.0);
+        if (u.sm_available) {
+            er.gpu_sm_pct = u.sm_util;
+            er.gpu_occ_pct = u.sm_occ;
+        }
+        if (u.windowed || u.available)
+            er.gpu_util_n = u.samples;
         if (u.available) {
             er.gpu_util_avg = u.util_avg;
             er.gpu_util_max = u.util_max;

@@ -171,7 +171,11 @@ void options_usage(FILE *f)
            "every combination, each in a fresh process, and end with a summary table.\n"
            "Exit status: 0 ok, 1 internal error, 2 bad input (arguments, CSV, images),\n"
            "3 a loader worker died or timed out, 4 the loss became NaN or infinite,\n"
-           "130/143 interrupted (SIGINT/SIGTERM).\n");
+           "130/143 interrupted (SIGINT/SIGTERM).\n"
+           "On a GPU, from NVML: gpu%%avg/mx is the share of time a kernel was running,\n"
+           "from the samples whose period lies within the epoch (n/a when none does);\n"
+           "sm%%/occ the share of the SMs busy and the warp occupancy (GPM, Hopper and\n"
+           "newer); gpu_MB this process's device memory. docs/GPU.md defines each column.\n");
 }
 
 /* options_parse_to's sink: the first message goes here, not to stderr */

@@ -51,12 +51,14 @@ enum col {
     C_RKWAIT,
     C_GPU,
     C_BUSY,
+    C_SM,
     C_LOSS,
     C_ACC,
     C_VAL,
     C_RSS,
     C_PSS,
     C_PINMB,
+    C_GPUMB,
     C_SKIP,
     C_CACHE,
     NCOLS
@@ -66,11 +68,12 @@ static const struct {
     const char *name;
     int width;
 } cols[NCOLS] = {
-    {"dev", -5},        {"model", -8}, {"mode", -7}, {"wk", 2},    {"pf", 2},     {"pin", 3},
-    {"nb", 3},          {"batch", 5},  {"|", 1},     {"ep", 3},    {"time_s", 8}, {"img/s", 8},
-    {"wait%", 5},       {"copy%", 5},  {"comp%", 5}, {"comm%", 5}, {"other%", 6}, {"wmax%@rk", 8},
-    {"gpu%avg/mx", 10}, {"busy%", 5},  {"loss", 7},  {"acc", 6},   {"val", 6},    {"rss_MB", 7},
-    {"pss_MB", 7},      {"pin_MB", 6}, {"skip", 4},  {"cache", 0},
+    {"dev", -5},    {"model", -8}, {"mode", -7},    {"wk", 2},          {"pf", 2},
+    {"pin", 3},     {"nb", 3},     {"batch", 5},    {"|", 1},           {"ep", 3},
+    {"time_s", 8},  {"img/s", 8},  {"wait%", 5},    {"copy%", 5},       {"comp%", 5},
+    {"comm%", 5},   {"other%", 6}, {"wmax%@rk", 8}, {"gpu%avg/mx", 10}, {"busy%", 5},
+    {"sm%/occ", 7}, {"loss", 7},   {"acc", 6},      {"val", 6},         {"rss_MB", 7},
+    {"pss_MB", 7},  {"pin_MB", 6}, {"gpu_MB", 6},   {"skip", 4},        {"cache", 0},
 };
 
 static void print_cells(FILE *f, char cell[NCOLS][32], unsigned hide)
@@ -146,12 +149,17 @@ static void epoch_cells(const epoch_rec *r, char cell[NCOLS][32])
     else
         snprintf(cell[C_GPU], n, "%.0f/%.0f", r->gpu_util_avg, r->gpu_util_max);
     fmt_num(cell[C_BUSY], n, "%.1f", r->gpu_busy_pct, "n/a");
+    if (isnan(r->gpu_sm_pct))
+        snprintf(cell[C_SM], n, "n/a");
+    else
+        snprintf(cell[C_SM], n, "%.0f/%.0f", r->gpu_sm_pct, r->gpu_occ_pct);
     fmt_fit(cell[C_LOSS], n, r->loss, cols[C_LOSS].width, "n/a");
     fmt_num(cell[C_ACC], n, "%.3f", r->train_acc, "n/a");
     fmt_num(cell[C_VAL], n, "%.3f", r->val_acc, "n/a");
     snprintf(cell[C_RSS], n, "%.1f", r->rss_mb);
     snprintf(cell[C_PSS], n, "%.1f", r->pss_mb);
     snprintf(cell[C_PINMB], n, "%.1f", r->pinned_mb);
+    fmt_num(cell[C_GPUMB], n, "%.0f", r->gpu_proc_mb, "n/a");
     snprintf(cell[C_SKIP], n, "%llu", (unsigned long long)r->skipped);
     snprintf(cell[C_CACHE], n, "%s", r->cache);
 }
@@ -195,6 +203,7 @@ unsigned report_columns(const epoch_rec *first, int width)
         enum col c;
         double v;
     } na[] = {{C_GPU, first->gpu_util_avg}, {C_BUSY, first->gpu_busy_pct},
+              {C_SM, first->gpu_sm_pct},    {C_GPUMB, first->gpu_proc_mb},
               {C_COMP, first->compute_pct}, {C_LOSS, first->loss},
               {C_ACC, first->train_acc},    {C_VAL, first->val_acc}};
     for (size_t i = 0; i < sizeof na / sizeof na[0]; i++)
@@ -439,7 +448,11 @@ int report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m)
     json_num(f, "gpu_util_avg", r->gpu_util_avg);
     json_num(f, "gpu_util_max", r->gpu_util_max);
     json_num(f, "gpu_busy_pct", r->gpu_busy_pct);
-    json_num(f, "gpu_mem_mb", r->gpu_mem_mb);
+    json_num(f, "gpu_util_samples", r->gpu_util_n);
+    json_num(f, "gpu_sm_pct", r->gpu_sm_pct);
+    json_num(f, "gpu_occupancy_pct", r->gpu_occ_pct);
+    json_num(f, "gpu_proc_mb", r->gpu_proc_mb);
+    json_num(f, "gpu_dev_mem_mb", r->gpu_dev_mem_mb);
     json_exact(f, "loss", r->loss);
     json_num(f, "train_acc", r->train_acc);
     json_exact(f, "val_loss", r->val_loss);

@@ -26,7 +26,11 @@ typedef struct epoch_rec {
     double data_wait_pct, copy_pct, compute_pct;
     double gpu_util_avg, gpu_util_max;
     double gpu_busy_pct; /* device compute time (events) / epoch time; NaN without a GPU */
-    double gpu_mem_mb;   /* device memory in use, max over the epoch (NVML); NaN if n/a */
+    double gpu_util_n;   /* NVML samples behind gpu_util_avg/max: those whose period lies
+                          * within the epoch (0: too short, the figures n/a); NaN if n/a */
+    double gpu_sm_pct, gpu_occ_pct; /* SM activity and occupancy (NVML GPM); NaN if n/a */
+    double gpu_proc_mb;    /* this process's device memory, max over the epoch (NVML); NaN if n/a */
+    double gpu_dev_mem_mb; /* the device's memory in use, every process (NVML); NaN if n/a */
     double loss, train_acc, val_loss, val_acc;
     double rss_mb, pss_mb, pinned_mb;
     int procs; /* processes in rss/pss: main, supervisor, workers */
@@ -64,7 +68,8 @@ typedef struct summary_rec {
  * and the width available (report_width; 0 = unlimited). When the whole
  * table fits, nothing is hidden; else the columns that do not apply to
  * this run are: on the CPU pin, nb, copy% and pin_MB, and any column that
- * is n/a in the first epoch (gpu%avg/mx, busy%, comp%, loss, acc, val).
+ * is n/a in the first epoch (gpu%avg/mx, busy%, sm%/occ, gpu_MB, comp%,
+ * loss, acc, val).
  * The JSON records always carry everything. */
 unsigned report_columns(const epoch_rec *first, int width);
 /* The columns of f: its terminal's when f is one, else $COLUMNS when set

@@ -64,6 +64,8 @@ void *backend_cuda_stream(backend *be);
 gpu_monitor *gpu_monitor_create(const char *pci_bus_id, const char *libname, int period_ms);
 void gpu_monitor_start(gpu_monitor *m);                  /* begin an epoch */
 void gpu_monitor_stop(gpu_monitor *m, device_util *out); /* end it; the epoch's figures */
+/* ... for the epoch [t0, t1] of now_sec()'s clock (0, 0: start to now) */
+void gpu_monitor_stop_window(gpu_monitor *m, double t0, double t1, device_util *out);
 void gpu_monitor_free(gpu_monitor *m);
 
 #endif

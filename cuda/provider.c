@@ -25,7 +25,7 @@ static backend *cuda_create(const provider_device *d, errbuf *e)
     return backend_cuda_create(d->index, e);
 }
 
-/* NVML sampled every 50 ms; the library named by $TRAIN_NVML_LIB, else
+/* NVML read every 50 ms; the library named by $TRAIN_NVML_LIB, else
  * the driver's libnvidia-ml.so.1 */
 static gpu_monitor *cuda_monitor_create(const provider_device *d)
 {
@@ -38,7 +38,7 @@ static const backend_provider cuda_provider = {
     .create = cuda_create,
     .monitor_create = cuda_monitor_create,
     .monitor_start = gpu_monitor_start,
-    .monitor_stop = gpu_monitor_stop,
+    .monitor_stop = gpu_monitor_stop_window,
     .monitor_free = gpu_monitor_free,
 };
 

@@ -17,8 +17,10 @@
 #   build/cuda/tests/run-gpu  the shared GPU tests against the real CUDA
 #       libraries and build/cuda/train; every test that needs a device skips
 #       ("no CUDA device") where there is none.
-#   build/fakecuda/libfakenvml.so  a scripted stand-in for libnvidia-ml.so.1
-#       (TRAIN_NVML_LIB points train at it).
+#   build/fakecuda/libfakenvml.so  a stand-in for libnvidia-ml.so.1
+#       (TRAIN_NVML_LIB points train at it): scripted, or (FAKE_NVML=timeline)
+#       reading the fake runtime's time line through the fake binaries'
+#       exported fake_timeline_* symbols.
 #
 # The fake binaries link the real libcudnn for its descriptor functions
 # only; a check after linking fails the build if any other CUDA, cuBLAS or
@@ -78,13 +80,15 @@ $(FAKE_DIR)/%.emu.o: %.cu $(FAKE_DIR)/.flags
 
 $(FAKE_DIR)/libfakenvml.so: tests/fakecuda/fake_nvml.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 $(WARN) -O1 -g -fPIC -shared -o $@ $<
+	$(CC) -std=c11 $(WARN) -O1 -g -fPIC -shared -o $@ $< -ldl -lm
 
 # link $@ from the objects $(1) and libraries $(2), then refuse CUDA symbols
-# the fake lacks
+# the fake lacks; the time line's fake_timeline_* are exported for
+# libfakenvml.so to find with dlsym (FAKE_NVML=timeline)
 define fake_link
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(1) $(SAN) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 $(CUDNN_LDFLAGS) -lcudnn $(2)
+	$(CC) -o $@ $(1) $(SAN) -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 $(CUDNN_LDFLAGS) -lcudnn \
+	  '-Wl,--export-dynamic-symbol=fake_timeline_*' $(2)
 	@bad=$$(nm -D --undefined-only $@ | awk '{print $$NF}' | sed 's/@.*//' | \
 	  grep -E '^(cuda|cudnn|cublas|nccl)' | grep -vxF -f tests/fakecuda/real-symbols.txt); \
 	if [ -n "$$bad" ]; then \

@@ -19,14 +19,24 @@
 #include "common/util.h"
 #include "nn/backend.h"
 
-/* A device's utilisation over one epoch (NVML on a GPU), sampled by a
- * thread between monitor_start and monitor_stop. */
+/* A device's utilisation over one epoch (NVML on a GPU), read by a
+ * thread between monitor_start and monitor_stop and cut to the epoch's
+ * window [t0, t1] (now_sec()'s clock). */
 typedef struct device_util {
-    int available; /* 0: n/a, see why */
+    int available; /* utilisation: 0 = n/a, see why */
     char why[160];
-    int samples;
-    double util_avg;   /* % of time a kernel was running, mean of the samples */
-    double util_max;   /* max of the samples */
+    int samples;      /* utilisation samples behind util_avg/max (0 when n/a) */
+    int windowed;     /* 1: NVML's timestamped samples whose period lies in the
+                        * window; 0: the current rate polled (older GPUs) */
+    double util_avg;  /* % of time a kernel was running, mean of the samples */
+    double util_max;  /* max of the samples */
+    int sm_available; /* GPM (Hopper and newer): 0 = n/a, see sm_why */
+    char sm_why[160];
+    double sm_util;    /* % of the SMs busy over the epoch (NVML_GPM_METRIC_SM_UTIL) */
+    double sm_occ;     /* % of the warps resident vs the maximum (..._SM_OCCUPANCY) */
+    uint64_t proc_mem; /* this process's device memory (NVML's process list), max
+                        * over the epoch; 0 = n/a, see proc_why */
+    char proc_why[160];
     uint64_t mem_used; /* device memory in use (all processes), max over the epoch */
     uint64_t mem_total;
 } device_util;
@@ -51,7 +61,9 @@ typedef struct backend_provider {
      * figures are not available) and its epoch brackets. */
     gpu_monitor *(*monitor_create)(const provider_device *d);
     void (*monitor_start)(gpu_monitor *m);
-    void (*monitor_stop)(gpu_monitor *m, device_util *out);
+    /* the epoch ran over [t0, t1] of now_sec()'s clock (t0 = t1 = 0: from
+     * monitor_start to this call) */
+    void (*monitor_stop)(gpu_monitor *m, double t0, double t1, device_util *out);
     void (*monitor_free)(gpu_monitor *m);
 } backend_provider;
 

@@ -82,7 +82,7 @@ Test(device, selftest_and_monitor_without_cuda)
     cr_expect_null(m);
     device_util u;
     device_monitor_start(m);
-    device_monitor_stop(m, &u);
+    device_monitor_stop(m, 0, 0, &u);
     device_monitor_free(m);
     char line[100];
     cr_expect_str_eq(device_util_format(&u, line, sizeof line), "gpu n/a (no GPU)");

@@ -42,7 +42,11 @@
  * cudaEventQuery answers from the clock too: "not ready" while the host
  * clock is before the event's simulated time.
  *
- * Not modelled: the host's own work between calls (the loader, the CPU
+ * Real-time mode (timeline.c, FAKECUDA_REALTIME=1) ties this clock to the
+ * wall clock for the fake NVML: the host clock catches up with the wall
+ * clock before each launch and wait, and sleeps when it got ahead.
+ *
+ * Not modelled (outside real-time mode): the host's own work between calls (the loader, the CPU
  * side of a step) takes no virtual time, so a run's simulated time is the
  * device pipeline's; several kernels at once on the compute engine; PCIe
  * contention between the two copy directions. FAKECUDA_DEBUG_CLOCK=1
@@ -125,24 +129,27 @@ int fake_set_cost(const char *key, double value)
     return -1;
 }
 
-double fk_host_ms(void) { return (load(), K.host_ms); }
+double fk_host_ms(void) { return (load(), K.host_ms = fk_realtime_catch_up(K.host_ms)); }
 
 void fk_host_issue(void)
 {
     load();
-    K.host_ms += K.c.launch_us / 1000.0;
+    K.host_ms = fk_realtime_catch_up(K.host_ms) + K.c.launch_us / 1000.0;
     K.launches++;
+    fk_realtime_sleep_until(K.host_ms);
 }
 
 void fk_host_wait_until(double t_ms)
 {
     K.syncs++;
+    K.host_ms = fk_realtime_catch_up(K.host_ms);
     if (getenv("FAKECUDA_DEBUG_CLOCK"))
         fprintf(stderr, "clock: host waits from %.3f to %.3f\n", K.host_ms, t_ms);
     if (t_ms > K.host_ms) {
         K.host_ms = t_ms;
         if (K.engine_free[FK_ENGINE_COMPUTE] <= t_ms)
             K.stalls++;
+        fk_realtime_sleep_until(t_ms);
     }
 }
 
@@ -185,6 +192,7 @@ double fk_schedule(fk_engine eng, double ready_ms, double cost_ms)
         start = K.engine_free[eng];
     K.engine_free[eng] = start + cost_ms;
     K.engine_busy[eng] += cost_ms;
+    fk_timeline_note(eng, start, start + cost_ms);
     return start + cost_ms;
 }
 
@@ -202,4 +210,8 @@ void fake_clock(fake_clock_stats *st)
     st->stall_syncs = K.stalls;
 }
 
-void fk_clock_reset(void) { memset(&K, 0, sizeof K); }
+void fk_clock_reset(void)
+{
+    memset(&K, 0, sizeof K);
+    fk_timeline_reset();
+}

@@ -148,6 +148,25 @@ void fake_clock(fake_clock_stats *st);
  * same at start-up. fake_reset goes back to the defaults. */
 int fake_set_cost(const char *key, double value);
 
+/* Real-time mode (tests/fakecuda/timeline.c): the virtual clock follows
+ * the wall clock — the host clock catches up with CLOCK_MONOTONIC (since
+ * the last reset) before every launch and host wait, and a host that got
+ * ahead of it sleeps — so the fake NVML's samples, timestamped on
+ * CLOCK_REALTIME, can be cut by the program's epoch boundaries. Off by
+ * default; FAKECUDA_REALTIME=1 turns it on at start-up and after every
+ * fake_reset. */
+void fake_set_realtime(int on);
+/* What libfakenvml.so reads (through dlsym: the fake binaries export
+ * them): whether real-time mode is on, the wall clock now in virtual ms,
+ * CLOCK_REALTIME in microseconds at virtual 0, the compute engine's busy
+ * time within [v0, v1) ms, and the device bytes allocated now. Callable
+ * from another thread. */
+int fake_timeline_realtime(void);
+double fake_timeline_now_ms(void);
+long long fake_timeline_realtime_base_us(void);
+double fake_timeline_busy_ms(double v0, double v1);
+size_t fake_timeline_device_bytes(void);
+
 /* The emulated launch's pointer check (tests/fakecuda/emu.h), callable from C tests. */
 int emu_check_arg(const char *kernel, int index, const void *p);
 

@@ -120,6 +120,17 @@ double fk_schedule(fk_engine eng, double ready_ms, double cost_ms);
 void fk_spin_wait(void);
 void fk_clock_reset(void);
 
+/* ---- timeline.c: the compute engine's busy intervals and real-time mode */
+/* host_ms moved up to the wall clock in real-time mode (else unchanged) */
+double fk_realtime_catch_up(double host_ms);
+/* in real-time mode, sleep until the wall clock reaches host_ms */
+void fk_realtime_sleep_until(double host_ms);
+/* an operation scheduled on eng over [t0, t1) */
+void fk_timeline_note(fk_engine eng, double t0, double t1);
+void fk_timeline_reset(void);
+/* device bytes allocated now (memory.c) */
+size_t fk_mem_used(void);
+
 /* ---- cudnn.c, cublas.c */
 void fk_cudnn_reset(void);
 void fk_cublas_reset(void);

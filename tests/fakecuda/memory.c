@@ -143,6 +143,8 @@ int fake_live_allocations(void)
 
 int fk_pinned_count(void) { return M.npinned; }
 
+size_t fk_mem_used(void) { return M.used; }
+
 void fk_memory_reset(void)
 {
     for (int i = 0; i < M.nallocs; i++)

@@ -129,7 +129,7 @@ Test(monitor, device_wrappers)
     cr_expect_null(m);
     device_util u;
     device_monitor_start(m);
-    device_monitor_stop(m, &u);
+    device_monitor_stop(m, 0, 0, &u);
     device_monitor_free(m);
     char line[200];
     cr_expect_str_eq(device_util_format(&u, line, sizeof line), "gpu n/a (no GPU)");
@@ -137,7 +137,7 @@ Test(monitor, device_wrappers)
     m = device_monitor_create(&gpu);
     cr_assert_not_null(m);
     device_monitor_start(m);
-    device_monitor_stop(m, &u); /* real NVML or none: figures or a reason, never a failure */
+    device_monitor_stop(m, 0, 0, &u); /* real NVML or none: figures or a reason, never a failure */
     cr_expect(u.available || u.why[0], "n/a needs a reason");
     device_monitor_free(m);
 }
