@@ -51,6 +51,8 @@ enum col {
     C_RKWAIT,
     C_GPU,
     C_BUSY,
+    C_H2D,
+    C_OVL,
     C_LOSS,
     C_ACC,
     C_VAL,
@@ -66,12 +68,18 @@ static const struct {
     const char *name;
     int width;
 } cols[NCOLS] = {
-    {"dev", -5},        {"model", -8}, {"mode", -7}, {"wk", 2},    {"pf", 2},     {"pin", 3},
-    {"nb", 3},          {"batch", 5},  {"|", 1},     {"ep", 3},    {"time_s", 8}, {"img/s", 8},
-    {"wait%", 5},       {"copy%", 5},  {"comp%", 5}, {"comm%", 5}, {"other%", 6}, {"wmax%@rk", 8},
-    {"gpu%avg/mx", 10}, {"busy%", 5},  {"loss", 7},  {"acc", 6},   {"val", 6},    {"rss_MB", 7},
-    {"pss_MB", 7},      {"pin_MB", 6}, {"skip", 4},  {"cache", 0},
+    {"dev", -5},        {"model", -8}, {"mode", -7},  {"wk", 2},     {"pf", 2},     {"pin", 3},
+    {"nb", 3},          {"batch", 5},  {"|", 1},      {"ep", 3},     {"time_s", 8}, {"img/s", 8},
+    {"wait%", 5},       {"copy%", 5},  {"comp%", 5},  {"comm%", 5},  {"other%", 6}, {"wmax%@rk", 8},
+    {"gpu%avg/mx", 10}, {"busy%", 5},  {"h2d%", 5},   {"ovl%", 5},   {"loss", 7},   {"acc", 6},
+    {"val", 6},         {"rss_MB", 7}, {"pss_MB", 7}, {"pin_MB", 6}, {"skip", 4},   {"cache", 0},
 };
+
+/* h2d% and ovl% exist only with the device's activity records */
+static int from_activity(const epoch_rec *r)
+{
+    return r->gpu_busy_from && !strcmp(r->gpu_busy_from, "activity");
+}
 
 static void print_cells(FILE *f, char cell[NCOLS][32], unsigned hide)
 {
@@ -146,6 +154,8 @@ static void epoch_cells(const epoch_rec *r, char cell[NCOLS][32])
     else
         snprintf(cell[C_GPU], n, "%.0f/%.0f", r->gpu_util_avg, r->gpu_util_max);
     fmt_num(cell[C_BUSY], n, "%.1f", r->gpu_busy_pct, "n/a");
+    fmt_num(cell[C_H2D], n, "%.1f", from_activity(r) ? r->gpu_h2d_pct : NAN, "n/a");
+    fmt_num(cell[C_OVL], n, "%.1f", from_activity(r) ? r->gpu_overlap_pct : NAN, "n/a");
     fmt_fit(cell[C_LOSS], n, r->loss, cols[C_LOSS].width, "n/a");
     fmt_num(cell[C_ACC], n, "%.3f", r->train_acc, "n/a");
     fmt_num(cell[C_VAL], n, "%.3f", r->val_acc, "n/a");
@@ -200,6 +210,8 @@ unsigned report_columns(const epoch_rec *first, int width)
     for (size_t i = 0; i < sizeof na / sizeof na[0]; i++)
         if (isnan(na[i].v))
             hide |= 1u << na[i].c;
+    if (!from_activity(first)) /* copy engines and overlap: activity records only */
+        hide |= 1u << C_H2D | 1u << C_OVL;
     return hide;
 }
 
@@ -439,6 +451,14 @@ int report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m)
     json_num(f, "gpu_util_avg", r->gpu_util_avg);
     json_num(f, "gpu_util_max", r->gpu_util_max);
     json_num(f, "gpu_busy_pct", r->gpu_busy_pct);
+    fputc(',', f);
+    json_str(f, "gpu_busy_from", r->gpu_busy_from);
+    json_num(f, "gpu_span_pct", r->gpu_busy_from ? r->gpu_span_pct : NAN);
+    json_num(f, "gpu_h2d_pct", from_activity(r) ? r->gpu_h2d_pct : NAN);
+    json_num(f, "gpu_d2h_pct", from_activity(r) ? r->gpu_d2h_pct : NAN);
+    json_num(f, "gpu_overlap_pct", from_activity(r) ? r->gpu_overlap_pct : NAN);
+    if (from_activity(r))
+        fprintf(f, ",\"gpu_activity_dropped\":%lu", r->gpu_act_dropped);
     json_num(f, "gpu_mem_mb", r->gpu_mem_mb);
     json_exact(f, "loss", r->loss);
     json_num(f, "train_acc", r->train_acc);

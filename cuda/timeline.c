@@ -45,6 +45,8 @@ void gpu_timeline_start(backend *be)
     CUDA_CHECK(cudaEventSynchronize(g->tl_ref));
     g->tl_ref_host = now_sec();
     g->tl_on = 1;
+    if (gpu_activity_on()) /* the spans come from the records: no event pairs */
+        gpu_activity_timeline_start();
 }
 
 static void harvest_copy(gpu_ctx *g, int wait)
@@ -59,7 +61,7 @@ static void harvest_copy(gpu_ctx *g, int wait)
 
 void gpu_timeline_copy_begin(gpu_ctx *g)
 {
-    if (!g->tl_on)
+    if (!g->tl_on || gpu_activity_on())
         return;
     if (g->tl_count == BUSY_RING)
         harvest_copy(g, 1);
@@ -73,7 +75,7 @@ void gpu_timeline_copy_begin(gpu_ctx *g)
 
 void gpu_timeline_copy_end(gpu_ctx *g)
 {
-    if (!g->tl_on)
+    if (!g->tl_on || gpu_activity_on())
         return;
     CUDA_CHECK(cudaEventRecord(g->tl_copy[g->tl_head][1], g->copy));
     g->tl_head = (g->tl_head + 1) % BUSY_RING;
@@ -82,7 +84,7 @@ void gpu_timeline_copy_end(gpu_ctx *g)
 
 void gpu_timeline_compute(gpu_ctx *g, cudaEvent_t begin, float ms)
 {
-    if (g->tl_on)
+    if (g->tl_on && !gpu_activity_on())
         add_span(g, "compute", "step", host_time(g, begin), ms / 1000.0);
 }
 
@@ -91,6 +93,8 @@ size_t gpu_timeline_take(backend *be, backend_span *out, size_t max)
     gpu_ctx *g = gpu_of(be);
     if (!g->tl_on)
         return 0;
+    if (gpu_activity_on())
+        return gpu_activity_timeline_take(out, max);
     if (g->tl_count > 0) /* the newest copy: the copy stream ran the older ones first */
         CUDA_CHECK(cudaEventSynchronize(g->tl_copy[(g->tl_head + BUSY_RING - 1) % BUSY_RING][1]));
     while (g->tl_count > 0)

@@ -62,7 +62,8 @@ static void CUPTIAPI buf_done(CUcontext c, uint32_t s, uint8_t *buf, size_t size
     while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS) {
         if (nrec >= MAXREC)
             break;
-        if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || r->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+        if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL ||
+            r->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
             CUpti_ActivityKernel10 *k = (CUpti_ActivityKernel10 *)r;
             recs[nrec++] = (struct rec){0, k->start, k->end, 0, k->streamId};
         } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
@@ -216,7 +217,8 @@ int main(void)
     if (k && m) {
         long long ov = (long long)((k->end < m->end ? k->end : m->end)) -
                        (long long)((k->start > m->start ? k->start : m->start));
-        printf("overlap kernel %.3f ms copy %.3f ms (%.1f GB/s) overlapped %.3f ms; host span %.3f ms\n",
+        printf("overlap kernel %.3f ms copy %.3f ms (%.1f GB/s) overlapped %.3f ms; host span %.3f "
+               "ms\n",
                (k->end - k->start) / 1e6, (m->end - m->start) / 1e6,
                m->bytes / ((m->end - m->start) / 1e9) / 1e9, ov / 1e6, (a1 - a0) / 1e6);
     } else
