@@ -78,10 +78,10 @@ static struct {
     act_iv *iv[ACT_KINDS]; /* not yet measured past a take's t1 */
     size_t n[ACT_KINDS], cap[ACT_KINDS];
     unsigned long dropped;
-    int timeline;           /* --trace: keep spans too */
-    backend_span *spans;    /* for gpu_timeline_take */
+    int timeline;        /* --trace: keep spans too */
+    backend_span *spans; /* for gpu_timeline_take */
     size_t nspans, capspans;
-    const char **names;     /* interned kernel names: spans keep them */
+    const char **names; /* interned kernel names: spans keep them */
     size_t nnames, capnames;
 } A = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -165,16 +165,24 @@ static int open_cupti(char *why, size_t len)
         snprintf(why, len, "cannot open %s: %s", tried, m ? m : "?");
         return -1;
     }
-    static const char *const names[] = {
-        "cuptiGetVersion",        "cuptiGetResultString",
-        "cuptiActivityRegisterCallbacks", "cuptiActivityRegisterTimestampCallback",
-        "cuptiActivityEnable",    "cuptiActivityDisable", "cuptiActivityFlushAll",
-        "cuptiActivityGetNextRecord", "cuptiActivityGetNumDroppedRecords"};
-    void **slot[] = {(void **)&fn.version,           (void **)&fn.result_string,
-                     (void **)&fn.register_callbacks, (void **)&fn.register_timestamp,
-                     (void **)&fn.enable,             (void **)&fn.disable,
+    static const char *const names[] = {"cuptiGetVersion",
+                                        "cuptiGetResultString",
+                                        "cuptiActivityRegisterCallbacks",
+                                        "cuptiActivityRegisterTimestampCallback",
+                                        "cuptiActivityEnable",
+                                        "cuptiActivityDisable",
+                                        "cuptiActivityFlushAll",
+                                        "cuptiActivityGetNextRecord",
+                                        "cuptiActivityGetNumDroppedRecords"};
+    void **slot[] = {(void **)&fn.version,
+                     (void **)&fn.result_string,
+                     (void **)&fn.register_callbacks,
+                     (void **)&fn.register_timestamp,
+                     (void **)&fn.enable,
+                     (void **)&fn.disable,
                      (void **)&fn.flush_all,
-                     (void **)&fn.next_record,        (void **)&fn.dropped};
+                     (void **)&fn.next_record,
+                     (void **)&fn.dropped};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         *slot[i] = dlsym(h, names[i]);
         if (!*slot[i]) {
@@ -225,9 +233,9 @@ static void push_span(const char *track, const char *name, uint64_t t0, uint64_t
     }
     /* seconds of now_sec()'s clock: t0 in whole seconds plus the rest
      * keeps ns over any uptime (a double has 15 digits) */
-    A.spans[A.nspans++] = (backend_span){track, name, (double)(t0 / 1000000000ull) +
-                                                          (double)(t0 % 1000000000ull) / 1e9,
-                                         (double)(t1 - t0) / 1e9};
+    A.spans[A.nspans++] = (backend_span){
+        track, name, (double)(t0 / 1000000000ull) + (double)(t0 % 1000000000ull) / 1e9,
+        (double)(t1 - t0) / 1e9};
 }
 
 static void CUPTIAPI buffer_requested(uint8_t **buf, size_t *size, size_t *max_records)
@@ -257,7 +265,9 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
                     : m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_DTOH ? ACT_D2H
                                                                      : ACT_COMPUTE;
             push_iv(k, m->start, m->end);
-            push_span(k == ACT_H2D ? "copy h2d" : k == ACT_D2H ? "copy d2h" : "compute",
+            push_span(k == ACT_H2D   ? "copy h2d"
+                      : k == ACT_D2H ? "copy d2h"
+                                     : "compute",
                       k == ACT_COMPUTE ? "memcpy DtoD" : "memcpy", m->start, m->end);
         } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
             const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)r;
@@ -390,10 +400,7 @@ static uint64_t intersect(const act_iv *a, size_t na, const act_iv *b, size_t nb
     return s;
 }
 
-static uint64_t to_ns(double sec)
-{
-    return sec <= 0 ? 0 : (uint64_t)(sec * 1e9 + 0.5);
-}
+static uint64_t to_ns(double sec) { return sec <= 0 ? 0 : (uint64_t)(sec * 1e9 + 0.5); }
 
 int gpu_activity_take(backend *be, double t0, double t1, backend_activity *out)
 {

@@ -175,9 +175,7 @@ CUptiResult cuptiGetResultString(CUptiResult result, const char **str)
     case CUPTI_ERROR_NOT_INITIALIZED:
         *str = "CUPTI_ERROR_NOT_INITIALIZED (the fake CUPTI is off: FAKECUDA_CUPTI=on)";
         break;
-    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
-        *str = "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES";
-        break;
+    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: *str = "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"; break;
     case CUPTI_ERROR_MAX_LIMIT_REACHED: *str = "CUPTI_ERROR_MAX_LIMIT_REACHED"; break;
     case CUPTI_ERROR_INVALID_PARAMETER: *str = "CUPTI_ERROR_INVALID_PARAMETER"; break;
     default: *str = "CUPTI_ERROR_UNKNOWN"; break;

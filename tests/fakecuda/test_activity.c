@@ -91,8 +91,12 @@ Test(activity, launch_bound_busy_is_the_kernels_not_the_step_span)
               1e3 * a.compute_s, w.compute_ms);
     cr_expect(near(w.compute_ms, STEPS * OPS * 0.030), "the clock ran %d kernels of 30 us: %.4f ms",
               STEPS * OPS, w.compute_ms);
-    cr_expect(span_s / wall > 0.8, "the step spans cover the launches: %.1f%%",
-              100 * span_s / wall);
+    /* the spans cover the launches (the host's own time between calls,
+     * real time here, is outside them): most of the run, and several
+     * times the kernels */
+    cr_expect(span_s / wall > 0.5 && span_s > 2.5 * a.compute_s,
+              "the step spans cover the launches: %.1f%% (kernels %.1f%%)", 100 * span_s / wall,
+              100 * a.compute_s / wall);
     cr_expect(a.compute_s / wall < 0.35, "the kernels are under a third of the time: %.1f%%",
               100 * a.compute_s / wall);
     cr_expect_eq(a.h2d_s, 0.0);
@@ -143,11 +147,12 @@ static void copies_under_compute(int pinned)
     fake_clock_window_stats wa, wb;
     fake_clock_window(c0, cm, &wa);
     fake_clock_window(cm, c1, &wb);
-    cr_log_info("%s: compute %.3f+%.3f ms, h2d %.3f+%.3f ms, overlap %.3f+%.3f ms (clock: %.3f+%.3f, "
-                "%.3f+%.3f, %.3f+%.3f)",
-                pinned ? "pinned" : "pageable", 1e3 * a.compute_s, 1e3 * b.compute_s,
-                1e3 * a.h2d_s, 1e3 * b.h2d_s, 1e3 * a.overlap_s, 1e3 * b.overlap_s, wa.compute_ms,
-                wb.compute_ms, wa.h2d_ms, wb.h2d_ms, wa.overlap_ms, wb.overlap_ms);
+    cr_log_info(
+        "%s: compute %.3f+%.3f ms, h2d %.3f+%.3f ms, overlap %.3f+%.3f ms (clock: %.3f+%.3f, "
+        "%.3f+%.3f, %.3f+%.3f)",
+        pinned ? "pinned" : "pageable", 1e3 * a.compute_s, 1e3 * b.compute_s, 1e3 * a.h2d_s,
+        1e3 * b.h2d_s, 1e3 * a.overlap_s, 1e3 * b.overlap_s, wa.compute_ms, wb.compute_ms,
+        wa.h2d_ms, wb.h2d_ms, wa.overlap_ms, wb.overlap_ms);
     const struct {
         const char *what;
         double got_s, truth_ms;
@@ -262,8 +267,8 @@ static double json_field(const char *line, const char *key)
 
 /* one epoch of the probe model, batch 16, 2 workers, pin/nb as given, the
  * fake CUPTI on; the clock's totals and the epoch's figures */
-static void run_e2e(const char *cost, const char *pin, const char *nb, const char *trace,
-                    truth *t, figures *fg)
+static void run_e2e(const char *cost, const char *pin, const char *nb, const char *trace, truth *t,
+                    figures *fg)
 {
     char *cf = path_join(dir, "clock.txt"), *js = path_join(dir, "run.json");
     remove(cf);
@@ -272,9 +277,9 @@ static void run_e2e(const char *cost, const char *pin, const char *nb, const cha
     snprintf(env_clock, sizeof env_clock, "FAKECUDA_CLOCK=%s", cf);
     char *env[] = {env_clock, (char *)cost, "FAKECUDA_CUPTI=on",
                    "TRAIN_NVML_LIB=/nonexistent/libnvidia-ml.so.1", NULL};
-    char *argv[] = {bin,       "--model", "probe", "--epochs", "1",  "--batch", "16",
-                    "--workers", "2",     (char *)pin, (char *)nb, "--json", js,  csv,
-                    NULL,      NULL,      NULL};
+    char *argv[] = {bin,  "--model",   "probe", "--epochs",  "1",        "--batch",
+                    "16", "--workers", "2",     (char *)pin, (char *)nb, "--json",
+                    js,   csv,         NULL,    NULL,        NULL};
     if (trace) {
         argv[13] = "--trace";
         argv[14] = (char *)trace;
@@ -348,8 +353,8 @@ Test(activity_e2e, launch_bound_busy_is_the_kernels)
                 fg.epoch_s, fg.span, fg.busy, t.compute_ms);
     cr_expect_str_eq(fg.from, "activity");
     expect_epoch_share("busy", fg.busy, fg.epoch_s, t.compute_ms);
-    cr_expect(fg.span > 2 * fg.busy, "the step span (%.1f%%) is not the kernels (%.1f%%)",
-              fg.span, fg.busy);
+    cr_expect(fg.span > 2 * fg.busy, "the step span (%.1f%%) is not the kernels (%.1f%%)", fg.span,
+              fg.busy);
 }
 
 static void e3(const char *pin, const char *nb)
