@@ -81,7 +81,8 @@ static struct {
     int timeline;        /* --trace: keep spans too */
     backend_span *spans; /* for gpu_timeline_take */
     size_t nspans, capspans;
-    const char **names; /* interned kernel names: spans keep them */
+    const char **names; /* interned kernel names: spans keep them ... */
+    char **orig;        /* ... and as CUPTI gave them */
     size_t nnames, capnames;
 } A = {.mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -214,13 +215,21 @@ static const char *intern(const char *name)
     if (!name)
         return "kernel";
     for (size_t i = 0; i < A.nnames; i++)
-        if (!strcmp(A.names[i], name))
+        if (!strcmp(A.orig[i], name))
             return A.names[i];
     if (A.nnames == A.capnames) {
         A.capnames = A.capnames ? 2 * A.capnames : 64;
         A.names = xrealloc(A.names, A.capnames * sizeof *A.names);
+        A.orig = xrealloc(A.orig, A.capnames * sizeof *A.orig);
     }
-    return A.names[A.nnames++] = xstrdup(name);
+    A.orig[A.nnames] = xstrdup(name);
+    /* the trace writes names into JSON as they are: no quote, backslash
+     * or control byte gets there */
+    char *c = xstrdup(name);
+    for (char *p = c; *p; p++)
+        if (*p == '"' || *p == '\\' || (unsigned char)*p < 0x20)
+            *p = '_';
+    return A.names[A.nnames++] = c;
 }
 
 static void push_span(const char *track, const char *name, uint64_t t0, uint64_t t1)

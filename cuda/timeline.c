@@ -12,6 +12,10 @@
  * when the ring is full the oldest pair is waited for (long done) and
  * harvested. Compute: staging.c's busy brackets, as they are harvested.
  * Events are made with cudaEventBlockingSync, so waits sleep.
+ *
+ * With activity records on (activity.c) none of this runs: the spans come
+ * from the records, one per kernel and copy, on the host's clock already
+ * (no reference event, so no wake-up latency of its sync shifts them).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
