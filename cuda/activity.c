@@ -236,6 +236,7 @@ static void push_span(const char *track, const char *name, uint64_t t0, uint64_t
 {
     if (!A.timeline)
         return;
+    name = intern(name);
     if (A.nspans == A.capspans) {
         A.capspans = A.capspans ? 2 * A.capspans : 1024;
         A.spans = xrealloc(A.spans, A.capspans * sizeof *A.spans);
@@ -267,7 +268,7 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             int comm = k->name && !strncmp(k->name, "nccl", 4);
             if (!comm)
                 push_iv(ACT_COMPUTE, k->start, k->end);
-            push_span(comm ? "nccl" : "compute", intern(k->name), k->start, k->end);
+            push_span(comm ? "nccl" : "compute", k->name, k->start, k->end);
         } else if (r->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
             const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)r;
             int k = m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_HTOD   ? ACT_H2D
