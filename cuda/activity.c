@@ -51,7 +51,16 @@
 
 #include "cuda/internal.h"
 
-#define GPU_CUPTI_SONAME "libcupti.so." GPU_CUBLAS_STR(CUDART_VERSION / 1000)
+#ifndef TRAIN_FAKECUDA
+/* libcupti.so.<the CUDA major this was built with>: 13 for CUDA 13.x
+ * (CUDART_VERSION 13000; stringifying the division would not compute it) */
+static const char *cupti_soname(void)
+{
+    static char name[32];
+    snprintf(name, sizeof name, "libcupti.so.%d", CUDART_VERSION / 1000);
+    return name;
+}
+#endif
 
 static struct {
     CUptiResult (*version)(uint32_t *);
@@ -148,13 +157,13 @@ static void *dlopen_cupti(char *tried, size_t len)
         snprintf(path, sizeof path, "%s", di.dli_fname);
         *strrchr(path, '/') = '\0';
         size_t l = strlen(path);
-        snprintf(path + l, sizeof path - l, "/%s", GPU_CUPTI_SONAME);
+        snprintf(path + l, sizeof path - l, "/%s", cupti_soname());
         void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (h)
             return h;
     }
-    snprintf(tried, len, "%s", GPU_CUPTI_SONAME);
-    return dlopen(GPU_CUPTI_SONAME, RTLD_NOW | RTLD_LOCAL);
+    snprintf(tried, len, "%s", cupti_soname());
+    return dlopen(cupti_soname(), RTLD_NOW | RTLD_LOCAL);
 }
 
 static int open_cupti(char *why, size_t len)
