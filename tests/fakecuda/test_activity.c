@@ -207,6 +207,36 @@ Test(activity, records_arrive_only_for_work_that_ended)
     gt_done(be);
 }
 
+/* a full buffer is handed over without a flush, from inside whatever
+ * call filled it (CUPTI may do it from its own thread): those records
+ * count like the rest */
+Test(activity, full_buffers_arrive_without_a_flush)
+{
+    cr_assert_eq(fake_set_cost("kernel_us", 1), 0);
+    cr_assert_eq(fake_set_cost("launch_us", 2), 0);
+    backend *be = start();
+    const backend_ops *o = be->ops;
+    float *d = o->alloc(be, 16 * sizeof(float)), tmp;
+    o->download(be, &tmp, d, sizeof tmp);
+    double t0 = now_sec(), c0 = clock_ms();
+    unsigned long before = fake_cupti_delivered();
+    enum { LAUNCHES = 6000 }; /* more than a 1 MB buffer's kernel records */
+    for (int i = 0; i < LAUNCHES; i++)
+        o->relu_forward(be, d, d, 16);
+    unsigned long early = fake_cupti_delivered() - before;
+    o->download(be, &tmp, d, sizeof tmp);
+    double t1 = now_sec(), c1 = clock_ms();
+    backend_activity a;
+    cr_assert_eq(o->activity_take(be, t0, t1, &a), 1);
+    fake_clock_window_stats w;
+    fake_clock_window(c0, c1, &w);
+    cr_expect(early > 1000 && early < LAUNCHES, "%lu records arrived before any flush", early);
+    cr_expect(near(1e3 * a.compute_s, w.compute_ms), "busy %.4f ms, the clock %.4f ms",
+              1e3 * a.compute_s, w.compute_ms);
+    o->free(be, d);
+    gt_done(be);
+}
+
 /* the profiler refuses (no permission, another tool holds it): the
  * backend says why and the caller keeps the event spans */
 Test(activity, a_refusing_profiler_is_said_not_fatal)
