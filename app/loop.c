@@ -89,7 +89,14 @@ static void emit_epoch(run_ctx *r, int tid)
     ranks_epoch(r, tid, &er); /* with several ranks: the whole job's numbers */
     er.gpu_util_avg = er.gpu_util_max = er.gpu_util_n = NAN;
     er.gpu_sm_pct = er.gpu_occ_pct = er.gpu_proc_mb = er.gpu_dev_mem_mb = NAN;
-    er.gpu_busy_pct = backend_has_busy(r->be) && !o->loader_only ? 100 * a->busy / t : NAN;
+    /* busy%: the device's records when on, else the step spans (events) */
+    er.gpu_span_pct = backend_has_busy(r->be) && !o->loader_only ? 100 * a->busy / t : NAN;
+    er.gpu_busy_pct = a->act_on ? 100 * a->act.compute_s / t : er.gpu_span_pct;
+    er.gpu_busy_from = a->act_on ? "activity" : isnan(er.gpu_span_pct) ? NULL : "span";
+    er.gpu_h2d_pct = a->act_on ? 100 * a->act.h2d_s / t : NAN;
+    er.gpu_d2h_pct = a->act_on ? 100 * a->act.d2h_s / t : NAN;
+    er.gpu_overlap_pct = a->act_on ? 100 * a->act.overlap_s / t : NAN;
+    er.gpu_act_dropped = a->act_on ? a->act.dropped : 0;
     if (r->monitor) {
         device_util u;
         device_monitor_stop(r->monitor, a->t0, a->t1, &u); /* NVML's samples cut to the epoch */
@@ -408,6 +415,7 @@ static int end_of_pass(run_ctx *r, int job, int time_up, errbuf *e)
         return rc;
     a->t1 = now_sec();
     a->busy = backend_busy_take(r->be); /* per pass: validation's busy time stays its own */
+    a->act_on = r->activity && backend_activity_take(r->be, a->t0, a->t1, &a->act);
     trace_device(r);
     int agreed = ranks_agree(r, RUN_OK); /* before the epoch's totals, a collective */
     if (agreed != RUN_OK)
@@ -548,6 +556,7 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
     }
     a->t1 = now_sec();
     a->busy = backend_busy_take(be);
+    a->act_on = r->activity && backend_activity_take(be, a->t0, a->t1, &a->act);
     free_refeed(be, dev, labels, k);
     if (rc == RUN_OK)
         emit_epoch(r, tid);

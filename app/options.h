@@ -86,6 +86,7 @@ typedef struct options {
     int_list pin;          /* 0/1 */
     int_list non_blocking; /* 0/1 */
     int pin_force;         /* pin above half of MemAvailable */
+    int gpu_activity;      /* --gpu-activity: CUPTI activity records (default 1) */
     int selftest;
     int version; /* --version */
 

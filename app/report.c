@@ -51,6 +51,8 @@ enum col {
     C_RKWAIT,
     C_GPU,
     C_BUSY,
+    C_H2D,
+    C_OVL,
     C_SM,
     C_LOSS,
     C_ACC,
@@ -63,18 +65,27 @@ enum col {
     C_CACHE,
     NCOLS
 };
+/* the columns to hide are one unsigned's bits */
+_Static_assert(NCOLS <= 32, "more columns than bits in the hide mask");
 
 static const struct {
     const char *name;
     int width;
 } cols[NCOLS] = {
-    {"dev", -5},    {"model", -8}, {"mode", -7},    {"wk", 2},          {"pf", 2},
-    {"pin", 3},     {"nb", 3},     {"batch", 5},    {"|", 1},           {"ep", 3},
-    {"time_s", 8},  {"img/s", 8},  {"wait%", 5},    {"copy%", 5},       {"comp%", 5},
-    {"comm%", 5},   {"other%", 6}, {"wmax%@rk", 8}, {"gpu%avg/mx", 10}, {"busy%", 5},
-    {"sm%/occ", 7}, {"loss", 7},   {"acc", 6},      {"val", 6},         {"rss_MB", 7},
-    {"pss_MB", 7},  {"pin_MB", 6}, {"gpu_MB", 6},   {"skip", 4},        {"cache", 0},
+    {"dev", -5},   {"model", -8}, {"mode", -7},    {"wk", 2},          {"pf", 2},
+    {"pin", 3},    {"nb", 3},     {"batch", 5},    {"|", 1},           {"ep", 3},
+    {"time_s", 8}, {"img/s", 8},  {"wait%", 5},    {"copy%", 5},       {"comp%", 5},
+    {"comm%", 5},  {"other%", 6}, {"wmax%@rk", 8}, {"gpu%avg/mx", 10}, {"busy%", 5},
+    {"h2d%", 5},   {"ovl%", 5},   {"sm%/occ", 7},  {"loss", 7},        {"acc", 6},
+    {"val", 6},    {"rss_MB", 7}, {"pss_MB", 7},   {"pin_MB", 6},      {"gpu_MB", 6},
+    {"skip", 4},   {"cache", 0},
 };
+
+/* h2d% and ovl% exist only with the device's activity records */
+static int from_activity(const epoch_rec *r)
+{
+    return r->gpu_busy_from && !strcmp(r->gpu_busy_from, "activity");
+}
 
 static void print_cells(FILE *f, char cell[NCOLS][32], unsigned hide)
 {
@@ -149,6 +160,8 @@ static void epoch_cells(const epoch_rec *r, char cell[NCOLS][32])
     else
         snprintf(cell[C_GPU], n, "%.0f/%.0f", r->gpu_util_avg, r->gpu_util_max);
     fmt_num(cell[C_BUSY], n, "%.1f", r->gpu_busy_pct, "n/a");
+    fmt_num(cell[C_H2D], n, "%.1f", from_activity(r) ? r->gpu_h2d_pct : NAN, "n/a");
+    fmt_num(cell[C_OVL], n, "%.1f", from_activity(r) ? r->gpu_overlap_pct : NAN, "n/a");
     if (isnan(r->gpu_sm_pct))
         snprintf(cell[C_SM], n, "n/a");
     else
@@ -209,6 +222,8 @@ unsigned report_columns(const epoch_rec *first, int width)
     for (size_t i = 0; i < sizeof na / sizeof na[0]; i++)
         if (isnan(na[i].v))
             hide |= 1u << na[i].c;
+    if (!from_activity(first)) /* copy engines and overlap: activity records only */
+        hide |= 1u << C_H2D | 1u << C_OVL;
     return hide;
 }
 
@@ -453,6 +468,14 @@ int report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m)
     json_num(f, "gpu_occupancy_pct", r->gpu_occ_pct);
     json_num(f, "gpu_proc_mb", r->gpu_proc_mb);
     json_num(f, "gpu_dev_mem_mb", r->gpu_dev_mem_mb);
+    fputc(',', f);
+    json_str(f, "gpu_busy_from", r->gpu_busy_from);
+    json_num(f, "gpu_span_pct", r->gpu_busy_from ? r->gpu_span_pct : NAN);
+    json_num(f, "gpu_h2d_pct", from_activity(r) ? r->gpu_h2d_pct : NAN);
+    json_num(f, "gpu_d2h_pct", from_activity(r) ? r->gpu_d2h_pct : NAN);
+    json_num(f, "gpu_overlap_pct", from_activity(r) ? r->gpu_overlap_pct : NAN);
+    if (from_activity(r))
+        fprintf(f, ",\"gpu_activity_dropped\":%lu", r->gpu_act_dropped);
     json_exact(f, "loss", r->loss);
     json_num(f, "train_acc", r->train_acc);
     json_exact(f, "val_loss", r->val_loss);

@@ -25,10 +25,18 @@ typedef struct epoch_rec {
     double epoch_s, images_per_s;
     double data_wait_pct, copy_pct, compute_pct;
     double gpu_util_avg, gpu_util_max;
-    double gpu_busy_pct; /* device compute time (events) / epoch time; NaN without a GPU */
-    double gpu_util_n;   /* NVML samples behind gpu_util_avg/max: those whose period lies
-                          * within the epoch (0: too short, the figures n/a); NaN if n/a */
-    double gpu_sm_pct, gpu_occ_pct; /* SM activity and occupancy (NVML GPM); NaN if n/a */
+    /* device compute time / epoch time: the union of kernel intervals from
+     * activity records, else the step spans (events); NaN without a GPU */
+    double gpu_busy_pct;
+    const char *gpu_busy_from;       /* "activity", "span" (events), NULL without a GPU */
+    double gpu_span_pct;             /* the step spans (an event pair per step) / epoch time */
+    double gpu_h2d_pct, gpu_d2h_pct; /* copy engines busy, per direction (activity; else NaN) */
+    double gpu_overlap_pct;          /* compute and a copy at once / epoch time (activity) */
+    unsigned long gpu_act_dropped;   /* activity records the profiler dropped (0: none) */
+    double gpu_util_n;               /* NVML samples behind gpu_util_avg/max: those whose period
+                                      * lies within the epoch (0: too short, the figures n/a); NaN
+                                      * if n/a */
+    double gpu_sm_pct, gpu_occ_pct;  /* SM activity and occupancy (NVML GPM); NaN if n/a */
     double gpu_proc_mb;    /* this process's device memory, max over the epoch (NVML); NaN if n/a */
     double gpu_dev_mem_mb; /* the device's memory in use, every process (NVML); NaN if n/a */
     double loss, train_acc, val_loss, val_acc;

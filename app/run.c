@@ -203,6 +203,8 @@ static int setup_model_choice(run_ctx *r, ckpt_info *ck, errbuf *e)
 
 /* ---------------------------------------------------------------- device */
 
+static void start_activity(run_ctx *r);
+
 static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
 {
     const options *o = r->o;
@@ -235,6 +237,8 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
             r->dev.kind = DEVICE_CPU;
         }
     }
+    if (r->dev.kind == DEVICE_CUDA && !o->loader_only)
+        start_activity(r);
     if (r->dev.kind != DEVICE_CUDA) {
         r->be = backend_cpu_create(r->threads, e);
         if (!r->be)
@@ -255,6 +259,30 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
     r->c.non_blocking = stager_async(r->stager);
     r->monitor = device_monitor_create(&r->dev);
     return RUN_OK;
+}
+
+/* busy% from the device's own records when the backend has them and
+ * --gpu-activity is on; the header says which, and why not */
+static void start_activity(run_ctx *r)
+{
+    char why[400] = "the backend has no activity records";
+    if (!r->o->gpu_activity) {
+        snprintf(r->activity_line, sizeof r->activity_line,
+                 "gpu activity: off (--gpu-activity off): busy%% is each step's event span on the "
+                 "compute stream, launch gaps included; no h2d%%/ovl%%");
+        return;
+    }
+    if (r->be->ops->activity_start)
+        r->activity = r->be->ops->activity_start(r->be, why, sizeof why);
+    if (r->activity)
+        snprintf(r->activity_line, sizeof r->activity_line,
+                 "gpu activity: CUPTI activity records (busy%% = kernels, h2d%% = host-to-device "
+                 "copies, ovl%% = both at once; --gpu-activity off saves host time per launch)");
+    else
+        snprintf(r->activity_line, sizeof r->activity_line,
+                 "gpu activity: unavailable (%.400s): busy%% is each step's event span on the "
+                 "compute stream, launch gaps included; no h2d%%/ovl%%",
+                 why);
 }
 
 /* The CPU backend's activations grow with batch x image area: a photo set
@@ -365,6 +393,8 @@ static void print_first_line(run_ctx *r)
     char csv[ESC_MAX];
     esc_path(o->csv, csv, sizeof csv);
     printf("%s\n", r->dev.line);
+    if (r->activity_line[0])
+        printf("%s\n", r->activity_line);
     if (o->loader_only) {
         printf("loader only (no model): %s, %u samples of %dx%dx%d, batch %d, workers %d, prefetch "
                "%d, "

@@ -19,8 +19,10 @@
 
 typedef struct job_acc {
     double t0, t1, wait, copy, compute, busy;
-    double comm;         /* in gradient sums across ranks (part of each step, not in compute) */
-    double made0, made1; /* when the loader began its first batch and
+    backend_activity act; /* the device's records over [t0, t1] ... */
+    int act_on;           /* ... when activity records are on */
+    double comm;          /* in gradient sums across ranks (part of each step, not in compute) */
+    double made0, made1;  /* when the loader began its first batch and
                             finished its last (an epoch lasts at least
                             that long, whatever the ring held ahead) */
     step_stats stats;
@@ -60,7 +62,9 @@ typedef struct run_ctx {
     stager *stager;
     model m;
     int model_made;
-    gpu_monitor *monitor; /* NVML sampler, NULL on the CPU */
+    gpu_monitor *monitor;    /* NVML sampler, NULL on the CPU */
+    int activity;            /* the backend's activity records are on ... */
+    char activity_line[600]; /* ... the header's line saying which and why */
     /* jobs */
     job_info *jobs;
     job_acc *acc;

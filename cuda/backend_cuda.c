@@ -138,6 +138,7 @@ static void gpu_destroy(backend *be)
         CUDA_CHECK(cudaStreamSynchronize(g->compute));
     if (g->copy)
         CUDA_CHECK(cudaStreamSynchronize(g->copy));
+    gpu_activity_stop();
     gpu_staging_free(g);
     if (g->workspace)
         CUDA_CHECK(cudaFree(g->workspace));
@@ -200,6 +201,8 @@ static const backend_ops gpu_ops = {
     .busy_begin = gpu_busy_begin,
     .busy_end = gpu_busy_end,
     .busy_take = gpu_busy_take,
+    .activity_start = gpu_activity_start,
+    .activity_take = gpu_activity_take,
     .result_copy = gpu_result_copy,
     .result_done = gpu_result_done,
 };

@@ -67,6 +67,15 @@ void gpu_timeline_copy_end(gpu_ctx *g);
 void gpu_timeline_compute(gpu_ctx *g, cudaEvent_t begin, float ms);
 void gpu_timeline_free(gpu_ctx *g);
 
+/* activity.c: CUPTI's activity records (busy, copy busy, overlap; the
+ * trace's device spans) */
+int gpu_activity_start(backend *be, char *why, size_t len);
+int gpu_activity_take(backend *be, double t0, double t1, backend_activity *out);
+int gpu_activity_on(void);
+void gpu_activity_stop(void);
+void gpu_activity_timeline_start(void);
+size_t gpu_activity_timeline_take(backend_span *out, size_t max);
+
 /* conv.c */
 void *gpu_conv_plan(backend *be, const conv_shape *s);
 void gpu_conv_plan_free(backend *be, void *plan);

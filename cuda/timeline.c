@@ -12,6 +12,10 @@
  * when the ring is full the oldest pair is waited for (long done) and
  * harvested. Compute: staging.c's busy brackets, as they are harvested.
  * Events are made with cudaEventBlockingSync, so waits sleep.
+ *
+ * With activity records on (activity.c) none of this runs: the spans come
+ * from the records, one per kernel and copy, on the host's clock already
+ * (no reference event, so no wake-up latency of its sync shifts them).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
@@ -45,6 +49,8 @@ void gpu_timeline_start(backend *be)
     CUDA_CHECK(cudaEventSynchronize(g->tl_ref));
     g->tl_ref_host = now_sec();
     g->tl_on = 1;
+    if (gpu_activity_on()) /* the spans come from the records: no event pairs */
+        gpu_activity_timeline_start();
 }
 
 static void harvest_copy(gpu_ctx *g, int wait)
@@ -59,7 +65,7 @@ static void harvest_copy(gpu_ctx *g, int wait)
 
 void gpu_timeline_copy_begin(gpu_ctx *g)
 {
-    if (!g->tl_on)
+    if (!g->tl_on || gpu_activity_on())
         return;
     if (g->tl_count == BUSY_RING)
         harvest_copy(g, 1);
@@ -73,7 +79,7 @@ void gpu_timeline_copy_begin(gpu_ctx *g)
 
 void gpu_timeline_copy_end(gpu_ctx *g)
 {
-    if (!g->tl_on)
+    if (!g->tl_on || gpu_activity_on())
         return;
     CUDA_CHECK(cudaEventRecord(g->tl_copy[g->tl_head][1], g->copy));
     g->tl_head = (g->tl_head + 1) % BUSY_RING;
@@ -82,7 +88,7 @@ void gpu_timeline_copy_end(gpu_ctx *g)
 
 void gpu_timeline_compute(gpu_ctx *g, cudaEvent_t begin, float ms)
 {
-    if (g->tl_on)
+    if (g->tl_on && !gpu_activity_on())
         add_span(g, "compute", "step", host_time(g, begin), ms / 1000.0);
 }
 
@@ -91,6 +97,8 @@ size_t gpu_timeline_take(backend *be, backend_span *out, size_t max)
     gpu_ctx *g = gpu_of(be);
     if (!g->tl_on)
         return 0;
+    if (gpu_activity_on())
+        return gpu_activity_timeline_take(out, max);
     if (g->tl_count > 0) /* the newest copy: the copy stream ran the older ones first */
         CUDA_CHECK(cudaEventSynchronize(g->tl_copy[(g->tl_head + BUSY_RING - 1) % BUSY_RING][1]));
     while (g->tl_count > 0)

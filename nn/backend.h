@@ -57,6 +57,16 @@ typedef struct backend_span {
     double t0, dur;           /* seconds, now_sec()'s clock */
 } backend_span;
 
+/* What the device did in a window of the host clock (backend_ops.
+ * activity_take), from its own activity records: the measure of the union
+ * of the intervals, clipped to the window, in seconds. */
+typedef struct backend_activity {
+    double compute_s; /* kernels, memsets and device-to-device copies (not NCCL's) */
+    double h2d_s, d2h_s;
+    double overlap_s;      /* compute and a copy (either direction) at once */
+    unsigned long dropped; /* records the profiler dropped so far (0: none) */
+} backend_activity;
+
 typedef struct backend_ops {
     const char *name; /* "cpu", "cuda" */
     void (*destroy)(backend *be);
@@ -210,6 +220,15 @@ typedef struct backend_ops {
      * how many. */
     void (*timeline_start)(backend *be);
     size_t (*timeline_take)(backend *be, backend_span *out, size_t max);
+    /* Device activity records (optional; CUPTI on CUDA): activity_start
+     * turns them on before any work is enqueued; returns 1, or 0 with the
+     * reason in why (the library is missing, the profiler refused). Then
+     * activity_take(t0, t1) waits for nothing but flushes the records of
+     * work that has ended and measures them over [t0, t1] (now_sec()'s
+     * clock: the records carry it); the timeline's device spans then come
+     * from the records, one per kernel and copy, with kernel names. */
+    int (*activity_start)(backend *be, char *why, size_t len);
+    int (*activity_take)(backend *be, double t0, double t1, backend_activity *out);
     /* Results read back without waiting (optional; see the wrappers
      * below): result_copy enqueues dst (host, page-locked with host_pin)
      * <- src (device) on the compute stream, after everything enqueued so
@@ -304,6 +323,13 @@ static inline void backend_conv_plan_free(backend *be, void *plan)
 {
     if (be->ops->conv_plan_free)
         be->ops->conv_plan_free(be, plan);
+}
+
+/* 1 and *out filled when activity records are on (activity_start said
+ * so), else 0 */
+static inline int backend_activity_take(backend *be, double t0, double t1, backend_activity *out)
+{
+    return be->ops->activity_take ? be->ops->activity_take(be, t0, t1, out) : 0;
 }
 
 static inline int backend_has_timeline(const backend *be) { return be->ops->timeline_take != NULL; }

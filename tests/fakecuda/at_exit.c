@@ -46,6 +46,7 @@ static void write_clock(void)
             c.host_ms, c.compute_ms, c.h2d_ms, c.d2h_ms, c.host_syncs, c.launches, c.spin_waits,
             c.stall_syncs);
     fprintf(f, "link_ms %.6f\n", c.link_ms);
+    fprintf(f, "overlap_ms %.6f\n", c.overlap_ms);
 #ifdef TRAIN_MPI
     fake_nccl_stats n;
     fake_nccl_overlap(&n);

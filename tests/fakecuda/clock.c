@@ -44,18 +44,26 @@
  *
  * Real-time mode (timeline.c, FAKECUDA_REALTIME=1) ties this clock to the
  * wall clock for the fake NVML: the host clock catches up with the wall
- * clock before each launch and wait, and sleeps when it got ahead.
+ * clock before each launch and wait, and sleeps when it got ahead. The
+ * CUPTI stand-in does the same through fk_clock_follow (below); the two
+ * are not meant to be on together (each has its own time base).
  *
- * Not modelled (outside real-time mode): the host's own work between calls (the loader, the CPU
+ * Not modelled (outside those modes): the host's own work between calls (the loader, the CPU
  * side of a step) takes no virtual time, so a run's simulated time is the
- * device pipeline's; several kernels at once on the compute engine; PCIe
+ * device pipeline's — except when the clock follows a real one
+ * (fk_clock_follow, from the CUPTI stand-in's timestamp callback, cupti.c):
+ * then the host's time is never behind that clock, and a launch or a wait
+ * holds the caller (sleeping) until that clock reaches the simulated host
+ * time, so the program's own clock readings and the activity records agree; several kernels at once on the compute engine; PCIe
  * contention between the two copy directions. FAKECUDA_DEBUG_CLOCK=1
  * prints every operation's place on the clock and every host wait.
  */
 #define _GNU_SOURCE
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "tests/fakecuda/internal.h"
 
@@ -81,7 +89,50 @@ static struct {
     double next_flops, next_bytes; /* fk_cost_next, consumed by the next compute op */
     int syncs, launches, spins, stalls;
     int loaded; /* FAKECUDA_COST read */
+    struct {
+        double t0, t1;
+    } * iv[FK_ENGINES]; /* every operation's place, per engine (the truth) */
+    size_t niv[FK_ENGINES], capiv[FK_ENGINES];
+    uint64_t (*now_ns)(void); /* fk_clock_follow: the clock the host follows ... */
+    uint64_t anchor_ns;       /* ... and its reading at host_ms 0 */
 } K;
+
+static void load(void);
+
+/* following a real clock: the host's time is at least that clock's */
+static double real_ms(void) { return (double)(K.now_ns() - K.anchor_ns) / 1e6; }
+
+static void catch_up(void)
+{
+    if (K.now_ns) {
+        double r = real_ms();
+        if (r > K.host_ms)
+            K.host_ms = r;
+    }
+}
+
+/* ... and the caller is held until that clock reaches the simulated host
+ * time (a launch's cost, a wait for the device) */
+static void hold(void)
+{
+    if (!K.now_ns)
+        return;
+    for (double gap; (gap = K.host_ms - real_ms()) > 0;)
+        if (gap > 0.2) {
+            struct timespec ts = {0, (long)((gap - 0.1) * 1e6)};
+            nanosleep(&ts, NULL);
+        }
+}
+
+void fk_clock_follow(uint64_t (*now_ns)(void))
+{
+    load();
+    K.now_ns = now_ns;
+    if (now_ns)
+        K.anchor_ns = now_ns() - (uint64_t)llround(K.host_ms * 1e6);
+}
+
+uint64_t fk_clock_ns(double t_ms) { return K.anchor_ns + (uint64_t)llround(t_ms * 1e6); }
 
 /* "kernel_us=30,h2d_gbps=0.025": unknown keys are a violation */
 static void parse_costs(const char *spec)
@@ -129,18 +180,27 @@ int fake_set_cost(const char *key, double value)
     return -1;
 }
 
-double fk_host_ms(void) { return (load(), K.host_ms = fk_realtime_catch_up(K.host_ms)); }
+double fk_host_ms(void)
+{
+    load();
+    catch_up();
+    K.host_ms = fk_realtime_catch_up(K.host_ms);
+    return K.host_ms;
+}
 
 void fk_host_issue(void)
 {
     load();
+    catch_up();
     K.host_ms = fk_realtime_catch_up(K.host_ms) + K.c.launch_us / 1000.0;
     K.launches++;
+    hold();
     fk_realtime_sleep_until(K.host_ms);
 }
 
 void fk_host_wait_until(double t_ms)
 {
+    catch_up();
     K.syncs++;
     K.host_ms = fk_realtime_catch_up(K.host_ms);
     if (getenv("FAKECUDA_DEBUG_CLOCK"))
@@ -151,6 +211,7 @@ void fk_host_wait_until(double t_ms)
             K.stalls++;
         fk_realtime_sleep_until(t_ms);
     }
+    hold();
 }
 
 void fk_spin_wait(void) { K.spins++; }
@@ -185,6 +246,7 @@ double fk_cost_ms(fk_engine eng, size_t bytes, int pageable)
 
 double fk_schedule(fk_engine eng, double ready_ms, double cost_ms)
 {
+    catch_up();
     double start = ready_ms;
     if (K.host_ms > start)
         start = K.host_ms;
@@ -193,12 +255,89 @@ double fk_schedule(fk_engine eng, double ready_ms, double cost_ms)
     K.engine_free[eng] = start + cost_ms;
     K.engine_busy[eng] += cost_ms;
     fk_timeline_note(eng, start, start + cost_ms);
+    if (K.niv[eng] == K.capiv[eng]) {
+        K.capiv[eng] = K.capiv[eng] ? 2 * K.capiv[eng] : 256;
+        K.iv[eng] = realloc(K.iv[eng], K.capiv[eng] * sizeof *K.iv[eng]);
+    }
+    K.iv[eng][K.niv[eng]].t0 = start;
+    K.iv[eng][K.niv[eng]++].t1 = start + cost_ms;
     return start + cost_ms;
+}
+
+/* the time the compute engine and a copy engine (either) were busy at
+ * once, inside [lo, hi]: each engine runs one operation at a time in start
+ * order, so the compute list is sorted and disjoint; the two copy lists
+ * are merged into one sorted union first */
+typedef struct span_ms {
+    double t0, t1;
+} span_ms;
+
+static int cmp_span(const void *a, const void *b)
+{
+    const span_ms *x = a, *y = b;
+    return x->t0 < y->t0 ? -1 : x->t0 > y->t0;
+}
+
+static double overlap_in(double lo, double hi)
+{
+    size_t n = K.niv[FK_ENGINE_H2D] + K.niv[FK_ENGINE_D2H], m = 0;
+    span_ms *u = malloc((n + 1) * sizeof *u);
+    for (int e = FK_ENGINE_H2D; e <= FK_ENGINE_D2H; e++)
+        for (size_t j = 0; j < K.niv[e]; j++)
+            u[m++] = (span_ms){K.iv[e][j].t0, K.iv[e][j].t1};
+    qsort(u, m, sizeof *u, cmp_span);
+    size_t k = 0;
+    for (size_t j = 0; j < m; j++)
+        if (k && u[j].t0 <= u[k - 1].t1) {
+            if (u[j].t1 > u[k - 1].t1)
+                u[k - 1].t1 = u[j].t1;
+        } else {
+            u[k++] = u[j];
+        }
+    double sum = 0;
+    size_t j = 0;
+    for (size_t i = 0; i < K.niv[FK_ENGINE_COMPUTE]; i++) {
+        double a = K.iv[FK_ENGINE_COMPUTE][i].t0, b = K.iv[FK_ENGINE_COMPUTE][i].t1;
+        a = a > lo ? a : lo, b = b < hi ? b : hi;
+        while (j < k && u[j].t1 <= a)
+            j++;
+        for (size_t q = j; q < k && u[q].t0 < b; q++) {
+            double x = u[q].t0 > a ? u[q].t0 : a, y = u[q].t1 < b ? u[q].t1 : b;
+            if (x < y)
+                sum += y - x;
+        }
+    }
+    free(u);
+    return sum;
+}
+
+/* the busy time of engine eng inside [lo, hi] */
+static double busy_in(int eng, double lo, double hi)
+{
+    double sum = 0;
+    for (size_t i = 0; i < K.niv[eng]; i++) {
+        double a = K.iv[eng][i].t0 > lo ? K.iv[eng][i].t0 : lo;
+        double b = K.iv[eng][i].t1 < hi ? K.iv[eng][i].t1 : hi;
+        if (a < b)
+            sum += b - a;
+    }
+    return sum;
+}
+
+void fake_clock_window(double lo_ms, double hi_ms, fake_clock_window_stats *w)
+{
+    load();
+    w->compute_ms = busy_in(FK_ENGINE_COMPUTE, lo_ms, hi_ms);
+    w->h2d_ms = busy_in(FK_ENGINE_H2D, lo_ms, hi_ms);
+    w->d2h_ms = busy_in(FK_ENGINE_D2H, lo_ms, hi_ms);
+    w->overlap_ms = overlap_in(lo_ms, hi_ms);
 }
 
 void fake_clock(fake_clock_stats *st)
 {
     load();
+    catch_up();
+    st->overlap_ms = overlap_in(-1e300, 1e300);
     st->host_ms = K.host_ms;
     st->compute_ms = K.engine_busy[FK_ENGINE_COMPUTE];
     st->h2d_ms = K.engine_busy[FK_ENGINE_H2D];
@@ -212,6 +351,8 @@ void fake_clock(fake_clock_stats *st)
 
 void fk_clock_reset(void)
 {
+    for (int e = 0; e < FK_ENGINES; e++)
+        free(K.iv[e]);
     memset(&K, 0, sizeof K);
     fk_timeline_reset();
 }

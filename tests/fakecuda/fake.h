@@ -138,10 +138,17 @@ typedef struct fake_clock_stats {
     double host_ms, compute_ms, h2d_ms, d2h_ms;
     double link_ms; /* NCCL sums, on a link engine of their own */
     int host_syncs, launches;
-    int spin_waits;  /* event waits that had to wait, on events without cudaEventBlockingSync */
-    int stall_syncs; /* host waits that waited and left the compute engine with nothing queued */
+    int spin_waits;    /* event waits that had to wait, on events without cudaEventBlockingSync */
+    int stall_syncs;   /* host waits that waited and left the compute engine with nothing queued */
+    double overlap_ms; /* the compute engine and a copy engine busy at once */
 } fake_clock_stats;
 void fake_clock(fake_clock_stats *st);
+/* The same, inside [lo_ms, hi_ms] of the clock (the truth an epoch's
+ * activity figures are checked against). */
+typedef struct fake_clock_window_stats {
+    double compute_ms, h2d_ms, d2h_ms, overlap_ms;
+} fake_clock_window_stats;
+void fake_clock_window(double lo_ms, double hi_ms, fake_clock_window_stats *w);
 /* Set one cost ("launch_us", "h2d_gbps", "d2h_gbps", "kernel_us",
  * "tflops", "dev_gbps", "link_gbps"); -1 for an unknown key or a value <= 0. The
  * environment variable FAKECUDA_COST="kernel_us=30,h2d_gbps=0.5" does the
@@ -166,6 +173,13 @@ double fake_timeline_now_ms(void);
 long long fake_timeline_realtime_base_us(void);
 double fake_timeline_busy_ms(double v0, double v1);
 size_t fake_timeline_device_bytes(void);
+/* The CUPTI stand-in (cupti.c): on, cuptiGetVersion and the activity API
+ * answer, and records come from the clock (which then follows the
+ * registered timestamp callback's clock); off (the default, unless
+ * FAKECUDA_CUPTI=on), every call answers CUPTI_ERROR_NOT_INITIALIZED.
+ * fake_cupti_delivered: records handed to the caller's buffers so far. */
+void fake_set_cupti(int on);
+unsigned long fake_cupti_delivered(void);
 
 /* The emulated launch's pointer check (tests/fakecuda/emu.h), callable from C tests. */
 int emu_check_arg(const char *kernel, int index, const void *p);

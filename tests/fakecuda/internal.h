@@ -119,6 +119,19 @@ double fk_schedule(fk_engine eng, double ready_ms, double cost_ms);
  * thread spins a core meanwhile (counted) */
 void fk_spin_wait(void);
 void fk_clock_reset(void);
+/* From now on the host clock follows now_ns (the CUPTI timestamp
+ * callback's clock, ns): the host's own work takes real time, and an
+ * issue or a wait holds the caller until the real clock reaches the
+ * simulated time. fk_clock_ns: a simulated time on that clock. */
+void fk_clock_follow(uint64_t (*now_ns)(void));
+uint64_t fk_clock_ns(double t_ms);
+
+/* ---- cupti.c: activity records from the schedule */
+/* an operation the clock placed on engine (an fk_engine) from t0 to t1 */
+void fk_cupti_op(int engine, const char *name, double t0_ms, double t1_ms, cudaStream_t s);
+/* the bytes of the next copy or memset fk_cupti_op hears of */
+void fk_cupti_next_bytes(size_t bytes);
+void fk_cupti_reset(void);
 
 /* ---- timeline.c: the compute engine's busy intervals and real-time mode */
 /* host_ms moved up to the wall clock in real-time mode (else unchanged) */

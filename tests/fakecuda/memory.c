@@ -318,6 +318,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, enum cudaMemcp
     const void *host = fk_is_device(src) ? NULL : src;
     int pageable;
     fk_engine eng = copy_engine(dst, src, n, &pageable);
+    fk_cupti_next_bytes(n);
     return fk_enqueue_timed(s, "cudaMemcpyAsync", copy_run, free, j, host, host ? n : 0, eng,
                             fk_cost_ms(eng, n, pageable), pageable);
 }
@@ -331,7 +332,10 @@ cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, enum cudaMemcpyKind
     memcpy(dst, src, n);
     int pageable;
     fk_engine eng = copy_engine(dst, src, n, &pageable);
-    double end = fk_schedule(eng, fk_stream_end_ms(NULL), fk_cost_ms(eng, n, pageable));
+    double cost = fk_cost_ms(eng, n, pageable);
+    double end = fk_schedule(eng, fk_stream_end_ms(NULL), cost);
+    fk_cupti_next_bytes(n);
+    fk_cupti_op(eng, "cudaMemcpy", end - cost, end, NULL);
     fk_host_wait_until(end);
     return fk_sync_result();
 }
@@ -343,6 +347,7 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s)
         return fk_ret(cudaErrorInvalidValue);
     copy_job *j = calloc(1, sizeof *j);
     *j = (copy_job){.dst = p, .n = n, .value = value};
+    fk_cupti_next_bytes(n);
     return fk_enqueue_timed(s, "cudaMemsetAsync", copy_run, free, j, NULL, 0, FK_ENGINE_COMPUTE,
                             fk_cost_ms(FK_ENGINE_COMPUTE, n, 0), 0);
 }

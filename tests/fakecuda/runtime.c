@@ -385,6 +385,7 @@ void fake_reset(void)
 {
     fk_streams_reset();
     fk_clock_reset();
+    fk_cupti_reset();
     fk_memory_reset();
     fk_cudnn_reset();
     fk_cublas_reset();

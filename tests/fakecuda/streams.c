@@ -322,6 +322,7 @@ cudaError_t fk_enqueue_timed(cudaStream_t s, const char *name, void (*run)(void 
     }
     fk_host_issue();
     double end = fk_schedule(eng, ready_ms(s), cost_ms);
+    fk_cupti_op(eng, name, end - cost_ms, end, s);
     if (getenv("FAKECUDA_DEBUG_CLOCK"))
         fprintf(stderr, "clock: %-28s stream %p engine %d host %.3f end %.3f cost %.3f\n", name,
                 (void *)s, (int)eng, fk_host_ms(), end, cost_ms);
