@@ -306,6 +306,15 @@ static int take_results(run_ctx *r, int keep, errbuf *e)
            model_results_take(&r->m, model_results_pending(&r->m) > keep, &st, &tag)) {
         int job = r->pend[tag % MODEL_RESULTS_MAX].job;
         step_stats_add(&r->acc[job].stats, &st);
+        if (st.bad_labels) { /* the host checked them: what the device read differs */
+            report_progress_end(r->progress);
+            return fail(e, RUN_INTERNAL,
+                        "epoch %d batch %ld: sample %ld has label %ld on the device, outside "
+                        "0..%d (%ld such sample%s; internal error: the host's copy was checked)",
+                        r->jobs[job].epoch + 1, r->pend[tag % MODEL_RESULTS_MAX].index,
+                        st.bad_sample, st.bad_label, r->m.nclasses - 1, st.bad_labels,
+                        st.bad_labels == 1 ? "" : "s");
+        }
         if (st.nonfinite) {
             char msg[160];
             model_nonfinite_msg(

@@ -318,6 +318,12 @@ static int setup_model(run_ctx *r, errbuf *e)
                      r->batch, r->be, e) != 0)
         return RUN_BAD_INPUT;
     r->model_made = 1;
+    const char *unpinned = model_results_unpinned(&r->m);
+    if (unpinned)
+        fprintf(stderr,
+                "train: warning: the step results' buffer is not page-locked (%s): every step "
+                "waits for its own read-back\n",
+                unpinned);
     float mean[MODEL_MAX_CHANNELS], stdv[MODEL_MAX_CHANNELS];
     run_norm_values(o, r->ss.channels, mean, stdv);
     if (model_set_norm(&r->m, mean, stdv, e) != 0)
@@ -367,10 +373,11 @@ static void print_first_line(run_ctx *r)
                r->c.prefetch, mode_name(r->c.mode));
     } else {
         printf("model %s: %zu parameters, %.1f MFLOP/sample forward; input %dx%dx%d, %u classes; "
-               "%s threads %d; lr %g momentum %g wd %g schedule %s\n",
+               "%s threads %d; lr %g momentum %g wd %g schedule %s%s\n",
                r->model_name, r->m.nparams_used, r->m.flops / 1e6, r->ss.channels, r->ss.out_h,
                r->ss.out_w, r->train.nclasses, r->dev.kind == DEVICE_CUDA ? "host" : "compute",
-               r->threads, r->hp.lr, r->hp.momentum, r->hp.wd, lr_schedule_name(r->hp.schedule));
+               r->threads, r->hp.lr, r->hp.momentum, r->hp.wd, lr_schedule_name(r->hp.schedule),
+               model_results_unpinned(&r->m) ? "; results unpinned (every step waits)" : "");
         printf("data %s: %u samples%s; batch %d, workers %d, prefetch %d, mode %s, seed %llu\n",
                csv, r->train.n, r->have_val ? " (+ validation)" : "", r->batch, r->c.workers,
                r->c.prefetch, mode_name(r->c.mode), (unsigned long long)o->seed);
