@@ -98,6 +98,14 @@ backend *device_create_cuda(const device_choice *c, errbuf *e)
     return p->create(&c->dev, e);
 }
 
+const char *device_gpu_libraries(char *buf, size_t len, char *warn, size_t wlen)
+{
+    const backend_provider *p = gpu_provider();
+    if (!p || !p->libraries)
+        return NULL;
+    return p->libraries(buf, len, warn, wlen);
+}
+
 int device_pin_check(uint64_t bytes, uint64_t mem_available, int force, errbuf *e)
 {
     return device_pin_check_of(bytes, mem_available, "MemAvailable", force, e);

@@ -51,6 +51,11 @@ int device_select_gpu(device_kind want, int local_rank, device_choice *c, errbuf
  * cannot start (or in a CPU-only build). */
 backend *device_create_cuda(const device_choice *c, errbuf *e);
 
+/* The GPU libraries loaded ("cuDNN 9.19.0, cuBLAS 13.1.0") into buf, warn
+ * naming any older than the headers ("" if none); NULL in a CPU-only
+ * build. */
+const char *device_gpu_libraries(char *buf, size_t len, char *warn, size_t wlen);
+
 /* Page-locked memory guard: pinning `bytes` when `mem_available` bytes are
  * available (mem_available_bytes(); 0 = unknown). Returns 0 when fine, 1
  * when allowed with a warning in e (unknown MemAvailable, or above the limit

@@ -235,6 +235,21 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
             r->dev.kind = DEVICE_CPU;
         }
     }
+    if (r->dev.kind == DEVICE_CUDA) { /* the libraries as loaded, not as built against */
+        char libs[200], warn[400];
+        if (device_gpu_libraries(libs, sizeof libs, warn, sizeof warn)) {
+            size_t at = strlen(r->dev.line);
+            snprintf(r->dev.line + at, sizeof r->dev.line - at, "; %s", libs);
+            if (warn[0])
+                fprintf(stderr, "train: warning: %s\n", warn);
+        }
+        if (r->dist.size > 1 && dist_nccl_version(libs, sizeof libs, warn, sizeof warn)) {
+            size_t at = strlen(r->dev.line);
+            snprintf(r->dev.line + at, sizeof r->dev.line - at, ", %s", libs);
+            if (warn[0])
+                fprintf(stderr, "train: warning: %s\n", warn);
+        }
+    }
     if (r->dev.kind != DEVICE_CUDA) {
         r->be = backend_cpu_create(r->threads, e);
         if (!r->be)

@@ -130,7 +130,8 @@ Test(pin_budget, a_parent_limit_binds)
 Test(pin_budget, memlock_limit_is_not_the_budget)
 {
     struct rlimit rl = {64 * 1024, 64 * 1024};
-    cr_assert_eq(setrlimit(RLIMIT_MEMLOCK, &rl), 0); /* criterion runs each test in its own process */
+    cr_assert_eq(setrlimit(RLIMIT_MEMLOCK, &rl),
+                 0); /* criterion runs each test in its own process */
     char what[2048];
     cr_expect_eq(device_pin_budget(what, sizeof what), mem_available_bytes());
     cr_expect_str_eq(what, "MemAvailable");
