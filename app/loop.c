@@ -72,7 +72,7 @@ static void emit_epoch(run_ctx *r, int tid)
     memset(&er, 0, sizeof er);
     er.cfg = run_config_of(&r->c, r->batch, run_ctx_device(r), r->model_name);
     er.epoch = ji->epoch + 1;
-    er.warmup = ji->epoch - r->start_epoch < o->warmup_epochs;
+    er.warmup = ji->epoch - r->start_epoch < r->warmup_epochs;
     er.images = a->images;
     /* from this process's first ask to its last step, but never shorter
      * than the loader took to make the batches: workers may have filled

@@ -372,6 +372,35 @@ static int setup_model(run_ctx *r, errbuf *e)
     return RUN_OK;
 }
 
+/* ---------------------------------------------------------------- warm-up */
+
+/* A GPU's first epoch is not comparable: CUDA loads kernel modules
+ * lazily, cuDNN plans each batch size and the workspace grows (with device
+ * waits) at its first steps. So a GPU run with two or more epochs to run
+ * leaves its first out of the summaries unless --warmup-epochs says
+ * otherwise, and the plans and workspace of every batch size a pass will
+ * see (the full batch, the short last one of training and validation) are
+ * made before the first epoch. With several ranks each rank's slices
+ * differ and are planned at their first steps, as before. */
+static void prepare_warmup(run_ctx *r)
+{
+    const options *o = r->o;
+    int gpu = r->dev.kind == DEVICE_CUDA && !o->loader_only;
+    r->warmup_epochs = o->warmup_epochs >= 0                    ? o->warmup_epochs
+                       : gpu && o->epochs - r->start_epoch >= 2 ? 1
+                                                                : 0;
+    if (!gpu || !r->model_made || r->dist.size > 1)
+        return;
+    int sizes[4], n = 0;
+    uint32_t B = (uint32_t)r->batch;
+    sizes[n++] = (int)B;
+    if (!o->drop_last && o->max_batches == 0 && r->train.n % B)
+        sizes[n++] = (int)(r->train.n % B);
+    if (r->have_val && r->val.n % B)
+        sizes[n++] = (int)(r->val.n % B);
+    model_prepare_batches(&r->m, sizes, n);
+}
+
 /* ---------------------------------------------------------------- the run */
 
 static void print_first_line(run_ctx *r)
@@ -574,6 +603,8 @@ int run_one(const options *o, const run_choice *c)
         rc = setup_model(&r, &e);
     if (rc == RUN_OK)
         rc = ranks_check_chunks(&r, &e);
+    if (rc == RUN_OK)
+        prepare_warmup(&r);
     if (r.dist.active) { /* every rank set up, or none goes on */
         int mine = rc;
         rc = dist_agree(&r.dist, rc);

@@ -367,7 +367,8 @@ static void *page_alloc(size_t n)
         fprintf(stderr, "train: out of memory allocating %zu bytes of pages\n", len);
         exit(1);
     }
-    return memset(p, 0, len);
+    memset(p, 0, len);
+    return p;
 }
 
 int model_create(model *m, const char *name, int C, int H, int W, int nclasses, int max_batch,
@@ -574,6 +575,28 @@ static void *layer_plan(model *m, model_layer *L, const conv_shape *cs)
 static void layer_conv_shape(const model_layer *L, int B, conv_shape *cs)
 {
     conv_shape_init(cs, B, L->in_c, L->in_h, L->in_w, L->k, L->r, L->r, L->stride, L->pad);
+}
+
+int model_prepare_batches(model *m, const int *sizes, int n)
+{
+    int done[MODEL_PLAN_SLOTS], nd = 0;
+    for (int k = 0; k < n; k++) {
+        int B = sizes[k], seen = 0;
+        for (int d = 0; d < nd; d++)
+            seen |= done[d] == B;
+        if (seen || B < 1 || B > m->max_batch || nd == MODEL_PLAN_SLOTS)
+            continue;
+        done[nd++] = B;
+        for (int i = 0; i < m->nlayers; i++) {
+            model_layer *L = &m->layers[i];
+            if (L->kind != LAYER_CONV)
+                continue;
+            conv_shape cs;
+            layer_conv_shape(L, B, &cs);
+            layer_plan(m, L, &cs);
+        }
+    }
+    return nd;
 }
 
 static float *tensor_ptr(float *base, const model *m, int t) { return base + m->tensors[t].offset; }

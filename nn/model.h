@@ -237,6 +237,11 @@ void model_free(model *m);
  * (the backend's message), or NULL when it was or need not be: unpinned,
  * every step waits for its own read-back, and the run should say so. */
 const char *model_results_unpinned(const model *m);
+/* Make the convolution plans (and so the backend's workspace) for each
+ * batch size in sizes, before the first step needs them: at most
+ * MODEL_PLAN_SLOTS distinct sizes, each 1..max_batch (others are skipped).
+ * Returns the number of sizes planned. */
+int model_prepare_batches(model *m, const int *sizes, int n);
 
 /* About how many bytes model_create and the first steps' convolution plans
  * take for these inputs on the CPU backend with `threads` compute threads

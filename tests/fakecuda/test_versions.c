@@ -27,14 +27,13 @@ Test(versions, older_is_major_then_minor)
 
 Test(versions, an_older_library_is_warned_about)
 {
-    gpu_lib_version v[3] = {{"cuDNN", 9, 1, 2, 9, 19},
-                            {"cuBLAS", 13, 1, 0, 13, 1},
-                            {"cuFOO", -1, 0, 0, 1, 0}};
+    gpu_lib_version v[3] = {
+        {"cuDNN", 9, 1, 2, 9, 19}, {"cuBLAS", 13, 1, 0, 13, 1}, {"cuFOO", -1, 0, 0, 1, 0}};
     char buf[200], warn[400];
     gpu_versions_format(v, 3, buf, sizeof buf, warn, sizeof warn);
     cr_expect_str_eq(buf, "cuDNN 9.1.2, cuBLAS 13.1.0, cuFOO not loaded");
-    cr_expect_str_eq(warn,
-                     "cuDNN 9.1.2 is loaded, older than the 9.19 headers this train was built with");
+    cr_expect_str_eq(
+        warn, "cuDNN 9.1.2 is loaded, older than the 9.19 headers this train was built with");
     v[0].minor = 19;
     gpu_versions_format(v, 3, buf, sizeof buf, warn, sizeof warn);
     cr_expect_str_eq(warn, "");
@@ -59,8 +58,8 @@ static int run_gpu(run_result *r, char *const *env, const char *a1, const char *
                    const char *a4, const char *a5, const char *a6)
 {
     snprintf(gpu_bin, sizeof gpu_bin, "%s/build/fakecuda/train", source_root());
-    char *argv[] = {gpu_bin,     (char *)a1, (char *)a2, (char *)a3,
-                    (char *)a4,  (char *)a5, (char *)a6, NULL};
+    char *argv[] = {gpu_bin,    (char *)a1, (char *)a2, (char *)a3,
+                    (char *)a4, (char *)a5, (char *)a6, NULL};
     return run_argv(argv, env, 120, r);
 }
 
