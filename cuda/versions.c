@@ -33,8 +33,8 @@ void gpu_versions_format(const gpu_lib_version *v, int n, char *buf, size_t len,
         const gpu_lib_version *l = &v[i];
         if (at < len) {
             if (l->major < 0)
-                at += (size_t)snprintf(buf + at, len - at, "%s%s not loaded", i ? ", " : "",
-                                       l->name);
+                at +=
+                    (size_t)snprintf(buf + at, len - at, "%s%s not loaded", i ? ", " : "", l->name);
             else
                 at += (size_t)snprintf(buf + at, len - at, "%s%s %d.%d.%d", i ? ", " : "", l->name,
                                        l->major, l->minor, l->patch);
@@ -55,8 +55,8 @@ int gpu_library_versions(gpu_lib_version *v, int max)
     if (n < max) {
         /* cuDNN 9: major * 10000 + minor * 100 + patch */
         size_t c = cudnnGetVersion();
-        v[n++] = (gpu_lib_version){"cuDNN",      (int)(c / 10000), (int)(c % 10000 / 100),
-                                   (int)(c % 100), CUDNN_MAJOR,     CUDNN_MINOR};
+        v[n++] = (gpu_lib_version){"cuDNN",        (int)(c / 10000), (int)(c % 10000 / 100),
+                                   (int)(c % 100), CUDNN_MAJOR,      CUDNN_MINOR};
     }
     if (n < max) {
         gpu_lib_version b = {"cuBLAS", -1, 0, 0, CUBLAS_VER_MAJOR, CUBLAS_VER_MINOR};
