@@ -129,7 +129,8 @@ Test(warmup, prepared_batch_sizes_allocate_and_wait_for_nothing)
         step_stats st;
         cr_assert_eq(model_results_take(&m, 1, &st, NULL), 1);
     }
-    cr_expect_eq(fake_calls("cudaMalloc") - mallocs, 0, "no allocation at the first step of a size");
+    cr_expect_eq(fake_calls("cudaMalloc") - mallocs, 0,
+                 "no allocation at the first step of a size");
     be->ops->free(be, dx);
     be->ops->free(be, dy);
     model_free(&m);
