@@ -370,6 +370,10 @@ cudaError_t cudaHostRegister(void *p, size_t size, unsigned int flags)
             return fk_ret(cudaErrorHostMemoryAlreadyRegistered);
     if (M.npinned == (int)(sizeof M.pinned / sizeof *M.pinned))
         return fk_ret(cudaErrorMemoryAllocation);
+    /* a driver that will lock no more (the train binary's tests) */
+    const char *fail = getenv("FAKECUDA_HOST_REGISTER");
+    if (fail && !strcmp(fail, "fail"))
+        return fk_ret(cudaErrorMemoryAllocation);
     M.pinned[M.npinned++] = (range){(char *)p, size};
     return cudaSuccess;
 }

@@ -18,6 +18,7 @@
 #include "nn/model.h"
 #include "tests/fakecuda/fake.h"
 #include "tests/support/gpu_test.h"
+#include "tests/support/helpers.h"
 
 static void setup(void) { fake_reset(); }
 
@@ -205,4 +206,28 @@ Test(results_labels, a_bad_label_on_the_device_is_named)
     be->ops->free(be, dy);
     model_free(&m);
     gt_done(be);
+}
+
+/* the whole program when the driver locks nothing: it runs, says so once
+ * on stderr, and the model line says the results are unpinned */
+Test(results_labels, train_says_when_the_results_are_unpinned)
+{
+    char *dir = tmpdir_make();
+    char *fm = make_fashion_subset(dir, 64);
+    char *csv = path_join(fm, "train.csv");
+    char bin[1024];
+    snprintf(bin, sizeof bin, "%s/build/fakecuda/train", source_root());
+    char *argv[] = {bin, "--pin", "--batch", "32", csv, NULL};
+    char *env[] = {"FAKECUDA_HOST_REGISTER=fail", NULL};
+    run_result r;
+    run_argv(argv, env, 120, &r);
+    cr_expect_eq(r.status, 0, "%s", r.err);
+    cr_expect(strstr(r.err, "train: warning: the step results' buffer is not page-locked (") &&
+                  strstr(r.err, "cudaErrorMemoryAllocation"),
+              "%s", r.err);
+    cr_expect(strstr(r.out, "; results unpinned (every step waits)\n"), "%s", r.out);
+    run_free(&r);
+    free(csv);
+    free(fm);
+    tmpdir_remove(dir);
 }
