@@ -8,6 +8,7 @@
 #include "app/device.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int device_parse(const char *s, device_kind *out, errbuf *e)
@@ -97,28 +98,148 @@ backend *device_create_cuda(const device_choice *c, errbuf *e)
     return p->create(&c->dev, e);
 }
 
+const char *device_gpu_libraries(char *buf, size_t len, char *warn, size_t wlen)
+{
+    const backend_provider *p = gpu_provider();
+    if (!p || !p->libraries)
+        return NULL;
+    return p->libraries(buf, len, warn, wlen);
+}
+
 int device_pin_check(uint64_t bytes, uint64_t mem_available, int force, errbuf *e)
+{
+    return device_pin_check_of(bytes, mem_available, "MemAvailable", force, e);
+}
+
+int device_pin_check_of(uint64_t bytes, uint64_t budget, const char *what, int force, errbuf *e)
 {
     char need[32], avail[32];
     fmt_bytes(need, sizeof need, bytes);
-    if (mem_available == 0) {
+    if (budget == 0) {
         errf(e, "--pin: MemAvailable is unknown (no /proc/meminfo); pinning %s unchecked", need);
         return 1;
     }
-    fmt_bytes(avail, sizeof avail, mem_available);
-    double frac = (double)bytes / (double)mem_available;
+    fmt_bytes(avail, sizeof avail, budget);
+    double frac = (double)bytes / (double)budget;
     if (frac <= DEVICE_PIN_MAX_FRACTION)
         return 0;
     if (force) {
-        errf(e, "--pin: pinning %s, %.0f%% of MemAvailable (%s), above the %.0f%% limit as forced",
-             need, 100.0 * frac, avail, 100.0 * DEVICE_PIN_MAX_FRACTION);
+        errf(e, "--pin: pinning %s, %.0f%% of %s (%s), above the %.0f%% limit as forced", need,
+             100.0 * frac, what, avail, 100.0 * DEVICE_PIN_MAX_FRACTION);
         return 1;
     }
     return errf(e,
-                "--pin: pinning %s would lock %.0f%% of MemAvailable (%s); the limit is %.0f%% "
+                "--pin: pinning %s would lock %.0f%% of %s (%s); the limit is %.0f%% "
                 "because page-locked memory cannot be swapped and can freeze the machine. Use "
                 "fewer workers or a smaller --prefetch or batch, --pin=off, or --pin-force",
-                need, 100.0 * frac, avail, 100.0 * DEVICE_PIN_MAX_FRACTION);
+                need, 100.0 * frac, what, avail, 100.0 * DEVICE_PIN_MAX_FRACTION);
+}
+
+/* a cgroup file's one number; 0 when absent, unreadable or "max" */
+static uint64_t cgroup_value(const char *dir, const char *name)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    char buf[64] = "";
+    uint64_t v = 0;
+    if (fgets(buf, sizeof buf, f) && buf[0] >= '0' && buf[0] <= '9')
+        v = strtoull(buf, NULL, 10);
+    fclose(f);
+    return v;
+}
+
+/* limit - usage of the memory cgroup at dir (v2: memory.max and
+ * memory.current; v1: memory.limit_in_bytes and memory.usage_in_bytes,
+ * whose "no limit" is a number near 2^63); 0 with *limited 0 when none */
+static uint64_t cgroup_room(const char *dir, int *limited)
+{
+    uint64_t lim = cgroup_value(dir, "memory.max"), use = cgroup_value(dir, "memory.current");
+    if (!lim) {
+        lim = cgroup_value(dir, "memory.limit_in_bytes");
+        use = cgroup_value(dir, "memory.usage_in_bytes");
+    }
+    *limited = lim > 0 && lim < (UINT64_C(1) << 62);
+    return *limited && lim > use ? lim - use : 0;
+}
+
+/* this process's cgroup folders below the cgroup root: the v2 one
+ * ("0::/PATH" in /proc/self/cgroup) and the v1 memory controller's
+ * ("N:memory:/PATH"); "" when absent or "/" */
+static void own_cgroups(char *v2, char *v1, size_t len)
+{
+    v2[0] = v1[0] = 0;
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f)
+        return;
+    char line[768];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2 || !strcmp(c2 + 1, "/"))
+            continue;
+        *c2 = 0;
+        if (!strcmp(c1 + 1, ""))
+            snprintf(v2, len, "%.700s", c2 + 1);
+        else if (!strcmp(c1 + 1, "memory"))
+            snprintf(v1, len, "%.700s", c2 + 1);
+    }
+    fclose(f);
+}
+
+/* the least room of the cgroup folder base+path and each folder above it
+ * up to base (a parent's limit binds its children); 0 with *limited 0
+ * when none of them has a limit */
+static uint64_t cgroup_tree_room(const char *base, const char *path, int *limited, char *where,
+                                 size_t wlen)
+{
+    char p[800], dir[2048];
+    snprintf(p, sizeof p, "%s", path);
+    uint64_t best = 0;
+    *limited = 0;
+    for (;;) {
+        snprintf(dir, sizeof dir, "%s%s", base, p);
+        int lim;
+        uint64_t room = cgroup_room(dir, &lim);
+        if (lim && (!*limited || room < best)) {
+            best = room;
+            *limited = 1;
+            snprintf(where, wlen, "%s", dir);
+        }
+        char *slash = strrchr(p, '/');
+        if (!slash)
+            break;
+        *slash = 0;
+    }
+    return best;
+}
+
+uint64_t device_pin_budget(char *what, size_t len)
+{
+    uint64_t avail = mem_available_bytes();
+    snprintf(what, len, "MemAvailable");
+    const char *root = getenv(DEVICE_CGROUP_ROOT_ENV);
+    if (!root || !*root)
+        root = "/sys/fs/cgroup";
+    char v2[800], v1[800], base[1024], where[2048] = "";
+    own_cgroups(v2, v1, sizeof v2);
+    /* inside a container with its own cgroup namespace the paths are "/"
+     * and the root's files are the container's */
+    for (int v = 0; v < 2; v++) {
+        snprintf(base, sizeof base, "%s%s", root, v ? "/memory" : "");
+        int limited;
+        uint64_t room = cgroup_tree_room(base, v ? v1 : v2, &limited, where, sizeof where);
+        if (!limited)
+            continue;
+        if (!avail || room < avail) {
+            avail = room ? room : 1;
+            snprintf(what, len, "the memory cgroup's room (limit - usage, %s)", where);
+        }
+        break;
+    }
+    return avail;
 }
 
 gpu_monitor *device_monitor_create(const device_choice *c)

@@ -51,6 +51,11 @@ int device_select_gpu(device_kind want, int local_rank, device_choice *c, errbuf
  * cannot start (or in a CPU-only build). */
 backend *device_create_cuda(const device_choice *c, errbuf *e);
 
+/* The GPU libraries loaded ("cuDNN 9.19.0, cuBLAS 13.1.0") into buf, warn
+ * naming any older than the headers ("" if none); NULL in a CPU-only
+ * build. */
+const char *device_gpu_libraries(char *buf, size_t len, char *warn, size_t wlen);
+
 /* Page-locked memory guard: pinning `bytes` when `mem_available` bytes are
  * available (mem_available_bytes(); 0 = unknown). Returns 0 when fine, 1
  * when allowed with a warning in e (unknown MemAvailable, or above the limit
@@ -58,6 +63,22 @@ backend *device_create_cuda(const device_choice *c, errbuf *e);
  * MemAvailable without force, message in e. */
 #define DEVICE_PIN_MAX_FRACTION 0.5
 int device_pin_check(uint64_t bytes, uint64_t mem_available, int force, errbuf *e);
+/* The same against `budget` bytes named `what` in the messages. */
+int device_pin_check_of(uint64_t bytes, uint64_t budget, const char *what, int force, errbuf *e);
+
+/* What page-locking is measured against: the smaller of MemAvailable (the
+ * host's figure, also inside a container) and the room left in this
+ * process's memory cgroup (v2 memory.max - memory.current, v1
+ * memory.limit_in_bytes - usage_in_bytes), which is what a container may
+ * still use before its OOM killer runs; `what` names the one that won.
+ * RLIMIT_MEMLOCK (ulimit -l) is not part of it: cudaHostRegister and
+ * cudaMallocHost ignore it, as root and not (H100, CUDA 13.0, driver 580:
+ * a uid-65534 process with a 64 KB limit registered 256 MB, and VmLck
+ * stayed 0; tools/pin_probe.cu). 0 when nothing is known. The cgroup
+ * folder is read below $TRAIN_CGROUP_ROOT when set (tests), else
+ * /sys/fs/cgroup. */
+#define DEVICE_CGROUP_ROOT_ENV "TRAIN_CGROUP_ROOT"
+uint64_t device_pin_budget(char *what, size_t len);
 
 /* ---- GPU utilisation per epoch (device_util, nn/provider.h), from NVML
  * (cuda/nvml.c): its timestamped samples cut to the epoch, SM activity

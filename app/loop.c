@@ -72,7 +72,7 @@ static void emit_epoch(run_ctx *r, int tid)
     memset(&er, 0, sizeof er);
     er.cfg = run_config_of(&r->c, r->batch, run_ctx_device(r), r->model_name);
     er.epoch = ji->epoch + 1;
-    er.warmup = ji->epoch - r->start_epoch < o->warmup_epochs;
+    er.warmup = ji->epoch - r->start_epoch < r->warmup_epochs;
     er.images = a->images;
     /* from this process's first ask to its last step, but never shorter
      * than the loader took to make the batches: workers may have filled
@@ -322,6 +322,15 @@ static int take_results(run_ctx *r, int keep, errbuf *e)
            model_results_take(&r->m, model_results_pending(&r->m) > keep, &st, &tag)) {
         int job = r->pend[tag % MODEL_RESULTS_MAX].job;
         step_stats_add(&r->acc[job].stats, &st);
+        if (st.bad_labels) { /* the host checked them: what the device read differs */
+            report_progress_end(r->progress);
+            return fail(e, RUN_INTERNAL,
+                        "epoch %d batch %ld: sample %ld has label %ld on the device, outside "
+                        "0..%d (%ld such sample%s; internal error: the host's copy was checked)",
+                        r->jobs[job].epoch + 1, r->pend[tag % MODEL_RESULTS_MAX].index,
+                        st.bad_sample, st.bad_label, r->m.nclasses - 1, st.bad_labels,
+                        st.bad_labels == 1 ? "" : "s");
+        }
         if (st.nonfinite) {
             char msg[160];
             model_nonfinite_msg(

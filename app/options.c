@@ -122,7 +122,9 @@ static const opt_spec table[] = {
     SECTION("Report"),
     {"json", ARG_REQ, O_JSON, "FILE", "write one JSON record per epoch and a summary per configuration", 0},
     {"trace", ARG_REQ, O_TRACE, "FILE", "write a timeline (Chrome trace JSON: Perfetto, chrome://tracing)", 0},
-    {"warmup-epochs", ARG_REQ, O_WARMUP, "N", "epochs run first and left out of summaries (default 0)", 0},
+    {"warmup-epochs", ARG_REQ, O_WARMUP, "N",
+     "epochs run first and left out of summaries (default 1 on a GPU with 2 or more epochs, else 0)",
+     0},
     {"diagnose", ARG_NONE, O_DIAGNOSE, NULL, "find the bottleneck: loader, storage, decode or compute", 0},
     {"diagnose-batches", ARG_REQ, O_DIAG_BATCHES, "N", "--diagnose: at most N batches per phase (default 200)", 0},
     {"diagnose-seconds", ARG_REQ, O_DIAG_SECONDS, "S", "--diagnose: end a phase after S seconds (default 15; 0: no limit)", 0},
@@ -611,6 +613,7 @@ static void defaults(options *o)
     o->lr = o->momentum = o->wd = NAN;
     o->diag_seconds = NAN;
     o->epochs = 1;
+    o->warmup_epochs = -1; /* auto: run_ctx.warmup_epochs */
     o->progress = -1;
 }
 

@@ -93,7 +93,7 @@ typedef struct options {
     /* report */
     const char *json;
     const char *trace; /* --trace FILE */
-    int warmup_epochs;
+    int warmup_epochs; /* -1: not given (1 on a GPU with 2+ epochs to run, else 0) */
     int diagnose;
     int progress;             /* -1 auto (a terminal), 0, 1 */
     double test_slow_load;    /* test hook: extra seconds per sample */

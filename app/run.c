@@ -237,8 +237,21 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
             r->dev.kind = DEVICE_CPU;
         }
     }
-    if (r->dev.kind == DEVICE_CUDA && !o->loader_only)
-        start_activity(r);
+    if (r->dev.kind == DEVICE_CUDA) { /* the libraries as loaded, not as built against */
+        char libs[200], warn[400];
+        if (device_gpu_libraries(libs, sizeof libs, warn, sizeof warn)) {
+            size_t at = strlen(r->dev.line);
+            snprintf(r->dev.line + at, sizeof r->dev.line - at, "; %s", libs);
+            if (warn[0])
+                fprintf(stderr, "train: warning: %s\n", warn);
+        }
+        if (r->dist.size > 1 && dist_nccl_version(libs, sizeof libs, warn, sizeof warn)) {
+            size_t at = strlen(r->dev.line);
+            snprintf(r->dev.line + at, sizeof r->dev.line - at, ", %s", libs);
+            if (warn[0])
+                fprintf(stderr, "train: warning: %s\n", warn);
+        }
+    }
     if (r->dev.kind != DEVICE_CUDA) {
         r->be = backend_cpu_create(r->threads, e);
         if (!r->be)
@@ -346,6 +359,12 @@ static int setup_model(run_ctx *r, errbuf *e)
                      r->batch, r->be, e) != 0)
         return RUN_BAD_INPUT;
     r->model_made = 1;
+    const char *unpinned = model_results_unpinned(&r->m);
+    if (unpinned)
+        fprintf(stderr,
+                "train: warning: the step results' buffer is not page-locked (%s): every step "
+                "waits for its own read-back\n",
+                unpinned);
     float mean[MODEL_MAX_CHANNELS], stdv[MODEL_MAX_CHANNELS];
     run_norm_values(o, r->ss.channels, mean, stdv);
     if (model_set_norm(&r->m, mean, stdv, e) != 0)
@@ -385,6 +404,35 @@ static int setup_model(run_ctx *r, errbuf *e)
     return RUN_OK;
 }
 
+/* ---------------------------------------------------------------- warm-up */
+
+/* A GPU's first epoch is not comparable: CUDA loads kernel modules
+ * lazily, cuDNN plans each batch size and the workspace grows (with device
+ * waits) at its first steps. So a GPU run with two or more epochs to run
+ * leaves its first out of the summaries unless --warmup-epochs says
+ * otherwise, and the plans and workspace of every batch size a pass will
+ * see (the full batch, the short last one of training and validation) are
+ * made before the first epoch. With several ranks each rank's slices
+ * differ and are planned at their first steps, as before. */
+static void prepare_warmup(run_ctx *r)
+{
+    const options *o = r->o;
+    int gpu = r->dev.kind == DEVICE_CUDA && !o->loader_only;
+    r->warmup_epochs = o->warmup_epochs >= 0                    ? o->warmup_epochs
+                       : gpu && o->epochs - r->start_epoch >= 2 ? 1
+                                                                : 0;
+    if (!gpu || !r->model_made || r->dist.size > 1)
+        return;
+    int sizes[4], n = 0;
+    uint32_t B = (uint32_t)r->batch;
+    sizes[n++] = (int)B;
+    if (!o->drop_last && o->max_batches == 0 && r->train.n % B)
+        sizes[n++] = (int)(r->train.n % B);
+    if (r->have_val && r->val.n % B)
+        sizes[n++] = (int)(r->val.n % B);
+    model_prepare_batches(&r->m, sizes, n);
+}
+
 /* ---------------------------------------------------------------- the run */
 
 static void print_first_line(run_ctx *r)
@@ -403,10 +451,11 @@ static void print_first_line(run_ctx *r)
                r->c.prefetch, mode_name(r->c.mode));
     } else {
         printf("model %s: %zu parameters, %.1f MFLOP/sample forward; input %dx%dx%d, %u classes; "
-               "%s threads %d; lr %g momentum %g wd %g schedule %s\n",
+               "%s threads %d; lr %g momentum %g wd %g schedule %s%s\n",
                r->model_name, r->m.nparams_used, r->m.flops / 1e6, r->ss.channels, r->ss.out_h,
                r->ss.out_w, r->train.nclasses, r->dev.kind == DEVICE_CUDA ? "host" : "compute",
-               r->threads, r->hp.lr, r->hp.momentum, r->hp.wd, lr_schedule_name(r->hp.schedule));
+               r->threads, r->hp.lr, r->hp.momentum, r->hp.wd, lr_schedule_name(r->hp.schedule),
+               model_results_unpinned(&r->m) ? "; results unpinned (every step waits)" : "");
         printf("data %s: %u samples%s; batch %d, workers %d, prefetch %d, mode %s, seed %llu\n",
                csv, r->train.n, r->have_val ? " (+ validation)" : "", r->batch, r->c.workers,
                r->c.prefetch, mode_name(r->c.mode), (unsigned long long)o->seed);
@@ -588,6 +637,8 @@ int run_one(const options *o, const run_choice *c)
         rc = setup_model(&r, &e);
     if (rc == RUN_OK)
         rc = ranks_check_chunks(&r, &e);
+    if (rc == RUN_OK)
+        prepare_warmup(&r);
     if (r.dist.active) { /* every rank set up, or none goes on */
         int mine = rc;
         rc = dist_agree(&r.dist, rc);

@@ -70,6 +70,7 @@ typedef struct run_ctx {
     job_acc *acc;
     int njobs;
     int start_epoch;
+    int warmup_epochs; /* --warmup-epochs as it applies (run.c resolves the default) */
     int build_job;
     double build_s;
     /* report */

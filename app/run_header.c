@@ -10,6 +10,7 @@
 #include "app/run_ctx.h"
 #include "app/sweep.h"
 #include "build/version.h"
+#include "dist/dist.h"
 #include "image/image.h"
 
 int run_print_version(FILE *out)
@@ -23,6 +24,11 @@ int run_print_version(FILE *out)
 #endif
     );
     fprintf(out, "images: %s\n", img_decoder_versions());
+    char libs[200], warn[400];
+    if (device_gpu_libraries(libs, sizeof libs, warn, sizeof warn))
+        fprintf(out, "gpu libraries: %s (loaded)%s%s\n", libs, warn[0] ? "; warning: " : "", warn);
+    if (dist_nccl_version(libs, sizeof libs, warn, sizeof warn))
+        fprintf(out, "nccl: %s (loaded)%s%s\n", libs, warn[0] ? "; warning: " : "", warn);
     return 0;
 }
 

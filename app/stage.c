@@ -82,9 +82,10 @@ stager *stager_create(backend *be, loader *ldr, size_t sample_bytes, int max_bat
     if (pin) {
         size_t bytes;
         void *ring = loader_ring(ldr, &bytes);
-        uint64_t avail = mem_available_bytes();
+        char what[1280];
+        uint64_t avail = device_pin_budget(what, sizeof what);
         errbuf pe;
-        int rc = device_pin_check(bytes, avail, pin_force, &pe);
+        int rc = device_pin_check_of(bytes, avail, what, pin_force, &pe);
         if (rc < 0) {
             errf(e, "%s", pe.msg);
             stager_free(s);

@@ -38,6 +38,7 @@ static struct {
                             float *, int);
     const char *(*name)(cublasStatus_t);
     const char *(*string)(cublasStatus_t);
+    cublasStatus_t (*property)(libraryPropertyType, int *);
 } fn;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -53,11 +54,12 @@ static void open_cublas(void)
         snprintf(why, sizeof why, "cannot open %s: %s", GPU_CUBLAS_SONAME, m ? m : "?");
         return;
     }
-    static const char *const names[] = {"cublasCreate_v2",     "cublasDestroy_v2",
-                                        "cublasSetStream_v2",  "cublasSgemm_v2",
-                                        "cublasGetStatusName", "cublasGetStatusString"};
-    void **slot[] = {(void **)&fn.create, (void **)&fn.destroy, (void **)&fn.set_stream,
-                     (void **)&fn.sgemm,  (void **)&fn.name,    (void **)&fn.string};
+    static const char *const names[] = {
+        "cublasCreate_v2",     "cublasDestroy_v2",      "cublasSetStream_v2", "cublasSgemm_v2",
+        "cublasGetStatusName", "cublasGetStatusString", "cublasGetProperty"};
+    void **slot[] = {(void **)&fn.create,  (void **)&fn.destroy, (void **)&fn.set_stream,
+                     (void **)&fn.sgemm,   (void **)&fn.name,    (void **)&fn.string,
+                     (void **)&fn.property};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         *slot[i] = dlsym(h, names[i]);
         if (!*slot[i]) {
@@ -107,6 +109,12 @@ const char *cublasGetStatusName(cublasStatus_t status)
         return fn.name(status);
     return status == CUBLAS_STATUS_NOT_INITIALIZED ? "CUBLAS_STATUS_NOT_INITIALIZED"
                                                    : "CUBLAS_STATUS_(unknown: cuBLAS not opened)";
+}
+
+/* the version of the library opened (cuda/versions.c) */
+cublasStatus_t cublasGetProperty(libraryPropertyType type, int *value)
+{
+    return ready() ? fn.property(type, value) : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 
 const char *cublasGetStatusString(cublasStatus_t status)

@@ -49,6 +49,23 @@ const char *gpu_describe(const gpu_info *g, char *buf, size_t len);
  * when a handle or stream cannot be created. Fill-in of every op and of the
  * optional staging/timing block. */
 backend *backend_cuda_create(int device, errbuf *e);
+
+/* ---- the libraries loaded (cuda/versions.c): name, the loaded version
+ * (major -1: not loaded) and the major.minor of the headers built with */
+typedef struct gpu_lib_version {
+    const char *name;
+    int major, minor, patch;
+    int hdr_major, hdr_minor;
+} gpu_lib_version;
+/* cuDNN's and cuBLAS's (cuBLAS opened if it was not), into v; their count */
+int gpu_library_versions(gpu_lib_version *v, int max);
+/* "cuDNN 9.19.0, cuBLAS 13.1.0"; warn (may be NULL) gets a sentence per
+ * library whose loaded major.minor is older than its headers', or "" */
+void gpu_versions_format(const gpu_lib_version *v, int n, char *buf, size_t len, char *warn,
+                         size_t wlen);
+int gpu_version_older(int major, int minor, int hdr_major, int hdr_minor);
+/* both of the above for this process: buf */
+const char *gpu_libraries_line(char *buf, size_t len, char *warn, size_t wlen);
 /* Its compute stream (a cudaStream_t), for work another library enqueues
  * in the backend's order: dist/'s ncclAllReduce of the gradients. */
 void *backend_cuda_stream(backend *be);

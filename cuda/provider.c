@@ -36,6 +36,7 @@ static const backend_provider cuda_provider = {
     .name = "cuda",
     .probe = cuda_probe,
     .create = cuda_create,
+    .libraries = gpu_libraries_line,
     .monitor_create = cuda_monitor_create,
     .monitor_start = gpu_monitor_start,
     .monitor_stop = gpu_monitor_stop_window,

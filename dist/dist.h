@@ -116,4 +116,9 @@ int dist_end(dist *d, int status, const char *msg, char *out, size_t len);
 /* MPI_Finalize and free; safe on a dist that never started. */
 void dist_stop(dist *d);
 
+/* "NCCL 2.28.9", the library loaded, into buf; warn (may be NULL) says when
+ * it is older than the headers built with, else "". NULL where this build
+ * has no NCCL (no MPI, or no CUDA). */
+const char *dist_nccl_version(char *buf, size_t len, char *warn, size_t wlen);
+
 #endif

@@ -122,6 +122,13 @@ build/tools/cupti_probe: tools/cupti_probe.cu build/cuda/.nvflags
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -o $@ $< -lcupti
 
+# page-locking facts: RLIMIT_MEMLOCK as root and not, byte ranges vs pages
+# (docs/GPU.md, "Page-locked memory")
+build/tools/pin_probe: tools/pin_probe.cu build/cuda/.nvflags
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -o $@ $<
+TEST_EXTRA  += build/tools/pin_probe
+
 TEST_EXTRA  += build/tools/cuda_probe build/tools/cupti_probe build/asan/tests/run-fakecuda $(FAKE_DIR)/train $(FAKE_DIR)/libfakenvml.so \
                build/cuda/tests/run-gpu
 TEST_SUITES += build/asan/tests/run-fakecuda build/cuda/tests/run-gpu

@@ -66,11 +66,24 @@ KERNEL_FN float k_bn_grad(float dy, float xhat, float scale_invstd, float mean_d
     return scale_invstd * (dy - mean_dy - xhat * mean_dyxh);
 }
 
+/* *pred of a sample whose label is outside 0..K-1 (k_softmax_xent_row) */
+#define K_BAD_LABEL (-2147483647 - 1)
+
 /* Softmax cross-entropy of one sample with K logits. Writes the row of
- * dlogits ((p - onehot) * scale), the argmax to *pred, returns the loss. */
+ * dlogits ((p - onehot) * scale), the argmax to *pred, returns the loss.
+ * A label outside 0..K-1 reads nothing at it: the row of dlogits is zero
+ * (no gradient), *pred is K_BAD_LABEL and the label itself is returned
+ * (as a float, exact below 2^24) in place of the loss, so the caller can
+ * name it. */
 KERNEL_FN float k_softmax_xent_row(float *dlogits, int32_t *pred, const float *logits,
                                    int32_t label, int K, float scale)
 {
+    if (label < 0 || label >= K) {
+        for (int k = 0; k < K; k++)
+            dlogits[k] = 0.0f;
+        *pred = K_BAD_LABEL;
+        return (float)label;
+    }
     float mx = logits[0];
     int32_t arg = 0;
     for (int k = 1; k < K; k++)

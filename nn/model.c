@@ -25,8 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/rng.h"
+#include "nn/kernels.h"
 #include "nn/model_defs.h"
 
 #define ALIGN_FLOATS 16
@@ -349,6 +351,26 @@ uint64_t model_memory_bytes(const char *name, int C, int H, int W, int nclasses,
     return bytes > 1.8e19 ? UINT64_MAX : (uint64_t)bytes;
 }
 
+/* Zeroed whole pages, for host memory that is page-locked: aligned to the
+ * page and its size rounded up to one. */
+static size_t page_round(size_t n)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + pg - 1) / pg * pg;
+}
+
+static void *page_alloc(size_t n)
+{
+    void *p = NULL;
+    size_t len = page_round(n ? n : 1);
+    if (posix_memalign(&p, (size_t)sysconf(_SC_PAGESIZE), len) != 0) {
+        fprintf(stderr, "train: out of memory allocating %zu bytes of pages\n", len);
+        exit(1);
+    }
+    memset(p, 0, len);
+    return p;
+}
+
 int model_create(model *m, const char *name, int C, int H, int W, int nclasses, int max_batch,
                  backend *be, errbuf *e)
 {
@@ -407,15 +429,28 @@ int model_create(model *m, const char *name, int C, int H, int W, int nclasses, 
     m->pred = (int32_t *)(m->loss + B);
     m->labels = o->alloc(be, B * sizeof(int32_t));
     /* per pending step: its losses then its predictions, and its labels */
-    m->results_host = xcalloc(MODEL_RESULTS_MAX * 2 * B, sizeof(float));
+    m->results_host = page_alloc(MODEL_RESULTS_MAX * 2 * B * sizeof(float));
     m->results_labels = xcalloc(MODEL_RESULTS_MAX * B, sizeof(int32_t));
     /* page-locked, so a read-back is one DMA that needs no host wait to
-     * start, not a copy from pageable memory that holds the host */
+     * start, not a copy from pageable memory that holds the host. Whole
+     * pages of its own: cudaHostRegister locks whole pages, and a block
+     * from calloc would lock its neighbours' bytes with it. A refusal is
+     * kept (model_results_unpinned) and said by the caller: every step
+     * would then wait for its read-back. */
     errbuf pe;
-    if (!be->host_visible && o->host_pin &&
-        o->host_pin(be, m->results_host, MODEL_RESULTS_MAX * 2 * B * sizeof(float), &pe) == 0)
-        m->results_pinned = 1;
+    if (!be->host_visible && o->host_pin) {
+        if (o->host_pin(be, m->results_host, page_round(MODEL_RESULTS_MAX * 2 * B * sizeof(float)),
+                        &pe) == 0)
+            m->results_pinned = 1;
+        else
+            snprintf(m->results_pin_error, sizeof m->results_pin_error, "%.250s", pe.msg);
+    }
     return 0;
+}
+
+const char *model_results_unpinned(const model *m)
+{
+    return m->results_pin_error[0] ? m->results_pin_error : NULL;
 }
 
 void model_free(model *m)
@@ -454,6 +489,8 @@ void model_free(model *m)
         o->free(be, m->gtmp);
         o->free(be, m->dlogits);
         o->free(be, m->loss); /* m->pred lies in it */
+        if (m->zeros)
+            o->free(be, m->zeros);
         if (m->results_pinned)
             o->host_unpin(be, m->results_host);
         o->free(be, m->labels);
@@ -538,6 +575,28 @@ static void *layer_plan(model *m, model_layer *L, const conv_shape *cs)
 static void layer_conv_shape(const model_layer *L, int B, conv_shape *cs)
 {
     conv_shape_init(cs, B, L->in_c, L->in_h, L->in_w, L->k, L->r, L->r, L->stride, L->pad);
+}
+
+int model_prepare_batches(model *m, const int *sizes, int n)
+{
+    int done[MODEL_PLAN_SLOTS], nd = 0;
+    for (int k = 0; k < n; k++) {
+        int B = sizes[k], seen = 0;
+        for (int d = 0; d < nd; d++)
+            seen |= done[d] == B;
+        if (seen || B < 1 || B > m->max_batch || nd == MODEL_PLAN_SLOTS)
+            continue;
+        done[nd++] = B;
+        for (int i = 0; i < m->nlayers; i++) {
+            model_layer *L = &m->layers[i];
+            if (L->kind != LAYER_CONV)
+                continue;
+            conv_shape cs;
+            layer_conv_shape(L, B, &cs);
+            layer_plan(m, L, &cs);
+        }
+    }
+    return nd;
 }
 
 static float *tensor_ptr(float *base, const model *m, int t) { return base + m->tensors[t].offset; }
@@ -952,9 +1011,17 @@ int model_results_take(model *m, int wait, step_stats *st, long *tag)
     const int32_t *labels = m->results_labels + (size_t)slot * MB;
     int B = m->pend[slot].B;
     /* in sample order, in double: the same sum whatever the backend */
-    step_stats s = {0, 0, B, 0};
+    step_stats s = {0, 0, B, 0, 0, 0, 0};
     for (int b = 0; b < B; b++) {
         float l = loss[b];
+        if (pred[b] == K_BAD_LABEL) { /* the loss is the label (k_softmax_xent_row) */
+            if (!s.bad_labels++) {
+                s.bad_sample = b;
+                s.bad_label = (long)l;
+            }
+            s.nonfinite++;
+            continue;
+        }
         s.loss_sum += (double)l;
         s.correct += pred[b] == labels[b];
         s.nonfinite += !isfinite(l);
@@ -1028,12 +1095,19 @@ void model_sgd_step(model *m, float lr, float momentum, float wd)
 
 void model_stage_labels(model *m, const int32_t *dev_labels) { m->staged_labels = dev_labels; }
 
-/* A rank with nothing in this batch (or chunk): a zero gradient into the sum. */
+/* A rank with nothing in this batch (or chunk): a zero gradient into the
+ * sum. Copied on the device from a slab of zeros uploaded once, so an empty
+ * chunk does not wait for the device each step (an upload does). */
 static void zero_grads(model *m)
 {
-    float *zero = xcalloc(m->nparams, sizeof(float));
-    m->be->ops->upload(m->be, m->grads, zero, m->nparams * sizeof(float));
-    free(zero);
+    const backend_ops *o = m->be->ops;
+    if (!m->zeros) {
+        float *zero = xcalloc(m->nparams, sizeof(float));
+        m->zeros = o->alloc(m->be, m->nparams * sizeof(float));
+        o->upload(m->be, m->zeros, zero, m->nparams * sizeof(float));
+        free(zero);
+    }
+    o->copy(m->be, m->grads, m->zeros, m->nparams);
 }
 
 /* Chunk tree (model_dist.nchunks): the gradient now in m->grads is the
@@ -1064,14 +1138,26 @@ static int chunked_gradient(model *m, const uint8_t *x, const int32_t *labels)
     size_t sample = (size_t)m->C * m->H * m->W;
     float *loss = m->loss;
     int32_t *pred = m->pred;
-    int used = 0, off = 0, rc = 0;
-    m->staged_labels = NULL; /* each chunk uploads its own labels */
+    int used = 0, off = 0, rc = 0, B = 0;
+    for (int i = 0; i < m->dist.nchunks; i++)
+        B += m->dist.chunk[i];
+    /* the batch's labels on the device once, each chunk reading its own
+     * part of them: the stager's copy, else one upload for the batch (an
+     * upload per chunk waited for the device every chunk) */
+    const int32_t *dlabels = m->staged_labels;
+    m->staged_labels = NULL;
+    if (!dlabels && B > 0) {
+        check_batch(m, labels, B, "model_train_enqueue");
+        m->be->ops->upload(m->be, m->labels, labels, (size_t)B * sizeof(int32_t));
+        dlabels = m->labels;
+    }
     for (int i = 0; i < m->dist.nchunks && rc == 0; i++) {
         int bc = m->dist.chunk[i];
         if (bc == 0) {
             zero_grads(m);
         } else {
             check_batch(m, labels + off, bc, "model_train_enqueue");
+            m->staged_labels = dlabels + off;
             m->loss = loss + off;
             m->pred = pred + off;
             rc = forward_loss(m, x + (size_t)off * sample, labels + off, bc, 1) != 0 ||
@@ -1192,6 +1278,11 @@ void step_stats_add(step_stats *a, const step_stats *b)
     a->correct += b->correct;
     a->n += b->n;
     a->nonfinite += b->nonfinite;
+    if (b->bad_labels && !a->bad_labels) {
+        a->bad_sample = b->bad_sample;
+        a->bad_label = b->bad_label;
+    }
+    a->bad_labels += b->bad_labels;
 }
 
 const char *model_nonfinite_msg(char *buf, size_t len, long epoch, long batch, double loss,

@@ -191,6 +191,7 @@ typedef struct model {
     float *loss;     /* device, max_batch */
     int32_t *pred;   /* device, max_batch */
     int32_t *labels; /* device, max_batch */
+    float *zeros;    /* device, nparams zeros (made at the first empty chunk), or NULL */
     const int32_t *staged_labels; /* device: the next step's labels, already there (or NULL) */
     /* results read back late (model_results_take): per pending step a slot
      * of max_batch losses then max_batch predictions (host, page-locked on
@@ -203,9 +204,11 @@ typedef struct model {
     } pend[MODEL_RESULTS_MAX];
     int pend_head, pend_n;
     int results_pinned;
-    unsigned long tick;   /* plan-cache clock */
-    int no_fuse;          /* model_set_fusion(m, 0): the separate ops everywhere */
-    const float *fused_g; /* backward: the gradient a fused relu left for the chain below */
+    char
+        results_pin_error[256]; /* why results_host could not be page-locked ("": it was, or n/a) */
+    unsigned long tick;         /* plan-cache clock */
+    int no_fuse;                /* model_set_fusion(m, 0): the separate ops everywhere */
+    const float *fused_g;       /* backward: the gradient a fused relu left for the chain below */
 } model;
 
 /* Per-step results. loss_sum adds the per-sample losses in sample order in
@@ -214,6 +217,10 @@ typedef struct model {
 typedef struct step_stats {
     double loss_sum;
     long correct, n, nonfinite;
+    /* samples whose label the loss found outside 0..nclasses-1 (counted in
+     * nonfinite too, so a run stops; their loss is not in loss_sum), the
+     * first one's place in the step and its label as the device read it */
+    long bad_labels, bad_sample, bad_label;
 } step_stats;
 
 /* a += b, in that order */
@@ -226,6 +233,15 @@ void step_stats_add(step_stats *a, const step_stats *b);
 int model_create(model *m, const char *name, int C, int H, int W, int nclasses, int max_batch,
                  backend *be, errbuf *e);
 void model_free(model *m);
+/* Why the step results' host buffer could not be page-locked on a GPU
+ * (the backend's message), or NULL when it was or need not be: unpinned,
+ * every step waits for its own read-back, and the run should say so. */
+const char *model_results_unpinned(const model *m);
+/* Make the convolution plans (and so the backend's workspace) for each
+ * batch size in sizes, before the first step needs them: at most
+ * MODEL_PLAN_SLOTS distinct sizes, each 1..max_batch (others are skipped).
+ * Returns the number of sizes planned. */
+int model_prepare_batches(model *m, const int *sizes, int n);
 
 /* About how many bytes model_create and the first steps' convolution plans
  * take for these inputs on the CPU backend with `threads` compute threads

@@ -57,6 +57,10 @@ typedef struct backend_provider {
     int (*probe)(int index, provider_device *d, errbuf *e);
     /* The backend on a probed device; NULL with e filled when it cannot start. */
     backend *(*create)(const provider_device *d, errbuf *e);
+    /* The device libraries loaded, "cuDNN 9.19.0, cuBLAS 13.1.0", into buf;
+     * warn gets why any is older than the headers built with, or "".
+     * NULL: nothing to say. */
+    const char *(*libraries)(char *buf, size_t len, char *warn, size_t wlen);
     /* The utilisation sampler (never NULL; stop says n/a and why when the
      * figures are not available) and its epoch brackets. */
     gpu_monitor *(*monitor_create)(const provider_device *d);

@@ -263,7 +263,8 @@ Test(nn_model, step_stats_and_eval)
     /* a different batch size than max_batch, then max_batch again */
     cr_assert_eq(model_train_step(&m, s.x, s.y, 10, 0.01f, 0.9f, 0, &st), 0);
     cr_assert_neq(memcmp(before, m.params, m.nparams * 4), 0);
-    step_stats a = {1, 2, 3, 0}, b = {0.5, 1, 1, 1};
+    step_stats a = {.loss_sum = 1, .correct = 2, .n = 3},
+               b = {.loss_sum = 0.5, .correct = 1, .n = 1, .nonfinite = 1};
     step_stats_add(&a, &b);
     cr_assert(a.loss_sum == 1.5 && a.correct == 3 && a.n == 4 && a.nonfinite == 1);
     free(before);

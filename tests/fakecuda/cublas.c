@@ -114,6 +114,19 @@ const char *cublasGetStatusName(cublasStatus_t s)
     }
 }
 
+/* the fake is the library its headers describe */
+cublasStatus_t cublasGetProperty(libraryPropertyType type, int *value)
+{
+    if (!value)
+        return CUBLAS_STATUS_INVALID_VALUE;
+    switch (type) {
+    case MAJOR_VERSION: *value = CUBLAS_VER_MAJOR; return CUBLAS_STATUS_SUCCESS;
+    case MINOR_VERSION: *value = CUBLAS_VER_MINOR; return CUBLAS_STATUS_SUCCESS;
+    case PATCH_LEVEL: *value = CUBLAS_VER_PATCH; return CUBLAS_STATUS_SUCCESS;
+    }
+    return CUBLAS_STATUS_INVALID_VALUE;
+}
+
 const char *cublasGetStatusString(cublasStatus_t s)
 {
     switch (s) {
