@@ -252,6 +252,8 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
                 fprintf(stderr, "train: warning: %s\n", warn);
         }
     }
+    if (r->dev.kind == DEVICE_CUDA && !o->loader_only)
+        start_activity(r);
     if (r->dev.kind != DEVICE_CUDA) {
         r->be = backend_cpu_create(r->threads, e);
         if (!r->be)
