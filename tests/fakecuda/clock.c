@@ -127,6 +127,8 @@ int fake_set_cost(const char *key, double value)
 
 double fk_host_ms(void) { return (load(), K.host_ms); }
 
+unsigned long fk_host_launches(void) { return (unsigned long)K.launches; }
+
 void fk_host_issue(void)
 {
     load();
