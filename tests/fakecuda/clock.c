@@ -40,7 +40,9 @@
  * side of the next step). A pipeline that reads results back late waits
  * for work that is followed by queued work, which is not a stall.
  * cudaEventQuery answers from the clock too: "not ready" while the host
- * clock is before the event's simulated time.
+ * clock is before the event's simulated time; a host that asks again with
+ * nothing issued in between is polling, and its clock moves on by the
+ * wall time between the two queries (so a polling loop ends).
  *
  * Not modelled: the host's own work between calls (the loader, the CPU
  * side of a step) takes no virtual time, so a run's simulated time is the
@@ -126,6 +128,12 @@ int fake_set_cost(const char *key, double value)
 }
 
 double fk_host_ms(void) { return (load(), K.host_ms); }
+
+void fk_host_pass(double ms)
+{
+    load();
+    K.host_ms += ms > 0 ? ms : 0;
+}
 
 unsigned long fk_host_launches(void) { return (unsigned long)K.launches; }
 

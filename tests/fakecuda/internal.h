@@ -111,6 +111,9 @@ void fk_streams_reset(void);
 
 /* ---- clock.c: the virtual time line */
 double fk_host_ms(void);
+/* the host's clock moves on by ms (a host polling: the wall time between
+ * its queries) */
+void fk_host_pass(double ms);
 /* operations the host has issued so far */
 unsigned long fk_host_launches(void);
 /* the host issues one operation: the launch cost */

@@ -39,6 +39,7 @@ struct CUevent_st {
     unsigned recorded, completed; /* sequence numbers of records issued / run */
     unsigned polled;              /* the record a query last answered "not ready" */
     unsigned long polled_at;      /* ... and the host's launch count then */
+    double polled_wall;           /* ... and the wall clock then (ms) */
     cudaStream_t stream;          /* where the last record was issued */
     double sim_ms;                /* virtual clock: when the last record issued fires */
 };
@@ -523,14 +524,22 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
     run_until(stream_of(e->stream), e->recorded, e);
     if (e->completed < e->recorded) /* behind a stuck operation */
         return fk_ret(cudaErrorNotReady);
-    /* asked again with nothing issued since: a host polling (sleeping
-     * between queries) lets time pass, here until the record fires */
-    if (e->polled == e->recorded && e->polled_at == fk_host_launches() && e->recorded)
-        fk_host_wait_until(e->sim_ms);
+    /* asked again with nothing issued since: a host polling, whose clock
+     * moves on by the wall time between its queries (the host's own time
+     * takes none otherwise), up to the record (then counted as a wait) */
+    double wall = now_sec() * 1000.0;
+    if (e->recorded && e->polled == e->recorded && e->polled_at == fk_host_launches()) {
+        double t = fk_host_ms() + (wall - e->polled_wall);
+        if (t >= e->sim_ms)
+            fk_host_wait_until(e->sim_ms);
+        else
+            fk_host_pass(t - fk_host_ms());
+    }
     if (!e->recorded || e->sim_ms <= fk_host_ms())
         return cudaSuccess;
     e->polled = e->recorded;
     e->polled_at = fk_host_launches();
+    e->polled_wall = wall;
     return fk_ret(cudaErrorNotReady);
 }
 
