@@ -26,16 +26,17 @@
  * alternate between two sets, and a step's elapsed times are read one
  * step later, once its last sum is done: that is comm (dist_comm_device).
  *
- * Failures end instead of hanging: before a step's sums are read (and at
- * the end of a pass) the host polls the last sum's event (cudaEventQuery,
- * short sleeps) and NCCL's asynchronous error (ncclCommGetAsyncError); on
- * an error, or when the sums have not finished within TRAIN_NCCL_TIMEOUT
- * seconds (default 300), it aborts the communicator (ncclCommAbort), says
- * which rank, step and bucket and NCCL's error, and exits 1. Every rank
- * does the same, so a dead peer leaves no rank asleep. The host waits
- * elsewhere (results, copies) only for work ordered after a sum it has
- * already seen finish. The normal end calls ncclCommFinalize before
- * ncclCommDestroy.
+ * Failures end instead of hanging: while the communicator lives, every
+ * host wait of the GPU backend (cuda/wait.h: results, copies, stream
+ * synchronisations, and the wait for a step's sums here) polls and calls
+ * this file's watchdog between polls, which reads NCCL's asynchronous
+ * error (ncclCommGetAsyncError) and the time waited; on an error, or past
+ * TRAIN_NCCL_TIMEOUT seconds (default 300), the rank aborts the
+ * communicator (ncclCommAbort: no collective, the peers may be gone),
+ * says which rank, step and bucket and NCCL's error, and exits 1. Every
+ * surviving rank does the same, so a dead peer leaves no rank asleep. A
+ * failed NCCL call ends the rank the same way. The normal end calls
+ * ncclCommFinalize before ncclCommDestroy.
  */
 #define _POSIX_C_SOURCE 200809L
 #if defined(TRAIN_MPI) && defined(TRAIN_CUDA)

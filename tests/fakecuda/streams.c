@@ -12,7 +12,11 @@
  * another stream runs. An operation with a host source
  * checks at run time
  * that the source was not modified since it was enqueued. Emulated kernels
- * are enqueued here too. See fake.h.
+ * are enqueued here too. An operation can be made to never complete
+ * (fk_stick_next: the fake NCCL's FAKECUDA_NCCL_FAIL): its stream stops
+ * there, streams waiting on records behind it stop too, queries say "not
+ * ready" and host waits never return, until fk_release_stuck (the fake's
+ * ncclCommAbort). See fake.h.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
