@@ -28,7 +28,7 @@ static void poll_event(cudaEvent_t ev, const char *what, const char *func, const
                        int line)
 {
     double t0 = now_sec();
-    long ns = 20 * 1000;
+    long ns = 10 * 1000; /* doubling up to 100 us: a wait ends at most 100 us late */
     for (;;) {
         cudaError_t st = cudaEventQuery(ev);
         if (st == cudaSuccess)
@@ -38,7 +38,7 @@ static void poll_event(cudaEvent_t ev, const char *what, const char *func, const
         W.fn(W.ctx, now_sec() - t0);
         struct timespec ts = {0, ns};
         nanosleep(&ts, NULL);
-        ns = ns < 1000 * 1000 ? ns * 2 : ns;
+        ns = ns * 2 < 100 * 1000 ? ns * 2 : 100 * 1000;
     }
 }
 
