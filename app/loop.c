@@ -419,6 +419,11 @@ static int end_of_pass(run_ctx *r, int job, int time_up, errbuf *e)
 {
     job_info *ji = &r->jobs[job];
     job_acc *a = &r->acc[job];
+    /* on a GPU, comm is the device's time in the sums (their timing events;
+     * waits, bounded, for the last step's), not the host's to enqueue them */
+    double comm_dev = dist_comm_device(&r->dist);
+    if (!isnan(comm_dev))
+        a->comm = comm_dev;
     int rc = take_results(r, 0, e); /* every step of the pass */
     if (rc != RUN_OK)
         return rc;

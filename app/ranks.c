@@ -141,6 +141,21 @@ static int auto_chunks(run_ctx *r, int K)
     return U > K ? U : K;
 }
 
+int ranks_check_gpus(run_ctx *r, int rc, errbuf *e)
+{
+    if (!r->dist.active)
+        return rc;
+    /* TRAIN_NCCL_GPU_CHECK=0 leaves it to NCCL (which refuses at its init):
+     * for testing that refusal */
+    const char *skip = getenv("TRAIN_NCCL_GPU_CHECK");
+    int mine = rc == RUN_OK && r->dev.kind == DEVICE_CUDA && !(skip && !strcmp(skip, "0"));
+    char msg[ERR_MAX];
+    if (dist_check_gpus(&r->dist, mine ? r->dev.dev.pci_bus_id : "", r->dev.gpu, msg, sizeof msg) &&
+        rc == RUN_OK)
+        return fail(e, RUN_BAD_INPUT, "%s", msg);
+    return rc;
+}
+
 int ranks_check_chunks(run_ctx *r, errbuf *e)
 {
     int K = r->dist.active ? r->dist.size : 1, U = r->o->grad_chunks;

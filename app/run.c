@@ -635,6 +635,7 @@ int run_one(const options *o, const run_choice *c)
         rc = ranks_check_same(&r, o->resume ? &ck.state : NULL, &e);
     if (rc == RUN_OK)
         rc = setup_device(&r, note, sizeof note, &e);
+    rc = ranks_check_gpus(&r, rc, &e); /* NCCL takes one GPU per rank: say so before it */
     if (rc == RUN_OK)
         rc = setup_model(&r, &e);
     if (rc == RUN_OK)

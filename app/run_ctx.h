@@ -185,6 +185,12 @@ void ranks_plan_step(run_ctx *r, const loader_batch *b);
  * ranks (a power of 2 dividing it) and the batch; with chunks, turns
  * dist's canonical sum on. After the model is made. */
 int ranks_check_chunks(run_ctx *r, errbuf *e);
+/* After the device is chosen, before NCCL starts, on every rank (whatever
+ * rc, this rank's status so far): two ranks of a node on one GPU (by PCI
+ * bus id), which NCCL refuses, stop every rank with RUN_BAD_INPUT and a
+ * message naming the node, the ranks and the GPU. Returns rc otherwise. A
+ * collective; nothing for one process. */
+int ranks_check_gpus(run_ctx *r, int rc, errbuf *e);
 /* After the epochs (rank 0, several ranks): one line saying what limits
  * the job (ranks.h). */
 void ranks_verdict(run_ctx *r);

@@ -17,6 +17,7 @@
 #include "cuda/gpu.h"
 #include "cuda/gpu_kernels.h"
 #include "cuda/internal.h"
+#include "cuda/wait.h"
 
 void gpu_fatal(const char *func, const char *fmt, ...)
 {
@@ -42,7 +43,7 @@ static void *gpu_alloc(backend *be, size_t bytes)
     /* zero-filled per the contract; synchronised so that a later copy on
      * the copy stream cannot be overtaken by this memset */
     CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, g->compute));
-    CUDA_CHECK(cudaStreamSynchronize(g->compute));
+    GPU_WAIT_STREAM(g->compute);
     return p;
 }
 
@@ -54,8 +55,8 @@ static void gpu_free(backend *be, void *p)
     if (!p)
         return;
     gpu_ctx *g = gpu_of(be);
-    CUDA_CHECK(cudaStreamSynchronize(g->compute));
-    CUDA_CHECK(cudaStreamSynchronize(g->copy));
+    GPU_WAIT_STREAM(g->compute);
+    GPU_WAIT_STREAM(g->copy);
     CUDA_CHECK(cudaFree(p));
 }
 
@@ -66,17 +67,17 @@ static void gpu_upload(backend *be, void *dst, const void *src, size_t bytes)
 {
     gpu_ctx *g = gpu_of(be);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g->compute));
-    CUDA_CHECK(cudaStreamSynchronize(g->compute));
+    GPU_WAIT_STREAM(g->compute);
 }
 
 static void gpu_download(backend *be, void *dst, const void *src, size_t bytes)
 {
     gpu_ctx *g = gpu_of(be);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g->compute));
-    CUDA_CHECK(cudaStreamSynchronize(g->compute));
+    GPU_WAIT_STREAM(g->compute);
 }
 
-static void gpu_synchronize(backend *be) { CUDA_CHECK(cudaStreamSynchronize(gpu_of(be)->compute)); }
+static void gpu_synchronize(backend *be) { GPU_WAIT_STREAM(gpu_of(be)->compute); }
 
 /* ---------------------------------------------------------------- kernel ops */
 
@@ -135,9 +136,9 @@ static void gpu_destroy(backend *be)
         return;
     gpu_ctx *g = gpu_of(be);
     if (g->compute)
-        CUDA_CHECK(cudaStreamSynchronize(g->compute));
+        GPU_WAIT_STREAM(g->compute);
     if (g->copy)
-        CUDA_CHECK(cudaStreamSynchronize(g->copy));
+        GPU_WAIT_STREAM(g->copy);
     gpu_activity_stop();
     gpu_staging_free(g);
     if (g->workspace)

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "cuda/internal.h"
+#include "cuda/wait.h"
 
 typedef struct conv_plan {
     conv_shape s;
@@ -216,7 +217,7 @@ void gpu_workspace_reserve(gpu_ctx *g, size_t bytes)
          * the workspace first (all of them run on the compute stream). A
          * plan is made once per layer and batch size, so this sync happens
          * in the first steps only. */
-        CUDA_CHECK(cudaStreamSynchronize(g->compute));
+        GPU_WAIT_STREAM(g->compute);
         CUDA_CHECK(cudaFree(g->workspace));
     }
     g->workspace = NULL;

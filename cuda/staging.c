@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "cuda/internal.h"
+#include "cuda/wait.h"
 
 static void check_b(int b, const char *func)
 {
@@ -62,7 +63,7 @@ void gpu_host_unpin(backend *be, void *p)
     for (int i = 0; i < PIN_MAX; i++)
         if (g->pinned[i] == p) {
             /* copies may still read p: finish them first */
-            CUDA_CHECK(cudaStreamSynchronize(g->copy));
+            GPU_WAIT_STREAM(g->copy);
             CUDA_CHECK(cudaHostUnregister(p));
             g->pinned[i] = NULL;
             return;
@@ -97,7 +98,7 @@ int gpu_stage_done(backend *be, int b, int wait)
     if (!g->copy_recorded[b])
         return 1;
     if (wait) {
-        CUDA_CHECK(cudaEventSynchronize(g->copied[b]));
+        GPU_WAIT_EVENT(g->copied[b]);
         return 1;
     }
     cudaError_t st = cudaEventQuery(g->copied[b]);
@@ -148,7 +149,7 @@ int gpu_result_done(backend *be, int r, int wait)
     if (!g->result_recorded[r])
         return 1;
     if (wait) {
-        CUDA_CHECK(cudaEventSynchronize(g->result_ev[r]));
+        GPU_WAIT_EVENT(g->result_ev[r]);
         return 1;
     }
     cudaError_t st = cudaEventQuery(g->result_ev[r]);
@@ -167,7 +168,7 @@ static void harvest_oldest(gpu_ctx *g, int wait)
     int i = (g->busy_head - g->busy_count + BUSY_RING) % BUSY_RING;
     float ms = 0.0f;
     if (wait)
-        CUDA_CHECK(cudaEventSynchronize(g->busy_ev[i][1]));
+        GPU_WAIT_EVENT(g->busy_ev[i][1]);
     CUDA_CHECK(cudaEventElapsedTime(&ms, g->busy_ev[i][0], g->busy_ev[i][1]));
     gpu_timeline_compute(g, g->busy_ev[i][0], ms);
     g->busy_acc += ms / 1000.0;
@@ -207,7 +208,7 @@ double gpu_busy_take(backend *be)
     /* one host wait for the newest pair: the compute stream ran the older
      * ones before it */
     if (g->busy_count > 0)
-        CUDA_CHECK(cudaEventSynchronize(g->busy_ev[(g->busy_head + BUSY_RING - 1) % BUSY_RING][1]));
+        GPU_WAIT_EVENT(g->busy_ev[(g->busy_head + BUSY_RING - 1) % BUSY_RING][1]);
     while (g->busy_count > 0)
         harvest_oldest(g, 0);
     double s = g->busy_acc;

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include "cuda/internal.h"
+#include "cuda/wait.h"
 
 static void add_span(gpu_ctx *g, const char *track, const char *name, double t0, double dur)
 {
@@ -46,7 +47,7 @@ void gpu_timeline_start(backend *be)
         return;
     CUDA_CHECK(cudaEventCreateWithFlags(&g->tl_ref, cudaEventBlockingSync));
     CUDA_CHECK(cudaEventRecord(g->tl_ref, g->compute));
-    CUDA_CHECK(cudaEventSynchronize(g->tl_ref));
+    GPU_WAIT_EVENT(g->tl_ref);
     g->tl_ref_host = now_sec();
     g->tl_on = 1;
     if (gpu_activity_on()) /* the spans come from the records: no event pairs */
@@ -57,7 +58,7 @@ static void harvest_copy(gpu_ctx *g, int wait)
 {
     int i = (g->tl_head - g->tl_count + BUSY_RING) % BUSY_RING;
     if (wait)
-        CUDA_CHECK(cudaEventSynchronize(g->tl_copy[i][1]));
+        GPU_WAIT_EVENT(g->tl_copy[i][1]);
     double t0 = host_time(g, g->tl_copy[i][0]), t1 = host_time(g, g->tl_copy[i][1]);
     add_span(g, "copy", "copy", t0, t1 - t0);
     g->tl_count--;
@@ -100,7 +101,7 @@ size_t gpu_timeline_take(backend *be, backend_span *out, size_t max)
     if (gpu_activity_on())
         return gpu_activity_timeline_take(out, max);
     if (g->tl_count > 0) /* the newest copy: the copy stream ran the older ones first */
-        CUDA_CHECK(cudaEventSynchronize(g->tl_copy[(g->tl_head + BUSY_RING - 1) % BUSY_RING][1]));
+        GPU_WAIT_EVENT(g->tl_copy[(g->tl_head + BUSY_RING - 1) % BUSY_RING][1]);
     while (g->tl_count > 0)
         harvest_copy(g, 0);
     size_t n = g->tl_n < max ? g->tl_n : max;

@@ -44,6 +44,7 @@ typedef struct dist {
     int launched;               /* started by an MPI launcher (even with one rank) */
     int rank, size;             /* in the job (0 of 1 without a launcher) */
     int local_rank, local_size; /* on this node (shared-memory communicator) */
+    int node;                   /* the job rank of the node's local rank 0 */
     char host[DIST_HOST_MAX];
     char job[48]; /* the launcher's job id (file-name safe), or its pid: one per job on a node */
     int active;   /* MPI initialised: the collectives below talk to the others */
@@ -102,8 +103,23 @@ int dist_attach(dist *d, model *m, errbuf *e);
  * bits for any number of ranks. The CPU path only (NCCL picks its own). */
 void dist_canonical(dist *d);
 
-/* Seconds spent in gradient sums since the last call. */
+/* Seconds spent in gradient sums since the last call: the host's time in
+ * the calls (on a GPU, enqueueing them). */
 double dist_take_comm(dist *d);
+
+/* On a GPU (NCCL): the seconds the device spent in the gradient sums of the
+ * steps enqueued since the last call, from timing events around each sum
+ * on the stream that runs it (waiting inside the sum for a slower rank
+ * included); waits for the last step's sums first, bounded like every such
+ * wait (TRAIN_NCCL_TIMEOUT: on an NCCL error or past it, this rank aborts
+ * the communicator, says why and exits 1). NaN without NCCL. */
+double dist_comm_device(dist *d);
+
+/* Before NCCL starts: every rank gives the PCI bus id of its GPU ("" for
+ * none) and its device index; 1 with msg (every rank the same) when two
+ * ranks of one node would share a GPU, which NCCL refuses ("Duplicate GPU
+ * detected"); 0 otherwise. A collective. */
+int dist_check_gpus(dist *d, const char *bus_id, int device, char *msg, size_t len);
 
 /* The end of the run, on every rank (the last collective): status is this
  * rank's outcome and msg its reason (without "train: "). Returns the status

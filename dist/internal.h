@@ -12,5 +12,7 @@
  * (TRAIN_NCCL_BUCKETS=1); -1 with e when NCCL or CUDA refuses. */
 int dist_nccl_create(dist *d, model *m, errbuf *e);
 void dist_nccl_free(dist *d);
+/* dist_comm_device for the NCCL path */
+double dist_nccl_comm_device(dist *d);
 
 #endif

@@ -6,6 +6,7 @@
  */
 #ifdef TRAIN_MPI
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,8 @@ int dist_start(dist *d, errbuf *e)
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, d->rank, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &d->local_rank);
     MPI_Comm_size(node, &d->local_size);
+    d->node = d->rank; /* the node's name: its local rank 0's rank in the job */
+    MPI_Bcast(&d->node, 1, MPI_INT, 0, node);
     MPI_Comm_free(&node);
     if (gethostname(d->host, sizeof d->host) != 0)
         snprintf(d->host, sizeof d->host, "?");
@@ -170,6 +173,57 @@ int dist_attach(dist *d, model *m, errbuf *e)
     }
     d->reduced_bytes = m->nparams * sizeof(float);
     return 0;
+}
+
+double dist_comm_device(dist *d)
+{
+#ifdef TRAIN_CUDA
+    if (d->nccl)
+        return dist_nccl_comm_device(d);
+#endif
+    (void)d;
+    return NAN;
+}
+
+typedef struct gpu_slot {
+    int node, device;
+    char bus[32];
+} gpu_slot;
+
+int dist_check_gpus(dist *d, const char *bus_id, int device, char *msg, size_t len)
+{
+    msg[0] = '\0';
+    if (!d->active || d->size < 2)
+        return 0;
+    gpu_slot mine = {.node = d->node, .device = device};
+    snprintf(mine.bus, sizeof mine.bus, "%s", bus_id ? bus_id : "");
+    gpu_slot *all = xcalloc((size_t)d->size, sizeof *all);
+    MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE,
+                  MPI_COMM_WORLD);
+    char host[DIST_HOST_MAX] = "";
+    int a = -1, b = -1, count = 0;
+    for (int i = 0; i < d->size; i++)
+        for (int j = 0; j < i && all[i].bus[0]; j++)
+            if (all[j].node == all[i].node && !strcmp(all[j].bus, all[i].bus)) {
+                if (a < 0) {
+                    a = j;
+                    b = i;
+                }
+                count++;
+            }
+    if (a >= 0) { /* the node's name: rank a's host, sent by rank a to all */
+        if (d->rank == a)
+            snprintf(host, sizeof host, "%s", d->host);
+        MPI_Bcast(host, (int)sizeof host, MPI_CHAR, a, MPI_COMM_WORLD);
+        snprintf(msg, len,
+                 "ranks %d and %d on node %s share GPU cuda:%d (PCI %s)%s: NCCL refuses two "
+                 "ranks on one GPU (\"Duplicate GPU detected\"); start at most as many ranks "
+                 "per node as it has GPUs, or give each rank its own with CUDA_VISIBLE_DEVICES",
+                 a, b, host, all[a].device, all[a].bus,
+                 count > 1 ? " (and more ranks share GPUs)" : "");
+    }
+    free(all);
+    return a >= 0;
 }
 
 double dist_take_comm(dist *d)

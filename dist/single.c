@@ -2,6 +2,7 @@
  * rank 0 of 1; every collective is the identity. dist_from_env (env.c)
  * refuses a launch with several ranks before any of this runs. */
 #ifndef TRAIN_MPI
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -61,6 +62,20 @@ int dist_attach(dist *d, model *m, errbuf *e)
 }
 
 void dist_canonical(dist *d) { (void)d; }
+
+double dist_comm_device(dist *d)
+{
+    (void)d;
+    return NAN;
+}
+
+int dist_check_gpus(dist *d, const char *bus_id, int device, char *msg, size_t len)
+{
+    (void)d, (void)bus_id, (void)device;
+    if (len)
+        msg[0] = '\0';
+    return 0;
+}
 
 double dist_take_comm(dist *d)
 {

@@ -40,7 +40,9 @@
  * side of the next step). A pipeline that reads results back late waits
  * for work that is followed by queued work, which is not a stall.
  * cudaEventQuery answers from the clock too: "not ready" while the host
- * clock is before the event's simulated time.
+ * clock is before the event's simulated time; a host that asks again with
+ * nothing issued in between is polling, and its clock moves on by the
+ * wall time between the two queries (so a polling loop ends).
  *
  * Real-time mode (timeline.c, FAKECUDA_REALTIME=1) ties this clock to the
  * wall clock for the fake NVML: the host clock catches up with the wall
@@ -187,6 +189,14 @@ double fk_host_ms(void)
     K.host_ms = fk_realtime_catch_up(K.host_ms);
     return K.host_ms;
 }
+
+void fk_host_pass(double ms)
+{
+    load();
+    K.host_ms += ms > 0 ? ms : 0;
+}
+
+unsigned long fk_host_launches(void) { return (unsigned long)K.launches; }
 
 void fk_host_issue(void)
 {

@@ -52,6 +52,8 @@ void fake_set_quiet(int quiet);
 int fake_violations(void);
 /* ncclAllReduce calls so far (tests/fakecuda/nccl.c, MPI builds) */
 unsigned long fake_nccl_allreduces(void);
+/* ncclCommAbort calls so far */
+unsigned long fake_nccl_aborts(void);
 /* The sums that ran, and those that ran while another stream held a queued
  * kernel or library call not ordered after them (the overlap the schedule
  * shows: with fake_set_early_nccl, a bucket summed while the earlier
@@ -107,6 +109,12 @@ void fake_set_eager_copies(int on);
  * environment variable FAKECUDA_NCCL=early turns it on at start-up (and
  * after every fake_reset), for the train binary on the fake. */
 void fake_set_early_nccl(int on);
+
+/* The PCI domain of this process's fake GPU (cudaDeviceGetPCIBusId):
+ * FAKECUDA_DEVICE_ID, else the launcher's local rank, else 0. Processes
+ * with the same identity on one host share a GPU: fake NCCL refuses them
+ * as NCCL does ("Duplicate GPU detected"). */
+int fake_device_identity(void);
 
 /* Operations enqueued on s and not yet run. */
 int fake_pending(cudaStream_t s);

@@ -94,7 +94,13 @@ void fk_stream_carries_nccl(cudaStream_t s);
  * wait that has not completed, on a stream not blocked waiting): on a
  * device both could be running at once — overlap, on the fake's schedule. */
 int fk_running_overtakes_kernels(void);
-/* Run every queue to the end. */
+/* The next operation enqueued never completes: its stream stops there, a
+ * query of a record behind it answers "not ready" and a host wait for it
+ * never returns (a collective whose peer is gone) ... */
+void fk_stick_next(void);
+/* ... until this: stuck operations end without running (ncclCommAbort). */
+void fk_release_stuck(void);
+/* Run every queue to the end (as far as nothing is stuck). */
 void fk_drain_all(void);
 /* Run every blocking stream to the end (what the legacy stream waits for). */
 void fk_legacy_barrier(void);
@@ -105,6 +111,11 @@ void fk_streams_reset(void);
 
 /* ---- clock.c: the virtual time line */
 double fk_host_ms(void);
+/* the host's clock moves on by ms (a host polling: the wall time between
+ * its queries) */
+void fk_host_pass(double ms);
+/* operations the host has issued so far */
+unsigned long fk_host_launches(void);
 /* the host issues one operation: the launch cost */
 void fk_host_issue(void);
 /* a host synchronisation that returns at t_ms (counted) */

@@ -288,12 +288,28 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int d)
     return cudaSuccess;
 }
 
+/* Which physical GPU this process's fake device is, as its PCI domain: a
+ * process on its own is 0; under a launcher each local rank has a GPU of
+ * its own (its local rank), unless FAKECUDA_DEVICE_ID=N says the process
+ * sits on GPU N, so that ranks given the same N share one GPU (what NCCL
+ * refuses; fake NCCL checks it). */
+int fake_device_identity(void)
+{
+    const char *keys[] = {"FAKECUDA_DEVICE_ID", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+        const char *v = getenv(keys[i]);
+        if (v && *v)
+            return atoi(v) & 0xffff;
+    }
+    return 0;
+}
+
 cudaError_t cudaDeviceGetPCIBusId(char *buf, int len, int d)
 {
     FK_ENTER("cudaDeviceGetPCIBusId");
     if (check_device(d))
         return cudaErrorInvalidDevice;
-    snprintf(buf, (size_t)len, "00000000:%02X:00.0", d + 1);
+    snprintf(buf, (size_t)len, "%08X:%02X:00.0", fake_device_identity(), d + 1);
     return cudaSuccess;
 }
 

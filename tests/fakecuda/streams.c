@@ -12,12 +12,17 @@
  * another stream runs. An operation with a host source
  * checks at run time
  * that the source was not modified since it was enqueued. Emulated kernels
- * are enqueued here too. See fake.h.
+ * are enqueued here too. An operation can be made to never complete
+ * (fk_stick_next: the fake NCCL's FAKECUDA_NCCL_FAIL): its stream stops
+ * there, streams waiting on records behind it stop too, queries say "not
+ * ready" and host waits never return, until fk_release_stuck (the fake's
+ * ncclCommAbort). See fake.h.
  */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "tests/fakecuda/internal.h"
@@ -36,6 +41,9 @@ struct CUevent_st {
     unsigned flags;
     int live;
     unsigned recorded, completed; /* sequence numbers of records issued / run */
+    unsigned polled;              /* the record a query last answered "not ready" */
+    unsigned long polled_at;      /* ... and the host's launch count then */
+    double polled_wall;           /* ... and the wall clock then (ms) */
     cudaStream_t stream;          /* where the last record was issued */
     double sim_ms;                /* virtual clock: when the last record issued fires */
 };
@@ -56,6 +64,7 @@ typedef struct fk_op {
     unsigned seq;
     int fault;           /* running it raises the sticky asynchronous error */
     int copy;            /* a copy or memset: the copy engine's work */
+    int stuck;           /* never completes (fk_stick_next) until fk_release_stuck */
     unsigned long order; /* enqueue order over every stream */
 } fk_op;
 
@@ -72,6 +81,8 @@ static struct {
     unsigned long order;       /* operations enqueued so far */
     const fk_op *running;      /* the operation whose run is running, and its stream */
     struct CUstream_st *running_on;
+    int stick_next; /* fk_stick_next: the next operation enqueued never completes */
+    int released;   /* fk_release_stuck: stuck operations end (without running) */
 } S;
 
 /* ---------------------------------------------------------------- queues */
@@ -101,10 +112,13 @@ static int event_ok(cudaEvent_t e)
 static void run_until(struct CUstream_st *s, unsigned ev_seq, cudaEvent_t ev);
 static void run_early(void);
 
-/* Run one op from the front of s. */
-static void run_one(struct CUstream_st *s)
+/* Run one op from the front of s; 0 when it cannot run (it is stuck, or
+ * waits for a record behind a stuck operation): the stream stops there. */
+static int run_one(struct CUstream_st *s)
 {
     fk_op *op = s->head;
+    if (op->stuck && !S.released)
+        return 0;
     s->head = op->next;
     if (!s->head)
         s->tail = NULL;
@@ -113,6 +127,14 @@ static void run_one(struct CUstream_st *s)
         s->blocked++;
         run_until(stream_of(op->wait_stream), op->seq, op->wait);
         s->blocked--;
+        if (op->wait->completed < op->seq) { /* behind a stuck operation: put it back */
+            op->next = s->head;
+            s->head = op;
+            if (!s->tail)
+                s->tail = op;
+            s->pending++;
+            return 0;
+        }
     }
     if (op->host && hash64(op->host, op->host_bytes, 0) != op->host_hash)
         fk_violation(op->name,
@@ -120,7 +142,7 @@ static void run_one(struct CUstream_st *s)
                      "enqueued and before it ran: it was reused before its copy "
                      "completed (wait for the copy's event)",
                      op->host, op->host_bytes);
-    if (op->run) {
+    if (op->run && !op->stuck) { /* a released stuck operation did nothing */
         const fk_op *outer = S.running;
         struct CUstream_st *outer_on = S.running_on;
         S.running = op;
@@ -139,19 +161,41 @@ static void run_one(struct CUstream_st *s)
     free(op);
     if (recorded) /* an early stream waiting for this record goes on now */
         run_early();
+    return 1;
 }
 
 /* Run s until event ev has completed record number ev_seq (or s is empty). */
 static void run_until(struct CUstream_st *s, unsigned ev_seq, cudaEvent_t ev)
 {
-    while (s->head && ev->completed < ev_seq)
-        run_one(s);
+    while (s->head && ev->completed < ev_seq && run_one(s))
+        ;
 }
 
-static void run_all(struct CUstream_st *s)
+/* 1 when anything ran */
+static int run_all(struct CUstream_st *s)
 {
-    while (s->head)
-        run_one(s);
+    int ran = 0;
+    while (s->head && run_one(s))
+        ran = 1;
+    return ran;
+}
+
+/* A host wait for work that never completes: it never returns, as on a
+ * device whose collective waits for a peer that is gone. */
+static void hang(const char *api)
+{
+    if (getenv("FAKECUDA_DEBUG_CLOCK"))
+        fprintf(stderr, "fakecuda: %s waits forever (stuck operation)\n", api);
+    for (;;)
+        pause();
+}
+
+void fk_stick_next(void) { S.stick_next = 1; }
+
+void fk_release_stuck(void)
+{
+    S.released = 1;
+    fk_drain_all();
 }
 
 void fk_drain_all(void)
@@ -161,10 +205,8 @@ void fk_drain_all(void)
         more = 0;
         run_all(&S.legacy);
         for (size_t i = 0; i < STREAM_MAX; i++)
-            if (S.streams[i] && S.streams[i]->head) {
-                run_all(S.streams[i]);
+            if (S.streams[i] && S.streams[i]->head && run_all(S.streams[i]))
                 more = 1;
-            }
     }
 }
 
@@ -196,10 +238,8 @@ static void progress(void)
         more = 0;
         for (int i = -1; i < STREAM_MAX; i++) {
             struct CUstream_st *st = i < 0 ? &S.legacy : S.streams[i];
-            while (st && st->head && runs_eagerly(st->head)) {
-                run_one(st);
+            while (st && st->head && runs_eagerly(st->head) && run_one(st))
                 more = 1;
-            }
         }
     }
 }
@@ -221,10 +261,8 @@ static void run_early(void)
         for (int i = 0; i < STREAM_MAX; i++) {
             struct CUstream_st *st = S.streams[i];
             while (st && st->early && st->head &&
-                   (!st->head->wait || st->head->wait->completed >= st->head->seq)) {
-                run_one(st);
+                   (!st->head->wait || st->head->wait->completed >= st->head->seq) && run_one(st))
                 more = 1;
-            }
         }
     }
     S.in_early = 0;
@@ -315,6 +353,8 @@ cudaError_t fk_enqueue_timed(cudaStream_t s, const char *name, void (*run)(void 
     op->drop = drop;
     op->arg = arg;
     op->copy = !strcmp(name, "cudaMemcpyAsync") || !strcmp(name, "cudaMemsetAsync");
+    op->stuck = S.stick_next;
+    S.stick_next = 0;
     if (host && host_bytes) {
         op->host = host;
         op->host_bytes = host_bytes;
@@ -379,6 +419,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t s)
     if (!s)
         fk_legacy_barrier();
     run_all(stream_of(s));
+    if (stream_of(s)->head)
+        hang("cudaStreamSynchronize");
     fk_host_wait_until(ready_ms(s));
     return fk_sync_result();
 }
@@ -387,6 +429,11 @@ cudaError_t cudaDeviceSynchronize(void)
 {
     FK_ENTER("cudaDeviceSynchronize");
     fk_drain_all();
+    if (S.legacy.head)
+        hang("cudaDeviceSynchronize");
+    for (size_t i = 0; i < STREAM_MAX; i++)
+        if (S.streams[i] && S.streams[i]->head)
+            hang("cudaDeviceSynchronize");
     fk_host_wait_until(device_end_ms());
     return fk_sync_result();
 }
@@ -480,8 +527,24 @@ cudaError_t cudaEventQuery(cudaEvent_t e)
      * clock: a device that has not reached the record by the host's time
      * says "not ready" */
     run_until(stream_of(e->stream), e->recorded, e);
-    if (e->completed >= e->recorded && (!e->recorded || e->sim_ms <= fk_host_ms()))
+    if (e->completed < e->recorded) /* behind a stuck operation */
+        return fk_ret(cudaErrorNotReady);
+    /* asked again with nothing issued since: a host polling, whose clock
+     * moves on by the wall time between its queries (the host's own time
+     * takes none otherwise), up to the record (then counted as a wait) */
+    double wall = now_sec() * 1000.0;
+    if (e->recorded && e->polled == e->recorded && e->polled_at == fk_host_launches()) {
+        double t = fk_host_ms() + (wall - e->polled_wall);
+        if (t >= e->sim_ms)
+            fk_host_wait_until(e->sim_ms);
+        else
+            fk_host_pass(t - fk_host_ms());
+    }
+    if (!e->recorded || e->sim_ms <= fk_host_ms())
         return cudaSuccess;
+    e->polled = e->recorded;
+    e->polled_at = fk_host_launches();
+    e->polled_wall = wall;
     return fk_ret(cudaErrorNotReady);
 }
 
@@ -493,6 +556,8 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
         return fk_ret(cudaErrorInvalidResourceHandle);
     }
     run_until(stream_of(e->stream), e->recorded, e);
+    if (e->completed < e->recorded)
+        hang("cudaEventSynchronize");
     if (e->recorded) {
         if (!(e->flags & cudaEventBlockingSync) && e->sim_ms > fk_host_ms())
             fk_spin_wait();
