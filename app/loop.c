@@ -107,6 +107,10 @@ static void emit_epoch(run_ctx *r, int tid)
         if (u.sm_available) {
             er.gpu_sm_pct = u.sm_util;
             er.gpu_occ_pct = u.sm_occ;
+        } else if (!r->said_sm_na && u.sm_why[0] && strcmp(u.sm_why, u.why) != 0) {
+            /* once: why sm%/occ is n/a, when not for the reason gpu% is */
+            fprintf(stderr, "train: sm%%/occ n/a in epoch %d (%s)\n", ji->epoch + 1, u.sm_why);
+            r->said_sm_na = 1;
         }
         if (u.windowed || u.available)
             er.gpu_util_n = u.samples;

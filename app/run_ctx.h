@@ -95,6 +95,7 @@ typedef struct run_ctx {
     char **class_names;
     int progress;
     int said_util_na;
+    int said_sm_na;      /* sm%/occ n/a: the reason said once (it can differ per epoch) */
     unsigned table_hide; /* epoch-table columns left out (report_columns) */
     /* data-parallel ranks (one process: rank 0 of 1, inactive) */
     dist dist;

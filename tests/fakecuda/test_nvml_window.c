@@ -277,6 +277,22 @@ Test(nvml_window_e2e, epoch_records_carry_process_memory_and_sm)
                   sm[i]);
         cr_expect(strcmp(util[i], "null"), "epoch %d: utilisation %s", i + 1, util[i]);
     }
+    cr_expect(!strstr(r.err, "sm%/occ n/a"), "SM activity was there: %s", r.err);
+    run_free(&r);
+    /* without GPM: sm%/occ n/a, and why, said once (utilisation still there) */
+    char *env2[] = {"TRAIN_NVML_LIB=" FAKE_NVML_LIB,
+                    "FAKE_NVML=timeline",
+                    "FAKECUDA_REALTIME=1",
+                    "FAKECUDA_COST=kernel_us=2000",
+                    "FAKE_NVML_PERIOD_MS=20",
+                    "FAKE_NVML_GPM=0",
+                    NULL};
+    run_argv(argv, env2, 240, &r);
+    cr_assert_eq(r.status, 0, "stderr:\n%s", r.err);
+    const char *say = strstr(r.err, "train: sm%/occ n/a in epoch 1 (no GPM");
+    cr_expect(say, "%s", r.err);
+    cr_expect(!say || !strstr(say + strlen("train: sm%/occ n/a"), "sm%/occ n/a"), "said once: %s",
+              r.err);
     run_free(&r);
     free(j);
 }
