@@ -131,8 +131,8 @@ struct gpu_monitor {
     int ready; /* library and device usable */
     char why[160];
     int period_ms;
-    int windowed; /* timestamped samples answer */
-    nvml_gpm_sample gpm[2];
+    int windowed;           /* timestamped samples answer */
+    nvml_gpm_sample gpm[3]; /* the window's start, its end, the next window's start */
     nvml_gpm_metrics_get *gpm_req;
     char gpm_why[120];
 
@@ -157,6 +157,10 @@ struct gpu_monitor {
     unsigned long long proc_mem;
     char proc_why[120];
     int gpm_started;
+    /* the next epoch started before this one's figures were taken (the
+     * loop fetches ahead): its start, kept until the stop rolls over */
+    int next_pending, next_gpm_ok;
+    double next_start;
     unsigned long long mem_used, mem_total;
     char epoch_why[160];
 };
@@ -196,7 +200,8 @@ static void probe_extras(gpu_monitor *m)
                  r != NVML_OK ? err_text(m, r) : "Hopper or newer has it");
         return;
     }
-    if ((r = m->gpm_alloc(&m->gpm[0])) != NVML_OK || (r = m->gpm_alloc(&m->gpm[1])) != NVML_OK) {
+    if ((r = m->gpm_alloc(&m->gpm[0])) != NVML_OK || (r = m->gpm_alloc(&m->gpm[1])) != NVML_OK ||
+        (r = m->gpm_alloc(&m->gpm[2])) != NVML_OK) {
         snprintf(m->gpm_why, sizeof m->gpm_why, "GPM sample: %s", err_text(m, r));
         return;
     }
@@ -390,8 +395,18 @@ static void *sampler(void *arg)
 
 void gpu_monitor_start(gpu_monitor *m)
 {
-    if (!m->ready || m->running)
+    if (!m->ready)
         return;
+    if (m->running) { /* the window before is still open: this one starts at its stop */
+        pthread_mutex_lock(&m->mu);
+        if (!m->next_pending) {
+            m->next_pending = 1;
+            m->next_start = now_sec();
+            m->next_gpm_ok = m->gpm_req && m->gpm_get(m->dev, m->gpm[2]) == NVML_OK;
+        }
+        pthread_mutex_unlock(&m->mu);
+        return;
+    }
     pthread_mutex_lock(&m->mu);
     m->started = now_sec();
     m->samples = 0;
@@ -512,11 +527,43 @@ static void sm_activity(gpu_monitor *m, double seconds, device_util *out)
     }
 }
 
+/* The next window, started while this one was open, becomes the current
+ * one: samples that ended before its start are dropped (the newest of them
+ * is the period's start for the first kept), its GPM sample becomes the
+ * start one, the maxima start again. The sampling thread goes on; mu held. */
+static void roll_over(gpu_monitor *m)
+{
+    double off = realtime_offset();
+    unsigned long long cut = (unsigned long long)((m->next_start + off) * 1e6);
+    size_t k = 0;
+    for (size_t i = 0; i < m->nws; i++) /* sorted by window() */
+        if (m->ws[i].ts <= cut)
+            m->prev_ts = m->ws[i].ts;
+        else
+            m->ws[k++] = m->ws[i];
+    m->nws = k;
+    nvml_gpm_sample t = m->gpm[0];
+    m->gpm[0] = m->gpm[2];
+    m->gpm[2] = t;
+    m->gpm_started = m->next_gpm_ok;
+    m->started = m->next_start;
+    m->active = 1;
+    m->next_pending = 0;
+    m->samples = 0;
+    m->sum = m->max = 0.0;
+    m->mem_used = 0;
+    m->proc_mem = 0;
+    m->epoch_why[0] = '\0';
+}
+
 void gpu_monitor_stop_window(gpu_monitor *m, double t0, double t1, device_util *out)
 {
     memset(out, 0, sizeof *out);
     double stopped = now_sec();
-    if (m->running) {
+    pthread_mutex_lock(&m->mu);
+    int carry_on = m->running && m->next_pending;
+    pthread_mutex_unlock(&m->mu);
+    if (m->running && !carry_on) {
         pthread_mutex_lock(&m->mu);
         m->stop = 1;
         pthread_cond_signal(&m->cv);
@@ -560,6 +607,8 @@ void gpu_monitor_stop_window(gpu_monitor *m, double t0, double t1, device_util *
         out->util_avg = m->sum / m->samples;
         out->util_max = m->max;
     }
+    if (carry_on)
+        roll_over(m);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -571,10 +620,13 @@ void gpu_monitor_free(gpu_monitor *m)
         return;
     if (m->running) {
         device_util u;
+        pthread_mutex_lock(&m->mu);
+        m->next_pending = 0; /* no window after this one: the thread stops */
+        pthread_mutex_unlock(&m->mu);
         gpu_monitor_stop(m, &u);
     }
     if (m->lib) {
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < 3; i++)
             if (m->gpm[i])
                 m->gpm_free(m->gpm[i]);
         m->shutdown();
