@@ -130,7 +130,7 @@ static uint32_t check_images(const dataset *ix, int decode, int threads)
 static int check(const options *o)
 {
     const char *csvs[2] = {o->csv, o->val_csv};
-    uint32_t bad = 0;
+    uint32_t bad = 0, bad_rows = 0;
     for (int i = 0; i < 2; i++) {
         if (!csvs[i])
             continue;
@@ -144,6 +144,15 @@ static int check(const options *o)
         }
         char name[ESC_MAX];
         esc_path(csvs[i], name, sizeof name);
+        if (ix.bad_rows) { /* listed as they were read; the good rows' files are checked too */
+            if (ix.bad_rows > CSV_LIST_BAD)
+                fprintf(stderr, "%s: %u bad rows (the first %d are listed above)\n", name,
+                        ix.bad_rows, CSV_LIST_BAD);
+            else
+                fprintf(stderr, "%s: %u bad row%s (listed above)\n", name, ix.bad_rows,
+                        ix.bad_rows == 1 ? "" : "s");
+            bad_rows += ix.bad_rows;
+        }
         if (ix.folder)
             printf("%s: %u images, %u class folders\n", name, ix.n, ix.nclasses);
         else
@@ -156,13 +165,16 @@ static int check(const options *o)
         bad += check_images(&ix, o->check == 2, threads);
         dataset_free(&ix);
     }
+    char rows[64] = "";
+    if (bad_rows)
+        snprintf(rows, sizeof rows, "%u bad CSV row%s and ", bad_rows, bad_rows == 1 ? "" : "s");
     if (o->check == 2)
-        printf("check: %u file%s that training would refuse\n", bad, bad == 1 ? "" : "s");
+        printf("check: %s%u file%s that training would refuse\n", rows, bad, bad == 1 ? "" : "s");
     else
-        printf("check: %u file%s whose header training would refuse (headers only: "
+        printf("check: %s%u file%s whose header training would refuse (headers only: "
                "--check=decode decodes every image and finds damaged ones)\n",
-               bad, bad == 1 ? "" : "s");
-    return bad ? 2 : 0;
+               rows, bad, bad == 1 ? "" : "s");
+    return bad || bad_rows ? 2 : 0;
 }
 
 /* Under an MPI launcher a run is one configuration: sweeps, --diagnose and

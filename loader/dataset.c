@@ -796,14 +796,6 @@ static int csv_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf
             errf(e, "%s: no rows", csv_path);
         goto out;
     }
-    if (p.bad && o->list_bad && !o->skip_bad) {
-        if (p.bad > CSV_LIST_BAD)
-            errf(e, "%s: %u bad rows (the first %d are listed above)", csv_path, p.bad,
-                 CSV_LIST_BAD);
-        else
-            errf(e, "%s: %u bad row%s (listed above)", csv_path, p.bad, p.bad == 1 ? "" : "s");
-        goto out;
-    }
 
     ix->n = (uint32_t)p.nrows;
     /* worst case: every row its own class name */
@@ -836,7 +828,7 @@ static int csv_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf
     ix->content_hash = hash64("train-csv", 9, dataset_fingerprint(ix, o->root).hash);
     if (p.base)
         ix->content_hash = hash64(p.base, strlen(p.base), ix->content_hash);
-    if (p.bad && o->warn) {
+    if (p.bad && o->warn && !o->list_bad) { /* --check listed them */
         char a[ESC_MAX], b[ESC_MAX];
         fprintf(o->warn, "train: warning: %s: skipped %u bad row%s (first: %s)\n",
                 esc_path(csv_path, a, sizeof a), p.bad, p.bad == 1 ? "" : "s",

@@ -30,7 +30,7 @@ typedef struct dataset {
     uint64_t *class_names; /* points into the rows allocation, or NULL */
     uint32_t n;
     uint32_t nclasses;
-    uint32_t bad_rows; /* rows dropped under skip_bad */
+    uint32_t bad_rows; /* rows dropped under skip_bad, or listed under list_bad */
     int names;         /* labels were strings mapped to sorted ids */
     int had_header;
     int folder;             /* read from a folder of class folders */
@@ -47,8 +47,8 @@ typedef struct csv_opts {
     FILE *warn;            /* where the skip warning goes; NULL = silent */
     int sparse_labels;     /* integer labels whose largest is an outlier: warn, not refuse */
     FILE *list_bad;        /* --check: every bad row's problem (the first CSV_LIST_BAD) goes
-                              here and the load fails at the end with the count; NULL: the
-                              first bad row fails the load (unless skip_bad) */
+                              here, the good rows load and bad_rows counts the rest; NULL:
+                              the first bad row fails the load (unless skip_bad) */
 } csv_opts;
 
 #define CSV_LIST_BAD 20

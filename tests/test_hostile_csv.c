@@ -639,6 +639,10 @@ Test(hostile_csv, check_lists_every_bad_row_and_counts_them)
     cr_expect(strstr(r.err, want), "the last bad row too: %s", r.err);
     snprintf(want, sizeof want, "%s: 20 bad rows (listed above)", csv);
     cr_expect(strstr(r.err, want), "%s", r.err);
+    /* and the good rows' files are still checked: img.png does not exist */
+    snprintf(want, sizeof want, "%s:2: ", csv);
+    cr_expect(strstr(r.err, want) && strstr(r.err, "img.png"), "%s", r.err);
+    cr_expect(strstr(r.out, "check: 20 bad CSV rows and 10 files"), "%s", r.out);
     run_free(&r);
     /* over the limit: the first 20 and the count */
     char big[8192] = "path,label\n";
