@@ -617,7 +617,18 @@ static void defaults(options *o)
     o->progress = -1;
 }
 
-enum { KIND_CACHE, KIND_CKPT, KIND_JSON };
+enum { KIND_CACHE, KIND_CKPT, KIND_JSON, KIND_TRACE };
+
+/* What train's JSON outputs start with: a report's first record, a trace's
+ * first key (app/report.c, app/trace.c) */
+#define REPORT_START "{\"record\":"
+#define TRACE_START "{\"displayTimeUnit\":"
+
+static int starts(const unsigned char *b, size_t n, const char *s)
+{
+    size_t k = strlen(s);
+    return n >= k && !memcmp(b, s, k);
+}
 
 /* What a file starting with b (n bytes) looks like: "starts with
  * TRAINCKP: a train checkpoint". */
@@ -630,8 +641,12 @@ static void describe_start(const unsigned char *b, size_t n, char *out, size_t l
         snprintf(out, len, "starts with TRAINCKP: a train checkpoint");
     else if (n >= 8 && !memcmp(b, CACHE_MAGIC, 8))
         snprintf(out, len, "starts with TRAINPC: a train preload cache");
+    else if (starts(b + i, n - i, REPORT_START))
+        snprintf(out, len, "starts with %s: a train JSON report", REPORT_START);
+    else if (starts(b + i, n - i, TRACE_START))
+        snprintf(out, len, "starts with %s: a train trace", TRACE_START);
     else if (i < n && b[i] == '{')
-        snprintf(out, len, "starts with '{': a JSON file");
+        snprintf(out, len, "starts with '{': a JSON file, not one train wrote");
     else if (n >= 3 && !memcmp(b, "\xff\xd8\xff", 3))
         snprintf(out, len, "starts with \\xff\\xd8\\xff: a JPEG image");
     else if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8))
@@ -674,10 +689,14 @@ static int replaceable(const char *path, int kind, char *what, size_t len)
         ok = !memcmp(b, CACHE_MAGIC, m);
     else if (kind == KIND_CKPT)
         ok = !memcmp(b, CKPT_MAGIC, m);
-    else {
+    else { /* a report (JSON lines) or a trace, by their first key; "{}" */
         while (i < n && strchr(" \t\r\n", b[i]))
             i++;
-        ok = i == n || b[i] == '{';
+        size_t j = i + 1;
+        while (j < n && strchr(" \t\r\n", b[j]))
+            j++;
+        ok = i == n || starts(b + i, n - i, kind == KIND_JSON ? REPORT_START : TRACE_START) ||
+             (b[i] == '{' && j < n && b[j] == '}');
     }
     if (!ok)
         describe_start(b, n, what, len);
@@ -724,9 +743,9 @@ static int check_paths(const options *o)
                 return -1;
             }
     }
-    const int kind[] = {KIND_CACHE, KIND_CKPT, KIND_JSON, KIND_JSON};
-    const char *kind_name[] = {"a train preload cache", "a train checkpoint", "a JSON-lines file",
-                               "a JSON trace"};
+    const int kind[] = {KIND_CACHE, KIND_CKPT, KIND_JSON, KIND_TRACE};
+    const char *kind_name[] = {"a train preload cache", "a train checkpoint", "a train JSON report",
+                               "a train trace"};
     for (int i = 0; i < 4; i++) { /* cache, save, json, trace */
         char what[160];
         if (path[i] && replaceable(path[i], kind[i], what, sizeof what) != 0) {

@@ -498,9 +498,31 @@ Test(hostile_files, an_existing_file_of_another_kind_is_not_replaced)
              ck);
     assert_refused_with(&r, want);
     run_train_for(&r, RUN_S, "--json", ck, "--no-progress", csv, NULL);
-    snprintf(want, sizeof want, "--json %s: starts with TRAINCKP: a train checkpoint, not a JSON",
-             ck);
+    snprintf(want, sizeof want,
+             "--json %s: starts with TRAINCKP: a train checkpoint, not a train JSON report", ck);
     assert_refused_with(&r, want);
+    /* a report and a trace are not each other; a hand-written JSON is neither */
+    char *rep = write_text(dir, "rep.json", "{\"record\":\"run\",\"x\":1}\n");
+    char *trc =
+        write_text(dir, "trc.json", "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n]}\n");
+    char *cfg = write_text(dir, "cfg.json", "{\n  \"name\": \"mine\"\n}\n");
+    run_train_for(&r, RUN_S, "--trace", rep, "--no-progress", csv, NULL);
+    snprintf(want, sizeof want,
+             "--trace %s: starts with {\"record\":: a train JSON report, not a train trace", rep);
+    assert_refused_with(&r, want);
+    run_train_for(&r, RUN_S, "--json", trc, "--no-progress", csv, NULL);
+    snprintf(want, sizeof want,
+             "--json %s: starts with {\"displayTimeUnit\":: a train trace, not a train JSON report",
+             trc);
+    assert_refused_with(&r, want);
+    for (int k = 0; k < 2; k++) {
+        run_train_for(&r, RUN_S, k ? "--trace" : "--json", cfg, "--no-progress", csv, NULL);
+        snprintf(want, sizeof want, "%s %s: starts with '{': a JSON file, not one train wrote",
+                 k ? "--trace" : "--json", cfg);
+        assert_refused_with(&r, want);
+    }
+    assert_starts(cfg, "{\n  \"name\"");
+    free(rep), free(trc), free(cfg);
     run_train_for(&r, RUN_S, "--save", cache, "--no-progress", csv, NULL);
     snprintf(want, sizeof want,
              "--save %s: starts with TRAINPC: a train preload cache, not a train checkpoint",
