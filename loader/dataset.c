@@ -254,6 +254,30 @@ static int row_problem(parser *p, uint32_t line, const char *fmt, ...)
     return 0;
 }
 
+/* A label cell that names its column rather than a class: with text
+ * labels, "file.path,label" then "a.jpg,cat" is still a header. */
+static int is_label_heading(const char *s)
+{
+    static const char *const names[] = {"label",     "labels",   "class",  "classes",  "class_name",
+                                        "classname", "class_id", "target", "category", "y"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcasecmp(s, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* A path cell that names its column (any case). */
+static int is_path_heading(const char *s)
+{
+    static const char *const names[] = {"path",       "file",       "filename",  "file_name",
+                                        "filepath",   "file_path",  "image",     "img",
+                                        "image_path", "image_file", "imagepath", "file.path"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (strcasecmp(s, names[i]) == 0)
+            return 1;
+    return 0;
+}
+
 /* Column spec: a number, or a name looked up in the header row. */
 static int resolve_column(parser *p, const char *spec, const char *dflt_name, int dflt_idx,
                           int have_header, const record *hdr)
@@ -274,6 +298,23 @@ static int resolve_column(parser *p, const char *spec, const char *dflt_name, in
                 if (pass == 0 ? strcmp(f, name) == 0 : strcasecmp(f, name) == 0)
                     return i;
             }
+        /* no column by the default name: one by a usual heading ("Image",
+         * "Class", "filename", ...) */
+        if (!spec)
+            for (int i = 0; i < hdr->nf; i++) {
+                const char *f = record_field(hdr, i);
+                if (dflt_idx == 0 ? is_path_heading(f) : is_label_heading(f))
+                    return i;
+            }
+    }
+    if (!spec && have_header && hdr->nf > 2) { /* which two of three or more: not a guess */
+        char cols[256] = "";
+        for (int i = 0; i < hdr->nf && strlen(cols) < 200; i++)
+            snprintf(cols + strlen(cols), sizeof cols - strlen(cols), "%s'%s'", i ? ", " : "",
+                     record_field(hdr, i));
+        errf(p->e, "%s:%u: no %s column in the header (it has %s): name it with --%s-col", p->csv,
+             hdr->line, dflt_name, cols, dflt_name);
+        return -1;
     }
     if (!spec)
         return dflt_idx;
@@ -292,18 +333,6 @@ static int resolve_column(parser *p, const char *spec, const char *dflt_name, in
 static int looks_like_path(const char *s)
 {
     return strchr(s, '.') != NULL || strchr(s, '/') != NULL;
-}
-
-/* A label cell that names its column rather than a class: with text
- * labels, "file.path,label" then "a.jpg,cat" is still a header. */
-static int is_label_heading(const char *s)
-{
-    static const char *const names[] = {"label",     "labels",   "class",  "classes",  "class_name",
-                                        "classname", "class_id", "target", "category", "y"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (strcasecmp(s, names[i]) == 0)
-            return 1;
-    return 0;
 }
 
 /* Decide whether `first` is a header, given the second record (or NULL). */
@@ -424,6 +453,14 @@ static void settle_header(parser *p, const record *second)
     if (p->label_idx < 0) {
         p->failed = 1;
         return;
+    }
+    if (hdr && p->path_idx == p->label_idx && p->first.nf == 2 &&
+        !(p->o->path_col && p->o->label_col)) {
+        /* two columns, one found by its heading: the label (or path) is the other */
+        if (p->o->label_col)
+            p->path_idx = 1 - p->label_idx;
+        else
+            p->label_idx = 1 - p->path_idx;
     }
     if (p->path_idx == p->label_idx) {
         errf(p->e, "%s: path and label are the same column (%d)", p->csv, p->path_idx);

@@ -253,6 +253,24 @@ Test(csv, string_labels_header_detection)
         cr_expect_eq(ix.nclasses, 2, "%s", headings[k]);
         dataset_free(&ix);
     }
+    /* no column named path/label: one by a usual heading, or with two
+     * columns the other one; three or more with neither is an error */
+    const struct {
+        const char *text;
+        uint32_t classes;
+    } named[] = {{"id,Image,Class\n1,cat/1.jpg,cat\n2,dog/2.jpg,dog\n", 2},
+                 {"Class,Image\ncat,cat/1.jpg\ndog,dog/2.jpg\n", 2},
+                 {"filename,species\ncat/1.jpg,cat\ndog/2.jpg,dog\n", 2}};
+    for (int k = 0; k < 3; k++) {
+        load_ok(&ix, "n.csv", named[k].text, NULL);
+        cr_expect_eq(ix.nclasses, named[k].classes, "%s", named[k].text);
+        char buf[16];
+        cr_expect_str_eq(dataset_class_name(&ix, 0, buf, sizeof buf), "cat", "%s", named[k].text);
+        cr_expect(strstr(dataset_path(&ix, 0), "cat/1.jpg"), "%s", named[k].text);
+        dataset_free(&ix);
+    }
+    load_fails("a,b,c\n1,x.png,0\n2,y.png,1\n", NULL,
+               ":1: no path column in the header (it has 'a', 'b', 'c'): name it with --path-col");
     /* no header: the first row is data */
     load_ok(&ix, "b.csv", "cat/1.jpg,cat\ndog/2.jpg,dog\n", NULL);
     cr_assert(!ix.had_header);
