@@ -414,7 +414,10 @@ const char *dataset_row_message(const dataset *ix, uint32_t i, const char *msg, 
 {
     char raw[2 * ERR_MAX + 64];
     if (!ix->folder) {
-        snprintf(raw, sizeof raw, "%s:%u: %s", ix->csv_path, ix->rows[i].line, msg);
+        snprintf(raw, sizeof raw, "%s:%u: %s%s", ix->csv_path, ix->rows[i].line, msg,
+                 !ix->had_header && ix->rows[i].line == 1
+                     ? " (line 1 was read as data: if it is a header, give --header)"
+                     : "");
     } else {
         const char *path = dataset_path(ix, i);
         size_t n = strlen(path);

@@ -661,3 +661,28 @@ Test(hostile_csv, check_lists_every_bad_row_and_counts_them)
     run_free(&r);
     free(csv);
 }
+
+/* a header the detection misses (a path-like name, a label heading it does
+ * not know) makes line 1 a row whose file cannot open: the message says
+ * how to fix it */
+Test(hostile_csv, an_undetected_header_row_gets_a_hint)
+{
+    char *csv = write_text(dir, "hdr.csv", "file.name,species\nimg.png,cat\nimg2.png,dog\n");
+    run_result r;
+    run_train_for(&r, 60, "--check", csv, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    char want[512];
+    snprintf(want, sizeof want, "%s:1: ", csv);
+    const char *at = strstr(r.err, want);
+    cr_assert(at, "%s", r.err);
+    cr_expect(strstr(at, "(line 1 was read as data: if it is a header, give --header)"), "%s",
+              r.err);
+    snprintf(want, sizeof want, "%s:2: ", csv);
+    at = strstr(r.err, want);
+    cr_assert(at, "%s", r.err);
+    const char *eol = strchr(at, '\n');
+    cr_expect(!strstr(at, "give --header") || (eol && strstr(at, "give --header") > eol),
+              "only line 1 gets the hint: %s", r.err);
+    run_free(&r);
+    free(csv);
+}
