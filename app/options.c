@@ -54,7 +54,9 @@ static const opt_spec table[] = {
     {"no-header", ARG_NONE, O_NO_HEADER, NULL, "first row is data", 0},
     {"path-col", ARG_REQ, O_PATH_COL, "COL", "path column: name or 0-based number (path / 0)", 0},
     {"label-col", ARG_REQ, O_LABEL_COL, "COL", "label column: name or number (label / 1)", 0},
-    {"root", ARG_REQ, O_ROOT, "DIR", "relative paths start here (default: the CSV's folder)", 0},
+    {"root", ARG_REQ, O_ROOT, "DIR",
+     "relative paths in the CSVs (training and --val) start here (default: each CSV's folder)",
+     0},
     {"sparse-labels", ARG_NONE, O_SPARSE_LABELS, NULL,
      "accept integer labels whose largest is an outlier making over 1000 mostly unused classes "
      "(a warning, not exit 2)", 0},
@@ -172,10 +174,14 @@ void options_usage(FILE *f)
     fprintf(
         f, "\nComma lists in --workers, --prefetch, --batch, --mode, --pin and --non-blocking run\n"
            "every combination, each in a fresh process, and end with a summary table.\n"
-           "Exit status: 0 ok, 1 internal error, 2 bad input (arguments, CSV, images),\n"
-           "3 a loader worker died or timed out, 4 the loss became NaN or infinite,\n"
-           "130/143 interrupted (SIGINT/SIGTERM).\n"
-           "On a GPU, from NVML: gpu%%avg/mx is the share of time a kernel was running,\n"
+           "Exit status: 0 ok, 1 internal error or an output (--json, --trace, --save)\n"
+           "that could not be written, 2 bad input (arguments, CSV, images), 3 a loader\n"
+           "worker died or timed out, 4 the loss became NaN or infinite, 5 out of memory\n"
+           "decoding an image, 130/143 interrupted (SIGINT/SIGTERM).\n"
+           "On a GPU, from the device's activity records (--gpu-activity): busy%% is the\n"
+           "share of the epoch a kernel of ours ran, h2d%% the host-to-device copies',\n"
+           "ovl%% copies and kernels at once. From NVML:\n"
+           "gpu%%avg/mx is the share of time a kernel was running,\n"
            "from the samples whose period lies within the epoch (n/a when none does);\n"
            "sm%%/occ the share of the SMs busy and the warp occupancy (GPM, Hopper and\n"
            "newer); gpu_MB this process's device memory. docs/GPU.md defines each column.\n");

@@ -781,7 +781,7 @@ static int csv_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf
         if (unused && o->warn)
             fprintf(o->warn,
                     "train: note: %s is a class folder: %s and the other CSV options do not "
-                    "apply to it\n",
+                    "apply to it (they do to a CSV given with --val)\n",
                     csv_path, unused);
         return dataset_folder_load(ix, csv_path, o, e);
     }

@@ -167,7 +167,7 @@ Test(folder, check_and_training_take_a_folder_wherever_a_csv_goes)
     char *note = NULL;
     cr_assert(asprintf(&note,
                        "train: note: %s is a class folder: --root and the other CSV options do "
-                       "not apply to it",
+                       "not apply to it (they do to a CSV given with --val)",
                        train) > 0);
     cr_expect(strstr(r.err, note), "%s", r.err);
     free(note);
