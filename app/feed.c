@@ -122,13 +122,18 @@ static int check_sizes(run_ctx *r, uint32_t first, errbuf *e)
         if (oh == r->ss.out_h && ow == r->ss.out_w && (!need_base || (bh == b0h && bw == b0w)))
             continue;
         char a[ERR_MAX], b[ERR_MAX];
+        char short_only[96] = "";
+        if (p->resize_short > 0 && p->crop_h <= 0)
+            snprintf(short_only, sizeof short_only,
+                     " (--resize %d sets the shorter side only and keeps each aspect ratio)",
+                     p->resize_short);
         return errf(e,
-                    "%s: images differ in size: %s is %dx%d (width x height), %s is %dx%d; "
+                    "%s: images differ in size%s: %s is %dx%d (width x height), %s is %dx%d; "
                     "a batch needs one size: give --resize HxW (every image to that size), or "
                     "--resize N --crop HxW (shorter side to N, then a crop, as torchvision's "
                     "Resize + CenterCrop)%s",
-                    t->csv_path, row_name(t, first, a, sizeof a), r->fixed_w, r->fixed_h,
-                    row_name(t, i, b, sizeof b), w, h,
+                    t->csv_path, short_only, row_name(t, first, a, sizeof a), r->fixed_w,
+                    r->fixed_h, row_name(t, i, b, sizeof b), w, h,
                     need_base && !base_fixed
                         ? "; --mode preload keeps one base image per sample, so it needs "
                           "--resize HxW or a centre crop"

@@ -72,6 +72,12 @@ Test(runchecks, mixed_sizes_are_refused_up_front_naming_two_files_and_the_fix)
     cr_assert(strstr(r.err, "--resize"), "the fix: %s", r.err);
     cr_assert(!strstr(r.out, "dev "), "no epoch started: %s", r.out);
     run_free(&r);
+    /* --resize N alone keeps the aspect ratio: said, since it looks like a fix */
+    run_train(&r, "--epochs", "1", "--batch", "2", "--resize", "32", csv, NULL);
+    cr_assert_eq(r.status, 2, "exit %d: %s", r.status, r.err);
+    cr_assert(strstr(r.err, "(--resize 32 sets the shorter side only and keeps each aspect ratio)"),
+              "%s", r.err);
+    run_free(&r);
     /* the fix works */
     run_train(&r, "--epochs", "1", "--batch", "2", "--resize", "32x32", csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
