@@ -724,7 +724,8 @@ static int check_paths(const options *o)
     enum { NOUT = 5, NPATH = 6 };
     for (int i = 0; i < NPATH; i++) {
         errbuf e;
-        if (path[i] && check_output_path(path[i], &e) != 0) {
+        if (path[i] && (check_output_path(path[i], &e) != 0 ||
+                        (i < NOUT && check_output_folder(path[i], &e) != 0))) {
             complain("train: --%s %s\n", name[i], e.msg);
             return -1;
         }

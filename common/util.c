@@ -397,6 +397,23 @@ int check_output_path(const char *path, errbuf *e)
                 S_ISDIR(st.st_mode) ? " (give a file name)" : "");
 }
 
+int check_output_folder(const char *path, errbuf *e)
+{
+    char *target = output_target(path), *copy = xstrdup(target);
+    const char *dir = dirname(copy);
+    struct stat st;
+    int rc = 0;
+    if (stat(dir, &st) != 0)
+        rc = errf(e, "%s: folder %s does not exist (make it first)", path, dir);
+    else if (!S_ISDIR(st.st_mode))
+        rc = errf(e, "%s: %s is not a folder", path, dir);
+    else if (access(dir, W_OK) != 0)
+        rc = errf(e, "%s: folder %s is not writable: %s", path, dir, strerror(errno));
+    free(copy);
+    free(target);
+    return rc;
+}
+
 int open_regular(const char *path, int flags, unsigned mode, errbuf *e)
 {
     struct stat st;

@@ -103,6 +103,10 @@ const char *file_kind(unsigned mode);
  * exist or is a regular file (symlinks followed); else -1 with
  * "PATH: is a FIFO, not a regular file" in e. */
 int check_output_path(const char *path, errbuf *e);
+/* The folder an output at path (through a symlink: its target) will be
+ * written in exists, is a folder and is writable: 0, else -1 naming it
+ * (checked before any work, so a run does not end unable to save). */
+int check_output_folder(const char *path, errbuf *e);
 /* open(2) that refuses anything but a regular file without blocking on a
  * FIFO or touching a device: stat, open with O_NONBLOCK, fstat, then
  * O_NONBLOCK cleared. flags as open's (O_CLOEXEC added); mode for O_CREAT.
