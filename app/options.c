@@ -795,7 +795,10 @@ int options_parse(options *o, int argc, char **argv)
         const char *a = argv[i];
         if (only_positional || a[0] != '-' || !a[1]) {
             if (o->csv) {
-                complain("train: more than one data CSV ('%s' and '%s')\n", o->csv, a);
+                int val = o->check && (!strcmp(o->csv, "decode") || !strcmp(o->csv, "headers"));
+                complain("train: more than one data CSV ('%s' and '%s')%s%s\n", o->csv, a,
+                         val ? "; --check takes its value after '=': --check=" : "",
+                         val ? o->csv : "");
                 return -1;
             }
             o->csv = a;

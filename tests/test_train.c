@@ -535,6 +535,12 @@ Test(train, arguments_are_checked)
     cr_assert(strstr(r.out, "lenet") && strstr(r.out, "probe") && strstr(r.out, "convnet"), "%s",
               r.out);
     run_free(&r);
+    /* "--check decode" (a space, not '='): the value read as a second CSV,
+     * and the fix said */
+    run_train(&r, "--check", "decode", fm_train, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "--check takes its value after '=': --check=decode"), "%s", r.err);
+    run_free(&r);
     /* --model list for a data set that cannot be read: bad input (2), the
      * file named, as training would say */
     char *bad = write_text(dir, "list-bad.csv", "path,label\nno/such.png,0\nalso.png,x\n");
