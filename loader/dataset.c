@@ -378,8 +378,13 @@ static void add_row(parser *p, const record *r)
         return;
     }
     if (!label) {
-        row_problem(p, r->line, "missing label column (row has %d field%s, label is column %d)",
-                    r->nf, r->nf == 1 ? "" : "s", p->label_idx);
+        const char *sep = r->nf == 1 && strchr(path, ';')    ? "';'"
+                          : r->nf == 1 && strchr(path, '\t') ? "tab"
+                                                             : NULL;
+        row_problem(p, r->line,
+                    "missing label column (row has %d field%s, label is column %d)%s%s%s", r->nf,
+                    r->nf == 1 ? "" : "s", p->label_idx, sep ? "; the line looks " : "",
+                    sep ? sep : "", sep ? "-separated: train reads comma-separated CSV" : "");
         return;
     }
     if (!*path) {

@@ -504,3 +504,14 @@ Test(csv, train_binary_check_reports_missing_files)
     run_free(&r);
     free(p);
 }
+
+/* a ';'- or tab-separated file reads as one column: the message says so */
+Test(csv, another_separator_is_named)
+{
+    load_fails("a.png;0\nb.png;1\n", NULL,
+               ":1: missing label column (row has 1 field, label is column 1); the line looks "
+               "';'-separated: train reads comma-separated CSV");
+    load_fails("a.png\t0\nb.png\t1\n", NULL,
+               ":1: missing label column (row has 1 field, label is column 1); the line looks "
+               "tab-separated: train reads comma-separated CSV");
+}
