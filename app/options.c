@@ -1,6 +1,7 @@
 /* options.c — see options.h. One table drives parsing and --help. */
 #define _GNU_SOURCE
 #include "app/options.h"
+#include "app/sweep.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -760,6 +761,26 @@ static int check_paths(const options *o)
                      "name)\n",
                      name[i], path[i], what, kind_name[i]);
             return -1;
+        }
+    }
+    if (o->trace && options_is_sweep(o) && !o->sweep_child) { /* each configuration's trace */
+        int total =
+            o->mode.n * o->pin.n * o->non_blocking.n * o->batch.n * o->prefetch.n * o->workers.n;
+        for (int k = 1; k <= total; k++) {
+            char *t = sweep_trace_name(o->trace, k), what[160];
+            errbuf e;
+            int bad = check_output_path(t, &e) != 0 || check_output_folder(t, &e) != 0;
+            if (bad)
+                complain("train: --trace %s (configuration %d): %s\n", o->trace, k, e.msg);
+            else if (replaceable(t, KIND_TRACE, what, sizeof what) != 0) {
+                complain("train: --trace %s (configuration %d): %s: %s, not a train trace; not "
+                         "replaced (remove it or choose another name)\n",
+                         o->trace, k, t, what);
+                bad = 1;
+            }
+            free(t);
+            if (bad)
+                return -1;
         }
     }
     return 0;

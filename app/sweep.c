@@ -58,7 +58,7 @@ static run_choice sweep_choice(const options *o, int k)
 /* --trace FILE for configuration k (1-based): FILE with -cfgK before its
  * extension (t.json -> t-cfg2.json), so configurations do not overwrite
  * each other's timeline */
-static char *trace_name(const char *path, int k)
+char *sweep_trace_name(const char *path, int k)
 {
     const char *base = strrchr(path, '/'), *dot = strrchr(path, '.');
     base = base ? base + 1 : path;
@@ -86,7 +86,7 @@ static int sweep_one(const options *o, const run_choice *c, int k, int total, su
 {
     char bs[16];
     snprintf(bs, sizeof bs, "%d", c->batch);
-    char *tr = o->trace ? trace_name(o->trace, k + 1) : NULL, *tra = NULL;
+    char *tr = o->trace ? sweep_trace_name(o->trace, k + 1) : NULL, *tra = NULL;
     if (tr && asprintf(&tra, "--trace=%s", tr) < 0)
         abort();
     printf("\n== configuration %d/%d: mode %s, workers %d, prefetch %d, batch %s, pin %s, "

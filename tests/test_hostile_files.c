@@ -656,3 +656,20 @@ Test(hostile_files, a_missing_folder_is_named_with_the_option_before_any_work)
     }
     free(bad);
 }
+
+/* a sweep's per-configuration trace (t-cfg2.json) that may not be replaced
+ * is refused before the first configuration runs, not after it */
+Test(hostile_files, a_sweeps_configuration_trace_is_checked_up_front)
+{
+    char *tr = path_join(dir, "sw.json"), *cfg2 = write_text(dir, "sw-cfg2.json", "my notes\n");
+    run_result r;
+    run_train_for(&r, RUN_S, "--workers", "0,1", "--trace", tr, "--no-progress", csv, NULL);
+    char want[2048];
+    snprintf(want, sizeof want,
+             "train: --trace %s (configuration 2): %s: starts with \"my notes\\x0a\", not a train "
+             "trace",
+             tr, cfg2);
+    assert_refused_with(&r, want);
+    assert_starts(cfg2, "my notes");
+    free(tr), free(cfg2);
+}
