@@ -1,7 +1,6 @@
 /* options.c — see options.h. One table drives parsing and --help. */
 #define _GNU_SOURCE
 #include "app/options.h"
-#include "app/sweep.h"
 
 #include <fcntl.h>
 #include <math.h>
@@ -624,6 +623,20 @@ static void defaults(options *o)
     o->progress = -1;
 }
 
+/* --trace FILE for configuration k (1-based): FILE with -cfgK before its
+ * extension (t.json -> t-cfg2.json), so configurations do not overwrite
+ * each other's timeline */
+char *options_trace_name(const char *path, int k)
+{
+    const char *base = strrchr(path, '/'), *dot = strrchr(path, '.');
+    base = base ? base + 1 : path;
+    size_t stem = dot && dot > base ? (size_t)(dot - path) : strlen(path);
+    char *s;
+    if (asprintf(&s, "%.*s-cfg%d%s", (int)stem, path, k, path + stem) < 0)
+        abort();
+    return s;
+}
+
 enum { KIND_CACHE, KIND_CKPT, KIND_JSON, KIND_TRACE };
 
 /* What train's JSON outputs start with: a report's first record, a trace's
@@ -767,7 +780,7 @@ static int check_paths(const options *o)
         int total =
             o->mode.n * o->pin.n * o->non_blocking.n * o->batch.n * o->prefetch.n * o->workers.n;
         for (int k = 1; k <= total; k++) {
-            char *t = sweep_trace_name(o->trace, k), what[160];
+            char *t = options_trace_name(o->trace, k), what[160];
             errbuf e;
             int bad = check_output_path(t, &e) != 0 || check_output_folder(t, &e) != 0;
             if (bad)

@@ -55,19 +55,6 @@ static run_choice sweep_choice(const options *o, int k)
 
 /* Runs configuration c as a child; its summary record (or, when it left
  * none, one naming c) in *s, its strings in strbuf. Returns its status. */
-/* --trace FILE for configuration k (1-based): FILE with -cfgK before its
- * extension (t.json -> t-cfg2.json), so configurations do not overwrite
- * each other's timeline */
-char *sweep_trace_name(const char *path, int k)
-{
-    const char *base = strrchr(path, '/'), *dot = strrchr(path, '.');
-    base = base ? base + 1 : path;
-    size_t stem = dot && dot > base ? (size_t)(dot - path) : strlen(path);
-    char *s;
-    if (asprintf(&s, "%.*s-cfg%d%s", (int)stem, path, k, path + stem) < 0)
-        abort();
-    return s;
-}
 
 int sweep_note_said(const options *o, const char *note)
 {
@@ -86,7 +73,7 @@ static int sweep_one(const options *o, const run_choice *c, int k, int total, su
 {
     char bs[16];
     snprintf(bs, sizeof bs, "%d", c->batch);
-    char *tr = o->trace ? sweep_trace_name(o->trace, k + 1) : NULL, *tra = NULL;
+    char *tr = o->trace ? options_trace_name(o->trace, k + 1) : NULL, *tra = NULL;
     if (tr && asprintf(&tra, "--trace=%s", tr) < 0)
         abort();
     printf("\n== configuration %d/%d: mode %s, workers %d, prefetch %d, batch %s, pin %s, "

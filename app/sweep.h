@@ -10,10 +10,6 @@
  * else the first failure's status (130/143 when interrupted). */
 int sweep_run(const options *o);
 
-/* --trace FILE for configuration k (1-based) of a sweep: FILE with -cfgK
- * before its extension (t.json -> t-cfg2.json); free() it. */
-char *sweep_trace_name(const char *path, int k);
-
 /* What a sweep hands its configurations in the environment: the sweep's
  * command line as a JSON array (their run records name it, not their own
  * argv), and the notes earlier configurations printed, one a line, so
