@@ -34,6 +34,9 @@ build/tools/bench_photos: tools/bench_photos.c $(call libs_of,cpu,loader image c
 # 0.5 GB plus nvimgcodec; its CPU pipeline needs no GPU). Pillow-SIMD gets
 # its own venv (bench-pillow-simd below): it installs the same PIL package
 # as Pillow and would replace it for every user of the interpreter.
+# torch and torchvision also run the torch-tensor peer (decode_jpeg +
+# transforms v2, no Pillow), which needs torchvision >= 0.16 (v2 stable):
+# Debian's 0.14 under /usr/bin/python3 has no v2, so it runs only here.
 PEER_PIP      := torch torchvision pillow numpy tensorflow-cpu nvidia-dali-cuda130
 PEER_PIP_ARGS ?=
 bench-photos-deps: bench-pillow-simd

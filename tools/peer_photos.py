@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """peer_photos.py — one loader peer on the ImageNet recipe, for tools/bench-photos.
 
-    peer_photos.py --peer torch|torch-simd|tf|dali --recipe rrc|val --workers W --list FILES.csv
+    peer_photos.py --peer torch|torch-simd|torch-tensor|tf|dali --recipe rrc|val --workers W --list FILES.csv
                    [--epochs E]
 
 Reads the files listed in FILES.csv (path,label; written by bench-photos),
@@ -20,6 +20,13 @@ Peers:
          installed in this interpreter's own prefix (a venv, e.g.
          build/venv-pillow-simd from `make bench-pillow-simd`): the
          distribution pillow-simd at PIL's version, PIL under sys.prefix
+  torch-tensor  PyTorch's fastest CPU path without Pillow: the file's bytes
+         (torchvision.io.read_file), torchvision.io.decode_jpeg(mode=RGB:
+         grey and CMYK JPEGs come out as 3 channels), transforms v2 on
+         uint8 CHW tensors: RandomResizedCrop(224, antialias=True) +
+         RandomHorizontalFlip (rrc) or Resize(256, antialias=True) +
+         CenterCrop(224) (val); the same DataLoader, threads and timing as
+         torch. Every batch is checked: uint8, 3x224x224
   tf     tf.data: read_file, sample_distorted_bounding_box +
          decode_and_crop_jpeg (rrc) or decode_jpeg + resize + crop (val),
          tf.image.resize bilinear (antialias=True, as PIL), flip,
@@ -74,35 +81,61 @@ def pillow_simd_check():
     return None
 
 
-def torch_epochs(files, labels, recipe, workers, epochs, lib):
-    import PIL
+def tensor_transform(recipe):
+    """torch-tensor's recipe: transforms v2 on uint8 CHW tensors."""
+    from torchvision.transforms import v2 as T
+
+    if recipe == "rrc":
+        return T.Compose([T.RandomResizedCrop(224, antialias=True), T.RandomHorizontalFlip()])
+    return T.Compose([T.Resize(256, antialias=True), T.CenterCrop(224)])
+
+
+def tensor_load(path, tf):
+    """One torch-tensor sample: the file's bytes, decode_jpeg to RGB, tf."""
+    from torchvision.io import ImageReadMode, decode_jpeg, read_file
+
+    return tf(decode_jpeg(read_file(path), mode=ImageReadMode.RGB))
+
+
+def torch_epochs(files, labels, recipe, workers, epochs, lib, tensor=False):
     import torch
     import torchvision
-    from PIL import Image
-    from torchvision import transforms as T
 
-    lib.update(torch=torch.__version__, torchvision=torchvision.__version__, PIL=PIL.__version__)
-
-    torch.set_num_threads(1)
-    if recipe == "rrc":
-        tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
+    lib.update(torch=torch.__version__, torchvision=torchvision.__version__)
+    torch.set_num_threads(1)  # DataLoader's workers set 1 thread each as well
+    if tensor:
+        tf = tensor_transform(recipe)
+        load = lambda path: tensor_load(path, tf)
     else:
-        tf = T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor()])
+        import PIL
+        from PIL import Image
+        from torchvision import transforms as T
+
+        lib.update(PIL=PIL.__version__)
+        if recipe == "rrc":
+            tf = T.Compose([T.RandomResizedCrop(224), T.RandomHorizontalFlip(), T.PILToTensor()])
+        else:
+            tf = T.Compose([T.Resize(256), T.CenterCrop(224), T.PILToTensor()])
+
+        def load(path):
+            with open(path, "rb") as f:
+                img = Image.open(f).convert("RGB")
+            return tf(img)
 
     class DS(torch.utils.data.Dataset):
         def __len__(self):
             return len(files)
 
         def __getitem__(self, i):
-            with open(files[i], "rb") as f:
-                img = Image.open(f).convert("RGB")
-            return tf(img), labels[i]
+            return load(files[i]), labels[i]
 
     dl = torch.utils.data.DataLoader(DS(), batch_size=BATCH, shuffle=True, num_workers=workers,
                                      persistent_workers=False)
     for e in range(epochs):
         t0, c0, n = time.perf_counter(), cpu_now(), 0
         for x, _ in dl:
+            if tensor and (x.dtype != torch.uint8 or tuple(x.shape[1:]) != (3, 224, 224)):
+                sys.exit(f"peer_photos: torch-tensor: batch {tuple(x.shape)} {x.dtype}, not Nx3x224x224 uint8")
             n += x.shape[0]
         yield n, time.perf_counter() - t0, cpu_now() - c0
 
@@ -187,7 +220,7 @@ def dali_epochs(files, labels, recipe, workers, epochs, lib):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--peer", choices=["torch", "torch-simd", "tf", "dali"], required=True)
+    ap.add_argument("--peer", choices=["torch", "torch-simd", "torch-tensor", "tf", "dali"], required=True)
     ap.add_argument("--recipe", choices=["rrc", "val"], default="rrc")
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--list", required=True)
@@ -198,7 +231,8 @@ def main():
         why = pillow_simd_check()
         if why:
             sys.exit(f"peer_photos: torch-simd: {why}")
-    run = {"torch": torch_epochs, "torch-simd": torch_epochs, "tf": tf_epochs, "dali": dali_epochs}[a.peer]
+    run = {"torch": torch_epochs, "torch-simd": torch_epochs, "tf": tf_epochs, "dali": dali_epochs,
+           "torch-tensor": lambda *args: torch_epochs(*args, tensor=True)}[a.peer]
     lib = {"python": sys.executable}
     last = None
     for last in run(files, labels, a.recipe, a.workers, a.epochs, lib):
