@@ -67,7 +67,11 @@ static void one_pass(int argc, char **argv, int spawn, pass *out, int *pids, int
         memcpy(out->data[b], lb.data, lb.count * r.sample_bytes);
         loader_release(r.ldr, &lb);
     }
-    *npids = loader_pids(r.ldr, pids, 8);
+    /* a worker records its pid when it starts: under load the pass can end
+     * (another worker made every batch) before the last one has */
+    for (int tries = 0; (*npids = loader_pids(r.ldr, pids, 8)) < 1 + o.workers.v[0] && tries < 500;
+         tries++)
+        usleep(10000);
     char link[64], exe[4096] = "";
     snprintf(link, sizeof link, "/proc/%d/exe", pids[0]);
     cr_assert(readlink(link, exe, sizeof exe - 1) > 0);
