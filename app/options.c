@@ -690,7 +690,8 @@ static void describe_start(const unsigned char *b, size_t n, char *out, size_t l
 /* 0 when train may replace path as an output of this kind: absent,
  * empty, unreadable (the write says why) or already of the kind (a cache
  * or checkpoint by its magic, or as much of it as the file holds, so that
- * a truncated one is rebuilt; JSON lines by a first non-blank '{'). Else
+ * a truncated one is rebuilt; a report or a trace by the first key train
+ * writes in it, after blanks; an empty "{}"). Else
  * -1 with what the file looks like in what. */
 static int replaceable(const char *path, int kind, char *what, size_t len)
 {
@@ -777,8 +778,7 @@ static int check_paths(const options *o)
         }
     }
     if (o->trace && options_is_sweep(o) && !o->sweep_child) { /* each configuration's trace */
-        int total =
-            o->mode.n * o->pin.n * o->non_blocking.n * o->batch.n * o->prefetch.n * o->workers.n;
+        int total = options_sweep_size(o);
         for (int k = 1; k <= total; k++) {
             char *t = options_trace_name(o->trace, k), what[160];
             errbuf e;
@@ -952,6 +952,11 @@ void options_free(options *o)
 {
     free(o->sweep_arg);
     o->sweep_arg = NULL;
+}
+
+int options_sweep_size(const options *o)
+{
+    return o->mode.n * o->pin.n * o->non_blocking.n * o->batch.n * o->prefetch.n * o->workers.n;
 }
 
 int options_is_sweep(const options *o)

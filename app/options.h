@@ -133,6 +133,8 @@ void options_usage(FILE *f);
 
 /* True when any list option has more than one value. */
 int options_is_sweep(const options *o);
+/* Configurations in a sweep: the product of every comma list's length. */
+int options_sweep_size(const options *o);
 /* --trace FILE for configuration k (1-based) of a sweep: FILE with -cfgK
  * before its extension (t.json -> t-cfg2.json); free() it. */
 char *options_trace_name(const char *path, int k);

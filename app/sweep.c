@@ -163,8 +163,7 @@ int sweep_run(const options *o)
         }
         close(fd);
     }
-    int total =
-        o->mode.n * o->pin.n * o->non_blocking.n * o->batch.n * o->prefetch.n * o->workers.n;
+    int total = options_sweep_size(o);
     summary_rec *sums = xcalloc((size_t)total, sizeof *sums);
     char *strs = xmalloc((size_t)total * 512);
     char *user = argv_json(o), *said = NULL;
