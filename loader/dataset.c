@@ -234,48 +234,47 @@ static int row_problem(parser *p, uint32_t line, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(why, sizeof why, fmt, ap);
     va_end(ap);
-    if (p->o->list_bad && !p->o->skip_bad) { /* --check: every bad row, then fail */
-        if (p->bad < CSV_LIST_BAD) {
-            char a[ESC_MAX], b[ESC_MAX];
-            fprintf(p->o->list_bad, "%s:%u: %s\n", esc_path(p->csv, a, sizeof a), line,
-                    esc_path(why, b, sizeof b));
-        }
-        if (p->bad++ == 0)
-            snprintf(p->first_bad, sizeof p->first_bad, "%s:%u: %s", p->csv, line, why);
-        return 0;
-    }
-    if (!p->o->skip_bad) {
+    if (!p->o->skip_bad && !p->o->list_bad) {
         errf(p->e, "%s:%u: %s", p->csv, line, why);
         p->failed = 1;
         return -1;
+    }
+    if (!p->o->skip_bad && p->bad < CSV_LIST_BAD) { /* --check: every bad row, counted */
+        char a[ESC_MAX], b[ESC_MAX];
+        fprintf(p->o->list_bad, "%s:%u: %s\n", esc_path(p->csv, a, sizeof a), line,
+                esc_path(why, b, sizeof b));
     }
     if (p->bad++ == 0)
         snprintf(p->first_bad, sizeof p->first_bad, "%s:%u: %s", p->csv, line, why);
     return 0;
 }
 
-/* A label cell that names its column rather than a class: with text
- * labels, "file.path,label" then "a.jpg,cat" is still a header. */
-static int is_label_heading(const char *s)
+/* Usual column headings (any case): a label cell that names its column
+ * rather than a class ("file.path,label" then "a.jpg,cat" is still a
+ * header), and a path cell likewise. */
+static const char *const label_headings[] = {"label",      "labels",    "class",    "classes",
+                                             "class_name", "classname", "class_id", "target",
+                                             "category",   "y",         NULL};
+static const char *const path_headings[] = {
+    "path", "file",       "filename",   "file_name", "filepath",  "file_path", "image",
+    "img",  "image_path", "image_file", "imagepath", "file.path", NULL};
+
+static int is_heading(const char *s, const char *const *names)
 {
-    static const char *const names[] = {"label",     "labels",   "class",  "classes",  "class_name",
-                                        "classname", "class_id", "target", "category", "y"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (strcasecmp(s, names[i]) == 0)
+    for (; *names; names++)
+        if (strcasecmp(s, *names) == 0)
             return 1;
     return 0;
 }
 
-/* A path cell that names its column (any case). */
-static int is_path_heading(const char *s)
+/* The header's cells, quoted and comma-separated, for messages. */
+static const char *header_cells(const record *hdr, char *cols, size_t len)
 {
-    static const char *const names[] = {"path",       "file",       "filename",  "file_name",
-                                        "filepath",   "file_path",  "image",     "img",
-                                        "image_path", "image_file", "imagepath", "file.path"};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (strcasecmp(s, names[i]) == 0)
-            return 1;
-    return 0;
+    cols[0] = '\0';
+    for (int i = 0; i < hdr->nf && strlen(cols) + 56 < len; i++)
+        snprintf(cols + strlen(cols), len - strlen(cols), "%s'%s'", i ? ", " : "",
+                 record_field(hdr, i));
+    return cols;
 }
 
 /* Column spec: a number, or a name looked up in the header row. */
@@ -303,17 +302,14 @@ static int resolve_column(parser *p, const char *spec, const char *dflt_name, in
         if (!spec)
             for (int i = 0; i < hdr->nf; i++) {
                 const char *f = record_field(hdr, i);
-                if (dflt_idx == 0 ? is_path_heading(f) : is_label_heading(f))
+                if (is_heading(f, dflt_idx == 0 ? path_headings : label_headings))
                     return i;
             }
     }
+    char cols[256];
     if (!spec && have_header && hdr->nf > 2) { /* which two of three or more: not a guess */
-        char cols[256] = "";
-        for (int i = 0; i < hdr->nf && strlen(cols) < 200; i++)
-            snprintf(cols + strlen(cols), sizeof cols - strlen(cols), "%s'%s'", i ? ", " : "",
-                     record_field(hdr, i));
         errf(p->e, "%s:%u: no %s column in the header (it has %s): name it with --%s-col", p->csv,
-             hdr->line, dflt_name, cols, dflt_name);
+             hdr->line, dflt_name, header_cells(hdr, cols, sizeof cols), dflt_name);
         return -1;
     }
     if (!spec)
@@ -322,11 +318,8 @@ static int resolve_column(parser *p, const char *spec, const char *dflt_name, in
         errf(p->e, "%s: column '%s' given by name but the CSV has no header row", p->csv, spec);
         return -1;
     }
-    char cols[256] = "";
-    for (int i = 0; i < hdr->nf && strlen(cols) < 200; i++)
-        snprintf(cols + strlen(cols), sizeof cols - strlen(cols), "%s'%s'", i ? ", " : "",
-                 record_field(hdr, i));
-    errf(p->e, "%s:%u: no column named '%s' (header has %s)", p->csv, hdr->line, spec, cols);
+    errf(p->e, "%s:%u: no column named '%s' (header has %s)", p->csv, hdr->line, spec,
+         header_cells(hdr, cols, sizeof cols));
     return -1;
 }
 
@@ -354,7 +347,7 @@ static int decide_header(parser *p, const record *second)
     if (!lab || is_decimal(lab))
         return 0;
     const char *lab2 = second ? record_field(second, li) : NULL;
-    if ((lab2 && is_decimal(lab2)) || is_label_heading(lab))
+    if ((lab2 && is_decimal(lab2)) || is_heading(lab, label_headings))
         return 1;
     const char *path = record_field(&p->first, pi);
     return path && !looks_like_path(path);
