@@ -222,7 +222,8 @@ Test(bundle, gpu_check_on_the_cpu)
 {
     char *out = path_join(dir, "out");
     run_result r;
-    gpu_check(&r, out, "--quick", NULL, NULL, NULL, NULL);
+    /* 1,024 images: the outputs' rehearsal, not the E runs' figures */
+    gpu_check(&r, out, "--quick", "--images", "1024", NULL, NULL);
     cr_assert_eq(r.status, 0, "stdout: %s\nstderr: %s", r.out, r.err);
     char *sp = path_join(out, "summary.txt");
     char *s = slurp(sp);
@@ -438,6 +439,10 @@ Test(bundle, gpu_check_refuses_a_used_folder_and_a_wrong_data_path)
     cr_expect_eq(r.status, 2);
     cr_expect(strstr(r.err, "--fashion /nonexistent: no train-images-idx3-ubyte.gz"), "%s", r.err);
     run_free(&r);
+    gpu_check(&r, out2, "--images", "0", NULL, NULL, NULL);
+    cr_expect_eq(r.status, 2);
+    cr_expect(strstr(r.err, "--images wants a whole number above 0, not '0'"), "%s", r.err);
+    run_free(&r);
     gpu_check(&r, out2, "--help", NULL, NULL, NULL, NULL);
     cr_expect_eq(r.status, 0);
     cr_expect(strstr(r.out, "gpu-check OUTDIR") && !strstr(r.out, "set -u"),
@@ -461,9 +466,12 @@ Test(bundle, gpu_check_stops_on_ctrl_c_and_keeps_its_budget)
     char *steps = path_join(out, "steps.tsv");
     char *log = path_join(out, "e2.log");
     struct stat st;
-    for (int i = 0; i < 600 && stat(log, &st) != 0; i++) /* e2 has started */
+    for (int i = 0; i < 2400 && stat(log, &st) != 0; i++) /* e2 has started */
         nap(0.05);
+    cr_assert_eq(stat(log, &st), 0, "e2 did not start within 2 minutes");
     nap(1.5);
+    int early;
+    cr_assert_eq(waitpid(pid, &early, WNOHANG), 0, "gpu-check ended before the Ctrl-C");
     kill(pid, SIGINT);
     double t0 = 0;
     {
@@ -475,7 +483,10 @@ Test(bundle, gpu_check_stops_on_ctrl_c_and_keeps_its_budget)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     double waited = (double)t.tv_sec + 1e-9 * (double)t.tv_nsec - t0;
-    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 130, "status %d", status);
+    char *err_text = slurp(se);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 130, "status %d; stderr:\n%s", status,
+              err_text ? err_text : "(none)");
+    free(err_text);
     cr_expect_lt(waited, 15.0, "%.1f s from Ctrl-C to the end", waited);
     char *sp = path_join(out, "summary.txt");
     char *s = slurp(sp);
