@@ -108,6 +108,12 @@ static double mono(void)
  * SIGKILL when the test process that started it ends. */
 static void die_with_parent(pid_t parent)
 {
+    /* Ctrl-C and Ctrl-\ as a terminal gives them: a suite started in the
+     * background (`make test &`, nohup) ignores both, and a shell script
+     * that starts with a signal ignored cannot trap it (gpu-check's Ctrl-C
+     * test then saw its SIGINT vanish) */
+    signal(SIGINT, SIG_DFL);
+    signal(SIGQUIT, SIG_DFL);
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent)
