@@ -131,6 +131,14 @@ void img_ctx_free(img_ctx *c);
  * spans: two clock reads around each, nothing else. */
 void img_ctx_times(const img_ctx *c, double *read_s, double *decode_s);
 
+/* The stages of img_load, seconds so far per stage: the file's bytes
+ * (read), recognising the format and parsing its header (header), the
+ * decode to pixels or planes (decode), the resampler (resample), and the
+ * output's layout: colour conversion, CHW, flip, jitter (store). A lap
+ * clock, one clock read per stage. For tools/bench_photos's breakdown. */
+enum { IMG_ST_READ, IMG_ST_HEADER, IMG_ST_DECODE, IMG_ST_RESAMPLE, IMG_ST_STORE, IMG_STAGES };
+void img_ctx_stages(const img_ctx *c, double s[IMG_STAGES]);
+
 /* Lower (or restore, with 0) the size limits checked before decoding. */
 void img_ctx_set_limits(img_ctx *c, int max_side, uint64_t max_pixels);
 

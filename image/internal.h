@@ -26,7 +26,8 @@ struct img_ctx {
     int no_planar; /* 1: the fused decodes (rrc, resize/centre crop) go through RGB */
     int max_side;
     uint64_t max_pixels;
-    double read_s, decode_s; /* seconds spent reading files and decoding them, so far */
+    double read_s, decode_s;         /* seconds spent reading files and decoding them, so far */
+    double stage_s[IMG_STAGES], lap; /* img_ctx_stages; lap: the last stage's end */
     /* hashes of the JPEGs this context has read to their end and accepted
      * (img_jpeg_verified): a partial decode of one of them need not read
      * the rest again. Open addressing, 0 = empty. */

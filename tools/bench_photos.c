@@ -2,7 +2,8 @@
  * fidelity of the DCT-scaled decodes against the exact path, and speed per
  * core of every variant against the bare libjpeg-turbo decode (the floor).
  *
- *   bench_photos [--n N] [--runs R] [--keys K] [--fidelity-only|--speed-only] SET [BIG]
+ *   bench_photos [--n N] [--runs R] [--keys K] [--fidelity-only|--speed-only|--stages] SET
+ *                [BIG]
  *
  * SET is a folder of class folders or a CSV (tools/photo-set's data/photos
  * /train); N images are taken evenly spaced in its order (image
@@ -32,6 +33,12 @@
  *                              no upsampling or colour conversion
  *   val through RGB            val ours with the planar decode off (the
  *                              path before it, and --decode exact's)
+ * --stages: where ours' time goes instead, per image size class (the
+ * longer side), for rrc auto and val: read, header, decode, resample and
+ * store (img_ctx_stages), microseconds per image: each image's median
+ * over R rounds after a warm-up pass (files in the page cache and already
+ * verified to their end, as in every epoch after the first), averaged
+ * over the images of its class.
  * Fidelity adds "through RGB" beside auto (planar) and fast, for rrc and
  * val.
  */
@@ -365,9 +372,90 @@ static void speed(const set *s, int runs)
     img_ctx_free(c);
 }
 
+/* ---------------------------------------------------------------- stages */
+
+enum { NCLASS = 5 };
+static const char *class_name[NCLASS] = {"< 500", "500", "501-700", "701-1200", "> 1200"};
+
+static int size_class(int w, int h)
+{
+    const int m = w > h ? w : h;
+    return m < 500 ? 0 : m == 500 ? 1 : m <= 700 ? 2 : m <= 1200 ? 3 : 4;
+}
+
+static void stages(const set *s, int runs)
+{
+    static const char *stage_name[IMG_STAGES] = {"read", "header", "decode", "resample", "store"};
+    img_ctx *c = img_ctx_create();
+    tjhandle tj = tjInitDecompress();
+    uint8_t *out = xmalloc(3 * S * S);
+    int *cls = xmalloc((size_t)s->n * sizeof *cls);
+    for (int i = 0; i < s->n; i++) {
+        int w = 0, h = 0, sub, cs;
+        tjDecompressHeader3(tj, s->bytes[i], (unsigned long)s->len[i], &w, &h, &sub, &cs);
+        cls[i] = size_class(w, h);
+    }
+    double *t = xmalloc((size_t)s->n * (size_t)runs * IMG_STAGES * sizeof *t);
+    printf("\nwhere the time goes (%d JPEGs, median of %d rounds per image, then the mean "
+           "over a class; us per image):\n\n| recipe | longer side | images |",
+           s->n, runs);
+    for (int k = 0; k < IMG_STAGES; k++)
+        printf(" %s |", stage_name[k]);
+    printf(" total |\n|---|---|---:|");
+    for (int k = 0; k <= IMG_STAGES; k++)
+        printf("---:|");
+    printf("\n");
+    for (int v = 0; v < 2; v++) {
+        const img_params p = v == 0 ? rrc(IMG_DECODE_AUTO, 0) : val(0, IMG_DECODE_AUTO);
+        errbuf e;
+        for (int r = -1; r < runs; r++) /* round -1: the warm-up */
+            for (int i = 0; i < s->n; i++) {
+                rng g = rng_keyed(2, RNG_AUGMENT, (uint64_t)(r < 0 ? 0 : r), (uint64_t)i);
+                double a[IMG_STAGES], b[IMG_STAGES];
+                img_ctx_stages(c, a);
+                if (img_load(c, s->paths[i], &p, &g, out, S, S, &e) != 0)
+                    fprintf(stderr, "bench_photos: %s\n", e.msg);
+                img_ctx_stages(c, b);
+                if (r >= 0)
+                    for (int k = 0; k < IMG_STAGES; k++)
+                        t[((size_t)i * (size_t)runs + (size_t)r) * IMG_STAGES + (size_t)k] =
+                            b[k] - a[k];
+            }
+        double sum[NCLASS + 1][IMG_STAGES] = {{0}};
+        int count[NCLASS + 1] = {0};
+        for (int i = 0; i < s->n; i++) {
+            count[cls[i]]++, count[NCLASS]++;
+            for (int k = 0; k < IMG_STAGES; k++) {
+                double m[MAX_RUNS];
+                for (int r = 0; r < runs; r++)
+                    m[r] = t[((size_t)i * (size_t)runs + (size_t)r) * IMG_STAGES + (size_t)k];
+                qsort(m, (size_t)runs, sizeof(double), cmp_d);
+                sum[cls[i]][k] += m[runs / 2];
+                sum[NCLASS][k] += m[runs / 2];
+            }
+        }
+        for (int q = 0; q <= NCLASS; q++) {
+            if (!count[q])
+                continue;
+            double total = 0;
+            printf("| %s | %s | %d |", v == 0 ? "rrc 224 + flip" : "val 256/224",
+                   q < NCLASS ? class_name[q] : "**all**", count[q]);
+            for (int k = 0; k < IMG_STAGES; k++) {
+                const double us = 1e6 * sum[q][k] / count[q];
+                total += us;
+                printf(" %.0f |", us);
+            }
+            printf(" %.0f |\n", total);
+        }
+    }
+    free(t), free(cls), free(out);
+    tjDestroy(tj);
+    img_ctx_free(c);
+}
+
 int main(int argc, char **argv)
 {
-    int n = 1000, runs = 3, keys = 4, fid_only = 0, speed_only = 0;
+    int n = 1000, runs = 3, keys = 4, fid_only = 0, speed_only = 0, stage_only = 0;
     const char *where[2] = {NULL, NULL};
     int nw = 0;
     for (int i = 1; i < argc; i++) {
@@ -384,12 +472,13 @@ int main(int argc, char **argv)
             fid_only = 1;
         else if (!strcmp(argv[i], "--speed-only"))
             speed_only = 1;
+        else if (!strcmp(argv[i], "--stages"))
+            stage_only = 1;
         else if (argv[i][0] != '-' && nw < 2)
             where[nw++] = argv[i];
         else {
-            fprintf(
-                stderr,
-                "usage: bench_photos [--n N] [--runs R] [--keys K] [--fidelity-only] SET [BIG]\n");
+            fprintf(stderr, "usage: bench_photos [--n N] [--runs R] [--keys K] "
+                            "[--fidelity-only|--speed-only|--stages] SET [BIG]\n");
             return 2;
         }
     }
@@ -401,6 +490,10 @@ int main(int argc, char **argv)
     set s;
     if (set_load(&s, where[0], n) != 0)
         return 1;
+    if (stage_only) {
+        stages(&s, runs);
+        return 0;
+    }
     if (!speed_only)
         fidelity(where[0], &s, keys);
     if (nw == 2 && !speed_only) {
