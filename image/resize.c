@@ -205,15 +205,23 @@ static void axis_build_q14(resize_axis *a, int in, double b0, double blen, int o
         const double centre = b0 + ((double)(i + first) + 0.5) * scale;
         int lo, hi;
         tap_bounds(centre, r, bmin, bmax, &lo, &hi);
-        double sum = 0.0;
-        for (int j = lo; j < hi; j++)
-            sum += tri(((double)j - centre + 0.5) * inv);
+        /* each tap's filter value once (up to 64 taps; wider filters
+         * evaluate it again below), summed in tap order */
+        double tv[64], sum = 0.0;
+        for (int j = lo; j < hi; j++) {
+            const double v = tri(((double)j - centre + 0.5) * inv);
+            if (j - lo < 64)
+                tv[j - lo] = v;
+            sum += v;
+        }
         int16_t *w = a->pk + (size_t)i * (size_t)a->groups * 2;
         int n = 0, first = -1;
         if (sum > 0.0) {
             const double q = (double)(1 << 14) / sum;
             for (int j = lo; j < hi; j++) {
-                const int16_t v = (int16_t)floor(tri(((double)j - centre + 0.5) * inv) * q + 0.5);
+                const double t = j - lo < 64 ? tv[j - lo] : tri(((double)j - centre + 0.5) * inv);
+                /* t * q + 0.5 > 0: truncation is floor (no libm call) */
+                const int16_t v = (int16_t)(t * q + 0.5);
                 if (v == 0 && first < 0)
                     continue; /* leading zero weight: skip the tap */
                 if (first < 0)
