@@ -21,14 +21,17 @@ Peers:
          build/venv-pillow-simd from `make bench-pillow-simd`): the
          distribution pillow-simd at PIL's version, PIL under sys.prefix
   torch-tensor  PyTorch's fastest CPU path without Pillow: the file's bytes
-         (torchvision.io.read_file), torchvision.io.decode_jpeg(mode=RGB:
-         grey and CMYK JPEGs come out as 3 channels), transforms v2 on
+         (torchvision.io.read_file), torchvision.io.decode_image(mode=RGB:
+         decode_jpeg for a JPEG, grey and CMYK ones as 3 channels, and a
+         PNG named .JPEG, as ImageNet has, decoded too), transforms v2 on
          uint8 CHW tensors: RandomResizedCrop(224, antialias=True) +
          RandomHorizontalFlip (rrc) or Resize(256, antialias=True) +
          CenterCrop(224) (val); the same DataLoader, threads and timing as
          torch. Every batch is checked: uint8, 3x224x224
   tf     tf.data: read_file, sample_distorted_bounding_box +
-         decode_and_crop_jpeg (rrc) or decode_jpeg + resize + crop (val),
+         decode_and_crop_jpeg (rrc) or decode_image + resize + crop (val);
+         a file that is not a JPEG (tf.io.is_jpeg) is decoded whole by
+         decode_image and sliced (the fused crop decodes JPEGs only),
          tf.image.resize bilinear (antialias=True, as PIL), flip,
          transpose; map(num_parallel_calls=W or 1), batch, prefetch;
          private thread pool of max(W,1) threads, intra-op 1
@@ -91,10 +94,11 @@ def tensor_transform(recipe):
 
 
 def tensor_load(path, tf):
-    """One torch-tensor sample: the file's bytes, decode_jpeg to RGB, tf."""
-    from torchvision.io import ImageReadMode, decode_jpeg, read_file
+    """One torch-tensor sample: the file's bytes, decode_image (decode_jpeg
+    for a JPEG; a PNG named .JPEG too) to RGB, tf."""
+    from torchvision.io import ImageReadMode, decode_image, read_file
 
-    return tf(decode_jpeg(read_file(path), mode=ImageReadMode.RGB))
+    return tf(decode_image(read_file(path), mode=ImageReadMode.RGB))
 
 
 def torch_epochs(files, labels, recipe, workers, epochs, lib, tensor=False):
@@ -149,22 +153,38 @@ def tf_epochs(files, labels, recipe, workers, epochs, lib):
     tf.config.threading.set_intra_op_parallelism_threads(1)
     tf.config.threading.set_inter_op_parallelism_threads(max(workers, 1))
 
-    def rrc(path):
-        data = tf.io.read_file(path)
-        shape = tf.io.extract_jpeg_shape(data)
-        begin, size, _ = tf.image.sample_distorted_bounding_box(
+    def box(shape):
+        return tf.image.sample_distorted_bounding_box(
             shape, bounding_boxes=tf.zeros([1, 0, 4]), min_object_covered=0.0,
             aspect_ratio_range=(3 / 4, 4 / 3), area_range=(0.08, 1.0), max_attempts=10,
             use_image_if_no_bounding_boxes=True)
-        y, x, _ = tf.unstack(begin)
-        h, w, _ = tf.unstack(size)
-        img = tf.image.decode_and_crop_jpeg(data, tf.stack([y, x, h, w]), channels=3)
+
+    def decode_any(data):
+        img = tf.io.decode_image(data, channels=3, expand_animations=False)
+        img.set_shape([None, None, 3])
+        return img
+
+    def rrc(path):
+        data = tf.io.read_file(path)
+
+        def jpeg():
+            begin, size, _ = box(tf.io.extract_jpeg_shape(data))
+            y, x, _ = tf.unstack(begin)
+            h, w, _ = tf.unstack(size)
+            return tf.image.decode_and_crop_jpeg(data, tf.stack([y, x, h, w]), channels=3)
+
+        def other():
+            img = decode_any(data)
+            begin, size, _ = box(tf.shape(img))
+            return tf.slice(img, begin, size)
+
+        img = tf.cond(tf.io.is_jpeg(data), jpeg, other)
         img = tf.image.resize(img, [224, 224], antialias=True)
         img = tf.image.random_flip_left_right(img)
         return tf.transpose(tf.cast(tf.round(img), tf.uint8), [2, 0, 1])
 
     def val(path):
-        img = tf.io.decode_jpeg(tf.io.read_file(path), channels=3)
+        img = decode_any(tf.io.read_file(path))
         hw = tf.cast(tf.shape(img)[:2], tf.float32)
         scale = 256.0 / tf.reduce_min(hw)
         img = tf.image.resize(img, tf.cast(hw * scale, tf.int32), antialias=True)
