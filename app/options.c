@@ -667,16 +667,8 @@ static void describe_start(const unsigned char *b, size_t n, char *out, size_t l
         snprintf(out, len, "starts with %s: a train trace", TRACE_START);
     else if (i < n && b[i] == '{')
         snprintf(out, len, "starts with '{': a JSON file, not one train wrote");
-    else if (n >= 3 && !memcmp(b, "\xff\xd8\xff", 3))
-        snprintf(out, len, "starts with \\xff\\xd8\\xff: a JPEG image");
-    else if (n >= 8 && !memcmp(b, "\x89PNG\r\n\x1a\n", 8))
-        snprintf(out, len, "starts with \\x89PNG: a PNG image");
-    else if (n >= 6 && (!memcmp(b, "GIF87a", 6) || !memcmp(b, "GIF89a", 6)))
-        snprintf(out, len, "starts with GIF8: a GIF image");
-    else if (n >= 12 && !memcmp(b, "RIFF", 4) && !memcmp(b + 8, "WEBP", 4))
-        snprintf(out, len, "starts with RIFF....WEBP: a WebP image");
-    else if (n >= 4 && (!memcmp(b, "II*\0", 4) || !memcmp(b, "MM\0*", 4)))
-        snprintf(out, len, "starts with a TIFF header: a TIFF image");
+    else if (img_sniff_name(b, n)) /* the decoder's own magic numbers */
+        snprintf(out, len, "starts like a %s image", img_sniff_name(b, n));
     else {
         char esc[80];
         size_t o = 0;

@@ -274,6 +274,17 @@ static img_format sniff(const uint8_t *d, size_t n, const char **other)
 }
 
 /* Read `path` and its header; check the size limits. */
+const char *img_sniff_name(const uint8_t *d, size_t n)
+{
+    const char *other;
+    const img_format f = sniff(d, n, &other);
+    if (f != IMG_FMT_UNKNOWN)
+        return img_format_name(f);
+    if (other && !strncmp(other, "ASCII or 1-bit PNM", 18))
+        return "PNM";
+    return other;
+}
+
 static int read_header(img_ctx *c, const char *path, int cold, img_info *info, errbuf *e)
 {
     const double t0 = now_sec();

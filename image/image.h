@@ -131,6 +131,11 @@ void img_ctx_free(img_ctx *c);
  * spans: two clock reads around each, nothing else. */
 void img_ctx_times(const img_ctx *c, double *read_s, double *decode_s);
 
+/* The image format that the first n bytes of a file announce, by the same
+ * magic numbers the decoder goes by: "JPEG", "PNG", ... or one recognised
+ * but not decoded ("TIFF", "HEIF" ...); NULL for none. */
+const char *img_sniff_name(const uint8_t *d, size_t n);
+
 /* The stages of img_load, seconds so far per stage: the file's bytes
  * (read), recognising the format and parsing its header (header), the
  * decode to pixels or planes (decode), the resampler (resample), and the
