@@ -726,8 +726,11 @@ static int replaceable(const char *path, int kind, char *what, size_t len)
 static int check_paths(const options *o)
 {
     const char *name[] = {"cache", "save", "json", "trace", "dump-batches", "resume"};
-    const char *path[] = {
-        o->cache, o->loader_only ? NULL : o->save, o->json, o->trace, o->dump_batches, o->resume};
+    /* a sweep writes FILE-cfgK for --trace FILE, never FILE (checked below) */
+    const int sweep_parent = options_is_sweep(o) && !o->sweep_child;
+    const char *path[] = {o->cache,        o->loader_only ? NULL : o->save,
+                          o->json,         sweep_parent ? NULL : o->trace,
+                          o->dump_batches, o->resume};
     enum { NOUT = 5, NPATH = 6 };
     for (int i = 0; i < NPATH; i++) {
         errbuf e;
@@ -769,7 +772,7 @@ static int check_paths(const options *o)
             return -1;
         }
     }
-    if (o->trace && options_is_sweep(o) && !o->sweep_child) { /* each configuration's trace */
+    if (o->trace && sweep_parent) { /* each configuration's trace */
         int total = options_sweep_size(o);
         for (int k = 1; k <= total; k++) {
             char *t = options_trace_name(o->trace, k), what[160];

@@ -677,5 +677,20 @@ Test(hostile_files, a_sweeps_configuration_trace_is_checked_up_front)
              tr, cfg2);
     assert_refused_with(&r, want);
     assert_starts(cfg2, "my notes");
-    free(tr), free(cfg2);
+    /* FILE itself is never written by a sweep: a file of that name is left
+     * alone, not refused */
+    remove(cfg2);
+    char *plain = write_text(dir, "sw.json", "{\"mine\": 1}\n");
+    run_train_for(&r, RUN_S, "--workers", "0,1", "--trace", tr, "--no-progress", csv, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    assert_starts(plain, "{\"mine\": 1}");
+    for (int k = 1; k <= 2; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "sw-cfg%d.json", k);
+        char *t = path_join(dir, name);
+        assert_starts(t, "{\"displayTimeUnit\":");
+        free(t);
+    }
+    run_free(&r);
+    free(tr), free(cfg2), free(plain);
 }
