@@ -93,7 +93,10 @@ JPEGINT ?= $(if $(JPEGINT_FOUND),1,0)
 
 # ---------------------------------------------------------------- flags
 WARN     := -Wall -Wextra -Werror
-BASE_CFLAGS := -std=c11 $(WARN) -MMD -MP -I. -DTRAIN_JPEGINT=$(JPEGINT)
+# C only (g++ compiles the fake's emulated kernels with WARN): git's
+# developer warnings; -Wshadow caught a loop's `first` hiding a parameter
+WARN_C   := -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wvla -Wold-style-definition
+BASE_CFLAGS := -std=c11 $(WARN) $(WARN_C) -MMD -MP -I. -DTRAIN_JPEGINT=$(JPEGINT)
 LIBS     := -lturbojpeg -ljpeg -lwebp -lstb -lcsv -lopenblas -lpthread -ldl -lm
 # nvcc 13 supports compute_75 and newer; list targets explicitly, never native
 GENCODE  := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \

@@ -42,10 +42,10 @@ void run_install_signals(void) { on_stop_signals(on_signal); /* the loader's wai
 
 int run_signal_received(void) { return g_signal; }
 
-run_config run_config_of(const run_choice *c, int batch, const char *device, const char *model)
+run_config run_config_of(const run_choice *c, int batch, const char *device, const char *model_name)
 {
     return (run_config){.device = device,
-                        .model = model,
+                        .model = model_name,
                         .mode = mode_name(c->mode),
                         .workers = c->workers,
                         .prefetch = c->prefetch,

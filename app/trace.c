@@ -78,7 +78,7 @@ void trace_name_process(trace *t, int pid, const char *name)
     snprintf(p->name, sizeof p->name, "%s", name);
 }
 
-void trace_span(trace *t, int pid, const char *track, const char *name, double t0, double dur,
+void trace_span(trace *t, int pid, const char *track_name, const char *name, double t0, double dur,
                 long batch)
 {
     if (!t)
@@ -87,7 +87,8 @@ void trace_span(trace *t, int pid, const char *track, const char *name, double t
         t->cap = t->cap ? 2 * t->cap : 1024;
         t->spans = xrealloc(t->spans, t->cap * sizeof *t->spans);
     }
-    t->spans[t->n++] = (span){pid, track_id(t, pid, track), name, t0, dur < 0 ? 0 : dur, batch};
+    t->spans[t->n++] =
+        (span){pid, track_id(t, pid, track_name), name, t0, dur < 0 ? 0 : dur, batch};
 }
 
 int trace_close(trace *t, errbuf *e)

@@ -295,15 +295,15 @@ static void maxpool_any_task(void *arg, int b, int thread)
             for (int ow = 0; ow < s->OW; ow++) {
                 int w0, w1;
                 window(s, ow, s->W, &w0, &w1);
-                size_t arg = (size_t)h0 * s->W + w0;
+                size_t at = (size_t)h0 * s->W + w0;
                 for (int h = h0; h < h1; h++)
                     for (int w = w0; w < w1; w++)
-                        if (x[(size_t)h * s->W + w] > x[arg])
-                            arg = (size_t)h * s->W + w;
+                        if (x[(size_t)h * s->W + w] > x[at])
+                            at = (size_t)h * s->W + w;
                 if (dx)
-                    dx[arg] += j->dout[o + (size_t)oh * s->OW + ow];
+                    dx[at] += j->dout[o + (size_t)oh * s->OW + ow];
                 else
-                    j->out[o + (size_t)oh * s->OW + ow] = x[arg];
+                    j->out[o + (size_t)oh * s->OW + ow] = x[at];
             }
         }
     }

@@ -215,17 +215,17 @@ static void axis_build_q14(resize_axis *a, int in, double b0, double blen, int o
             sum += v;
         }
         int16_t *w = a->pk + (size_t)i * (size_t)a->groups * 2;
-        int n = 0, first = -1;
+        int n = 0, lo_tap = -1;
         if (sum > 0.0) {
             const double q = (double)(1 << 14) / sum;
             for (int j = lo; j < hi; j++) {
                 const double t = j - lo < 64 ? tv[j - lo] : tri(((double)j - centre + 0.5) * inv);
                 /* t * q + 0.5 > 0: truncation is floor (no libm call) */
                 const int16_t v = (int16_t)(t * q + 0.5);
-                if (v == 0 && first < 0)
+                if (v == 0 && lo_tap < 0)
                     continue; /* leading zero weight: skip the tap */
-                if (first < 0)
-                    first = j;
+                if (lo_tap < 0)
+                    lo_tap = j;
                 w[n++] = v;
             }
             while (n > 1 && w[n - 1] == 0) /* trailing zero weights */
@@ -233,12 +233,12 @@ static void axis_build_q14(resize_axis *a, int in, double b0, double blen, int o
         }
         if (n == 0) { /* cannot happen for in, out >= 1; stay safe */
             const int j = (int)centre;
-            first = j < bmin ? bmin : j >= bmax ? bmax - 1 : j;
+            lo_tap = j < bmin ? bmin : j >= bmax ? bmax - 1 : j;
             w[n++] = 1 << 14;
         }
         if (n % 2)
             w[n] = 0; /* the pair's missing second tap */
-        a->lo[i] = first;
+        a->lo[i] = lo_tap;
         a->n[i] = n;
     }
     a->in = in, a->out = out, a->first = first, a->count = count, a->taps = taps;

@@ -274,8 +274,8 @@ void loader_supervisor_main(loader *p, int cmd_fd)
         }
         if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {
             unsigned char cmd[2];
-            ssize_t n = read(cmd_fd, cmd, 2);
-            if (n == 2 && cmd[0] == 'R' && cmd[1] < p->cfg.workers) {
+            ssize_t got = read(cmd_fd, cmd, 2);
+            if (got == 2 && cmd[0] == 'R' && cmd[1] < p->cfg.workers) {
                 reap(p);
                 if (spawn_worker(p, cmd[1], &old, cmd_fd, sfd) < 0)
                     shut_down(p);

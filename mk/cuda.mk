@@ -80,7 +80,7 @@ $(FAKE_DIR)/%.emu.o: %.cu $(FAKE_DIR)/.flags
 
 $(FAKE_DIR)/libfakenvml.so: tests/fakecuda/fake_nvml.c
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 $(WARN) -O1 -g -fPIC -shared -o $@ $< -ldl -lm
+	$(CC) -std=c11 $(WARN) $(WARN_C) -O1 -g -fPIC -shared -o $@ $< -ldl -lm
 
 # link $@ from the objects $(1) and libraries $(2), then refuse CUDA symbols
 # the fake lacks; the time line's fake_timeline_* are exported for

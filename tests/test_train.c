@@ -483,9 +483,9 @@ Test(train, sweep_runs_each_configuration_and_summarises)
     const char *pngs[] = {"s_epoch_time.png", "s_utilisation.png"}; /* named after s.json */
     for (int i = 0; i < 2; i++) {
         char *p = path_join(dir, pngs[i]);
-        size_t len;
-        char *png = read_whole_file(p, &len, NULL);
-        cr_assert(png && len > 1000 && memcmp(png, "\x89PNG", 4) == 0, "%s is not a PNG", p);
+        size_t png_len;
+        char *png = read_whole_file(p, &png_len, NULL);
+        cr_assert(png && png_len > 1000 && memcmp(png, "\x89PNG", 4) == 0, "%s is not a PNG", p);
         free(png);
         free(p);
     }

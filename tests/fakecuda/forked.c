@@ -14,6 +14,7 @@
 static int in_child;
 
 /* LeakSanitizer asks this before its exit-time check. */
+int __lsan_is_turned_off(void);
 int __lsan_is_turned_off(void) { return in_child; }
 
 void run_forked(void (*fn)(void *), void *arg, forked *r)

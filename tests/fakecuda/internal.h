@@ -161,4 +161,11 @@ void fk_cublas_reset(void);
 int fk_cudnn_live(void);
 int fk_cublas_live(void);
 
+/* The emulated kernels' entries into the fake (tests/fakecuda/emu.h, C++,
+ * declares them for the kernels; streams.c implements them). */
+cudaError_t emu_enqueue(cudaStream_t s, const char *kernel, void (*run)(void *),
+                        void (*drop)(void *), void *job);
+int emu_check_arg(const char *kernel, int index, const void *p);
+void emu_launch_failed(const char *kernel, cudaError_t err, const char *why);
+
 #endif
