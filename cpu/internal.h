@@ -22,7 +22,6 @@ typedef void (*cpu_task_fn)(void *arg, int task, int thread);
  * the first run that has more than one task (so after the loader's fork). */
 cpu_threads *cpu_threads_create(int threads);
 void cpu_threads_free(cpu_threads *p);
-int cpu_threads_count(const cpu_threads *p);
 /* Runs fn(arg, i, thread) for i in [0, ntasks) and returns when all are
  * done, or, once cancel is non-NULL and *cancel nonzero, when the tasks
  * already started are done (the rest never run). */

@@ -112,7 +112,6 @@ cpu_threads *cpu_threads_create(int threads)
     return p;
 }
 
-int cpu_threads_count(const cpu_threads *p) { return p->threads; }
 
 static void threads_start(cpu_threads *p)
 {

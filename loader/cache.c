@@ -304,12 +304,6 @@ static int create_temp(preload_cache *pc, errbuf *e)
     return 0;
 }
 
-int cache_open(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w,
-               uint64_t key, uint64_t mem_limit, errbuf *e)
-{
-    return cache_open_shared(pc, path, ix, c, h, w, key, mem_limit, 0, e);
-}
-
 static void init_cache(preload_cache *pc, const dataset *ix, int c, int h, int w, uint64_t key)
 {
     memset(pc, 0, sizeof *pc);

@@ -57,15 +57,11 @@ typedef struct preload_cache {
 uint64_t cache_key(const dataset *ix, const img_params *p, int base_h, int base_w);
 
 /* Map (or reuse) a cache for ix's n samples of c x h x w (ix must outlive
- * the cache). mem_limit 0 means 80%
- * of MemAvailable; it only limits anonymous (file-less) caches. Call before
- * forking the loader. */
-int cache_open(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w,
-               uint64_t key, uint64_t mem_limit, errbuf *e);
-
-/* The same; shareable: a file-less cache is a memfd and a reused file's
- * descriptor is kept, so that cache_share_fd can hand the cache to a
- * program spawned later (the Python module's loader supervisor). */
+ * the cache). mem_limit 0 means 80% of MemAvailable; it only limits
+ * anonymous (file-less) caches. Call before forking the loader. With
+ * shareable, a file-less cache is a memfd and a reused file's descriptor
+ * is kept, so that cache_share_fd can hand the cache to a program spawned
+ * later (the Python module's loader supervisor). */
 int cache_open_shared(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w,
                       uint64_t key, uint64_t mem_limit, int shareable, errbuf *e);
 /* The descriptor behind the cache's mapping (-1: an anonymous mapping). */
