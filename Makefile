@@ -117,14 +117,14 @@ SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-om
 # top to bottom: a call from a lower folder into a higher one (image/ into
 # loader/, nn/ into cpu/ ...) finds no definition and fails the link.
 #   app     command line, runs, loop, staging glue, report, sweeps, device choice
-#   dist    ranks: MPI, the gradient allreduce (MPI on the CPU, NCCL on GPUs)
+#   comm    ranks: MPI, the gradient allreduce (MPI on the CPU, NCCL on GPUs)
 #   cuda    the GPU backend (cuda variants only)
 #   cpu     the CPU backend
 #   nn      models, the backend interface, checkpoints, schedules
 #   loader  data set index, sampler, worker processes and ring, preload cache
 #   image   decode, resize, crop, flip, colour
 #   common  errors, allocation, clocks, hashing, keyed RNG
-LAYERS     := app dist cuda cpu nn loader image common
+LAYERS     := app comm cuda cpu nn loader image common
 layer_src   = $(sort $(wildcard $(1)/*.c))
 # the empty backend registry of a CPU-only build (nn/provider.h): the CUDA
 # variants link cuda/provider.c instead

@@ -15,8 +15,8 @@
 #include "app/run.h"
 #include "app/selftest.h"
 #include "app/sweep.h"
+#include "comm/dist.h"
 #include "cpu/cpu.h"
-#include "dist/dist.h"
 #include "loader/dataset.h"
 #include "nn/model.h"
 

@@ -11,7 +11,7 @@
 #include "app/report.h"
 #include "app/run.h"
 #include "app/stage.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 #include "loader/cache.h"
 #include "loader/fingerprint.h"
 #include "loader/loader.h"
@@ -161,7 +161,7 @@ int run_train_loop(run_ctx *r, errbuf *e);
 /* --diag-phase refeed: the model alone on batches kept in device memory. */
 int run_refeed_loop(run_ctx *r, errbuf *e);
 
-/* ---- ranks.c: the epoch loop's side of data parallelism (dist/dist.h) */
+/* ---- ranks.c: the epoch loop's side of data parallelism (comm/dist.h) */
 /* Before each step and each pass's totals: every rank states its status
  * (RUN_OK: it goes on). Returns RUN_OK, or the worst status offered; a
  * rank that offered RUN_OK then stops too, quietly (r->dist_follow). For

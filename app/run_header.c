@@ -10,7 +10,7 @@
 #include "app/run_ctx.h"
 #include "app/sweep.h"
 #include "build/version.h"
-#include "dist/dist.h"
+#include "comm/dist.h"
 #include "image/image.h"
 
 int run_print_version(FILE *out)

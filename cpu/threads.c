@@ -112,7 +112,6 @@ cpu_threads *cpu_threads_create(int threads)
     return p;
 }
 
-
 static void threads_start(cpu_threads *p)
 {
     p->tids = xcalloc((size_t)p->threads, sizeof *p->tids);

@@ -67,7 +67,7 @@ int gpu_version_older(int major, int minor, int hdr_major, int hdr_minor);
 /* both of the above for this process: buf */
 const char *gpu_libraries_line(char *buf, size_t len, char *warn, size_t wlen);
 /* Its compute stream (a cudaStream_t), for work another library enqueues
- * in the backend's order: dist/'s ncclAllReduce of the gradients. */
+ * in the backend's order: comm/'s ncclAllReduce of the gradients. */
 void *backend_cuda_stream(backend *be);
 
 /* ---- utilisation monitor: NVML, loaded with dlopen at run time, sampled

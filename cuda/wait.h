@@ -1,6 +1,6 @@
 /* wait.h — every host wait for device work in the GPU backend goes through
  * here, so that a wait for work queued behind a collective that never ends
- * (a peer gone) can end: with a watchdog set (dist/nccl.c sets one while a
+ * (a peer gone) can end: with a watchdog set (comm/nccl.c sets one while a
  * communicator lives), a wait polls (cudaEventQuery, sleeps from 10 us up
  * to 100 us) and calls the watchdog between polls with the seconds waited so
  * far; the watchdog may end the process. Without one, a wait is the plain

@@ -3,7 +3,7 @@
 # MPI is found through its compiler wrapper (mpicc --showme): the wrapper
 # knows the include and library folders of the installed MPI (Open MPI from
 # Debian's libopenmpi-dev, or any other that ships mpicc). `make MPI=0`
-# forces a build without it, `make MPI=1` insists. Without MPI, dist/
+# forces a build without it, `make MPI=1` insists. Without MPI, comm/
 # compiles its one-process stand-in and a binary started by a launcher with
 # more than one rank says it was built without MPI.
 #

@@ -28,7 +28,7 @@
  * model_eval_step uses the running ones.
  *
  * Data parallelism reaches the model as a hook (model.dist, set by its
- * owner; dist/ fills it): the loss is averaged over the global batch of
+ * owner; comm/ fills it): the loss is averaged over the global batch of
  * every rank, and the gradient slab is summed over the ranks between the
  * backward pass and the update. Without it the model is one process's.
  *
@@ -140,7 +140,7 @@ typedef struct model_dist {
      * them; a chunk may be empty); each chunk's gradient is computed on
      * its own and the chunks are summed as a balanced binary tree, left
      * before right. With every rank holding an aligned subtree and the
-     * ranks summed as the tree's top levels (dist/), the gradient has the
+     * ranks summed as the tree's top levels (comm/), the gradient has the
      * same bits whatever the number of ranks. Where model_groups_cheap
      * says so, the backend does it inside one step over the batch
      * (backend_ops.batch_groups: only the sums over samples are cut);

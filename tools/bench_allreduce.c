@@ -1,6 +1,6 @@
 /* bench_allreduce.c — the gradient sum alone: MPI_Allreduce (sum, in
  * place, floats) of the slab sizes of train's models, timed per call, as
- * dist/mpi.c calls it. Run it under the launcher the job uses:
+ * comm/mpi.c calls it. Run it under the launcher the job uses:
  *
  *   mpirun -np 2 build/tools/bench_allreduce [FLOATS ...]
  *

@@ -1,4 +1,4 @@
-/* nccl.c — the fake NCCL: the calls dist/nccl.c makes, implemented on MPI
+/* nccl.c — the fake NCCL: the calls comm/nccl.c makes, implemented on MPI
  * so that the GPU backend's real NCCL calls run between processes on the
  * fake CUDA runtime (built when MPI is; nothing without it).
  *

@@ -1,5 +1,5 @@
 /* test_versions.c — issue 27 on the fake: the GPU libraries' versions as
- * loaded (cuda/versions.c, dist/nccl_version.c), with a warning when one
+ * loaded (cuda/versions.c, comm/nccl_version.c), with a warning when one
  * is older than the headers built with, in --version and on the device
  * line; and the --pin guard of a real run measuring the ring against the
  * memory cgroup's room ($TRAIN_CGROUP_ROOT) rather than MemAvailable alone.

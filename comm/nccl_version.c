@@ -4,7 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 
-#include "dist/dist.h"
+#include "comm/dist.h"
 
 #if defined(TRAIN_MPI) && defined(TRAIN_CUDA)
 #include <nccl.h>

@@ -1,4 +1,4 @@
-/* mpi.c — dist.h on MPI (built when MPI is found; dist/single.c otherwise).
+/* mpi.c — dist.h on MPI (built when MPI is found; comm/single.c otherwise).
  *
  * Every collective runs on MPI_COMM_WORLD from the main thread only
  * (MPI_THREAD_FUNNELED: the CPU backend's compute threads and the NVML
@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist/internal.h"
+#include "comm/internal.h"
 
 int dist_start(dist *d, errbuf *e)
 {

@@ -1,8 +1,8 @@
-/* internal.h — what dist/'s files share. Not for use outside dist/. */
+/* internal.h — what comm/'s files share. Not for use outside comm/. */
 #ifndef TRAIN_DIST_INTERNAL_H
 #define TRAIN_DIST_INTERNAL_H
 
-#include "dist/dist.h"
+#include "comm/dist.h"
 
 /* nccl.c (CUDA and MPI builds): the GPU backend's gradient sum on NCCL.
  * create bootstraps the communicator (rank 0's ncclUniqueId broadcast over

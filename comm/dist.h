@@ -52,7 +52,7 @@ typedef struct dist {
     /* accounting, taken by dist_take_comm */
     double comm_s;          /* seconds inside gradient sums (incl. waiting for a slower rank) */
     uint64_t reduced_bytes; /* bytes of gradient summed per step (the slab) */
-    void *nccl;             /* the GPU's communicator state (dist/nccl.c), or NULL */
+    void *nccl;             /* the GPU's communicator state (comm/nccl.c), or NULL */
     int nccl_buckets;       /* its sums per step: 1 after backward, else during it */
     char *hosts;            /* rank 0: every rank's host name, DIST_HOST_MAX each */
     int canonical;          /* dist_canonical */

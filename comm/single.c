@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dist/dist.h"
+#include "comm/dist.h"
 
 int dist_start(dist *d, errbuf *e)
 {

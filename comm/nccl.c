@@ -46,10 +46,10 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "comm/internal.h"
 #include "cuda/check.h"
 #include "cuda/gpu.h"
 #include "cuda/wait.h"
-#include "dist/internal.h"
 
 /* TRAIN_NCCL_TIMEOUT: how long the host waits for a step's sums */
 #define NCCL_TIMEOUT_DEFAULT_S 300.0

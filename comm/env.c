@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dist/dist.h"
+#include "comm/dist.h"
 
 /* the first of names[] that is set, as a number; -1 when none is */
 static int env_int(const char *const *names)
