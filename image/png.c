@@ -164,8 +164,8 @@ int img_png_decode(img_ctx *c, const char *path, const img_info *info, int C, in
     png_structp png = png_create_read_struct_2(PNG_LIBPNG_VER_STRING, &s, png_err_fn, png_warn_fn,
                                                &s, png_malloc_fn, png_free_fn);
     png_infop pi = png ? png_create_info_struct(png) : NULL;
-    int n = pi ? png_run(png, pi, &s, c, info, C) : 0;
-    png_destroy_read_struct(&png, pi ? &pi : NULL, NULL);
+    int made = pi != NULL, n = made ? png_run(png, pi, &s, c, info, C) : 0;
+    png_destroy_read_struct(&png, made ? &pi : NULL, NULL); /* NULLs both */
     if (n > 0) {
         *dh = info->h;
         *dw = info->w;
@@ -173,7 +173,7 @@ int img_png_decode(img_ctx *c, const char *path, const img_info *info, int C, in
     }
     if (s.overrun)
         return errf(e, "%s: truncated PNG (the data ends before the image)", path);
-    if (s.nomem || !png || !pi) {
+    if (s.nomem || !made) {
         char need[32];
         fmt_bytes(need, sizeof need, info->decode_bytes);
         errf(e, "%s: out of memory decoding this %dx%d PNG (it needs about %s)", path, info->h,
