@@ -129,7 +129,8 @@ static uint8_t *write_png(const spec *s, uint32_t seed, size_t *len)
         png_color_8 sbit = {.red = 5, .green = 6, .blue = 5, .gray = 3, .alpha = 2};
         if (s->ctype != 3 && s->depth >= 8)
             png_set_sBIT(png, info, &sbit);
-        png_text t = {.compression = PNG_TEXT_COMPRESSION_zTXt, .key = "Comment",
+        png_text t = {.compression = PNG_TEXT_COMPRESSION_zTXt,
+                      .key = "Comment",
                       .text = "a comment, compressed"};
         png_set_text(png, info, &t, 1);
     }
@@ -202,8 +203,7 @@ static uint8_t *our_decode(img_ctx *c, const char *path, int C, int *h, int *w)
     return out;
 }
 
-static int compare(const char *what, const char *name, const uint8_t *a, const uint8_t *b,
-                   size_t n)
+static int compare(const char *what, const char *name, const uint8_t *a, const uint8_t *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (a[i] != b[i]) {
@@ -217,8 +217,8 @@ static int compare(const char *what, const char *name, const uint8_t *a, const u
 
 static int make_specs(spec *out)
 {
-    static const int depths[7][6] = {
-        {1, 2, 4, 8, 16, 0}, {0}, {8, 16, 0}, {1, 2, 4, 8, 0}, {8, 16, 0}, {0}, {8, 16, 0}};
+    static const int depths[7][6] = {{1, 2, 4, 8, 16, 0}, {0}, {8, 16, 0}, {1, 2, 4, 8, 0},
+                                     {8, 16, 0},          {0}, {8, 16, 0}};
     static const int sizes[3][2] = {{1, 1}, {3, 5}, {17, 33}};
     int n = 0;
     for (int ct = 0; ct <= 6; ct++)
@@ -230,9 +230,14 @@ static int make_specs(spec *out)
                             int d = depths[ct][di];
                             /* palettes: full, or shorter than the indices reach */
                             int npal = x ? (d == 8 ? 200 : (1 << d) - 1) : 1 << d;
-                            out[n++] = (spec){.w = sizes[si][0], .h = sizes[si][1], .depth = d,
-                                              .ctype = ct, .interlace = il, .trns = t,
-                                              .extras = x, .npal = npal < 1 ? 1 : npal};
+                            out[n++] = (spec){.w = sizes[si][0],
+                                              .h = sizes[si][1],
+                                              .depth = d,
+                                              .ctype = ct,
+                                              .interlace = il,
+                                              .trns = t,
+                                              .extras = x,
+                                              .npal = npal < 1 ? 1 : npal};
                         }
     return n;
 }
@@ -348,14 +353,15 @@ Test(png_libpng, eight_bit_files_match_pillow)
         free(put(name, d, len));
         free(d), free(name);
     }
-    char *script = write_text(dir, "pil.py",
-                              "import os, sys\n"
-                              "from PIL import Image\n"
-                              "d = sys.argv[1]\n"
-                              "for n in sorted(os.listdir(d)):\n"
-                              "    if n.endswith('.png'):\n"
-                              "        b = Image.open(os.path.join(d, n)).convert('RGB').tobytes()\n"
-                              "        open(os.path.join(d, n[:-4] + '.pil'), 'wb').write(b)\n");
+    char *script =
+        write_text(dir, "pil.py",
+                   "import os, sys\n"
+                   "from PIL import Image\n"
+                   "d = sys.argv[1]\n"
+                   "for n in sorted(os.listdir(d)):\n"
+                   "    if n.endswith('.png'):\n"
+                   "        b = Image.open(os.path.join(d, n)).convert('RGB').tobytes()\n"
+                   "        open(os.path.join(d, n[:-4] + '.pil'), 'wb').write(b)\n");
     char *argv[] = {"/usr/bin/python3", script, dir, NULL};
     run_result r;
     run_argv(argv, NULL, 120, &r);
