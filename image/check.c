@@ -48,6 +48,7 @@ typedef struct png_summary {
     size_t plte;     /* offset of the PLTE chunk, 0 if none */
     uint8_t zhdr[2]; /* the zlib header: the first two bytes of IDAT data */
     int zhdr_n;
+    const char *trns_bad; /* the first tRNS stb_image refused, in its words */
 } png_summary;
 
 static int png_ihdr_check(const png_summary *s, const char *path, errbuf *e)
@@ -92,6 +93,16 @@ static int png_walk(const uint8_t *d, size_t n, png_summary *s, const char *path
             s->idat += len;
             for (uint32_t k = 0; k < len && s->zhdr_n < 2; k++)
                 s->zhdr[s->zhdr_n++] = d[i + 8 + k];
+        } else if (memcmp(type, "tRNS", 4) == 0 && !s->trns_bad) {
+            /* stb_image refused these (libpng ignores them, and so would
+             * we: tRNS only ever made alpha) */
+            uint32_t k = s->color_type == 2 ? 3 : 1;
+            s->trns_bad = s->idat                                             ? "tRNS after IDAT"
+                          : s->color_type == 3 && !s->plte                    ? "tRNS before PLTE"
+                          : s->color_type == 3 && len > be32(d + s->plte) / 3 ? "bad tRNS len"
+                          : s->color_type == 4 || s->color_type == 6          ? "tRNS with alpha"
+                          : s->color_type != 3 && len != 2 * k                ? "bad tRNS len"
+                                                                              : NULL;
         } else if (memcmp(type, "PLTE", 4) == 0 && !s->plte) {
             s->plte = i;
         } else if (memcmp(type, "IEND", 4) == 0) {
@@ -133,6 +144,8 @@ int img_png_prepare(img_ctx *c, const uint8_t **d, size_t *n, const char *path, 
         return -1;
     /* the zlib header as stb_image checked it, in its words (libpng's zlib
      * would say "incorrect header check" or "unknown compression method") */
+    if (s.trns_bad)
+        return errf(e, "%s: corrupt PNG (%s)", path, s.trns_bad);
     if (s.zhdr_n == 2) {
         const char *bad = (s.zhdr[0] * 256 + s.zhdr[1]) % 31 != 0 ? "bad zlib header"
                           : s.zhdr[1] & 32                        ? "no preset dict"

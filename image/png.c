@@ -160,7 +160,7 @@ static int png_run(png_structp png, png_infop info, png_src *s, img_ctx *c, cons
             png_read_row(png, buf + (size_t)y * stride, NULL);
     /* the chunks after the image, as stb_image read them to IEND (an
      * unknown critical chunk there is refused) */
-    png_read_end(png, NULL);
+    png_read_end(png, info); /* with no info it would skip every chunk unread */
     png_to_channels(buf, npix, n, C);
     return n;
 }

@@ -332,6 +332,82 @@ Test(png_libpng, a_corrupt_stream_is_refused_in_one_line)
     free(d), free(path);
 }
 
+/* A copy of the PNG d[0..n) with a chunk (CRC left 0: neither decoder
+ * checks it) inserted before the first chunk of type `before`. */
+static uint8_t *with_chunk(const uint8_t *d, size_t n, const char *before, const char *type,
+                           const uint8_t *data, uint32_t len, size_t *out_n)
+{
+    size_t at = 0;
+    for (size_t i = 8; i + 12 <= n && !at;) {
+        uint32_t cl = (uint32_t)d[i] << 24 | d[i + 1] << 16 | d[i + 2] << 8 | d[i + 3];
+        if (memcmp(d + i + 4, before, 4) == 0)
+            at = i;
+        i += 12 + cl;
+    }
+    cr_assert_gt(at, 0, "no %s chunk", before);
+    uint8_t *o = calloc(1, n + 12 + len);
+    memcpy(o, d, at);
+    uint8_t *c = o + at;
+    c[0] = (uint8_t)(len >> 24), c[1] = (uint8_t)(len >> 16), c[2] = (uint8_t)(len >> 8);
+    c[3] = (uint8_t)len;
+    memcpy(c + 4, type, 4);
+    memcpy(c + 8, data, len);
+    memcpy(c + 12 + len, d + at, n - at);
+    *out_n = n + 12 + len;
+    return o;
+}
+
+/* The tRNS chunks stb_image refused are refused in its words (libpng would
+ * ignore them, as tRNS never changes our pixels); an unknown critical chunk
+ * after the image data is refused as stb_image refused it. */
+Test(png_libpng, what_stb_image_refused_in_chunks_is_refused)
+{
+    static const struct {
+        int ctype;
+        const char *before, *type;
+        uint32_t len;
+        const char *reason; /* ours; stb_image's is the same where stb is set */
+        int stb;
+    } cases[] = {
+        {2, "IDAT", "tRNS", 4, "corrupt PNG (bad tRNS len)", 1},
+        {0, "IDAT", "tRNS", 6, "corrupt PNG (bad tRNS len)", 1},
+        {6, "IDAT", "tRNS", 6, "corrupt PNG (tRNS with alpha)", 1},
+        {4, "IDAT", "tRNS", 2, "corrupt PNG (tRNS with alpha)", 1},
+        {2, "IEND", "tRNS", 6, "corrupt PNG (tRNS after IDAT)", 1},
+        {3, "IDAT", "tRNS", 200, "corrupt PNG (bad tRNS len)", 1},
+        {3, "PLTE", "tRNS", 1, "corrupt PNG (tRNS before PLTE)", 1},
+        {2, "IEND", "ABCD", 1, "corrupt PNG (ABCD: unhandled critical chunk)", 0},
+    };
+    uint8_t zeros[256] = {0};
+    img_ctx *c = img_ctx_create();
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        spec s = {.w = 5, .h = 3, .depth = 8, .ctype = cases[i].ctype, .npal = 16};
+        size_t len, n;
+        uint8_t *d = write_png(&s, 11, &len);
+        uint8_t *b = with_chunk(d, len, cases[i].before, cases[i].type, zeros, cases[i].len, &n);
+        char name[32];
+        snprintf(name, sizeof name, "chunk%zu.png", i);
+        char *path = put(name, b, n);
+        img_params p = {.channels = 3};
+        const uint8_t *base;
+        int h, w, k;
+        errbuf e = {{0}};
+        cr_expect_eq(img_load_base(c, path, &p, &base, &h, &w, &e), -1, "%s loaded", name);
+        char want[ERR_MAX];
+        snprintf(want, sizeof want, "%s: %s", path, cases[i].reason);
+        cr_expect_str_eq(e.msg, want);
+        /* stb_image refused it too */
+        uint8_t *px = stbi_load_from_memory(b, (int)n, &w, &h, &k, 0);
+        cr_expect_null(px, "%s: stb_image accepted it", name);
+        if (cases[i].stb && !px)
+            cr_expect(strstr(cases[i].reason, stbi_failure_reason()), "%s: stb_image said %s", name,
+                      stbi_failure_reason());
+        stbi_image_free(px);
+        free(d), free(b), free(path);
+    }
+    img_ctx_free(c);
+}
+
 /* Pillow's convert("RGB") of the 8-bit grey, RGB and palette files: those
  * with full palettes (Pillow 9.4 shows an index past a short palette as
  * grey i, i, i; stb_image after img_png_prepare, and libpng, as black). */
