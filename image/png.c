@@ -6,9 +6,14 @@
  * palettes expanded, grey depths below 8 scaled up, alpha dropped with no
  * compositing; then our own conversion to 1 or 3 channels (ITU-R 601 luma
  * for colour to grey, grey replicated for colour). tRNS only ever made
- * alpha, which is dropped, so it is ignored; so are gAMA, iCCP, sRGB, sBIT
- * and the other ancillary chunks (no colour management, as stb_image and
- * PIL). Interlaced (Adam7) images are read in libpng's passes.
+ * alpha, which is dropped, so libpng ignores it (img_png_prepare refuses the
+ * tRNS chunks stb_image refused); so are gAMA, iCCP, sRGB, sBIT and the
+ * other ancillary chunks (no colour management, as stb_image and PIL).
+ * Interlaced (Adam7) images are read in libpng's passes.
+ * Stricter than stb_image on some broken files it accepted: IDAT chunks
+ * with another chunk between them, a second PLTE, a chunk type with bytes
+ * that are not letters ("corrupt PNG (libpng's reason)" now); and laxer
+ * on one: damage in the zlib stream after the last pixel's data.
  *
  * Tolerated as stb_image tolerated them: CRC and Adler-32 errors (stb_image
  * checks neither, and img_png_prepare's padded palette leaves the PLTE CRC
