@@ -97,7 +97,7 @@ WARN     := -Wall -Wextra -Werror
 # developer warnings; -Wshadow caught a loop's `first` hiding a parameter
 WARN_C   := -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wvla -Wold-style-definition
 BASE_CFLAGS := -std=c11 $(WARN) $(WARN_C) -MMD -MP -I. -DTRAIN_JPEGINT=$(JPEGINT)
-LIBS     := -lturbojpeg -ljpeg -lwebp -lstb -lcsv -lopenblas -lpthread -ldl -lm
+LIBS     := -lturbojpeg -ljpeg -lwebp -lpng16 -lstb -lcsv -lopenblas -lpthread -ldl -lm
 # nvcc 13 supports compute_75 and newer; list targets explicitly, never native
 GENCODE  := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
             -gencode arch=compute_90,code=compute_90
@@ -296,7 +296,7 @@ format-check:
 	@echo "format-check: $(words $(FORMAT_SRC)) files as .clang-format lays them out"
 
 # ---------------------------------------------------------------- dependencies
-DEB_PKGS := build-essential pkg-config zlib1g-dev libturbojpeg0-dev libjpeg62-turbo-dev libstb-dev libcsv-dev \
+DEB_PKGS := build-essential pkg-config zlib1g-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libstb-dev libcsv-dev \
             libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist webp libwebp-dev \
             clang-format libopenmpi-dev openmpi-bin \
             python3-dev python3-pytest python3-numpy python3-torch libdlpack-dev \

@@ -1,5 +1,5 @@
 /* check.c — structural checks of PNG and BMP files that stb_image does
- * not make, run before it is given the bytes.
+ * not make, run before it (or, for PNG, libpng) is given the bytes.
  *
  * PNG: the IHDR must come first with valid fields; every chunk must lie
  * inside the file and IEND must be there ("truncated PNG" otherwise); the
@@ -7,7 +7,9 @@
  * (deflate expands at most 1032:1) — stb_image allocates the whole image
  * before it finds out. A palette shorter than 256 entries is padded with
  * black in a copy, because stb_image reads pixel indices past the end of
- * the palette from uninitialised memory (PIL shows them black too).
+ * the palette from uninitialised memory (PIL shows them black too;
+ * libpng, which decodes PNG now, pads its own copy with black). The zlib
+ * header is checked as stb_image checked it, so the reason reads as before.
  * BMP: our own header parse (stb_image's info reports top-down images with
  * a negative height); the file must hold the rows the header claims
  * (stb_image allocates the image first); and for palette images every
@@ -42,8 +44,11 @@ static void put_be32(uint8_t *p, uint32_t v)
 typedef struct png_summary {
     uint32_t w, h;
     int depth, color_type;
-    uint64_t idat; /* compressed pixel bytes */
-    size_t plte;   /* offset of the PLTE chunk, 0 if none */
+    uint64_t idat;   /* compressed pixel bytes */
+    size_t plte;     /* offset of the PLTE chunk, 0 if none */
+    uint8_t zhdr[2]; /* the zlib header: the first two bytes of IDAT data */
+    int zhdr_n;
+    const char *trns_bad; /* the first tRNS stb_image refused, in its words */
 } png_summary;
 
 static int png_ihdr_check(const png_summary *s, const char *path, errbuf *e)
@@ -86,6 +91,18 @@ static int png_walk(const uint8_t *d, size_t n, png_summary *s, const char *path
             ihdr = 1;
         } else if (memcmp(type, "IDAT", 4) == 0) {
             s->idat += len;
+            for (uint32_t k = 0; k < len && s->zhdr_n < 2; k++)
+                s->zhdr[s->zhdr_n++] = d[i + 8 + k];
+        } else if (memcmp(type, "tRNS", 4) == 0 && !s->trns_bad) {
+            /* stb_image refused these (libpng ignores them, and so would
+             * we: tRNS only ever made alpha) */
+            uint32_t k = s->color_type == 2 ? 3 : 1;
+            s->trns_bad = s->idat                                             ? "tRNS after IDAT"
+                          : s->color_type == 3 && !s->plte                    ? "tRNS before PLTE"
+                          : s->color_type == 3 && len > be32(d + s->plte) / 3 ? "bad tRNS len"
+                          : s->color_type == 4 || s->color_type == 6          ? "tRNS with alpha"
+                          : s->color_type != 3 && len != 2 * k                ? "bad tRNS len"
+                                                                              : NULL;
         } else if (memcmp(type, "PLTE", 4) == 0 && !s->plte) {
             s->plte = i;
         } else if (memcmp(type, "IEND", 4) == 0) {
@@ -125,6 +142,18 @@ int img_png_prepare(img_ctx *c, const uint8_t **d, size_t *n, const char *path, 
     png_summary s;
     if (png_walk(*d, *n, &s, path, e) != 0)
         return -1;
+    /* the zlib header as stb_image checked it, in its words (libpng's zlib
+     * would say "incorrect header check" or "unknown compression method") */
+    if (s.trns_bad)
+        return errf(e, "%s: corrupt PNG (%s)", path, s.trns_bad);
+    if (s.zhdr_n == 2) {
+        const char *bad = (s.zhdr[0] * 256 + s.zhdr[1]) % 31 != 0 ? "bad zlib header"
+                          : s.zhdr[1] & 32                        ? "no preset dict"
+                          : (s.zhdr[0] & 15) != 8                 ? "bad compression"
+                                                                  : NULL;
+        if (bad)
+            return errf(e, "%s: corrupt PNG (%s)", path, bad);
+    }
     uint32_t plen = s.plte ? be32(*d + s.plte) : 0;
     if (s.color_type != 3 || !s.plte || plen >= 768 || plen % 3 != 0)
         return 0; /* stb_image refuses a missing or odd-sized palette itself */

@@ -379,6 +379,8 @@ static int decode_other(img_ctx *c, const char *path, const img_info *info, int 
 {
     if (info->format == IMG_FMT_WEBP)
         return img_webp_decode(c, path, info, C, dh, dw, e);
+    if (info->format == IMG_FMT_PNG)
+        return img_png_decode(c, path, info, C, dh, dw, e);
     return img_stb_decode(c, path, info, C, dh, dw, e);
 }
 

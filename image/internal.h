@@ -1,5 +1,5 @@
 /* internal.h — what image.c shares with its decoders (jpeg.c,
- * stb.c) and augment.c. Not for the rest of the program: use image.h. */
+ * png.c, stb.c) and augment.c. Not for the rest of the program: use image.h. */
 #ifndef TRAIN_IMAGE_INTERNAL_H
 #define TRAIN_IMAGE_INTERNAL_H
 
@@ -158,6 +158,11 @@ void img_jpeg_scaled_size(int w, int h, int want_h, int want_w, int *sh, int *sw
 /* stb.c — c->file holds one of the stb_image formats. */
 int img_stb_header(img_ctx *c, const char *path, img_info *info, errbuf *e);
 int img_stb_decode(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw,
+                   errbuf *e);
+
+/* png.c — c->file holds a PNG (the header is img_stb_header's, which
+ * calls check.c's img_png_header). */
+int img_png_decode(img_ctx *c, const char *path, const img_info *info, int C, int *dh, int *dw,
                    errbuf *e);
 
 /* webp.c — c->file holds a WebP (RIFF....WEBP). */

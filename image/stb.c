@@ -1,6 +1,8 @@
-/* stb.c — PNG, GIF, BMP, TGA, PSD and PNM through stb_image (libstb).
+/* stb.c — GIF, BMP, TGA, PSD and PNM through stb_image (libstb), and the
+ * PNG header (check.c's; png.c decodes PNG through libpng, which inflates
+ * faster, to the bytes stb_image gave).
  *
- * stb_image loads 8 bits per channel (16-bit PNG/PSD/PNM keep their high
+ * stb_image loads 8 bits per channel (16-bit PSD/PNM keep their high
  * byte), expands palettes and returns the file's own channel count; we
  * convert to 1 or 3 channels ourselves so the luma weights match the JPEG
  * path, and drop alpha. GIF gives its first frame.
@@ -8,10 +10,11 @@
  * stb_image reads past the end of its input as zeros, so a truncated BMP,
  * TGA, GIF, PSD or PNM would decode "successfully" with black rows; we
  * give it the bytes through callbacks instead and call the file truncated
- * when stb_image asks for more than there is. PNG and BMP get structural
- * checks of our own first (check.c). The headers estimate what stb_image
- * will allocate (img_info.decode_bytes), which image.c holds to
- * IMG_MAX_DECODE_BYTES; memory that runs out anyway is reported as such
+ * when stb_image asks for more than there is. BMP gets structural checks
+ * of our own first (check.c; PNG too, before libpng). The headers
+ * estimate what stb_image will allocate (img_info.decode_bytes; for PNG,
+ * what it did allocate, which is more than libpng needs), which image.c
+ * holds to IMG_MAX_DECODE_BYTES; memory that runs out anyway is reported as such
  * (IMG_ENOMEM), never as a corrupt file.
  * Deliberately not here: animation, colour management (gAMA, iCCP, sRGB are
  * ignored, as PIL ignores them), alpha compositing.
@@ -151,8 +154,6 @@ int img_stb_decode(img_ctx *c, const char *path, const img_info *info, int C, in
     const char *name = img_format_name(info->format);
     const uint8_t *data = c->file;
     size_t len = c->file_len;
-    if (info->format == IMG_FMT_PNG && img_png_prepare(c, &data, &len, path, e) != 0)
-        return -1;
     if (info->format == IMG_FMT_BMP && img_bmp_prepare(data, len, path, e) != 0)
         return -1;
     int w = 0, h = 0, n = 0;

@@ -48,7 +48,7 @@ build/fuzz/%.o: %.c
 $(foreach l,image common,$(eval $(call lib_rule,fuzz,$(l))))
 build/fuzz/fuzz_image: tools/fuzz_image.c $(call libs_of,fuzz,image common) build/fuzz/stb_image.o
 	$(FUZZ_CC) -std=c11 -O1 -g -I. $(FUZZ_SAN) -fsanitize=fuzzer -DFUZZ_LIBFUZZER -o $@ \
-	  $^ -lturbojpeg -ljpeg -lwebp -lm
+	  $^ -lturbojpeg -ljpeg -lwebp -lpng16 -lm
 
 fuzz-image: build/fuzz/fuzz_image build/tools/fuzz_image
 	@mkdir -p $(FUZZ_IMAGE_WORK)/corpus $(FUZZ_IMAGE_WORK)/crashes

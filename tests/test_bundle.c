@@ -126,7 +126,14 @@ Test(bundle, layout)
                   e->d_name);
     }
     closedir(d);
-    cr_expect_geq(nlib, 8, "libjpeg-turbo, libwebp, stb, libcsv, OpenBLAS ... travel");
+    cr_expect_geq(nlib, 8, "libjpeg-turbo, libwebp, libpng, stb, libcsv, OpenBLAS ... travel");
+    /* the image decoders' libraries by name (PNG moved from stb to libpng) */
+    const char *decoders[] = {"libturbojpeg.so.0", "libwebp.so.7", "libpng16.so.16", "libstb.so.0"};
+    for (size_t i = 0; i < sizeof decoders / sizeof *decoders; i++) {
+        char *so = path_join(lib, decoders[i]);
+        cr_expect_eq(access(so, R_OK), 0, "lib/%s does not travel", decoders[i]);
+        free(so);
+    }
     /* every carried ELF finds its libraries relative to itself */
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
@@ -363,7 +370,7 @@ static const char wheel_check_py[] =
     "print('images', n)\n"
     "print('batches', sums)\n"
     "maps = open('/proc/self/maps').read().split()\n"
-    "for name in ('libjpeg', 'libturbojpeg', 'libwebp', 'libstb', 'libcsv'):\n"
+    "for name in ('libjpeg', 'libturbojpeg', 'libwebp', 'libpng16', 'libstb', 'libcsv'):\n"
     "    paths = sorted({p for p in maps if '/' + name in p})\n"
     "    print('lib', name, ' '.join(paths))\n";
 
@@ -381,7 +388,8 @@ Test(bundle, wheel_without_debian_libraries)
              "set -e; cd '%s'; /usr/bin/python3 -m venv --system-site-packages venv; "
              "venv/bin/pip install -q --no-index --no-deps --disable-pip-version-check '%s'; "
              "unshare -m sh -c 'for l in libjpeg.so.62 libturbojpeg.so.0 libwebp.so.7 "
-             "libstb.so.0 libcsv.so.3; do mount --bind /dev/null /usr/lib/x86_64-linux-gnu/$l; "
+             "libpng16.so.16 libstb.so.0 libcsv.so.3; do mount --bind /dev/null "
+             "/usr/lib/x86_64-linux-gnu/$l; "
              "done; exec venv/bin/python check.py %s/train.csv wheel' > wheel.out; "
              "PYTHONPATH='%s/build/python' /usr/bin/python3 check.py %s/train.csv tree > tree.out",
              dir, wheel, fm, source_root(), fm);
@@ -401,7 +409,7 @@ Test(bundle, wheel_without_debian_libraries)
     cr_expect_eq(strcspn(wb, "\n"), strcspn(tb, "\n"));
     cr_expect_eq(strncmp(wb, tb, strcspn(wb, "\n")), 0, "wheel: %.200s\ntree: %.200s", wb, tb);
     /* every library it carries was loaded from the wheel, none from Debian */
-    const char *names[] = {"libjpeg", "libturbojpeg", "libwebp", "libstb", "libcsv"};
+    const char *names[] = {"libjpeg", "libturbojpeg", "libwebp", "libpng16", "libstb", "libcsv"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char key[64];
         snprintf(key, sizeof key, "lib %s ", names[i]);
