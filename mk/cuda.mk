@@ -78,9 +78,11 @@ $(FAKE_DIR)/%.emu.o: %.cu $(FAKE_DIR)/.flags
 	@mkdir -p $(dir $@)
 	g++ -x c++ $(CXXFLAGS_fakecuda) -include tests/fakecuda/emu.h -c $< -o $@
 
-$(FAKE_DIR)/libfakenvml.so: tests/fakecuda/fake_nvml.c
+# (its functions are libnvidia-ml's entry points, found by dlsym, with no
+# header of ours to declare them: hence no -Wmissing-prototypes)
+$(FAKE_DIR)/libfakenvml.so: tests/fakecuda/fake_nvml.c $(FAKE_DIR)/.flags
 	@mkdir -p $(dir $@)
-	$(CC) -std=c11 $(WARN) $(WARN_C) -O1 -g -fPIC -shared -o $@ $< -ldl -lm
+	$(CC) -std=c11 $(WARN) $(WARN_C) -Wno-missing-prototypes -O1 -g -fPIC -shared -o $@ $< -ldl -lm
 
 # link $@ from the objects $(1) and libraries $(2), then refuse CUDA symbols
 # the fake lacks; the time line's fake_timeline_* are exported for
