@@ -292,10 +292,18 @@ print(" ".join(map(str, loader.pids())), flush=True)
 """
 
 
+def ctrl_c_as_a_terminal_gives_it():
+    """In the child: SIGINT at its default. A suite started in the background
+    (nohup, &) passes it on ignored, and Python installs no KeyboardInterrupt
+    handler for a SIGINT ignored at start-up: the Ctrl-C tests failed there."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_script(csv, then, slow="0"):
     env = dict(os.environ)
     return subprocess.Popen([sys.executable, "-c", SCRIPT.format(csv=csv, slow=slow, then=then)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=ctrl_c_as_a_terminal_gives_it)
 
 
 @pytest.mark.parametrize("how", ["exit", "sigkill", "exception"])
@@ -354,7 +362,7 @@ print("pass", h.hexdigest(), loader.stats()["build_s"] > 0, flush=True)
 
 def test_ctrl_c_in_the_preload_build_can_be_caught_and_the_loader_goes_on(fm):
     p = subprocess.Popen([sys.executable, "-c", RESUME.format(csv=fm)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+                         stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_as_a_terminal_gives_it)
     assert p.stdout.readline().strip() == "ready"
     time.sleep(0.5)  # inside the build: 500 samples at 10 ms on 2 workers
     p.send_signal(signal.SIGINT)
