@@ -10,6 +10,7 @@
 #   make bench      the benchmarks (docs/BENCH-*.md; README.md, "Speed")
 #   make mutate     mutation testing of the suites (mk/mutate.mk, docs/TESTING.md)
 #   make format     lay the sources out as .clang-format says (make test checks)
+#   make lint       cppcheck over the program's C (make test runs it)
 #
 # Objects live in build/<variant>/ (cpu, cuda, asan); each variant keeps a
 # stamp of its flags so changing them rebuilds, and ./train is relinked when
@@ -266,6 +267,7 @@ test-build: build/cpu/train $(if $(CUDA_FOUND),build/cuda/train) build/asan/trai
 # The suite runs in the asan build; the tests run the asan ./train too.
 test: deps
 	@$(MAKE) --no-print-directory format-check
+	@$(MAKE) --no-print-directory lint
 	@$(MAKE) --no-print-directory -j$(NPROC) test-build NV_WERROR=1
 	@cp build/$(VARIANT)/train train.tmp && mv -f train.tmp train
 	@$(MAKE) --no-print-directory bundle-test-dir
@@ -281,6 +283,18 @@ test: deps
 	$(MAKE) --no-print-directory test-jpeg-variants
 	@echo "== tests/python (pytest)"
 	@$(MAKE) --no-print-directory test-python
+
+# ---------------------------------------------------------------- lint
+# cppcheck (Debian) over the program's C, warnings and portability, in
+# `make test`; a finding judged wrong is suppressed on its line with
+# `// cppcheck-suppress ID` and the reason (nn/kernels.h, nn/model.c).
+# Not yet: clang-tidy, gcc -fanalyzer on the parsers, tools/ and tests/.
+LINT_DIRS := common loader image nn cpu comm cuda app python main.c
+.PHONY: lint
+lint:
+	@cppcheck --quiet --enable=warning,portability --std=c11 --inline-suppr -I. \
+	  -DTRAIN_JPEGINT=$(JPEGINT) --error-exitcode=1 -j$(NPROC) $(LINT_DIRS) && \
+	  echo "lint: cppcheck finds nothing in $(LINT_DIRS)"
 
 # ---------------------------------------------------------------- format
 # .clang-format pins the layout the code has (4 spaces, 100 columns, braces
@@ -298,7 +312,7 @@ format-check:
 # ---------------------------------------------------------------- dependencies
 DEB_PKGS := build-essential pkg-config zlib1g-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libstb-dev libcsv-dev \
             libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist webp libwebp-dev \
-            clang-format libopenmpi-dev openmpi-bin \
+            clang-format cppcheck libopenmpi-dev openmpi-bin \
             python3-dev python3-pytest python3-numpy python3-torch libdlpack-dev \
             patchelf xz-utils busybox-static python3-venv python3-pil valgrind ccache unzip procps
 BENCH_PKGS := python3-torch python3-torchvision python3-pil hyperfine

@@ -158,7 +158,7 @@ int autotune_workers(const options *o)
     printf("workers auto: loader throughput per worker count, on up to %d batches (one epoch at "
            "most; %d cores)\n",
            AUTO_BATCHES, cores);
-    double rate[65];
+    double rate[65] = {0}; /* [1, maxw] filled by the probes below */
     int status = 0, maxw = cores < 64 ? cores : 64;
     double best = 0, images = NAN;
     int batch = 0;

@@ -426,6 +426,8 @@ int model_create(model *m, const char *name, int C, int H, int W, int nclasses, 
     m->dlogits = o->alloc(be, B * nclasses * fl);
     /* losses then predictions in one allocation, read back in one copy */
     m->loss = o->alloc(be, B * fl + B * sizeof(int32_t));
+    /* the allocation is untyped memory: the int32 half is only ever read as int32 */
+    // cppcheck-suppress invalidPointerCast
     m->pred = (int32_t *)(m->loss + B);
     m->labels = o->alloc(be, B * sizeof(int32_t));
     /* per pending step: its losses then its predictions, and its labels */
@@ -1007,6 +1009,7 @@ int model_results_take(model *m, int wait, step_stats *st, long *tag)
         return 0;
     size_t MB = (size_t)m->max_batch;
     const float *loss = m->results_host + (size_t)slot * 2 * MB;
+    // cppcheck-suppress invalidPointerCast ; the int32 half, as model_create lays it out
     const int32_t *pred = (const int32_t *)(loss + MB);
     const int32_t *labels = m->results_labels + (size_t)slot * MB;
     int B = m->pend[slot].B;
