@@ -296,6 +296,14 @@ lint:
 	  -DTRAIN_JPEGINT=$(JPEGINT) --error-exitcode=1 -j$(NPROC) $(LINT_DIRS) && \
 	  echo "lint: cppcheck finds nothing in $(LINT_DIRS)"
 
+# compile_commands.json for editors and clang-tidy: every C file of the
+# cpu variant and the sanitized tests, compiled again under bear (Debian)
+.PHONY: compile-commands
+compile-commands:
+	$(call apt_install,bear)
+	bear --output compile_commands.json -- $(MAKE) --no-print-directory -B -j$(NPROC) CCACHE= \
+	  build/cpu/train build/asan/tests/run
+
 # ---------------------------------------------------------------- format
 # .clang-format pins the layout the code has (4 spaces, 100 columns, braces
 # of functions on their own line); `make format` applies it, `make
