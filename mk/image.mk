@@ -6,14 +6,14 @@
 #   make fuzz-image    libFuzzer over decode + transform for FUZZ_SECONDS
 #                      (default 60); new inputs in fuzz/corpus-work/image,
 #                      crashers in fuzz/corpus-work/image/crashes — fix them
-#                      and copy them to tests/fuzz-corpus/image/
+#                      and copy them to fuzz/corpus/image/
 
 # Tools link the cpu variant's libraries (-O2, no sanitizers); the
 # fuzz_image built with gcc is the plain replay driver.
 build/tools/bench_image: tools/bench_image.c $(call libs_of,cpu,loader image common)
 	@mkdir -p build/tools
 	$(CC) $(TOOL_CFLAGS) -o $@ $(filter %.c %.a,$^) $(LIBS)
-build/tools/fuzz_image: tools/fuzz_image.c $(call libs_of,cpu,image common)
+build/tools/fuzz_image: fuzz/fuzz_image.c $(call libs_of,cpu,image common)
 	@mkdir -p build/tools
 	$(CC) $(TOOL_CFLAGS) -o $@ $(filter %.c %.a,$^) $(LIBS)
 
@@ -46,7 +46,7 @@ build/fuzz/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
 $(foreach l,image common,$(eval $(call lib_rule,fuzz,$(l))))
-build/fuzz/fuzz_image: tools/fuzz_image.c $(call libs_of,fuzz,image common) build/fuzz/stb_image.o
+build/fuzz/fuzz_image: fuzz/fuzz_image.c $(call libs_of,fuzz,image common) build/fuzz/stb_image.o
 	$(FUZZ_CC) -std=c11 -O1 -g -I. $(FUZZ_SAN) -fsanitize=fuzzer -DFUZZ_LIBFUZZER -o $@ \
 	  $^ -lturbojpeg -ljpeg -lwebp -lpng16 -lm
 
@@ -55,7 +55,7 @@ fuzz-image: build/fuzz/fuzz_image build/tools/fuzz_image
 	@test -d $(FUZZ_IMAGE_WORK)/seeds || build/tools/fuzz_image --seeds $(FUZZ_IMAGE_WORK)/seeds
 	build/fuzz/fuzz_image -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 \
 	  -max_len=65536 -print_final_stats=1 -artifact_prefix=$(FUZZ_IMAGE_WORK)/crashes/ \
-	  $(FUZZ_IMAGE_WORK)/corpus tests/fuzz-corpus/image $(FUZZ_IMAGE_WORK)/seeds
+	  $(FUZZ_IMAGE_WORK)/corpus fuzz/corpus/image $(FUZZ_IMAGE_WORK)/seeds
 FUZZ_TARGETS += fuzz-image
 
 .PHONY: bench-image fuzz-image

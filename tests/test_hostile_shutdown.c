@@ -149,8 +149,7 @@ static int scratch_left(pid_t pid)
 Test(hostile_shutdown, fuzz_image_leaves_no_scratch_file)
 {
     char *tool = path_join(tools_dir(), "fuzz_image");
-    char *seed =
-        path_join(source_root(), "tests/fuzz-corpus/image/crash-bmp-palette-before-offset");
+    char *seed = path_join(source_root(), "fuzz/corpus/image/crash-bmp-palette-before-offset");
     char *missing = path_join(dir, "no-such-input"), *fifo = path_join(dir, "input.fifo");
     char *out = path_join(dir, "fuzz.out"), *err = path_join(dir, "fuzz.err");
     /* 1. a normal run, 2. an unreadable second input (exit 1) */

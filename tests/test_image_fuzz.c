@@ -1,5 +1,5 @@
 /* test_image_fuzz.c — replay the committed fuzz corpus
- * (tests/fuzz-corpus/image/: seeds of every format and every crasher the
+ * (fuzz/corpus/image/: seeds of every format and every crasher the
  * fuzzer found) through the fuzz harness itself, under ASan/UBSan, then a
  * bounded differential fuzzing run: the corpus and generated JPEGs of
  * every layout (tests/support/jpeg_corpus.c), mutated at random, through
@@ -17,13 +17,13 @@
 #include <time.h>
 
 #include "common/rng.h"
-#include "image/fuzz_harness.h"
+#include "fuzz/harness.h"
 #include "tests/support/helpers.h"
 #include "tests/support/jpeg_corpus.h"
 
 Test(image_fuzz, corpus_replays_cleanly, .timeout = 60)
 {
-    char *corpus = path_join(source_root(), "tests/fuzz-corpus/image");
+    char *corpus = path_join(source_root(), "fuzz/corpus/image");
     char *tmp = tmpdir_make(), *target = path_join(tmp, "input");
     DIR *d = opendir(corpus);
     cr_assert_not_null(d, "%s", corpus);
@@ -106,7 +106,7 @@ Test(image_fuzz, mutated_inputs_keep_every_invariant)
     seed seeds[160];
     int ns = 0;
     /* the committed corpus */
-    char *corpus = path_join(source_root(), "tests/fuzz-corpus/image");
+    char *corpus = path_join(source_root(), "fuzz/corpus/image");
     DIR *dd = opendir(corpus);
     cr_assert_not_null(dd, "%s", corpus);
     for (struct dirent *de; (de = readdir(dd)) && ns < 60;) {

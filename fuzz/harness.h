@@ -1,4 +1,4 @@
-/* fuzz_harness.h — the image fuzz harness, shared by tools/fuzz_image.c (the
+/* harness.h — the image fuzz harness, shared by fuzz/fuzz_image.c (the
  * libFuzzer target and its plain replay build) and the corpus replay test
  * (tests/test_image_fuzz.c), so a crasher found by one fails the other.
  *

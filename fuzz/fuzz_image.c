@@ -1,4 +1,4 @@
-/* fuzz_image.c — libFuzzer target over the image pipeline (image/fuzz_harness.h).
+/* fuzz_image.c — libFuzzer target over the image pipeline (fuzz/harness.h).
  *
  * Built two ways (mk/image.mk):
  *   clang -fsanitize=fuzzer,address,undefined -DFUZZ_LIBFUZZER
@@ -21,7 +21,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "image/fuzz_harness.h"
+#include "fuzz/harness.h"
 
 static char fuzz_path[64];
 static img_ctx *fuzz_ctx;
