@@ -253,7 +253,8 @@ build/asan/tests/run: $(TEST_OBJS) $(call variant_libs,asan)
 	$(CC) -o $@ $^ $(LDFLAGS_asan) $(LIBS) -lcriterion -lz
 
 # tools: dataset generators and benchmark helpers (optimised, no sanitizers)
-TOOLS := $(patsubst tools/%.c,build/tools/%,$(TOOL_SRC))
+# (+ the image fuzz driver, whose source is in fuzz/ with its harness)
+TOOLS := $(patsubst tools/%.c,build/tools/%,$(TOOL_SRC)) build/tools/fuzz_image
 tools: $(TOOLS)
 # (those that need more than common/ have their own rule in mk/<area>.mk)
 TOOL_CFLAGS := $(BASE_CFLAGS) -O2
@@ -374,4 +375,6 @@ FORCE:
 
 .SECONDARY:
 
--include $(shell find build -name '*.d' 2>/dev/null)
+# (not the bundle's copy of the tree, build/bundle/src: its .d files name
+# paths relative to that copy, which read here as this tree's targets)
+-include $(shell find build -path build/bundle -prune -o -name '*.d' -print 2>/dev/null)
