@@ -286,11 +286,12 @@ test: deps
 	@$(MAKE) --no-print-directory test-python
 
 # ---------------------------------------------------------------- lint
-# cppcheck (Debian) over the program's C, warnings and portability, in
+# cppcheck (Debian) over the program's C, the tools' and the tests' support
+# code, warnings and portability, in
 # `make test`; a finding judged wrong is suppressed on its line with
 # `// cppcheck-suppress ID` and the reason (nn/kernels.h, nn/model.c).
-# Not yet: clang-tidy, gcc -fanalyzer on the parsers, tools/ and tests/.
-LINT_DIRS := common loader image nn cpu comm cuda app python main.c
+# Not yet: clang-tidy, gcc -fanalyzer on the parsers, the test files.
+LINT_DIRS := common loader image nn cpu comm cuda app python main.c tools fuzz tests/support
 .PHONY: lint
 lint:
 	@cppcheck --quiet --enable=warning,portability --std=c11 --inline-suppr -I. \

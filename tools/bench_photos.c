@@ -338,8 +338,9 @@ static void speed(const set *s, int runs)
             fprintf(stderr, " %.0f", rate[v][r]);
         fprintf(stderr, "\n");
     }
-    double med[NVAR], ratio_floor[MAX_RUNS], ratio_val[MAX_RUNS], ratio_old[MAX_RUNS],
-        ratio_val_old[MAX_RUNS];
+    /* runs >= 1 (main): [0, runs) filled below */
+    double med[NVAR], ratio_floor[MAX_RUNS] = {0}, ratio_val[MAX_RUNS] = {0},
+                      ratio_old[MAX_RUNS] = {0}, ratio_val_old[MAX_RUNS] = {0};
     for (int r = 0; r < runs; r++) {
         ratio_floor[r] = rate[0][r] / rate[4][r];
         ratio_old[r] = rate[8][r] / rate[4][r];
@@ -426,7 +427,7 @@ static void stages(const set *s, int runs)
         for (int i = 0; i < s->n; i++) {
             count[cls[i]]++, count[NCLASS]++;
             for (int k = 0; k < IMG_STAGES; k++) {
-                double m[MAX_RUNS];
+                double m[MAX_RUNS] = {0}; /* [0, runs) filled below */
                 for (int r = 0; r < runs; r++)
                     m[r] = t[((size_t)i * (size_t)runs + (size_t)r) * IMG_STAGES + (size_t)k];
                 qsort(m, (size_t)runs, sizeof(double), cmp_d);
