@@ -657,6 +657,7 @@ static void describe_start(const unsigned char *b, size_t n, char *out, size_t l
     size_t i = 0;
     while (i < n && strchr(" \t\r\n", b[i]))
         i++;
+    const char *image = img_sniff_name(b, n);
     if (n >= 8 && !memcmp(b, CKPT_MAGIC, 8))
         snprintf(out, len, "starts with TRAINCKP: a train checkpoint");
     else if (n >= 8 && !memcmp(b, CACHE_MAGIC, 8))
@@ -667,8 +668,8 @@ static void describe_start(const unsigned char *b, size_t n, char *out, size_t l
         snprintf(out, len, "starts with %s: a train trace", TRACE_START);
     else if (i < n && b[i] == '{')
         snprintf(out, len, "starts with '{': a JSON file, not one train wrote");
-    else if (img_sniff_name(b, n)) /* the decoder's own magic numbers */
-        snprintf(out, len, "starts like a %s image", img_sniff_name(b, n));
+    else if (image) /* the decoder's own magic numbers */
+        snprintf(out, len, "starts like a %s image", image);
     else {
         char esc[80];
         size_t o = 0;

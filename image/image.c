@@ -108,13 +108,24 @@ void img_ctx_set_limits(img_ctx *c, int max_side, uint64_t max_pixels)
     c->max_pixels = max_pixels > 0 && max_pixels < IMG_MAX_PIXELS ? max_pixels : IMG_MAX_PIXELS;
 }
 
-uint8_t *img_grow(uint8_t **buf, size_t *cap, size_t need)
+uint8_t *img_try_grow(uint8_t **buf, size_t *cap, size_t need)
 {
     if (need > *cap || !*buf) {
         free(*buf);             /* contents are not kept: no copy */
         *cap = need + need / 4; /* slack: sizes vary a little between files */
-        *buf = xmalloc(*cap ? *cap : 1);
+        *buf = malloc(*cap ? *cap : 1);
+        if (!*buf) /* without the slack */
+            *buf = malloc((*cap = need) ? need : 1);
+        if (!*buf)
+            *cap = 0;
     }
+    return *buf;
+}
+
+uint8_t *img_grow(uint8_t **buf, size_t *cap, size_t need)
+{
+    if (!img_try_grow(buf, cap, need)) /* xmalloc's out-of-memory exit, or a late success */
+        *buf = xmalloc(*cap = need ? need : 1);
     return *buf;
 }
 
@@ -218,6 +229,9 @@ static int is_text(const uint8_t *d, size_t n)
     return 1;
 }
 
+/* sniff's *other for a text (P1-P3) or 1-bit (P4) PNM: a PNM all the same */
+static const char pnm_unread[] = "ASCII or 1-bit PNM (only binary P5/P6 are read)";
+
 /* The format from the first bytes; for formats we recognise but do not
  * decode, *other names them. */
 static img_format sniff(const uint8_t *d, size_t n, const char **other)
@@ -259,7 +273,7 @@ static img_format sniff(const uint8_t *d, size_t n, const char **other)
         (d[2] == ' ' || d[2] == '\n' || d[2] == '\r' || d[2] == '\t')) {
         if (d[1] == '5' || d[1] == '6')
             return IMG_FMT_PNM;
-        *other = "ASCII or 1-bit PNM (only binary P5/P6 are read)";
+        *other = pnm_unread;
         return IMG_FMT_UNKNOWN;
     }
     for (size_t i = 0; i < sizeof unsupported / sizeof unsupported[0]; i++)
@@ -273,18 +287,16 @@ static img_format sniff(const uint8_t *d, size_t n, const char **other)
     return IMG_FMT_UNKNOWN;
 }
 
-/* Read `path` and its header; check the size limits. */
 const char *img_sniff_name(const uint8_t *d, size_t n)
 {
     const char *other;
     const img_format f = sniff(d, n, &other);
     if (f != IMG_FMT_UNKNOWN)
         return img_format_name(f);
-    if (other && !strncmp(other, "ASCII or 1-bit PNM", 18))
-        return "PNM";
-    return other;
+    return other == pnm_unread ? "PNM" : other;
 }
 
+/* Read `path` and its header; check the size limits. */
 static int read_header(img_ctx *c, const char *path, int cold, img_info *info, errbuf *e)
 {
     const double t0 = now_sec();

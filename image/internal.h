@@ -73,6 +73,9 @@ void img_printable(char *s);
 
 /* Grow *buf to at least need bytes (contents not kept); returns *buf. */
 uint8_t *img_grow(uint8_t **buf, size_t *cap, size_t need);
+/* The same, but NULL (and *cap 0) where memory runs out, for a decoder that
+ * reports it (IMG_ENOMEM) rather than exit. */
+uint8_t *img_try_grow(uint8_t **buf, size_t *cap, size_t need);
 
 /* ITU-R 601 luma in Q16: 0.299 R + 0.587 G + 0.114 B, rounded. */
 static inline uint8_t img_luma(unsigned r, unsigned g, unsigned b)

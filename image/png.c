@@ -147,19 +147,11 @@ static int png_run(png_structp png, png_infop info, png_src *s, img_ctx *c, cons
         return 0;
     }
     size_t npix = (size_t)w * (size_t)h, need = npix * (size_t)(n > C ? n : C);
-    if (need > c->dec_cap || !c->dec) { /* img_grow, but a failure is IMG_ENOMEM */
-        free(c->dec);
-        c->dec_cap = need + need / 4;
-        c->dec = malloc(c->dec_cap);
-        if (!c->dec)
-            c->dec = malloc(c->dec_cap = need);
-        if (!c->dec) {
-            c->dec_cap = 0;
-            s->nomem = 1;
-            return 0;
-        }
+    uint8_t *buf = img_try_grow(&c->dec, &c->dec_cap, need);
+    if (!buf) {
+        s->nomem = 1;
+        return 0;
     }
-    uint8_t *buf = c->dec;
     for (int p = 0; p < passes; p++)
         for (png_uint_32 y = 0; y < h; y++)
             png_read_row(png, buf + (size_t)y * stride, NULL);
