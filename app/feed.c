@@ -64,7 +64,10 @@ static int probe_first_good(run_ctx *r, uint32_t *first, int *w, int *h, int *ch
     const dataset *t = &r->train;
     errbuf pe, first_err = {{0}};
     for (uint32_t i = 0; i < t->n; i++) {
-        if (img_probe(dataset_path(t, i), r->o->img.exif, w, h, ch, &pe) == 0) {
+        img_src at;
+        char where[ERR_MAX];
+        if (img_probe_src(dataset_src(t, i, &at, where, sizeof where), r->o->img.exif, w, h, ch,
+                          &pe) == 0) {
             *first = i;
             return 0;
         }
@@ -77,7 +80,7 @@ static int probe_first_good(run_ctx *r, uint32_t *first, int *w, int *h, int *ch
     dataset_row_message(t, 0, first_err.msg, where, sizeof where);
     if (r->o->csv_o.skip_bad && t->n > 1)
         return errf(e, "%s: no readable image among %u %s (--skip-bad); the first: %s", t->csv_path,
-                    t->n, t->folder ? "images" : "rows", where);
+                    t->n, t->folder || t->members ? "images" : "rows", where);
     return errf(e, "%s", where);
 }
 
@@ -85,7 +88,10 @@ static int probe_first_good(run_ctx *r, uint32_t *first, int *w, int *h, int *ch
  * the image path in a folder. */
 static const char *row_name(const dataset *t, uint32_t i, char *buf, size_t len)
 {
-    if (t->folder)
+    img_src at;
+    if (t->members) /* `SHARD: member NAME` */
+        dataset_src(t, i, &at, buf, len);
+    else if (t->folder)
         snprintf(buf, len, "%s", dataset_path(t, i));
     else
         snprintf(buf, len, "line %u %s", t->rows[i].line, dataset_path(t, i));
@@ -115,7 +121,10 @@ static int check_sizes(run_ctx *r, uint32_t first, errbuf *e)
     for (uint32_t i = first + 1; i < t->n; i += step) {
         int w, h, ch, oh, ow, bh, bw;
         errbuf pe;
-        if (img_probe(dataset_path(t, i), p->exif, &w, &h, &ch, &pe) != 0)
+        img_src at;
+        char where[ERR_MAX];
+        if (img_probe_src(dataset_src(t, i, &at, where, sizeof where), p->exif, &w, &h, &ch, &pe) !=
+            0)
             continue; /* a bad file is the loader's to report */
         img_output_size(p, h, w, &oh, &ow);
         img_base_size(p, h, w, &bh, &bw);

@@ -50,7 +50,9 @@ int load_sample(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r,
 {
     load_ctx *c = wctx;
     const load_setup *s = c->s;
-    const char *path = dataset_path(s->src[src], index);
+    img_src at; /* where the image is: a file, or a shard's member */
+    char where[ERR_MAX];
+    dataset_src(s->src[src], index, &at, where, sizeof where);
     /* the preload build makes the training base: with --random-crop that
      * is the uncropped resize, which evaluation's centre crop is not */
     const img_params *p = kind == LOAD_JOB_EVAL ? &s->eval : &s->train;
@@ -58,7 +60,7 @@ int load_sample(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r,
         cpu_burn(s->slow_load); /* a slow decoder, not slow storage */
     switch (kind) {
     case LOAD_JOB_READ_ONLY: {
-        long n = img_read_only(c->img, path, p, e);
+        long n = img_read_only_src(c->img, &at, p, e);
         if (n < 0)
             return -1;
         memset(out, (int)(n & 0xff), (size_t)s->channels * s->out_h * s->out_w);
@@ -67,14 +69,14 @@ int load_sample(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r,
     case LOAD_JOB_BUILD: {
         const uint8_t *base;
         int bh, bw;
-        int rc = img_load_base(c->img, path, p, &base, &bh, &bw, e);
+        int rc = img_load_base_src(c->img, &at, p, &base, &bh, &bw, e);
         if (rc != 0)
             return rc;
         if (bh != s->base_h || bw != s->base_w)
             return errf(e,
                         "%s: is %dx%d (HxW) after resizing%s, expected %dx%d like the first image "
                         "(--mode preload needs one size: use --resize HxW)",
-                        path, bh, bw,
+                        at.name, bh, bw,
                         s->train.crop_h > 0 && !s->train.random_crop ? " and cropping" : "",
                         s->base_h, s->base_w);
         if (cache_copy(s->cache + (size_t)index * s->base_bytes, base, s->base_bytes) != 0)
@@ -92,7 +94,7 @@ int load_sample(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r,
                             CACHE_TRUNCATED);
             return img_augment(out, s->out_h, s->out_w, c->base, s->base_h, s->base_w, p, r, e);
         }
-        return img_load(c->img, path, p, r, out, s->out_h, s->out_w, e);
+        return img_load_src(c->img, &at, p, r, out, s->out_h, s->out_w, e);
     }
     return errf(e, "internal: unknown job kind %d", (int)kind);
 }

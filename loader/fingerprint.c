@@ -68,6 +68,8 @@ data_fp dataset_fingerprint(const dataset *ix, const char *root)
         if (base && strncmp(p, base, bl) == 0 && p[bl] == '/')
             p += bl + 1;
         h = hash_norm_path(p, h);
+        if (ix->members) /* a shard's row: the member too */
+            h = hash_norm_path(ix->strs + ix->members[i].name, h);
         int32_t label = ix->rows[i].label;
         h = hash64(&label, sizeof label, h);
     }

@@ -9,7 +9,8 @@
  * taken as "/"; ".." and symlinks kept), and its class id. So the same CSV read from
  * another working directory, or the same data set copied elsewhere, has
  * the same fingerprint; a dropped, added, reordered or relabelled row
- * changes it. Class names are not in it (checkpoints compare them
+ * changes it. A shard's row is its shard's path and its image member's
+ * name. Class names are not in it (checkpoints compare them
  * apart). The hash is common/util.c's hash64.
  */
 #ifndef TRAIN_FINGERPRINT_H
