@@ -29,7 +29,8 @@
  *   - with the shard's sidecar index in DALI's wds2idx format (v1.2: the
  *     file named as wds2idx names it, train-000003.tar ->
  *     train-000003.idx, not older than the shard) the members come from it
- *     and the headers are not read; a bad index is an error naming it;
+ *     and the headers are not read; an index that cannot be trusted (see
+ *     read_index) is passed over for the headers;
  *   - classes.txt beside the first shard (one name a line, in id order, as
  *     tools/shard writes it) gives class names; without it labels are
  *     numbers and there are largest + 1 classes.
@@ -520,83 +521,60 @@ static char *index_name(const char *tar)
     return concat3(tar, n, ".idx", 4, "");
 }
 
-/* The members as the sidecar index lists them; 1 when there is no usable
- * index (none, or older than the shard), 0 read, -1 a bad index. */
+/* The members as the sidecar index lists them: 0, or 1 when there is no
+ * index to trust (none; older than the shard; not v1.2; a member outside
+ * the shard, or the shard too short for its end-of-archive blocks after
+ * the last one): then the headers are read, which say what is wrong. */
 static int read_index(shard_read *s, const struct stat *tst, members *m)
 {
     char *idx = index_name(s->path);
-    int rc = 1;
     struct stat st;
     int fd = open(idx, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        st.st_mtim.tv_sec < tst->st_mtim.tv_sec ||
-        (st.st_mtim.tv_sec == tst->st_mtim.tv_sec && st.st_mtim.tv_nsec < tst->st_mtim.tv_nsec)) {
-        if (fd >= 0)
-            close(fd);
-        free(idx);
+    free(idx);
+    if (fd < 0)
         return 1;
-    }
     char *text = NULL;
-    if ((uint64_t)st.st_size > INDEX_MAX) {
-        rc = errf(s->e, "%s: %lld bytes, larger than an index may be", idx, (long long)st.st_size);
+    int rc = 1;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > INDEX_MAX ||
+        st.st_mtim.tv_sec < tst->st_mtim.tv_sec ||
+        (st.st_mtim.tv_sec == tst->st_mtim.tv_sec && st.st_mtim.tv_nsec < tst->st_mtim.tv_nsec))
         goto out;
-    }
     text = xmalloc((size_t)st.st_size + 1);
-    if (pread_all(fd, text, (size_t)st.st_size, 0) != 0) {
-        rc = errf(s->e, "%s: read error: %s", idx, errno ? strerror(errno) : "truncated");
+    if (pread_all(fd, text, (size_t)st.st_size, 0) != 0)
         goto out;
-    }
     text[st.st_size] = '\0';
     char *save = NULL, *line = strtok_r(text, "\n", &save);
-    unsigned long long want = 0;
+    unsigned long long want = 0, samples = 0, end = 0;
     char ver[8];
-    if (!line || sscanf(line, "%7s %llu", ver, &want) != 2 || strcmp(ver, "v1.2") != 0) {
-        rc = errf(s->e, "%s: not a wds2idx v1.2 index (first line '%.40s')", idx, line ? line : "");
+    if (!line || sscanf(line, "%7s %llu", ver, &want) != 2 || strcmp(ver, "v1.2") != 0)
         goto out;
-    }
-    unsigned long long samples = 0;
     while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
         samples++;
-        char *f = line, *tok_save = NULL, *tok;
+        char *tok_save = NULL, *f[4];
         int k = 0;
-        char *ext = NULL, *offs = NULL, *sizes = NULL;
-        for (tok = strtok_r(f, " ", &tok_save); tok; tok = strtok_r(NULL, " ", &tok_save), k++) {
-            if (k % 4 == 0)
-                ext = tok;
-            else if (k % 4 == 1)
-                offs = tok;
-            else if (k % 4 == 2)
-                sizes = tok;
-            else {
-                char *eo, *es;
-                unsigned long long off = strtoull(offs, &eo, 10), len = strtoull(sizes, &es, 10);
-                if (*eo || *es || off % TAR_BLOCK || off > s->size || len > s->size - off) {
-                    rc = errf(s->e,
-                              "%s: sample %llu: member %s: offset %s size %s lies outside the "
-                              "shard (%llu bytes): a stale or foreign index? (remove it)",
-                              idx, samples, tok, offs, sizes, (unsigned long long)s->size);
-                    goto out;
-                }
-                (void)ext;
-                members_add(m, xstrdup(tok), off, len);
-            }
+        for (char *tok = strtok_r(line, " ", &tok_save); tok;
+             tok = strtok_r(NULL, " ", &tok_save)) {
+            f[k++ % 4] = tok;
+            if (k % 4)
+                continue;
+            char *eo, *es; /* f: ext offset size name */
+            unsigned long long off = strtoull(f[1], &eo, 10), len = strtoull(f[2], &es, 10);
+            if (*eo || *es || off % TAR_BLOCK || off > s->size || len > s->size - off)
+                goto out;
+            members_add(m, xstrdup(f[3]), off, len);
+            if ((off + len + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK > end)
+                end = (off + len + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
         }
-        if (k == 0 || k % 4 != 0) {
-            rc = errf(s->e, "%s: sample %llu: not groups of 'ext offset size name'", idx, samples);
+        if (k == 0 || k % 4 != 0)
             goto out;
-        }
     }
-    if (samples != want) {
-        rc = errf(s->e, "%s: says %llu samples, lists %llu", idx, want, samples);
-        goto out;
-    }
-    rc = 0;
+    if (samples == want && end + 2 * TAR_BLOCK <= s->size)
+        rc = 0;
 out:
-    if (rc < 0)
+    if (rc != 0)
         members_clear(m);
     free(text);
     close(fd);
-    free(idx);
     return rc;
 }
 

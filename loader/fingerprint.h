@@ -4,7 +4,8 @@
  * other rows than rank 0).
  *
  * The hash covers every row in order: its path relative to the data set's
- * folder (the CSV's folder, --root, or the folder of class folders; an
+ * folder (the CSV's folder, --root, the folder of class folders, or the
+ * first shard's folder; an
  * absolute path as written), lexically normal ("./" segments dropped, "//"
  * taken as "/"; ".." and symlinks kept), and its class id. So the same CSV read from
  * another working directory, or the same data set copied elsewhere, has
