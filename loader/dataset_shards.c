@@ -482,7 +482,7 @@ static int scan_tar(shard_read *s, members *m)
         long_name = NULL;
         has_pax_size = 0;
         if (type == '0' || type == '\0' || type == '7') {
-            if (data + size > s->size) {
+            if (size > s->size - data) { /* data <= s->size: its header was read */
                 rc = sample_problem(s,
                                     "member %s: truncated (%llu bytes at offset %llu; the shard "
                                     "ends %llu bytes into it)",

@@ -245,6 +245,31 @@ Test(shards, shards_written_by_the_tool_are_read_by_dali_with_their_index)
     free(csv);
 }
 
+Test(shards, the_index_is_the_one_dalis_wds2idx_writes_byte_for_byte)
+{
+    char *csv = make_set();
+    shard(csv, "s", "--shard-samples", "5");
+    char *tar = path_join(dir, "s/train-000001.tar"), *ours = path_join(dir, "s/train-000001.idx");
+    char *theirs = path_join(dir, "wds2idx.idx");
+    char *argv[] = {"/usr/bin/env",
+                    "python3",
+                    "-c",
+                    "import sys\n"
+                    "try:\n    import wds2idx\nexcept ImportError:\n    sys.exit(77)\n"
+                    "wds2idx.IndexCreator(sys.argv[1], sys.argv[2], verbose=False).create_index()",
+                    tar,
+                    theirs,
+                    NULL};
+    run_result r;
+    run_argv(argv, NULL, 60, &r);
+    if (r.status == 77)
+        cr_skip_test("python3 has no wds2idx (DALI's; make bench-deps installs it)");
+    cr_assert_eq(r.status, 0, "%s%s", r.out, r.err);
+    cr_assert(same_file_bytes(ours, theirs), "tools/shard's index differs from wds2idx's");
+    run_free(&r);
+    free(tar), free(ours), free(theirs), free(csv);
+}
+
 Test(shards, shards_written_by_webdataset_and_by_tarfile_are_read_by_train_as_the_csv)
 {
     char *csv = make_set();
@@ -285,7 +310,9 @@ Test(shards, shards_written_by_webdataset_and_by_tarfile_are_read_by_train_as_th
 
 /* ---------------------------------------------------------------- failures */
 
-/* A copy of dir/s/train-000000.tar cut to `keep` bytes, without its index. */
+/* A copy of dir/s/train-000000.tar cut to `keep` bytes, and of its
+ * index, whole and written after it (so not stale by its time: the reader
+ * must see that it does not fit the shard). */
 static char *cut_shard(const char *name, off_t keep)
 {
     char *src = path_join(dir, "s/train-000000.tar"), *dst = path_join(dir, name);
@@ -293,6 +320,12 @@ static char *cut_shard(const char *name, off_t keep)
     char *d = slurp(src, &len);
     cr_assert((size_t)keep < len);
     free(write_file(dir, name, d, (size_t)keep));
+    free(d), free(src);
+    char idx[64];
+    snprintf(idx, sizeof idx, "%.*s.idx", (int)strlen(name) - 4, name);
+    src = path_join(dir, "s/train-000000.idx");
+    d = slurp(src, &len);
+    free(write_file(dir, idx, d, len));
     free(d), free(src);
     return dst;
 }
