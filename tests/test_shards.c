@@ -174,6 +174,64 @@ Test(shards, a_run_over_shards_gives_the_batches_of_the_csv_for_0_and_2_workers_
     free(a), free(b), free(spec), free(csv);
 }
 
+/* The rows of dir/s/train-000000.tar with its index replaced by `idx`. */
+static void expect_headers_read(const dataset *want, const char *idx, const char *why)
+{
+    char *tar = path_join(dir, "s/train-000000.tar");
+    free(write_text(dir, "s/train-000000.idx", idx)); /* written after the shard: not stale */
+    dataset got;
+    errbuf e;
+    cr_assert_eq(dataset_load(&got, tar, NULL, &e), 0, "%s: %s", why, e.msg);
+    cr_assert_eq(got.n, want->n, "%s", why);
+    for (uint32_t i = 0; i < got.n; i++)
+        cr_assert(got.members[i].off == want->members[i].off &&
+                      got.members[i].len == want->members[i].len &&
+                      !strcmp(got.strs + got.members[i].name, want->strs + want->members[i].name),
+                  "%s: row %u is not the headers'", why, i);
+    dataset_free(&got);
+    free(tar);
+}
+
+Test(shards, an_index_that_does_not_fit_its_shard_is_passed_over_for_the_headers)
+{
+    char *csv = make_set();
+    shard(csv, "s", "--shard-samples", "5");
+    char *tar = path_join(dir, "s/train-000000.tar"), *idx = path_join(dir, "s/train-000000.idx");
+    size_t len;
+    char *good = slurp(idx, &len);
+    cr_assert_eq(unlink(idx), 0);
+    dataset want;
+    errbuf e;
+    cr_assert_eq(dataset_load(&want, tar, NULL, &e), 0, "%s", e.msg);
+    /* a size that would wrap the offset past the end of the shard */
+    char *bad = xstrdup(good), *at = strstr(bad, " 000001.cls jpg ");
+    cr_assert(at);
+    char huge[4096];
+    at += strlen(" 000001.cls jpg ");
+    const char *size = strchr(at, ' ') + 1;
+    snprintf(huge, sizeof huge, "%.*s18446744073709551615%s", (int)(size - bad), bad,
+             strchr(size, ' '));
+    expect_headers_read(&want, huge, "a member's size past the end");
+    /* another sample count than it lists */
+    char *count = xstrdup(good);
+    count[5] = '4';
+    expect_headers_read(&want, count, "a wrong sample count");
+    expect_headers_read(&want, "v1.1 5\n", "another version");
+    /* the good index gives the same rows */
+    expect_headers_read(&want, good, "the tool's own index");
+    /* ... and is what is read: a name changed in it shows */
+    char *renamed = xstrdup(good);
+    memcpy(strstr(renamed, "000001.jpg"), "000001.JPG", 10);
+    free(write_text(dir, "s/train-000000.idx", renamed));
+    dataset got;
+    cr_assert_eq(dataset_load(&got, tar, NULL, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(got.strs + got.members[1].name, "000001.JPG");
+    dataset_free(&got);
+    free(renamed);
+    dataset_free(&want);
+    free(count), free(bad), free(good), free(idx), free(tar), free(csv);
+}
+
 Test(shards, a_comma_list_and_brace_alternatives_name_the_same_shards_as_a_range)
 {
     char *csv = make_set();
