@@ -445,8 +445,8 @@ static int scan_tar(shard_read *s, members *m)
             if (pos == 0)
                 errf(s->e, "%s: not a tar file (no valid tar header at its start)", s->path);
             else
-                errf(s->e, "%s: corrupt tar header at offset %llu (checksum)%s%s%s", s->path,
-                     (unsigned long long)pos, last ? ", after member " : "", last ? last : "", "");
+                errf(s->e, "%s: corrupt tar header at offset %llu (checksum)%s%s", s->path,
+                     (unsigned long long)pos, last ? ", after member " : "", last ? last : "");
             break;
         }
         uint64_t size;
@@ -521,10 +521,30 @@ static char *index_name(const char *tar)
     return concat3(tar, n, ".idx", 4, "");
 }
 
+/* The tar header before member x's data is a regular file's, of its size
+ * and its name: an index of another shard (wds2idx names a.b.tar's and
+ * a.c.tar's both a.idx) or of an older one does not pass for this one's.
+ * (A name longer than a ustar header holds, in a pax or GNU header, does
+ * not match either: such shards are read through their headers.) */
+static int header_names(shard_read *s, const member *x)
+{
+    uint8_t h[TAR_BLOCK];
+    uint64_t size;
+    if (x->off < TAR_BLOCK || pread_all(s->fd, h, TAR_BLOCK, x->off - TAR_BLOCK) != 0 ||
+        !tar_checksum_ok(h) || tar_number(h + 124, 12, &size) != 0 || size != x->len ||
+        !(h[156] == '0' || h[156] == '\0' || h[156] == '7'))
+        return 0;
+    char *name = ustar_name(h);
+    int same = strcmp(name, x->name) == 0;
+    free(name);
+    return same;
+}
+
 /* The members as the sidecar index lists them: 0, or 1 when there is no
  * index to trust (none; older than the shard; not v1.2; a member outside
- * the shard, or the shard too short for its end-of-archive blocks after
- * the last one): then the headers are read, which say what is wrong. */
+ * the shard, the shard too short for its end-of-archive blocks after the
+ * last one, or the first or last member's tar header not the index's:
+ * header_names): then the headers are read, which say what is wrong. */
 static int read_index(shard_read *s, const struct stat *tst, members *m)
 {
     char *idx = index_name(s->path);
@@ -568,7 +588,8 @@ static int read_index(shard_read *s, const struct stat *tst, members *m)
         if (k == 0 || k % 4 != 0)
             goto out;
     }
-    if (samples == want && end + 2 * TAR_BLOCK <= s->size)
+    if (samples == want && end + 2 * TAR_BLOCK <= s->size && m->n && header_names(s, &m->v[0]) &&
+        header_names(s, &m->v[m->n - 1]))
         rc = 0;
 out:
     if (rc != 0)

@@ -217,6 +217,15 @@ Test(shards, an_index_that_does_not_fit_its_shard_is_passed_over_for_the_headers
     count[5] = '4';
     expect_headers_read(&want, count, "a wrong sample count");
     expect_headers_read(&want, "v1.1 5\n", "another version");
+    /* an index whose first member's name is not the shard's */
+    char *misnamed = xstrdup(good);
+    memcpy(strstr(misnamed, "000000.cls"), "000009.cls", 10);
+    expect_headers_read(&want, misnamed, "a name not the shard's");
+    free(misnamed);
+    /* another shard's index */
+    char *other_path = path_join(dir, "s/train-000001.idx"), *other = slurp(other_path, &len);
+    expect_headers_read(&want, other, "another shard's index");
+    free(other), free(other_path);
     /* the good index gives the same rows */
     expect_headers_read(&want, good, "the tool's own index");
     /* ... and is what is read: a name changed in it shows */
