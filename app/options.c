@@ -156,8 +156,8 @@ void options_usage(FILE *f)
     fprintf(f, "usage: train [options] data.csv|FOLDER|SHARDS\n"
                "Trains a small conv net on the images listed in data.csv (or in FOLDER, one\n"
                "sub-folder of images per class, or in WebDataset tar SHARDS: one .tar, a\n"
-               "comma list, or a quoted range 'shards/train-{000000..000009}.tar'; written\n"
-               "by build/tools/shard) and shows, per epoch,\n"
+               "comma list, a quoted range 'shards/train-{000000..000009}.tar', or a file\n"
+               "listing them; written by build/tools/shard) and shows, per epoch,\n"
                "where the time goes: waiting for data, copying, computing.\n");
     for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
         const opt_spec *s = &table[i];

@@ -83,14 +83,14 @@ int dataset_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf *e
 int dataset_folder_load(dataset *ix, const char *root, const csv_opts *o, errbuf *e);
 
 /* WebDataset tar shards (rules in dataset_shards.c): `spec` is one .tar, a
- * comma list of them, or a pattern with brace ranges
- * (`shards/train-{000000..000009}.tar`). Labels from each sample's .cls
+ * comma list of them, a pattern with brace ranges
+ * (`shards/train-{000000..000009}.tar`), or a file listing them. Labels from each sample's .cls
  * member; class names from classes.txt beside the first shard, when there.
  * skip_bad drops bad samples with one counted warning. */
 int dataset_shards_load(dataset *ix, const char *spec, const csv_opts *o, errbuf *e);
 
 /* Whether dataset_load reads `spec` as shards: every name it expands to
- * ends in ".tar". */
+ * ends in ".tar", or it is a file whose first line names shards. */
 int dataset_is_shards(const char *spec);
 
 /* Where row i's image is, for the image layer's _src functions: a shard

@@ -9,7 +9,10 @@
  *   - the spec is one name or a comma list; each name may hold brace
  *     groups, `{000000..000099}` (a numeric range, zero-padded to the
  *     longer end's width when either end starts with 0) or `{a,b}`; every
- *     name it expands to must end in ".tar" (no compression);
+ *     name it expands to must end in ".tar" (no compression); or the spec
+ *     is a list file, one such name a line (blank lines and # comments
+ *     passed over; relative names start from its folder), told from a CSV
+ *     by its first line (a shard name without a comma);
  *   - a POSIX tar (ustar; pax 'x' headers and GNU 'L' long names are
  *     honoured); only regular files are members, folders and links are
  *     passed over; a header's checksum is checked; the archive must end
@@ -199,7 +202,7 @@ static int ends_with_tar(const char *s)
     return n > 4 && strcmp(s + n - 4, ".tar") == 0;
 }
 
-int dataset_is_shards(const char *spec)
+static int names_are_shards(const char *spec)
 {
     size_t n = strlen(spec);
     if (n < 5 || !(ends_with_tar(spec) || strstr(spec, ".tar,") || strstr(spec, ".tar}")))
@@ -211,6 +214,75 @@ int dataset_is_shards(const char *spec)
         yes = ends_with_tar(l.v[i]);
     names_free(&l);
     return yes;
+}
+
+/* A list file's next line, without blanks around it, or NULL at the end;
+ * blank lines and '#' comments passed over. */
+static char *list_line(char **pos)
+{
+    while (**pos) {
+        char *line = *pos, *end = strchr(line, '\n');
+        *pos = end ? end + 1 : line + strlen(line);
+        if (end)
+            *end = '\0';
+        while (isspace((unsigned char)*line))
+            line++;
+        size_t n = strlen(line);
+        while (n && isspace((unsigned char)line[n - 1]))
+            line[--n] = '\0';
+        if (n && line[0] != '#')
+            return line;
+    }
+    return NULL;
+}
+
+/* A shard list file: a regular file whose first line names shards (a
+ * CSV's first line has two columns, so never does). */
+static int is_list_file(const char *spec)
+{
+    int fd = open(spec, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    char buf[4097];
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, buf, 4096, 0) : -1;
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *pos = buf, *line = list_line(&pos);
+    return line && (*pos || (size_t)n < 4096) && !strchr(line, ',') && names_are_shards(line);
+}
+
+int dataset_is_shards(const char *spec) { return names_are_shards(spec) || is_list_file(spec); }
+
+/* The names of a list file's lines, expanded; relative ones start from the
+ * file's folder, as a CSV's paths do. */
+static int expand_list_file(const char *list, names *out, errbuf *e)
+{
+    size_t len;
+    char *text = read_regular_file(list, 1u << 30, &len, e);
+    if (!text)
+        return -1;
+    const char *slash = strrchr(list, '/');
+    size_t dl = slash ? (size_t)(slash - list) + 1 : 0;
+    char *pos = text, *line;
+    int rc = 0, k = 0;
+    while (rc == 0 && (line = list_line(&pos)) != NULL) {
+        k++;
+        char *full = line[0] == '/' ? xstrdup(line) : concat3(list, dl, line, strlen(line), "");
+        size_t before = out->n;
+        rc = expand_spec(full, out, e);
+        for (size_t i = before; rc == 0 && i < out->n; i++)
+            if (!ends_with_tar(out->v[i]))
+                rc = errf(e, "%s:%d: %s does not end in .tar (one shard or pattern a line)", list,
+                          k, out->v[i]);
+        free(full);
+    }
+    free(text);
+    if (rc == 0 && out->n == 0)
+        rc = errf(e, "%s: names no shards", list);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- members */
@@ -837,7 +909,7 @@ static int shards_load(dataset *ix, const char *spec, const csv_opts *o, errbuf 
     char *cls_path = NULL, first_bad[ERR_MAX] = "";
     uint32_t bad = 0;
     int rc = -1;
-    if (expand_spec(spec, &l, e) != 0)
+    if (names_are_shards(spec) ? expand_spec(spec, &l, e) != 0 : expand_list_file(spec, &l, e) != 0)
         goto out;
     if (o->root || o->path_col || o->label_col || o->header >= 0)
         if (o->warn)

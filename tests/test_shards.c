@@ -249,14 +249,22 @@ Test(shards, a_comma_list_and_brace_alternatives_name_the_same_shards_as_a_range
     char *alt = path_join(dir, "s/train-00000{0,1,2}.tar");
     char list[4096];
     snprintf(list, sizeof list, "%s/s/train-000000.tar,%s/s/train-00000{1..2}.tar", dir, dir);
-    dataset x, y, z;
+    /* a list file: names relative to its folder, a pattern, comments */
+    char *file = write_text(dir, "s/shards.txt",
+                            "# training shards\ntrain-000000.tar\n\n  train-00000{1..2}.tar\n");
+    dataset x, y, z, f;
     errbuf e;
     cr_assert_eq(dataset_load(&x, range, NULL, &e), 0, "%s", e.msg);
     cr_assert_eq(dataset_load(&y, alt, NULL, &e), 0, "%s", e.msg);
     cr_assert_eq(dataset_load(&z, list, NULL, &e), 0, "%s", e.msg);
-    cr_assert(x.n == NSET && y.n == NSET && z.n == NSET);
+    cr_assert_eq(dataset_load(&f, file, NULL, &e), 0, "%s", e.msg);
+    cr_assert(x.n == NSET && y.n == NSET && z.n == NSET && f.n == NSET);
     cr_assert_eq(x.content_hash, y.content_hash);
     cr_assert_eq(x.content_hash, z.content_hash);
+    cr_assert_eq(x.content_hash, f.content_hash);
+    cr_assert(dataset_is_shards(file) && !dataset_is_shards(csv), "told apart by the first line");
+    dataset_free(&f);
+    free(file);
     cr_assert(dataset_is_shards("a.tar") && dataset_is_shards("x/{0..3}.tar"));
     cr_assert(!dataset_is_shards("data.csv") && !dataset_is_shards("a.tar,b.csv"));
     dataset_free(&x), dataset_free(&y), dataset_free(&z);
