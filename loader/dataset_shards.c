@@ -14,7 +14,7 @@
  *     passed over; relative names start from its folder), told from a CSV
  *     by its first line (a shard name without a comma);
  *   - a POSIX tar (ustar; pax 'x' headers and GNU 'L' long names are
- *     honoured); only regular files are members, folders and links are
+ *     honoured; read by tar.c); only regular files are members, folders and links are
  *     passed over; a header's checksum is checked; the archive must end
  *     with its end-of-archive block (a shard cut short is refused: neither
  *     peer says so, they stop early);
@@ -51,11 +51,9 @@
 
 #include "loader/dataset.h"
 #include "loader/fingerprint.h"
+#include "loader/tar.h"
 
-#define TAR_BLOCK 512
-#define SHARDS_MAX 1000000   /* names a spec may expand to */
-#define PAX_MAX (1u << 20)   /* a pax header or GNU long name larger than this is refused */
-#define INDEX_MAX (1u << 30) /* the largest sidecar index read */
+#define SHARDS_MAX 1000000 /* names a spec may expand to */
 #define LABEL_LIMIT 1000000
 
 /* ---------------------------------------------------------------- names */
@@ -285,139 +283,7 @@ static int expand_list_file(const char *list, names *out, errbuf *e)
     return rc;
 }
 
-/* ---------------------------------------------------------------- members */
-
-typedef struct member {
-    char *name;
-    uint64_t off, len;
-} member;
-
-typedef struct members {
-    member *v;
-    size_t n, cap;
-} members;
-
-static void members_add(members *m, char *name, uint64_t off, uint64_t len)
-{
-    if (m->n == m->cap) {
-        m->cap = m->cap ? 2 * m->cap : 256;
-        m->v = xrealloc(m->v, m->cap * sizeof *m->v);
-    }
-    m->v[m->n++] = (member){name, off, len};
-}
-
-static void members_clear(members *m)
-{
-    for (size_t i = 0; i < m->n; i++)
-        free(m->v[i].name);
-    m->n = 0;
-}
-
-/* n bytes at off, all of them (0), or -1 with errno (0 for end of file). */
-static int pread_all(int fd, void *buf, size_t n, uint64_t off)
-{
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            if (r == 0)
-                errno = 0;
-            return -1;
-        }
-        got += (size_t)r;
-    }
-    return 0;
-}
-
-/* A numeric header field: octal text (NUL or space ended), or GNU's
- * base-256 (high bit of the first byte set) for sizes of 8 GiB and more. */
-static int tar_number(const uint8_t *f, size_t n, uint64_t *v)
-{
-    uint64_t x = 0;
-    if (f[0] & 0x80) {
-        if (f[0] != 0x80)
-            return -1; /* negative, or too large */
-        for (size_t i = 1; i < n; i++) {
-            if (x >> 56)
-                return -1;
-            x = x << 8 | f[i];
-        }
-        *v = x;
-        return 0;
-    }
-    size_t i = 0;
-    while (i < n && f[i] == ' ')
-        i++;
-    int digits = 0;
-    for (; i < n && f[i] >= '0' && f[i] <= '7'; i++, digits++) {
-        if (x >> 60)
-            return -1;
-        x = x * 8 + (uint64_t)(f[i] - '0');
-    }
-    for (; i < n; i++)
-        if (f[i] != ' ' && f[i] != '\0')
-            return -1;
-    *v = x;
-    return digits ? 0 : -1;
-}
-
-static int tar_checksum_ok(const uint8_t *h)
-{
-    uint64_t want;
-    if (tar_number(h + 148, 8, &want) != 0)
-        return 0;
-    uint64_t u = 0;
-    int64_t s = 0; /* some old tars summed signed bytes */
-    for (int i = 0; i < TAR_BLOCK; i++) {
-        int b = i >= 148 && i < 156 ? ' ' : h[i];
-        u += (uint64_t)b;
-        s += i >= 148 && i < 156 ? ' ' : (int8_t)h[i];
-    }
-    return u == want || (uint64_t)s == want;
-}
-
-static int all_zero(const uint8_t *h)
-{
-    for (int i = 0; i < TAR_BLOCK; i++)
-        if (h[i])
-            return 0;
-    return 1;
-}
-
-/* A header's name: prefix "/" name, each NUL-ended or full width. */
-static char *ustar_name(const uint8_t *h)
-{
-    char name[101], prefix[156];
-    memcpy(name, h, 100), name[100] = '\0';
-    memcpy(prefix, h + 345, 155), prefix[155] = '\0';
-    if (memcmp(h + 257, "ustar", 5) != 0 || !prefix[0])
-        return xstrdup(name);
-    return concat3(prefix, strlen(prefix), "/", 1, name);
-}
-
-/* The path= and size= records of a pax extended header. */
-static void pax_records(const char *d, size_t n, char **path, uint64_t *size, int *has_size)
-{
-    size_t pos = 0;
-    while (pos < n) {
-        char *end;
-        unsigned long long len = strtoull(d + pos, &end, 10);
-        if (end == d + pos || *end != ' ' || len == 0 || len > n - pos)
-            return;
-        const char *kv = end + 1, *stop = d + pos + len - 1; /* stop: the record's '\n' */
-        const char *eq = memchr(kv, '=', (size_t)(stop - kv));
-        if (eq && (size_t)(eq - kv) == 4 && memcmp(kv, "path", 4) == 0) {
-            free(*path);
-            *path = concat3(eq + 1, (size_t)(stop - eq - 1), "", 0, "");
-        } else if (eq && (size_t)(eq - kv) == 4 && memcmp(kv, "size", 4) == 0) {
-            *size = strtoull(eq + 1, NULL, 10);
-            *has_size = 1;
-        }
-        pos += len;
-    }
-}
+/* ---------------------------------------------------------------- shards */
 
 typedef struct shard_read {
     const char *path;
@@ -451,25 +317,6 @@ static int sample_problem(shard_read *s, const char *fmt, ...)
     return 0;
 }
 
-/* A pax header's or GNU long name's data, NUL-ended. */
-static char *read_meta(shard_read *s, uint64_t off, uint64_t len)
-{
-    if (len > PAX_MAX) {
-        errf(s->e, "%s: a tar extended header of %llu bytes at offset %llu (limit %u)", s->path,
-             (unsigned long long)len, (unsigned long long)off, PAX_MAX);
-        return NULL;
-    }
-    char *d = xmalloc((size_t)len + 1);
-    if (pread_all(s->fd, d, (size_t)len, off) != 0) {
-        errf(s->e, "%s: read error at offset %llu: %s", s->path, (unsigned long long)off,
-             errno ? strerror(errno) : "truncated");
-        free(d);
-        return NULL;
-    }
-    d[len] = '\0';
-    return d;
-}
-
 /* The key's length (up to the first '.' of the last component), or 0 for
  * a name to pass over (hidden, or no key). */
 static size_t key_len(const char *name, const char **ext)
@@ -481,194 +328,6 @@ static size_t key_len(const char *name, const char **ext)
     if (dot == base || !*base)
         return 0;
     return dot ? (size_t)(dot - name) : strlen(name);
-}
-
-/* Walk the tar's headers: every regular member into m. */
-static int scan_tar(shard_read *s, members *m)
-{
-    uint64_t pos = 0, pax_size = 0;
-    char *long_name = NULL;
-    int has_pax_size = 0, rc = -1;
-    const char *last = NULL; /* the last member's name, for messages */
-    for (;;) {
-        uint8_t h[TAR_BLOCK];
-        if (pos + TAR_BLOCK > s->size) {
-            if (pos == 0)
-                errf(s->e, "%s: not a tar file (%llu bytes, shorter than a tar header)", s->path,
-                     (unsigned long long)s->size);
-            else /* the members read whole stay (under skip_bad) */
-                rc = sample_problem(s,
-                                    "truncated: the archive ends at byte %llu without its "
-                                    "end-of-archive block%s%s%s",
-                                    (unsigned long long)s->size, last ? " (last member: " : "",
-                                    last ? last : "", last ? ")" : "");
-            break;
-        }
-        if (pread_all(s->fd, h, TAR_BLOCK, pos) != 0) {
-            errf(s->e, "%s: read error at offset %llu: %s", s->path, (unsigned long long)pos,
-                 errno ? strerror(errno) : "truncated");
-            break;
-        }
-        if (all_zero(h)) {
-            rc = 0;
-            break;
-        }
-        if (!tar_checksum_ok(h)) {
-            if (pos == 0)
-                errf(s->e, "%s: not a tar file (no valid tar header at its start)", s->path);
-            else
-                errf(s->e, "%s: corrupt tar header at offset %llu (checksum)%s%s", s->path,
-                     (unsigned long long)pos, last ? ", after member " : "", last ? last : "");
-            break;
-        }
-        uint64_t size;
-        if (tar_number(h + 124, 12, &size) != 0) {
-            errf(s->e, "%s: corrupt tar header at offset %llu (size field)", s->path,
-                 (unsigned long long)pos);
-            break;
-        }
-        if (has_pax_size)
-            size = pax_size;
-        uint64_t data = pos + TAR_BLOCK;
-        char type = (char)h[156];
-        if (type == 'x' || type == 'L') {
-            if (data + size > s->size) {
-                rc = sample_problem(s, "truncated inside a tar extended header at offset %llu",
-                                    (unsigned long long)pos);
-                break;
-            }
-            char *d = read_meta(s, data, size);
-            if (!d)
-                break;
-            if (type == 'L') {
-                free(long_name);
-                long_name = d;
-            } else {
-                pax_records(d, (size_t)size, &long_name, &pax_size, &has_pax_size);
-                free(d);
-            }
-            pos = data + (size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
-            continue;
-        }
-        char *name = long_name ? long_name : ustar_name(h);
-        long_name = NULL;
-        has_pax_size = 0;
-        if (type == '0' || type == '\0' || type == '7') {
-            if (size > s->size - data) { /* data <= s->size: its header was read */
-                rc = sample_problem(s,
-                                    "member %s: truncated (%llu bytes at offset %llu; the shard "
-                                    "ends %llu bytes into it)",
-                                    name, (unsigned long long)size, (unsigned long long)data,
-                                    (unsigned long long)(s->size - data));
-                /* the rest of its sample goes with it */
-                const char *ext;
-                size_t kl = key_len(name, &ext);
-                while (kl && m->n && key_len(m->v[m->n - 1].name, &ext) == kl &&
-                       memcmp(m->v[m->n - 1].name, name, kl) == 0)
-                    free(m->v[--m->n].name);
-                free(name);
-                break;
-            }
-            members_add(m, name, data, size);
-            last = name;
-        } else {
-            free(name); /* folders, links, devices, global pax headers */
-        }
-        pos = data + (size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
-    }
-    free(long_name);
-    return rc;
-}
-
-/* ---------------------------------------------------------------- index */
-
-/* wds2idx's index name: up to the first '.' after the last '/' plus one
- * character, then ".idx". */
-static char *index_name(const char *tar)
-{
-    const char *slash = strrchr(tar, '/');
-    size_t from = slash ? (size_t)(slash - tar) + 2 : 1;
-    const char *dot = strlen(tar) > from ? strchr(tar + from, '.') : NULL;
-    size_t n = dot ? (size_t)(dot - tar) : strlen(tar);
-    return concat3(tar, n, ".idx", 4, "");
-}
-
-/* The tar header before member x's data is a regular file's, of its size
- * and its name: an index of another shard (wds2idx names a.b.tar's and
- * a.c.tar's both a.idx) or of an older one does not pass for this one's.
- * (A name longer than a ustar header holds, in a pax or GNU header, does
- * not match either: such shards are read through their headers.) */
-static int header_names(shard_read *s, const member *x)
-{
-    uint8_t h[TAR_BLOCK];
-    uint64_t size;
-    if (x->off < TAR_BLOCK || pread_all(s->fd, h, TAR_BLOCK, x->off - TAR_BLOCK) != 0 ||
-        !tar_checksum_ok(h) || tar_number(h + 124, 12, &size) != 0 || size != x->len ||
-        !(h[156] == '0' || h[156] == '\0' || h[156] == '7'))
-        return 0;
-    char *name = ustar_name(h);
-    int same = strcmp(name, x->name) == 0;
-    free(name);
-    return same;
-}
-
-/* The members as the sidecar index lists them: 0, or 1 when there is no
- * index to trust (none; older than the shard; not v1.2; a member outside
- * the shard, the shard too short for its end-of-archive blocks after the
- * last one, or the first or last member's tar header not the index's:
- * header_names): then the headers are read, which say what is wrong. */
-static int read_index(shard_read *s, const struct stat *tst, members *m)
-{
-    char *idx = index_name(s->path);
-    struct stat st;
-    int fd = open(idx, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    free(idx);
-    if (fd < 0)
-        return 1;
-    char *text = NULL;
-    int rc = 1;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size > INDEX_MAX ||
-        st.st_mtim.tv_sec < tst->st_mtim.tv_sec ||
-        (st.st_mtim.tv_sec == tst->st_mtim.tv_sec && st.st_mtim.tv_nsec < tst->st_mtim.tv_nsec))
-        goto out;
-    text = xmalloc((size_t)st.st_size + 1);
-    if (pread_all(fd, text, (size_t)st.st_size, 0) != 0)
-        goto out;
-    text[st.st_size] = '\0';
-    char *save = NULL, *line = strtok_r(text, "\n", &save);
-    unsigned long long want = 0, samples = 0, end = 0;
-    char ver[8];
-    if (!line || sscanf(line, "%7s %llu", ver, &want) != 2 || strcmp(ver, "v1.2") != 0)
-        goto out;
-    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
-        samples++;
-        char *tok_save = NULL, *f[4];
-        int k = 0;
-        for (char *tok = strtok_r(line, " ", &tok_save); tok;
-             tok = strtok_r(NULL, " ", &tok_save)) {
-            f[k++ % 4] = tok;
-            if (k % 4)
-                continue;
-            char *eo, *es; /* f: ext offset size name */
-            unsigned long long off = strtoull(f[1], &eo, 10), len = strtoull(f[2], &es, 10);
-            if (*eo || *es || off % TAR_BLOCK || off > s->size || len > s->size - off)
-                goto out;
-            members_add(m, xstrdup(f[3]), off, len);
-            if ((off + len + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK > end)
-                end = (off + len + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
-        }
-        if (k == 0 || k % 4 != 0)
-            goto out;
-    }
-    if (samples == want && end + 2 * TAR_BLOCK <= s->size && m->n && header_names(s, &m->v[0]) &&
-        header_names(s, &m->v[m->n - 1]))
-        rc = 0;
-out:
-    if (rc != 0)
-        members_clear(m);
-    free(text);
-    close(fd);
-    return rc;
 }
 
 /* ---------------------------------------------------------------- samples */
@@ -707,7 +366,8 @@ static uint64_t builder_str(builder *b, const char *s)
     return b->len - n;
 }
 
-static void builder_row(builder *b, uint64_t path, const member *m, uint64_t name, int32_t label)
+static void builder_row(builder *b, uint64_t path, const tar_member *m, uint64_t name,
+                        int32_t label)
 {
     if (b->n == b->rcap) {
         b->rcap = b->rcap ? 2 * b->rcap : 1024;
@@ -722,7 +382,7 @@ static void builder_row(builder *b, uint64_t path, const member *m, uint64_t nam
 }
 
 /* A .cls member's class id; -1 with the reason in why. */
-static int64_t read_cls(shard_read *s, const member *m, char *why, size_t n)
+static int64_t read_cls(shard_read *s, const tar_member *m, char *why, size_t n)
 {
     char buf[32];
     if (m->len == 0 || m->len >= sizeof buf) {
@@ -730,7 +390,7 @@ static int64_t read_cls(shard_read *s, const member *m, char *why, size_t n)
                  (unsigned long long)m->len);
         return -1;
     }
-    if (pread_all(s->fd, buf, (size_t)m->len, m->off) != 0) {
+    if (tar_pread(s->fd, buf, (size_t)m->len, m->off) != 0) {
         snprintf(why, n, "member %s: read error: %s", m->name,
                  errno ? strerror(errno) : "truncated");
         return -1;
@@ -749,7 +409,7 @@ static int64_t read_cls(shard_read *s, const member *m, char *why, size_t n)
 }
 
 /* One sample: members [a, b) of m, sharing a key. */
-static int add_sample(shard_read *s, builder *b, uint64_t path, const members *m, size_t a,
+static int add_sample(shard_read *s, builder *b, uint64_t path, const tar_members *m, size_t a,
                       size_t k)
 {
     size_t image = SIZE_MAX, cls = SIZE_MAX;
@@ -783,7 +443,7 @@ static int add_sample(shard_read *s, builder *b, uint64_t path, const members *m
     return 0;
 }
 
-static int group_samples(shard_read *s, builder *b, uint64_t path, const members *m)
+static int group_samples(shard_read *s, builder *b, uint64_t path, const tar_members *m)
 {
     size_t a = 0;
     while (a < m->n) {
@@ -806,7 +466,29 @@ static int group_samples(shard_read *s, builder *b, uint64_t path, const members
     return 0;
 }
 
-static int read_shard(shard_read *s, builder *b, members *m)
+/* The shard's headers: a shard cut short is a bad sample (the last,
+ * whose members go with it) under skip_bad, else fatal. */
+static int scan_shard(shard_read *s, tar_members *m)
+{
+    char *cut;
+    errbuf te;
+    int rc = tar_scan(s->fd, s->size, s->path, m, &cut, &te);
+    if (rc < 0)
+        return errf(s->e, "%s", te.msg);
+    if (rc == TAR_CUT) {
+        const char *ext;
+        size_t kl = cut ? key_len(cut, &ext) : 0;
+        while (kl && m->n && key_len(m->v[m->n - 1].name, &ext) == kl &&
+               memcmp(m->v[m->n - 1].name, cut, kl) == 0)
+            free(m->v[--m->n].name);
+        free(cut);
+        size_t pl = strlen(s->path); /* te.msg starts with the path: once is enough */
+        rc = sample_problem(s, "%s", strncmp(te.msg, s->path, pl) ? te.msg : te.msg + pl + 2);
+    }
+    return rc;
+}
+
+static int read_shard(shard_read *s, builder *b, tar_members *m)
 {
     s->fd = open(s->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (s->fd < 0)
@@ -820,10 +502,10 @@ static int read_shard(shard_read *s, builder *b, members *m)
     } else {
         s->size = (uint64_t)st.st_size;
         uint64_t path = builder_str(b, s->path);
-        members_clear(m);
-        int ir = read_index(s, &st, m);
+        tar_members_clear(m);
+        int ir = tar_read_index(s->fd, &st, s->path, m);
         if (ir == 1)
-            ir = scan_tar(s, m);
+            ir = scan_shard(s, m);
         rc = ir == 0 ? group_samples(s, b, path, m) : -1;
     }
     close(s->fd);
@@ -904,7 +586,7 @@ static int shards_load(dataset *ix, const char *spec, const csv_opts *o, errbuf 
 {
     names l = {0};
     builder b = {0};
-    members m = {0};
+    tar_members m = {0};
     uint64_t *cls = NULL;
     char *cls_path = NULL, first_bad[ERR_MAX] = "";
     uint32_t bad = 0;
@@ -954,8 +636,7 @@ static int shards_load(dataset *ix, const char *spec, const csv_opts *o, errbuf 
     rc = 0;
 out:
     names_free(&l);
-    members_clear(&m);
-    free(m.v);
+    tar_members_free(&m);
     free(b.strs);
     free(b.mem);
     free(b.path);
