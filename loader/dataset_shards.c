@@ -14,10 +14,10 @@
  *     passed over; relative names start from its folder), told from a CSV
  *     by its first line (a shard name without a comma);
  *   - a POSIX tar (ustar; pax 'x' headers and GNU 'L' long names are
- *     honoured; read by tar.c); only regular files are members, folders and links are
- *     passed over; a header's checksum is checked; the archive must end
- *     with its end-of-archive block (a shard cut short is refused: neither
- *     peer says so, they stop early);
+ *     honoured; read by tar.c); only regular files are members, folders
+ *     and links are passed over; a header's checksum is checked; the
+ *     archive must end with its end-of-archive block (a shard cut short is
+ *     refused: neither peer says so, they stop early);
  *   - the members sharing a key, the name up to the first '.' of its last
  *     path component, and following each other form one sample (a key
  *     that comes back later is another sample, as in both peers);
