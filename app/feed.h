@@ -38,12 +38,12 @@ enum { FEED_DEFAULT_BATCH = 64 };
 typedef struct feed {
     /* feed_init */
     const options *o;
-    int mode;          /* MODE_LAZY or MODE_PRELOAD */
-    int workers;       /* loader worker processes (0: the caller's process loads) */
-    int prefetch;      /* batches each worker works ahead */
-    int batch;         /* samples per batch; train may change it before feed_loader */
-    int feed_mode;     /* enum feed_mode */
-    int rank, ranks;   /* this process's share of every pass */
+    int mode;                /* MODE_LAZY or MODE_PRELOAD */
+    int workers;             /* loader worker processes (0: the caller's process loads) */
+    int prefetch;            /* batches each worker works ahead */
+    int batch;               /* samples per batch; train may change it before feed_loader */
+    int feed_mode;           /* enum feed_mode */
+    int rank, ranks;         /* this process's share of every pass */
     const struct dist *node; /* the launcher's ranks, for one preload cache per
                                 node (train), or NULL */
     /* feed_data */

@@ -310,25 +310,23 @@ static int build_batch(run_ctx *r, const loader_batch *b)
 static int take_results(run_ctx *r, int keep, errbuf *e)
 {
     step_stats st;
-    long tag;
+    step_tag tag;
     while (model_results_pending(&r->m) > 0 &&
            model_results_take(&r->m, model_results_pending(&r->m) > keep, &st, &tag)) {
-        int job = r->pend[tag % MODEL_RESULTS_MAX].job;
+        int job = tag.pass;
         step_stats_add(&r->acc[job].stats, &st);
         if (st.bad_labels) { /* the host checked them: what the device read differs */
             report_progress_end(r->progress);
             return fail(e, RUN_INTERNAL,
                         "epoch %d batch %ld: sample %ld has label %ld on the device, outside "
                         "0..%d (%ld such sample%s; internal error: the host's copy was checked)",
-                        r->jobs[job].epoch + 1, r->pend[tag % MODEL_RESULTS_MAX].index,
-                        st.bad_sample, st.bad_label, r->m.nclasses - 1, st.bad_labels,
-                        st.bad_labels == 1 ? "" : "s");
+                        r->jobs[job].epoch + 1, tag.batch, st.bad_sample, st.bad_label,
+                        r->m.nclasses - 1, st.bad_labels, st.bad_labels == 1 ? "" : "s");
         }
         if (st.nonfinite) {
             char msg[160];
-            model_nonfinite_msg(
-                msg, sizeof msg, r->jobs[job].epoch + 1, r->pend[tag % MODEL_RESULTS_MAX].index,
-                st.n ? st.loss_sum / (double)st.n : NAN, r->pend[tag % MODEL_RESULTS_MAX].lr);
+            model_nonfinite_msg(msg, sizeof msg, r->jobs[job].epoch + 1, tag.batch,
+                                st.n ? st.loss_sum / (double)st.n : NAN, tag.lr);
             report_progress_end(r->progress);
             return fail(e, RUN_NONFINITE, "%s; stopping (lower --lr?)", msg);
         }
@@ -361,24 +359,22 @@ static int step_batch(run_ctx *r, const loader_batch *b, const uint8_t *dev, err
     }
     if (!o->loader_only) {
         /* before busy_begin: waiting for the copy is not busy */
-        const int32_t *dlabels = stager_begin(r->stager, b);
-        if (dlabels)
-            model_stage_labels(&r->m, dlabels);
+        model_batch mb = {.x = dev,
+                          .labels = b->labels,
+                          .dev_labels = stager_begin(r->stager, b), /* or NULL */
+                          .B = (int)b->count};
         backend_busy_begin(r->be);
-        long tag = r->enqueued++;
         double lr = lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, (long)b->index, (long)nb);
-        r->pend[tag % MODEL_RESULTS_MAX].job = b->job;
-        r->pend[tag % MODEL_RESULTS_MAX].index = (long)b->index;
-        r->pend[tag % MODEL_RESULTS_MAX].lr = lr;
+        step_tag tag = {.pass = b->job, .batch = (long)b->index, .lr = lr};
         int res;
         if (ji->kind != LOAD_JOB_EVAL) {
-            ranks_plan_step(r, b);
-            res = model_train_enqueue(&r->m, dev, b->labels, (int)b->count, (float)lr,
-                                      (float)r->hp.momentum, (float)r->hp.wd, tag);
+            ranks_plan_step(r, b, &mb.split);
+            res = model_train_enqueue(&r->m, &mb, (float)lr, (float)r->hp.momentum, (float)r->hp.wd,
+                                      tag);
             r->steps += res != MODEL_STEP_CANCELLED;
             comm = dist_take_comm(&r->dist);
         } else {
-            res = model_eval_enqueue(&r->m, dev, b->labels, (int)b->count, tag);
+            res = model_eval_enqueue(&r->m, &mb, tag);
         }
         if (res == MODEL_STEP_CANCELLED)
             return step_cancelled(r, b);

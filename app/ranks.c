@@ -106,9 +106,9 @@ void ranks_epoch(run_ctx *r, int tid, epoch_rec *er)
     er->per_rank = per_rank;
 }
 
-void ranks_plan_step(run_ctx *r, const loader_batch *b)
+void ranks_plan_step(run_ctx *r, const loader_batch *b, model_split *md)
 {
-    model_dist *md = &r->m.dist;
+    memset(md, 0, sizeof *md);
     int K = r->dist.active ? r->dist.size : 1, U = r->chunks;
     if (K < 2 && U == 0)
         return; /* one process, one gradient in the backend's order */

@@ -72,14 +72,6 @@ typedef struct run_ctx {
     epoch_rec *recs;
     int nrecs;
     long steps;
-    /* steps enqueued whose results are not taken yet (model_results_take),
-     * by tag % MODEL_RESULTS_MAX: which pass and batch, at which lr */
-    struct {
-        int job;
-        long index;
-        double lr;
-    } pend[MODEL_RESULTS_MAX];
-    long enqueued; /* the next tag */
     char **class_names;
     int progress;
     int said_util_na;
@@ -137,11 +129,10 @@ int ranks_node_cache(run_ctx *r, errbuf *e);
  * validation job): losses and counts summed over the ranks, images summed,
  * time shares averaged, the slowest rank's wait, comm%. A collective. */
 void ranks_epoch(run_ctx *r, int tid, epoch_rec *er);
-/* Before training step on batch b (this rank's slice): the model's
- * model.dist for it — the global batch the loss is averaged over and, with
- * chunks (r->chunks), this rank's chunks of it. Nothing for one process
- * without chunks. */
-void ranks_plan_step(run_ctx *r, const loader_batch *b);
+/* The split of training step on batch b (this rank's slice): the global
+ * batch the loss is averaged over and, with chunks (r->chunks), this
+ * rank's chunks of it. All zero for one process without chunks. */
+void ranks_plan_step(run_ctx *r, const loader_batch *b, model_split *md);
 /* r->chunks from --grad-chunks: auto's choice, or U checked against the
  * ranks (a power of 2 dividing it) and the batch; with chunks, turns
  * dist's canonical sum on. After the model is made. */

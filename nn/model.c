@@ -704,14 +704,13 @@ static void layer_forward(model *m, model_layer *L, int B, int train, int fused)
 /* normalise, every layer forward (batch norm with the batch's statistics
  * when train, else the running ones), softmax cross-entropy; -1 when the
  * backend was cancelled on the way (the outputs are then undefined) */
-static int forward_loss(model *m, const uint8_t *x, const int32_t *labels, int B, int train)
+static int forward_loss(model *m, const uint8_t *x, const int32_t *labels, const int32_t *dlabels,
+                        int B, int train, int global_batch)
 {
     backend *be = m->be;
     const backend_ops *o = be->ops;
-    /* labels the stager copied with the batch are on the device already;
-     * an upload here would wait for the copy engine and then the host */
-    const int32_t *dlabels = m->staged_labels;
-    m->staged_labels = NULL;
+    /* labels the stager copied with the batch (dlabels) are on the device
+     * already; an upload here would wait for the copy engine and the host */
     if (!dlabels) {
         o->upload(be, m->labels, labels, (size_t)B * sizeof(int32_t));
         dlabels = m->labels;
@@ -723,8 +722,8 @@ static int forward_loss(model *m, const uint8_t *x, const int32_t *labels, int B
         if (backend_cancelled(be))
             return -1;
     }
-    /* the mean over the global batch when the ranks split it (model.dist) */
-    int over = train && m->dist.global_batch > 0 ? m->dist.global_batch : B;
+    /* the mean over the global batch when the ranks split it (model_split) */
+    int over = train && global_batch > 0 ? global_batch : B;
     o->softmax_xent(be, m->dlogits, m->loss, m->pred, m->layers[m->nlayers - 1].out, dlabels, B,
                     m->nclasses, 1.0f / (float)over);
     return backend_cancelled(be) ? -1 : 0;
@@ -983,7 +982,7 @@ static int backward(model *m, int B) { return backward_overlap(m, B, NULL); }
 /* Enqueue the read-back of the per-sample losses and predictions (one
  * copy: every loss slot, then the first B predictions) into the next free
  * results slot, with the step's labels and the caller's tag. */
-static void results_enqueue(model *m, const int32_t *labels, int B, long tag)
+static void results_enqueue(model *m, const int32_t *labels, int B, step_tag tag)
 {
     if (m->pend_n == MODEL_RESULTS_MAX) {
         fprintf(stderr, "train: model: %d steps' results pending, none taken (internal error)\n",
@@ -1000,7 +999,7 @@ static void results_enqueue(model *m, const int32_t *labels, int B, long tag)
                         MB * sizeof(float) + (size_t)B * sizeof(int32_t));
 }
 
-int model_results_take(model *m, int wait, step_stats *st, long *tag)
+int model_results_take(model *m, int wait, step_stats *st, step_tag *tag)
 {
     if (m->pend_n == 0)
         return 0;
@@ -1067,9 +1066,9 @@ int model_forward_backward(model *m, const uint8_t *x, const int32_t *labels, in
 {
     check_batch(m, labels, B, "model_forward_backward");
     check_none_pending(m, "model_forward_backward");
-    if (forward_loss(m, x, labels, B, 1) != 0 || backward(m, B) != 0)
+    if (forward_loss(m, x, labels, NULL, B, 1, 0) != 0 || backward(m, B) != 0)
         return MODEL_STEP_CANCELLED;
-    results_enqueue(m, labels, B, 0);
+    results_enqueue(m, labels, B, (step_tag){0, 0, 0});
     return step_now(m, MODEL_STEP_OK, st);
 }
 
@@ -1096,8 +1095,6 @@ void model_sgd_step(model *m, float lr, float momentum, float wd)
                             start[2] - start[1], lr, momentum, 0.0f);
 }
 
-void model_stage_labels(model *m, const int32_t *dev_labels) { m->staged_labels = dev_labels; }
-
 /* A rank with nothing in this batch (or chunk): a zero gradient into the
  * sum. Copied on the device from a slab of zeros uploaded once, so an empty
  * chunk does not wait for the device each step (an upload does). */
@@ -1113,7 +1110,7 @@ static void zero_grads(model *m)
     o->copy(m->be, m->grads, m->zeros, m->nparams);
 }
 
-/* Chunk tree (model_dist.nchunks): the gradient now in m->grads is the
+/* Chunk tree (model_split.nchunks): the gradient now in m->grads is the
  * next leaf; sums it into the levels like a binary counter, so 2^k leaves
  * end as one balanced tree in level k. */
 static void tree_push(model *m, int *used)
@@ -1133,37 +1130,35 @@ static void tree_push(model *m, int *used)
     *used |= 1 << lv;
 }
 
-/* The gradient chunk by chunk, the tree's root into grads. Each chunk's
- * losses and predictions land at its offset, so the step's results are
- * read back as one batch. -1 when cancelled. */
-static int chunked_gradient(model *m, const uint8_t *x, const int32_t *labels)
+/* The gradient chunk by chunk (b->split), the tree's root into grads.
+ * Each chunk's losses and predictions land at its offset, so the step's
+ * results are read back as one batch. -1 when cancelled. */
+static int chunked_gradient(model *m, const model_batch *b)
 {
+    const model_split *sp = &b->split;
     size_t sample = (size_t)m->C * m->H * m->W;
     float *loss = m->loss;
     int32_t *pred = m->pred;
-    int used = 0, off = 0, rc = 0, B = 0;
-    for (int i = 0; i < m->dist.nchunks; i++)
-        B += m->dist.chunk[i];
+    int used = 0, off = 0, rc = 0;
     /* the batch's labels on the device once, each chunk reading its own
      * part of them: the stager's copy, else one upload for the batch (an
      * upload per chunk waited for the device every chunk) */
-    const int32_t *dlabels = m->staged_labels;
-    m->staged_labels = NULL;
-    if (!dlabels && B > 0) {
-        check_batch(m, labels, B, "model_train_enqueue");
-        m->be->ops->upload(m->be, m->labels, labels, (size_t)B * sizeof(int32_t));
+    const int32_t *dlabels = b->dev_labels;
+    if (!dlabels && b->B > 0) {
+        check_batch(m, b->labels, b->B, "model_train_enqueue");
+        m->be->ops->upload(m->be, m->labels, b->labels, (size_t)b->B * sizeof(int32_t));
         dlabels = m->labels;
     }
-    for (int i = 0; i < m->dist.nchunks && rc == 0; i++) {
-        int bc = m->dist.chunk[i];
+    for (int i = 0; i < sp->nchunks && rc == 0; i++) {
+        int bc = sp->chunk[i];
         if (bc == 0) {
             zero_grads(m);
         } else {
-            check_batch(m, labels + off, bc, "model_train_enqueue");
-            m->staged_labels = dlabels + off;
+            check_batch(m, b->labels + off, bc, "model_train_enqueue");
             m->loss = loss + off;
             m->pred = pred + off;
-            rc = forward_loss(m, x + (size_t)off * sample, labels + off, bc, 1) != 0 ||
+            rc = forward_loss(m, b->x + (size_t)off * sample, b->labels + off, dlabels + off, bc, 1,
+                              sp->global_batch) != 0 ||
                  backward(m, bc) != 0;
             m->loss = loss;
             m->pred = pred;
@@ -1193,38 +1188,44 @@ int model_groups_cheap(const model *m)
 /* The chunk tree computed by the backend (model_groups_cheap): one
  * forward and backward over the batch, the backend told the chunks. -1
  * when cancelled. */
-static int grouped_gradient(model *m, const uint8_t *x, const int32_t *labels, int B)
+static int grouped_gradient(model *m, const model_batch *b)
 {
-    if (B == 0) { /* every chunk empty: the tree of zeros */
+    if (b->B == 0) { /* every chunk empty: the tree of zeros */
         zero_grads(m);
         return 0;
     }
-    check_batch(m, labels, B, "model_train_enqueue");
+    check_batch(m, b->labels, b->B, "model_train_enqueue");
     backend *be = m->be;
-    be->ops->batch_groups(be, m->dist.chunk, m->dist.nchunks);
-    int rc = forward_loss(m, x, labels, B, 1) != 0 || backward(m, B) != 0;
+    be->ops->batch_groups(be, b->split.chunk, b->split.nchunks);
+    int rc = forward_loss(m, b->x, b->labels, b->dev_labels, b->B, 1, b->split.global_batch) != 0 ||
+             backward(m, b->B) != 0;
     be->ops->batch_groups(be, NULL, 0);
     return rc ? -1 : 0;
 }
 
 /* forward and backward of a training step into m->grads, the ranks' sum
  * included (model.dist); -1 when cancelled */
-static int train_gradient(model *m, const uint8_t *x, const int32_t *labels, int B)
+static int train_gradient(model *m, const model_batch *b)
 {
+    int B = b->B, nchunks = b->split.nchunks;
+    if (nchunks < 0 || nchunks > MODEL_MAX_CHUNKS) {
+        fprintf(stderr, "train: model_train_enqueue: %d chunks (internal error)\n", nchunks);
+        exit(1);
+    }
     /* buckets during backward (model_dist.reduce_range), else one sum after */
-    int overlap = m->dist.reduce_range && m->dist.nbuckets > 0 && m->dist.nchunks == 0;
+    int overlap = m->dist.reduce_range && m->dist.nbuckets > 0 && nchunks == 0;
     int next = 0, rc = 0;
-    if (m->dist.nchunks > 0 && model_groups_cheap(m)) {
-        rc = grouped_gradient(m, x, labels, B);
-    } else if (m->dist.nchunks > 0) {
-        rc = chunked_gradient(m, x, labels);
+    if (nchunks > 0 && model_groups_cheap(m)) {
+        rc = grouped_gradient(m, b);
+    } else if (nchunks > 0) {
+        rc = chunked_gradient(m, b);
     } else if (B == 0 && m->dist.reduce) {
         zero_grads(m); /* the buckets follow below: the others' calls, all at once */
     } else {
-        check_batch(m, labels, B, "model_train_enqueue");
+        check_batch(m, b->labels, B, "model_train_enqueue");
         /* the flag never goes back to 0, so an operation cut short anywhere
          * before here is seen here, before the update */
-        rc = forward_loss(m, x, labels, B, 1) != 0 ||
+        rc = forward_loss(m, b->x, b->labels, b->dev_labels, B, 1, b->split.global_batch) != 0 ||
              backward_overlap(m, B, overlap ? &next : NULL) != 0;
     }
     if (overlap) {
@@ -1239,42 +1240,49 @@ static int train_gradient(model *m, const uint8_t *x, const int32_t *labels, int
     return rc ? -1 : 0;
 }
 
-int model_train_enqueue(model *m, const uint8_t *x, const int32_t *labels, int B, float lr,
-                        float momentum, float wd, long tag)
+int model_train_enqueue(model *m, const model_batch *b, float lr, float momentum, float wd,
+                        step_tag tag)
 {
-    if (train_gradient(m, x, labels, B) != 0)
+    if (train_gradient(m, b) != 0)
         return MODEL_STEP_CANCELLED;
     model_sgd_step(m, lr, momentum, wd);
-    results_enqueue(m, labels, B, tag);
+    results_enqueue(m, b->labels, b->B, tag);
     return MODEL_STEP_OK;
 }
 
-int model_eval_enqueue(model *m, const uint8_t *x, const int32_t *labels, int B, long tag)
+int model_eval_enqueue(model *m, const model_batch *b, step_tag tag)
 {
-    if (B == 0 && m->dist.reduce) { /* this rank's slice of a short batch is empty */
-        results_enqueue(m, labels, 0, tag);
+    if (b->B == 0 && m->dist.reduce) { /* this rank's slice of a short batch is empty */
+        results_enqueue(m, b->labels, 0, tag);
         return MODEL_STEP_OK;
     }
-    check_batch(m, labels, B, "model_eval_enqueue");
-    if (forward_loss(m, x, labels, B, 0) != 0)
+    check_batch(m, b->labels, b->B, "model_eval_enqueue");
+    if (forward_loss(m, b->x, b->labels, b->dev_labels, b->B, 0, 0) != 0)
         return MODEL_STEP_CANCELLED;
-    results_enqueue(m, labels, B, tag);
+    results_enqueue(m, b->labels, b->B, tag);
     return MODEL_STEP_OK;
+}
+
+int model_train_batch(model *m, const model_batch *b, float lr, float momentum, float wd,
+                      step_stats *st)
+{
+    check_none_pending(m, "model_train_step");
+    return step_now(m, model_train_enqueue(m, b, lr, momentum, wd, (step_tag){0, 0, 0}), st);
 }
 
 int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, float lr,
                      float momentum, float wd, step_stats *st)
 {
-    check_none_pending(m, "model_train_step");
-    return step_now(m, model_train_enqueue(m, x, labels, B, lr, momentum, wd, 0), st);
+    model_batch b = {.x = x, .labels = labels, .B = B};
+    return model_train_batch(m, &b, lr, momentum, wd, st);
 }
 
 int model_eval_step(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st)
 {
     check_none_pending(m, "model_eval_step");
-    return step_now(m, model_eval_enqueue(m, x, labels, B, 0), st);
+    model_batch b = {.x = x, .labels = labels, .B = B};
+    return step_now(m, model_eval_enqueue(m, &b, (step_tag){0, 0, 0}), st);
 }
-
 void step_stats_add(step_stats *a, const step_stats *b)
 {
     a->loss_sum += b->loss_sum;
