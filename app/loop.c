@@ -380,7 +380,7 @@ static int step_batch(run_ctx *r, const loader_batch *b, const uint8_t *dev, err
             return step_cancelled(r, b);
         backend_busy_end(r->be);
         if (o->test_slow_step > 0)
-            cpu_burn(o->test_slow_step);
+            burn_cpu_for(o->test_slow_step);
     }
     stager_done(r->stager, b);
     if (!o->loader_only) /* the results that are back, without waiting */
@@ -550,7 +550,7 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
         }
         backend_busy_end(be);
         if (r->o->test_slow_step > 0)
-            cpu_burn(r->o->test_slow_step);
+            burn_cpu_for(r->o->test_slow_step);
         a->compute += now_sec() - t0;
         step_stats_add(&a->stats, &step);
         a->images += count[j];

@@ -215,7 +215,7 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
         return RUN_BAD_INPUT;
     if (o->loader_only && r->dev.kind == DEVICE_CPU)
         snprintf(r->dev.line, sizeof r->dev.line, "device: none (--loader-only: no model runs)");
-    int cores = cpu_count();
+    int cores = cores_online();
     /* compute threads default to every core, even with loader workers:
      * the compute threads sleep while they wait for data and the workers
      * sleep when the ring is full, so the kernel hands each core to

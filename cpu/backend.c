@@ -469,7 +469,7 @@ backend *backend_cpu_create(int threads, errbuf *e)
         return errf(e, "--threads %d: expected 0 (automatic) to %d", threads, CPU_MAX_THREADS),
                NULL;
     if (threads == 0)
-        threads = cpu_count();
+        threads = cores_online();
     /* our threads do the threading; OpenBLAS runs in whichever of them
      * calls it (see the top of this file) */
     cpu_blas_single();

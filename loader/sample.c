@@ -55,7 +55,7 @@ int sample_load(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r,
      * is the uncropped resize, which evaluation's centre crop is not */
     const img_params *p = kind == LOAD_JOB_EVAL ? &s->eval : &s->train;
     if (s->slow_load > 0 && kind != LOAD_JOB_READ_ONLY)
-        cpu_burn(s->slow_load); /* a slow decoder, not slow storage */
+        burn_cpu_for(s->slow_load); /* a slow decoder, not slow storage */
     switch (kind) {
     case LOAD_JOB_READ_ONLY: {
         long n = img_read_only(c->img, path, p, e);

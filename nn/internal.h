@@ -28,7 +28,6 @@ static inline int tensor_group(const model *m, const model_tensor *t)
     return t->role == TENSOR_WEIGHT ? 0 : t->role == TENSOR_STAT ? 2 : 1;
 }
 
-
 /* Exits naming fn when B is outside 0..max_batch or a label outside
  * 0..nclasses-1 (host labels: checked before any device work). */
 void nn_check_batch(const model *m, const int32_t *labels, int B, const char *fn);

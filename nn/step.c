@@ -165,7 +165,7 @@ static void layer_forward(model *m, model_layer *L, int B, int train, int fused)
  * when train, else the running ones), softmax cross-entropy; -1 when the
  * backend was cancelled on the way (the outputs are then undefined) */
 int nn_forward_loss(model *m, const uint8_t *x, const int32_t *labels, const int32_t *dlabels,
-                        int B, int train, int global_batch)
+                    int B, int train, int global_batch)
 {
     backend *be = m->be;
     const backend_ops *o = be->ops;

@@ -129,8 +129,8 @@ static int chunked_gradient(model *m, const model_batch *b)
             nn_check_batch(m, b->labels + off, bc, "model_train_enqueue");
             m->loss = loss + off;
             m->pred = pred + off;
-            rc = nn_forward_loss(m, b->x + (size_t)off * sample, b->labels + off, dlabels + off, bc, 1,
-                              sp->global_batch) != 0 ||
+            rc = nn_forward_loss(m, b->x + (size_t)off * sample, b->labels + off, dlabels + off, bc,
+                                 1, sp->global_batch) != 0 ||
                  nn_backward(m, bc) != 0;
             m->loss = loss;
             m->pred = pred;
@@ -169,8 +169,9 @@ static int grouped_gradient(model *m, const model_batch *b)
     nn_check_batch(m, b->labels, b->B, "model_train_enqueue");
     backend *be = m->be;
     be->ops->batch_groups(be, b->split.chunk, b->split.nchunks);
-    int rc = nn_forward_loss(m, b->x, b->labels, b->dev_labels, b->B, 1, b->split.global_batch) != 0 ||
-             nn_backward(m, b->B) != 0;
+    int rc =
+        nn_forward_loss(m, b->x, b->labels, b->dev_labels, b->B, 1, b->split.global_batch) != 0 ||
+        nn_backward(m, b->B) != 0;
     be->ops->batch_groups(be, NULL, 0);
     return rc ? -1 : 0;
 }
