@@ -538,20 +538,74 @@ int model_set_norm(model *m, const float *mean, const float *std, errbuf *e)
 }
 
 /* ---------------------------------------------------------------- catalogue */
-void model_print_list(FILE *fp, int C, int H, int W, int nclasses)
+/* "a/a/a" -> "a": one name when every pass runs the same algorithm */
+static void algo_short(char *a)
+{
+    char *p1 = strchr(a, '/'), *p2 = p1 ? strchr(p1 + 1, '/') : NULL;
+    if (!p2)
+        return;
+    size_t n = (size_t)(p1 - a);
+    if ((size_t)(p2 - p1 - 1) == n && strlen(p2 + 1) == n && !strncmp(a, p1 + 1, n) &&
+        !strncmp(a, p2 + 1, n))
+        *p1 = '\0';
+}
+
+/* m's convolutions' algorithms on be (backend_conv_describe), in layer
+ * order, a run of equal ones as "N x name"; nothing when be does not say */
+static void print_conv_algos(FILE *fp, const model *m, backend *be)
+{
+    char prev[64] = "", cur[64];
+    int run = 0, first = 1;
+    for (int i = 0; i <= m->nlayers; i++) {
+        const model_layer *L = i < m->nlayers ? &m->layers[i] : NULL;
+        if (L && L->kind != LAYER_CONV)
+            continue;
+        cur[0] = '\0';
+        if (L) {
+            conv_shape cs;
+            conv_shape_init(&cs, 1, L->in_c, L->in_h, L->in_w, L->k, L->r, L->r, L->stride, L->pad);
+            if (!backend_conv_describe(be, &cs, cur, sizeof cur))
+                return;
+            algo_short(cur);
+            if (run && !strcmp(cur, prev)) {
+                run++;
+                continue;
+            }
+        }
+        if (run) {
+            fprintf(fp, "%s", first ? "            cpu convs: " : ", ");
+            if (run > 1)
+                fprintf(fp, "%d x ", run);
+            fprintf(fp, "%s", prev);
+            first = 0;
+        }
+        snprintf(prev, sizeof prev, "%s", cur);
+        run = 1;
+    }
+    if (!first)
+        fprintf(fp, "\n");
+}
+
+void model_print_list(FILE *fp, int C, int H, int W, int nclasses, backend *be)
 {
     fprintf(fp, "models for %dx%dx%d inputs, %d classes (FLOPs: forward, per sample, conv + fc):\n",
             C, H, W, nclasses);
+    if (be && be->ops->conv_describe)
+        fprintf(fp, "(cpu convs: each convolution's algorithms on the CPU backend, in layer order: "
+                    "forward/input grad/weight grad, or one name for all three)\n");
     for (const char *const *n = model_names(); *n; n++) {
         const model_def *d = model_def_find(*n);
         model m;
         errbuf e;
-        if (model_layout(&m, d, C, H, W, nclasses, &e) != 0)
+        if (model_layout(&m, d, C, H, W, nclasses, &e) != 0) {
             fprintf(fp, "  %-8s  does not fit: %s\n", d->name, e.msg);
-        else
+        } else {
             fprintf(fp, "  %-8s %9zu params %9.2f MFLOP  %s; defaults lr %g momentum %g wd %g %s\n",
                     d->name, m.nparams_used, m.flops / 1e6, d->desc, d->hp.lr, d->hp.momentum,
                     d->hp.wd, lr_schedule_name(d->hp.schedule));
+            if (be)
+                print_conv_algos(fp, &m, be);
+        }
         free(m.layers);
     }
 }

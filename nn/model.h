@@ -371,7 +371,9 @@ int model_defaults(const char *name, model_hparams *hp);
 /* The known names, NULL-terminated. */
 const char *const *model_names(void);
 /* `--model list`: one line per model — name, parameters, forward FLOPs per
- * sample for inputs C x H x W with nclasses classes, description, defaults. */
-void model_print_list(FILE *fp, int C, int H, int W, int nclasses);
+ * sample for inputs C x H x W with nclasses classes, description, defaults
+ * — and, when be (may be NULL) names its convolutions' algorithms
+ * (backend_conv_describe), a line of them in layer order. */
+void model_print_list(FILE *fp, int C, int H, int W, int nclasses, backend *be);
 
 #endif

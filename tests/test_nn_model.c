@@ -97,16 +97,55 @@ Test(nn_model, list_prints_every_model)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    model_print_list(f, 1, 28, 28, 10);
+    model_print_list(f, 1, 28, 28, 10, NULL);
     fclose(f);
     cr_assert(strstr(buf, "probe") && strstr(buf, "convnet"), "%s", buf);
     cr_assert(strstr(buf, "lenet       440812 params      4.61 MFLOP") != NULL, "%s", buf);
     free(buf);
     f = open_memstream(&buf, &len);
-    model_print_list(f, 1, 8, 8, 10); /* too small for lenet */
+    model_print_list(f, 1, 8, 8, 10, NULL); /* too small for lenet */
     fclose(f);
     cr_assert(strstr(buf, "lenet     does not fit") != NULL, "%s", buf);
     free(buf);
+}
+
+/* With a backend that names its algorithms (the CPU's), each model's line
+ * is followed by its convolutions' algorithms in layer order: resnet20 at
+ * 1x28x28 starts with its stem (one channel in: im2col, 784 pixels: dw
+ * by col . dout^T on any CPU) and its runs add up to its conv layers. */
+Test(nn_model, list_names_each_convs_algorithms)
+{
+    backend *be = cpu_backend(1);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    model_print_list(f, 1, 28, 28, 10, be);
+    fclose(f);
+    cr_assert(strstr(buf, "\n(cpu convs: ") != NULL, "%s", buf);
+    const char *line = strstr(buf, "\n  resnet20 ");
+    cr_assert(line, "%s", buf);
+    line = strstr(line + 1, "\n            cpu convs: ");
+    cr_assert(line, "%s", buf);
+    line += strlen("\n            cpu convs: ");
+    cr_assert_eq(strncmp(line, "gemm/gemm/gemm-t, ", 18), 0, "%.80s", line);
+    int nconv = 0;
+    for (const char *p = line; *p && *p != '\n';) {
+        int n = 1, used = 0;
+        if (sscanf(p, "%d x %n", &n, &used) == 1 && used > 0)
+            p += used;
+        nconv += n;
+        p += strcspn(p, ",\n");
+        p += *p == ',' ? 2 : 0;
+    }
+    model m;
+    create_ok(&m, "resnet20", 1, 28, 28, 10, 1, be);
+    int want = 0;
+    for (int i = 0; i < m.nlayers; i++)
+        want += m.layers[i].kind == LAYER_CONV;
+    cr_assert_eq(nconv, want, "%d convs in the line, %d in resnet20", nconv, want);
+    model_free(&m);
+    free(buf);
+    be->ops->destroy(be);
 }
 
 Test(nn_model, he_init_statistics)
