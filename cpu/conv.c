@@ -25,7 +25,7 @@
  * - Winograd F(2x2, 3x3) (CONV_FWD_WINO, CONV_DIN_WINO: conv_wino.c, 16
  *   multiplies per 2x2 outputs instead of 36), the forward a few samples
  *   per task, din a backward chunk's samples at once; and its weight
- *   gradient (CONV_DW_WINO, wino_dw.c) over a chunk's samples.
+ *   gradient (CONV_DW_WINO, conv_wino_dw.c) over a chunk's samples.
  *
  * Why per sample rather than one GEMM over the whole batch: the shapes of
  * the nets here are small (lenet's second conv is 50 x 64 x 500 per
@@ -71,8 +71,8 @@
 #include "cpu/conv_choice.h"
 #include "cpu/conv_direct.h"
 #include "cpu/conv_wino.h"
+#include "cpu/conv_wino_dw.h"
 #include "cpu/internal.h"
-#include "cpu/wino_dw.h"
 
 #define CONV_CHUNK 8
 #define CONV_MAX_CHUNKS 16

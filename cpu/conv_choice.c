@@ -9,7 +9,7 @@
 #include <stdio.h>
 
 #include "cpu/conv_direct.h"
-#include "cpu/wino_dw.h"
+#include "cpu/conv_wino_dw.h"
 
 /* Output pixels (P = OH * OW) from which the weight gradient takes the col
  * on the left, dw^T = col . dout^T: OpenBLAS packs the large col far

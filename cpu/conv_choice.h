@@ -42,7 +42,7 @@ typedef enum conv_dw_algo {
     CONV_DW_GEMM_T,    /* dw^T += col . dout^T per sample, transposed at the chunk's end */
     CONV_DW_TAP,       /* per tap, a GEMM of the padded input with dout spread onto its grid */
     CONV_DW_DIRECT,    /* conv_direct_dw (3x3), transposed at the chunk's end */
-    CONV_DW_WINO,      /* Winograd over the chunk's samples (wino_dw.c), transposed */
+    CONV_DW_WINO,      /* Winograd over the chunk's samples (conv_wino_dw.c), transposed */
     CONV_DW_DIRECT_S2, /* conv_direct_s2_dw, transposed */
 } conv_dw_algo;
 
@@ -58,7 +58,7 @@ typedef struct conv_caps {
     int tap;     /* the tap-by-tap GEMMs on the padded grid (no im2col) */
     int direct;  /* the AVX-512 kernels: conv_direct.c, and under it the two below */
     int wino;    /* Winograd forward and input gradient (conv_wino.c) */
-    int wino_dw; /* Winograd weight gradient (wino_dw.c) */
+    int wino_dw; /* Winograd weight gradient (conv_wino_dw.c) */
     /* Winograd forward and input gradient wherever the kernel takes the
      * shape, also where it does not pay (the kernel's own tests: their
      * shapes are small). Never set in production. */

@@ -1,5 +1,5 @@
 /* conv_pair.h — what the CPU convolution kernels' tests share
- * (test_conv_direct.c, test_conv_wino.c, test_wino_dw.c): whether this
+ * (test_conv_direct.c, test_conv_wino.c, test_conv_wino_dw.c): whether this
  * CPU has AVX-512F, and one seeded shape run through a plan under the
  * test's caps (the kernels it may use, conv_choice.h) and the GEMM path
  * (no caps), plus the GEMM path on absolute values, whose results bound

@@ -1,5 +1,5 @@
-/* test_wino_dw.c — the Winograd F(2x2, 3x3) weight gradient
- * (cpu/wino_dw.c) through the CPU backend's conv_backward, against a
+/* test_conv_wino_dw.c — the Winograd F(2x2, 3x3) weight gradient
+ * (cpu/conv_wino_dw.c) through the CPU backend's conv_backward, against a
  * double-precision sum over positions computed here:
  *
  *   dw[k][c][r][q] = sum over b, oh, ow of dy[b][k][oh][ow] x[b][c][oh + r - 1][ow + q - 1]
@@ -22,7 +22,7 @@
 #include <float.h>
 
 #include "cpu/conv_direct.h"
-#include "cpu/wino_dw.h"
+#include "cpu/conv_wino_dw.h"
 #include "tests/support/conv_pair.h"
 
 TestSuite(wino_dw);

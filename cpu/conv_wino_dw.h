@@ -1,5 +1,5 @@
-/* wino_dw.h — the weight gradient of a 3x3, stride-1, pad-1 convolution
- * by Winograd's F(2x2, 3x3) on AVX-512 (wino_dw.c): 16 multiplies per
+/* conv_wino_dw.h — the weight gradient of a 3x3, stride-1, pad-1 convolution
+ * by Winograd's F(2x2, 3x3) on AVX-512 (conv_wino_dw.c): 16 multiplies per
  * 2x2 outputs per (c, k) where the direct kernel (conv_direct_dw) needs
  * 36. conv_choose (conv_choice.c) says which plans take it: with
  * conv_caps.wino_dw, at 32-64 channels in and out, where it pays. */

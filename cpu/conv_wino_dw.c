@@ -1,4 +1,4 @@
-/* wino_dw.c — the weight gradient of a 3x3, stride-1, pad-1 convolution
+/* conv_wino_dw.c — the weight gradient of a 3x3, stride-1, pad-1 convolution
  * by Winograd's F(2x2, 3x3) (Lavin and Gray, 2015), AVX-512.
  *
  * The forward pass of a 2x2 output tile is y = A^T [(G g G^T) . (B^T d
@@ -29,7 +29,7 @@
  * kernel's in the last bits.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "cpu/wino_dw.h"
+#include "cpu/conv_wino_dw.h"
 
 #include "cpu/internal.h" /* cpu_vfill */
 
