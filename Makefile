@@ -152,8 +152,10 @@ variant_layers = $(if $(filter cuda fakecuda,$(1)),$(LAYERS),$(filter-out cuda,$
 variant_libs = $(foreach l,$(call variant_layers,$(1)),build/$(1)/lib$(l).a)
 # The link order fails a wrong-way call only when nothing else pulled the
 # symbol in first; tools/check-layers checks every library's undefined
-# symbols against the layers above it, after each link of ./train.
-check_layers = @tools/check-layers build/$(1) $(call variant_layers,$(1))
+# symbols against the layers above it, after each link of ./train;
+# tools/check-includes keeps each folder's private headers in it.
+check_layers = $(call check_layers_of,$(1),$(call variant_layers,$(1)))
+check_layers_of = @tools/check-includes && tools/check-layers build/$(1) $(2)
 # the libraries $(2) (names, top to bottom) of variant $(1)
 libs_of = $(foreach l,$(2),build/$(1)/lib$(l).a)
 

@@ -20,13 +20,15 @@
 #include "loader/dataset.h"
 #include "nn/model.h"
 
-static int model_list(const options *o)
+/* --model list's lines for the data's inputs (or two usual ones); cpu
+ * (may be NULL) names each model's convolutions' algorithms */
+static int model_list_print(const options *o, backend *cpu)
 {
     if (!o->csv) {
         printf("for 1x28x28 inputs (Fashion-MNIST) and 10 classes:\n");
-        model_print_list(stdout, 1, 28, 28, 10);
+        model_print_list(stdout, 1, 28, 28, 10, cpu);
         printf("\nfor 3x64x64 inputs (E1 crops) and 10 classes:\n");
-        model_print_list(stdout, 3, 64, 64, 10);
+        model_print_list(stdout, 3, 64, 64, 10, cpu);
         return 0;
     }
     dataset ix;
@@ -51,9 +53,21 @@ static int model_list(const options *o)
     img_output_size(&p, h, w, &oh, &ow);
     int ch = o->channels ? o->channels : (c >= 3 ? 3 : 1);
     printf("for %dx%dx%d inputs and %u classes (%s):\n", ch, oh, ow, ix.nclasses, o->csv);
-    model_print_list(stdout, ch, oh, ow, (int)ix.nclasses);
+    model_print_list(stdout, ch, oh, ow, (int)ix.nclasses, cpu);
     dataset_free(&ix);
     return 0;
+}
+
+/* --model list, with the algorithms the CPU backend picks (a backend of
+ * one thread: it makes no plan, conv_describe only names the choice) */
+static int model_list(const options *o)
+{
+    errbuf e;
+    backend *cpu = backend_cpu_create(1, &e);
+    int rc = model_list_print(o, cpu);
+    if (cpu)
+        cpu->ops->destroy(cpu);
+    return rc;
 }
 
 /* --check=decode: every image decoded in full (the exact path: the whole

@@ -1,4 +1,4 @@
-/* wino_dw.c — the weight gradient of a 3x3, stride-1, pad-1 convolution
+/* conv_wino_dw.c — the weight gradient of a 3x3, stride-1, pad-1 convolution
  * by Winograd's F(2x2, 3x3) (Lavin and Gray, 2015), AVX-512.
  *
  * The forward pass of a 2x2 output tile is y = A^T [(G g G^T) . (B^T d
@@ -29,22 +29,12 @@
  * kernel's in the last bits.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "cpu/wino_dw.h"
+#include "cpu/conv_wino_dw.h"
 
 #include "cpu/internal.h" /* cpu_vfill */
 
-static int wd_disabled;
-
-void wino_dw_enable(int on) { wd_disabled = !on; }
-
 static int r16(int n) { return (n + 15) / 16 * 16; }
 static size_t a16(size_t n) { return (n + 15) / 16 * 16; }
-
-int wino_dw_fits(const conv_shape *s)
-{
-    return s->R == 3 && s->S == 3 && s->stride == 1 && s->pad == 1 && s->OH == s->H &&
-           s->OW == s->W && s->C >= 32 && s->C <= 64 && s->K >= 32 && s->K <= 64;
-}
 
 /* the pieces of the scratch, in floats */
 typedef struct wd_geom {
@@ -78,7 +68,7 @@ size_t wino_dw_acc_n(const conv_shape *s) { return (size_t)16 * r16(s->C) * r16(
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "cpu/x86_512.h"
 
-int wino_dw_on(void) { return !wd_disabled && __builtin_cpu_supports("avx512f"); }
+int wino_dw_available(void) { return __builtin_cpu_supports("avx512f") != 0; }
 
 #define WD_AVX512 __attribute__((target("avx512f")))
 
@@ -305,7 +295,7 @@ WD_AVX512 void wino_dw_finish(float *wt, const float *acc, const conv_shape *s)
 
 #else /* no AVX-512 build: never on */
 
-int wino_dw_on(void) { return 0; }
+int wino_dw_available(void) { return 0; }
 
 void wino_dw_samples(float *acc, const float *x, const float *dy, const conv_shape *s, int nb,
                      float *scratch)
