@@ -365,14 +365,14 @@ int feed_post_build(feed *f)
 {
     if (!f->use_cache || f->cache.ready)
         return -1;
-    load_job b = {.src = 0, .kind = LOAD_JOB_BUILD};
+    load_pass b = {.src = 0, .kind = LOAD_PASS_BUILD};
     return feed_post_pass(f, b);
 }
 
-int feed_post_pass(feed *f, load_job j)
+int feed_post_pass(feed *f, load_pass j)
 {
     j.batch = (uint32_t)f->batch;
-    if (j.kind != LOAD_JOB_BUILD) { /* every rank builds the whole cache */
+    if (j.kind != LOAD_PASS_BUILD) { /* every rank builds the whole cache */
         j.rank = (uint32_t)f->rank;
         j.ranks = (uint32_t)(f->ranks > 0 ? f->ranks : 1);
     }

@@ -82,13 +82,13 @@ int feed_serve(feed *f, errbuf *e);
 /* Undoes all of the above, also after a failure. */
 void feed_close(feed *f);
 
-/* The preload build's pass, when the cache needs one: its job id, else -1
+/* The preload build's pass, when the cache needs one: its pass id, else -1
  * (no cache, or one complete already). */
 int feed_post_build(feed *f);
 /* A pass (training, evaluation, read-only) of j's source, kind, epoch,
  * shuffle, drop_last, max_batches and after_previous, in f->batch samples
- * and this rank's share: its job id. */
-int feed_post_pass(feed *f, load_job j);
+ * and this rank's share: its pass id. */
+int feed_post_pass(feed *f, load_pass j);
 /* After the build's last batch, taken t0 seconds (now_sec) after it
  * started: the cache committed (a --cache file saved). -1 with e when
  * that failed: the cache stays usable in memory for this process. */

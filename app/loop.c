@@ -13,40 +13,42 @@
 #include "app/trace.h"
 #include "nn/checkpoint.h"
 
-/* ---------------------------------------------------------------- jobs */
+/* ---------------------------------------------------------------- passes */
 
-/* The run's records of job id, just posted. */
-static int add_job(run_ctx *r, int id, load_job_kind kind, int epoch)
+/* The run's records of pass id, just posted. */
+static int add_pass(run_ctx *r, int id, load_pass_kind kind, int epoch)
 {
-    r->jobs = xrealloc(r->jobs, sizeof *r->jobs * (size_t)(id + 1));
+    r->passes = xrealloc(r->passes, sizeof *r->passes * (size_t)(id + 1));
     r->acc = xrealloc(r->acc, sizeof *r->acc * (size_t)(id + 1));
     memset(&r->acc[id], 0, sizeof r->acc[id]);
-    r->jobs[id].kind = kind;
-    r->jobs[id].epoch = epoch;
-    r->jobs[id].val_job = -1;
-    r->njobs = id + 1;
+    r->passes[id].kind = kind;
+    r->passes[id].epoch = epoch;
+    r->passes[id].val_pass = -1;
+    r->npasses = id + 1;
     return id;
 }
 
-void run_post_jobs(run_ctx *r)
+void run_post_passes(run_ctx *r)
 {
     const options *o = r->o;
-    r->build_job = feed_post_build(&r->f);
-    if (r->build_job >= 0)
-        add_job(r, r->build_job, LOAD_JOB_BUILD, -1);
+    r->build_pass = feed_post_build(&r->f);
+    if (r->build_pass >= 0)
+        add_pass(r, r->build_pass, LOAD_PASS_BUILD, -1);
     for (int ep = r->start_epoch; ep < o->epochs; ep++) {
-        load_job t = {.src = 0,
-                      .kind = o->diag_phase == DIAG_READ_ONLY ? LOAD_JOB_READ_ONLY : LOAD_JOB_TRAIN,
-                      .epoch = (uint32_t)ep,
-                      .shuffle = o->shuffle,
-                      .drop_last = o->drop_last,
-                      .max_batches = (uint32_t)o->max_batches,
-                      .after_previous = ep == r->start_epoch && r->build_job >= 0};
-        int tid = add_job(r, feed_post_pass(&r->f, t), t.kind, ep);
+        load_pass t = {.src = 0,
+                       .kind =
+                           o->diag_phase == DIAG_READ_ONLY ? LOAD_PASS_READ_ONLY : LOAD_PASS_TRAIN,
+                       .epoch = (uint32_t)ep,
+                       .shuffle = o->shuffle,
+                       .drop_last = o->drop_last,
+                       .max_batches = (uint32_t)o->max_batches,
+                       .after_previous = ep == r->start_epoch && r->build_pass >= 0};
+        int tid = add_pass(r, feed_post_pass(&r->f, t), t.kind, ep);
         if (r->f.have_val && !o->loader_only) {
-            load_job v = {.src = 1, .kind = LOAD_JOB_EVAL, .epoch = (uint32_t)ep};
-            int vid = add_job(r, feed_post_pass(&r->f, v), v.kind, ep); /* add_job moves r->jobs */
-            r->jobs[tid].val_job = vid;
+            load_pass v = {.src = 1, .kind = LOAD_PASS_EVAL, .epoch = (uint32_t)ep};
+            int vid =
+                add_pass(r, feed_post_pass(&r->f, v), v.kind, ep); /* add_pass moves r->passes */
+            r->passes[tid].val_pass = vid;
         }
     }
 }
@@ -56,8 +58,8 @@ void run_post_jobs(run_ctx *r)
 static void emit_epoch(run_ctx *r, int tid)
 {
     const options *o = r->o;
-    job_acc *a = &r->acc[tid];
-    job_info *ji = &r->jobs[tid];
+    pass_acc *a = &r->acc[tid];
+    pass_info *ji = &r->passes[tid];
     epoch_rec er;
     memset(&er, 0, sizeof er);
     er.cfg = run_config_of(&r->c, r->f.batch, run_ctx_device(r), r->model_name);
@@ -76,7 +78,7 @@ static void emit_epoch(run_ctx *r, int tid)
     er.data_wait_pct = 100 * a->wait / t;
     er.copy_pct = 100 * a->copy / t;
     er.compute_pct = o->loader_only ? NAN : 100 * a->compute / t;
-    ranks_epoch(r, tid, &er); /* with several ranks: the whole job's numbers */
+    ranks_epoch(r, tid, &er); /* with several ranks: the whole pass's numbers */
     er.gpu_util_avg = er.gpu_util_max = er.gpu_util_n = NAN;
     er.gpu_sm_pct = er.gpu_occ_pct = er.gpu_proc_mb = er.gpu_dev_mem_mb = NAN;
     /* busy%: the device's records when on, else the step spans (events) */
@@ -116,8 +118,8 @@ static void emit_epoch(run_ctx *r, int tid)
     er.loss = a->stats.n ? a->stats.loss_sum / (double)a->stats.n : NAN;
     er.train_acc = a->stats.n ? (double)a->stats.correct / (double)a->stats.n : NAN;
     er.val_loss = er.val_acc = NAN;
-    if (ji->val_job >= 0) {
-        job_acc *v = &r->acc[ji->val_job];
+    if (ji->val_pass >= 0) {
+        pass_acc *v = &r->acc[ji->val_pass];
         if (v->stats.n) {
             er.val_loss = v->stats.loss_sum / (double)v->stats.n;
             er.val_acc = (double)v->stats.correct / (double)v->stats.n;
@@ -192,8 +194,8 @@ static void trace_fill(run_ctx *r, const loader_batch *b)
  * count, then count u32 sample indices, count i32 labels, count samples. */
 static void dump_batch(run_ctx *r, const loader_batch *b)
 {
-    const job_info *ji = &r->jobs[b->job];
-    if (!r->dump || (ji->kind != LOAD_JOB_TRAIN && ji->kind != LOAD_JOB_EVAL))
+    const pass_info *ji = &r->passes[b->pass];
+    if (!r->dump || (ji->kind != LOAD_PASS_TRAIN && ji->kind != LOAD_PASS_EVAL))
         return;
     uint32_t head[3] = {(uint32_t)ji->epoch, b->index, b->count};
     fwrite(head, sizeof head, 1, r->dump);
@@ -218,12 +220,12 @@ static int fetch(run_ctx *r, loader_batch *b, const uint8_t **dev, int *status, 
         *status = rc;
         return FETCH_FAILED;
     }
-    job_acc *a = &r->acc[b->job];
+    pass_acc *a = &r->acc[b->pass];
     if (!a->started) {
         a->started = 1;
         a->t0 = t0;
         a->made0 = b->fill_t0;
-        if (r->monitor && r->jobs[b->job].kind != LOAD_JOB_EVAL)
+        if (r->monitor && r->passes[b->pass].kind != LOAD_PASS_EVAL)
             device_monitor_start(r->monitor);
     }
     a->wait += b->wait_s;
@@ -235,7 +237,7 @@ static int fetch(run_ctx *r, loader_batch *b, const uint8_t **dev, int *status, 
     trace_fill(r, b);
     trace_span(r->trace, (int)getpid(), "main", "wait", t0, t1 - t0, (long)b->index);
     *dev = NULL;
-    if (r->jobs[b->job].kind != LOAD_JOB_BUILD) {
+    if (r->passes[b->pass].kind != LOAD_PASS_BUILD) {
         *dev = stager_push(r->stager, b);
         a->copy += stager_take_copy_s(r->stager);
         trace_span(r->trace, (int)getpid(), "main", "stage", t1, now_sec() - t1, (long)b->index);
@@ -254,9 +256,9 @@ static int step_cancelled(run_ctx *r, const loader_batch *b)
 
 /* --max-seconds: a training pass ends after the batch that takes it past
  * the limit (diagnosis bounds each phase so; see diagnose.h). */
-static int pass_time_up(const run_ctx *r, const job_info *ji, const job_acc *a)
+static int pass_time_up(const run_ctx *r, const pass_info *ji, const pass_acc *a)
 {
-    return r->o->max_seconds > 0 && ji->kind != LOAD_JOB_EVAL &&
+    return r->o->max_seconds > 0 && ji->kind != LOAD_PASS_EVAL &&
            now_sec() - a->t0 >= r->o->max_seconds;
 }
 
@@ -283,8 +285,8 @@ static void trace_device(run_ctx *r)
 static int build_batch(run_ctx *r, const loader_batch *b)
 {
     const options *o = r->o;
-    job_acc *a = &r->acc[b->job];
-    uint32_t nb = load_job_batches(r->f.ldr, b->job);
+    pass_acc *a = &r->acc[b->pass];
+    uint32_t nb = load_pass_batches(r->f.ldr, b->pass);
     loader_release(r->f.ldr, b);
     a->images += b->count;
     report_progress(r->progress, "preload", b->index + 1, nb, now_sec() - a->t0, a->images);
@@ -313,19 +315,19 @@ static int take_results(run_ctx *r, int keep, errbuf *e)
     step_tag tag;
     while (model_results_pending(&r->m) > 0 &&
            model_results_take(&r->m, model_results_pending(&r->m) > keep, &st, &tag)) {
-        int job = tag.pass;
-        step_stats_add(&r->acc[job].stats, &st);
+        int pass = tag.pass;
+        step_stats_add(&r->acc[pass].stats, &st);
         if (st.bad_labels) { /* the host checked them: what the device read differs */
             report_progress_end(r->progress);
             return fail(e, RUN_INTERNAL,
                         "epoch %d batch %ld: sample %ld has label %ld on the device, outside "
                         "0..%d (%ld such sample%s; internal error: the host's copy was checked)",
-                        r->jobs[job].epoch + 1, tag.batch, st.bad_sample, st.bad_label,
+                        r->passes[pass].epoch + 1, tag.batch, st.bad_sample, st.bad_label,
                         r->m.nclasses - 1, st.bad_labels, st.bad_labels == 1 ? "" : "s");
         }
         if (st.nonfinite) {
             char msg[160];
-            model_nonfinite_msg(msg, sizeof msg, r->jobs[job].epoch + 1, tag.batch,
+            model_nonfinite_msg(msg, sizeof msg, r->passes[pass].epoch + 1, tag.batch,
                                 st.n ? st.loss_sum / (double)st.n : NAN, tag.lr);
             report_progress_end(r->progress);
             return fail(e, RUN_NONFINITE, "%s; stopping (lower --lr?)", msg);
@@ -342,9 +344,9 @@ static int take_results(run_ctx *r, int keep, errbuf *e)
 static int step_batch(run_ctx *r, const loader_batch *b, const uint8_t *dev, errbuf *e)
 {
     const options *o = r->o;
-    job_info *ji = &r->jobs[b->job];
-    job_acc *a = &r->acc[b->job];
-    uint32_t nb = load_job_batches(r->f.ldr, b->job);
+    pass_info *ji = &r->passes[b->pass];
+    pass_acc *a = &r->acc[b->pass];
+    uint32_t nb = load_pass_batches(r->f.ldr, b->pass);
     double t0 = now_sec(), comm = 0;
     int rc = RUN_OK;
     if (!o->loader_only) /* room for this step's results: the step before last is done */
@@ -365,9 +367,9 @@ static int step_batch(run_ctx *r, const loader_batch *b, const uint8_t *dev, err
                           .B = (int)b->count};
         backend_busy_begin(r->be);
         double lr = lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, (long)b->index, (long)nb);
-        step_tag tag = {.pass = b->job, .batch = (long)b->index, .lr = lr};
+        step_tag tag = {.pass = b->pass, .batch = (long)b->index, .lr = lr};
         int res;
-        if (ji->kind != LOAD_JOB_EVAL) {
+        if (ji->kind != LOAD_PASS_EVAL) {
             ranks_plan_step(r, b, &mb.split);
             res = model_train_enqueue(&r->m, &mb, (float)lr, (float)r->hp.momentum, (float)r->hp.wd,
                                       tag);
@@ -389,10 +391,10 @@ static int step_batch(run_ctx *r, const loader_batch *b, const uint8_t *dev, err
         return rc;
     a->compute += now_sec() - t0 - comm;
     a->comm += comm;
-    trace_span(r->trace, (int)getpid(), "main", ji->kind == LOAD_JOB_EVAL ? "eval step" : "step",
+    trace_span(r->trace, (int)getpid(), "main", ji->kind == LOAD_PASS_EVAL ? "eval step" : "step",
                t0, now_sec() - t0, (long)b->index);
     a->images += b->count;
-    if (ji->kind != LOAD_JOB_EVAL) {
+    if (ji->kind != LOAD_PASS_EVAL) {
         char what[32];
         snprintf(what, sizeof what, "epoch %d", ji->epoch + 1);
         report_progress(r->progress, what, b->index + 1, nb, now_sec() - a->t0, a->images);
@@ -400,14 +402,14 @@ static int step_batch(run_ctx *r, const loader_batch *b, const uint8_t *dev, err
     return RUN_OK;
 }
 
-/* After the last batch of job `job` (or one that ran past --max-seconds,
+/* After the last batch of pass `pass` (or one that ran past --max-seconds,
  * time_up): close the pass, and report the epoch (and save the checkpoint)
  * once its validation pass, if any, is done. Returns RUN_OK, RUN_TIME_UP
  * or a failure status. */
-static int end_of_pass(run_ctx *r, int job, int time_up, errbuf *e)
+static int end_of_pass(run_ctx *r, int pass, int time_up, errbuf *e)
 {
-    job_info *ji = &r->jobs[job];
-    job_acc *a = &r->acc[job];
+    pass_info *ji = &r->passes[pass];
+    pass_acc *a = &r->acc[pass];
     /* on a GPU, comm is the device's time in the sums (their timing events;
      * waits, bounded, for the last step's), not the host's to enqueue them */
     double comm_dev = dist_comm_device(&r->dist);
@@ -424,32 +426,32 @@ static int end_of_pass(run_ctx *r, int job, int time_up, errbuf *e)
     if (agreed != RUN_OK)
         return agreed;
     if (time_up) { /* reported as it is, without its validation pass */
-        emit_epoch(r, job);
+        emit_epoch(r, pass);
         return RUN_TIME_UP;
     }
-    int tid = ji->kind != LOAD_JOB_EVAL ? job : -1;
-    if (ji->kind == LOAD_JOB_EVAL)
-        for (int j = 0; j < r->njobs; j++)
-            if (r->jobs[j].val_job == job)
+    int tid = ji->kind != LOAD_PASS_EVAL ? pass : -1;
+    if (ji->kind == LOAD_PASS_EVAL)
+        for (int j = 0; j < r->npasses; j++)
+            if (r->passes[j].val_pass == pass)
                 tid = j;
-    if (tid < 0 || (ji->kind != LOAD_JOB_EVAL && r->jobs[tid].val_job >= 0))
+    if (tid < 0 || (ji->kind != LOAD_PASS_EVAL && r->passes[tid].val_pass >= 0))
         return RUN_OK;
     emit_epoch(r, tid);
-    return save_checkpoint(r, r->jobs[tid].epoch, e);
+    return save_checkpoint(r, r->passes[tid].epoch, e);
 }
 
 /* Batch b: a build batch, or a step and, after a pass's last batch, its
  * end. Returns RUN_OK, RUN_TIME_UP or a failure status. */
 static int process(run_ctx *r, const loader_batch *b, const uint8_t *dev, errbuf *e)
 {
-    if (r->jobs[b->job].kind == LOAD_JOB_BUILD)
+    if (r->passes[b->pass].kind == LOAD_PASS_BUILD)
         return build_batch(r, b);
     int rc = step_batch(r, b, dev, e);
     if (rc != RUN_OK)
         return rc;
-    int last = b->index + 1 == load_job_batches(r->f.ldr, b->job);
-    int time_up = !last && pass_time_up(r, &r->jobs[b->job], &r->acc[b->job]);
-    return last || time_up ? end_of_pass(r, b->job, time_up, e) : RUN_OK;
+    int last = b->index + 1 == load_pass_batches(r->f.ldr, b->pass);
+    int time_up = !last && pass_time_up(r, &r->passes[b->pass], &r->acc[b->pass]);
+    return last || time_up ? end_of_pass(r, b->pass, time_up, e) : RUN_OK;
 }
 
 int run_train_loop(run_ctx *r, errbuf *e)
@@ -468,7 +470,7 @@ int run_train_loop(run_ctx *r, errbuf *e)
         cur_dev = nxt_dev;
         /* a preload build batch goes back in process(); the first training
          * batch waits for it (after_previous), so fetch that one after */
-        int ahead = look && r->jobs[cur.job].kind != LOAD_JOB_BUILD;
+        int ahead = look && r->passes[cur.pass].kind != LOAD_PASS_BUILD;
         if (ahead)
             have = fetch(r, &nxt, &nxt_dev, &status, e);
         int rc = process(r, &cur, cur_dev, e);
@@ -514,8 +516,8 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
             rc = got;
             break;
         }
-        if (r->jobs[b.job].kind == LOAD_JOB_TRAIN && (tid < 0 || b.job == tid)) {
-            tid = b.job;
+        if (r->passes[b.pass].kind == LOAD_PASS_TRAIN && (tid < 0 || b.pass == tid)) {
+            tid = b.pass;
             dev[k] = be->ops->alloc(be, (size_t)b.count * r->f.sample_bytes);
             be->ops->upload(be, dev[k], b.data, (size_t)b.count * r->f.sample_bytes);
             labels[k] = xmalloc(sizeof(int32_t) * b.count);
@@ -523,7 +525,7 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
             count[k++] = b.count;
         }
         loader_release(r->f.ldr, &b);
-        if (tid >= 0 && b.index + 1 == load_job_batches(r->f.ldr, tid))
+        if (tid >= 0 && b.index + 1 == load_pass_batches(r->f.ldr, tid))
             break;
     }
     if (rc == RUN_OK && (k == 0 || r->o->loader_only))
@@ -532,10 +534,10 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
         free_refeed(be, dev, labels, k);
         return rc;
     }
-    long steps = r->o->max_batches ? r->o->max_batches : (long)load_job_batches(r->f.ldr, tid);
-    job_acc *a = &r->acc[tid];
+    long steps = r->o->max_batches ? r->o->max_batches : (long)load_pass_batches(r->f.ldr, tid);
+    pass_acc *a = &r->acc[tid];
     a->t0 = now_sec();
-    for (long i = 0; i < steps && rc == RUN_OK && !pass_time_up(r, &r->jobs[tid], a); i++) {
+    for (long i = 0; i < steps && rc == RUN_OK && !pass_time_up(r, &r->passes[tid], a); i++) {
         step_stats step = {0};
         int j = (int)(i % k);
         double t0 = now_sec();

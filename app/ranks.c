@@ -1,7 +1,7 @@
 /* ranks.c — the epoch loop's side of data parallelism (run_ctx.h): the
  * agreement before every step, and one epoch line for the whole job.
  *
- * Every rank runs the same jobs with the same number of batches (each
+ * Every rank runs the same passes with the same number of batches (each
  * loads its slice of every global batch), so every rank reaches these
  * calls in the same order; dist.h says why each collective is preceded by
  * an agreement. With one process both calls do nothing.
@@ -41,7 +41,7 @@ int ranks_node_cache(run_ctx *r, errbuf *e)
     return cache_node_check(&r->f.cache, e) == 0 ? RUN_OK : RUN_INTERNAL;
 }
 
-/* one job's step results summed over the ranks (exact: counts, and loss
+/* one pass's step results summed over the ranks (exact: counts, and loss
  * sums in double) */
 static void sum_stats(run_ctx *r, step_stats *s)
 {
@@ -62,9 +62,9 @@ void ranks_epoch(run_ctx *r, int tid, epoch_rec *er)
     er->comm_pct = er->wait_max_pct = NAN;
     if (er->ranks < 2)
         return;
-    job_acc *a = &r->acc[tid];
+    pass_acc *a = &r->acc[tid];
     sum_stats(r, &a->stats);
-    int vid = r->jobs[tid].val_job;
+    int vid = r->passes[tid].val_pass;
     if (vid >= 0)
         sum_stats(r, &r->acc[vid].stats);
     double mine[G_N] = {er->epoch_s, (double)a->images, a->wait, a->copy, a->compute, a->comm};
@@ -112,7 +112,7 @@ void ranks_plan_step(run_ctx *r, const loader_batch *b, model_split *md)
     int K = r->dist.active ? r->dist.size : 1, U = r->chunks;
     if (K < 2 && U == 0)
         return; /* one process, one gradient in the backend's order */
-    const dataset *ds = r->jobs[b->job].kind == LOAD_JOB_EVAL ? &r->f.val : &r->f.train;
+    const dataset *ds = r->passes[b->pass].kind == LOAD_PASS_EVAL ? &r->f.val : &r->f.train;
     uint32_t c = sampler_batch_size(ds->n, (uint32_t)r->f.batch, b->index);
     md->global_batch = (int)c;
     md->nchunks = 0;

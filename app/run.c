@@ -500,7 +500,7 @@ static void cleanup(run_ctx *r)
         for (uint32_t c = 0; c < r->f.train.nclasses; c++)
             free(r->class_names[c]);
     free(r->class_names);
-    free(r->jobs);
+    free(r->passes);
     free(r->acc);
     free(r->recs);
     feed_close(&r->f); /* the cache and the data sets (the loader is gone) */
@@ -659,7 +659,7 @@ int run_one(const options *o, const run_choice *c)
         rc = ranks_node_cache(&r, &e); /* the node's cache complete, before any pass */
     }
     if (rc == RUN_OK) {
-        run_post_jobs(&r);
+        run_post_passes(&r);
         rc = o->diag_phase == DIAG_REFEED ? run_refeed_loop(&r, &e) : run_train_loop(&r, &e);
         if (rc == RUN_OK)
             ranks_verdict(&r);

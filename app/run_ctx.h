@@ -17,7 +17,7 @@
 #include "loader/loader.h"
 #include "nn/model.h"
 
-typedef struct job_acc {
+typedef struct pass_acc {
     double t0, t1, wait, copy, compute, busy;
     backend_activity act; /* the device's records over [t0, t1] ... */
     int act_on;           /* ... when activity records are on */
@@ -28,13 +28,13 @@ typedef struct job_acc {
     step_stats stats;
     uint64_t images, skipped;
     int started;
-} job_acc;
+} pass_acc;
 
-typedef struct job_info {
-    load_job_kind kind;
-    int epoch;   /* 0-based */
-    int val_job; /* for a training job: the id of its validation job, or -1 */
-} job_info;
+typedef struct pass_info {
+    load_pass_kind kind;
+    int epoch;    /* 0-based */
+    int val_pass; /* for a training pass: the id of its validation pass, or -1 */
+} pass_info;
 
 typedef struct run_ctx {
     const options *o;
@@ -54,13 +54,13 @@ typedef struct run_ctx {
     gpu_monitor *monitor;    /* NVML sampler, NULL on the CPU */
     int activity;            /* the backend's activity records are on ... */
     char activity_line[600]; /* ... the header's line saying which and why */
-    /* jobs */
-    job_info *jobs;
-    job_acc *acc;
-    int njobs;
+    /* the passes posted to the loader, by id */
+    pass_info *passes;
+    pass_acc *acc;
+    int npasses;
     int start_epoch;
     int warmup_epochs; /* --warmup-epochs as it applies (run.c resolves the default) */
-    int build_job;
+    int build_pass;
     /* report */
     FILE *json;
     long long json_start; /* its size when opened: a sweep's children append */
@@ -105,9 +105,9 @@ void run_write_header(run_ctx *r);
  * complete records (run.c). */
 void run_json_wrote(run_ctx *r, int err);
 
-/* Post every job of the run (preload build, then training and validation
+/* Post every pass of the run (preload build, then training and validation
  * per epoch) to the loader. */
-void run_post_jobs(run_ctx *r);
+void run_post_passes(run_ctx *r);
 /* The epochs: batches in order, staged, stepped, accounted and reported. */
 int run_train_loop(run_ctx *r, errbuf *e);
 /* --diag-phase refeed: the model alone on batches kept in device memory. */
@@ -125,8 +125,8 @@ int ranks_agree(run_ctx *r, int status);
  * committing the cache (build_batch), or after its build failed; then
  * checks that the cache is complete. RUN_OK, or why not (in e). */
 int ranks_node_cache(run_ctx *r, errbuf *e);
-/* The job-wide numbers of the epoch ending with training job tid (and its
- * validation job): losses and counts summed over the ranks, images summed,
+/* The job-wide numbers of the epoch ending with training pass tid (and its
+ * validation pass): losses and counts summed over the ranks, images summed,
  * time shares averaged, the slowest rank's wait, comm%. A collective. */
 void ranks_epoch(run_ctx *r, int tid, epoch_rec *er);
 /* The split of training step on batch b (this rank's slice): the global

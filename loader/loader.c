@@ -1,7 +1,7 @@
 /* loader.c — the main process's side of the loader (see loader.h).
  *
- * The main process owns the plan (every posted job), activates jobs into
- * the shared job table as entries free up, arms ring slots with the batch
+ * The main process owns the plan (every posted pass), activates passes into
+ * the shared pass table as entries free up, arms ring slots with the batch
  * they will hold, raises the claim limit as slots are released, and waits
  * for batches in order. It never spins: it sleeps on a futex that workers
  * and the supervisor bump, waking at least once a second to look at the
@@ -32,7 +32,7 @@ static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 /* Where each part of the shared mapping starts, in bytes from its start;
  * the control block is at 0, the ring last and page-aligned. */
 typedef struct map_layout {
-    size_t workers, slots, jobs, perms, labels, indices, skip_told, ring, end;
+    size_t workers, slots, passes, perms, labels, indices, skip_told, ring, end;
 } map_layout;
 
 static map_layout layout(loader *p)
@@ -43,9 +43,9 @@ static map_layout layout(loader *p)
     l.workers = align_up(sizeof(loader_ctl), 64);
     l.slots = align_up(
         l.workers + sizeof(worker_rec) * (size_t)(p->cfg.workers ? p->cfg.workers : 1), 64);
-    l.jobs = align_up(l.slots + sizeof(slot_hdr) * (size_t)p->nslots, 64);
-    l.perms = align_up(l.jobs + sizeof(job_entry) * LOADER_JOBQ, 64);
-    l.labels = align_up(l.perms + sizeof(uint32_t) * LOADER_JOBQ * (size_t)p->max_n, 64);
+    l.passes = align_up(l.slots + sizeof(slot_hdr) * (size_t)p->nslots, 64);
+    l.perms = align_up(l.passes + sizeof(pass_entry) * LOADER_PASSQ, 64);
+    l.labels = align_up(l.perms + sizeof(uint32_t) * LOADER_PASSQ * (size_t)p->max_n, 64);
     l.indices = align_up(l.labels + sizeof(int32_t) * batch, 64);
     l.skip_told = align_up(l.indices + sizeof(uint32_t) * batch, 64);
     l.ring = align_up(l.skip_told + (size_t)LOADER_MAX_SOURCES * p->max_n, page);
@@ -85,7 +85,7 @@ static void loader_place(loader *p, uint8_t *m)
     p->ctl = (loader_ctl *)m;
     p->workers = (worker_rec *)(p->map + off.workers);
     p->slots = (slot_hdr *)(p->map + off.slots);
-    p->jobs = (job_entry *)(p->map + off.jobs);
+    p->passes = (pass_entry *)(p->map + off.passes);
     p->perms = (uint32_t *)(p->map + off.perms);
     p->labels = (int32_t *)(p->map + off.labels);
     p->indices = (uint32_t *)(p->map + off.indices);
@@ -265,7 +265,7 @@ int loader_serve(const loader_config *cfg, errbuf *e)
     loader_supervisor_main(p, LOADER_SERVE_CMD_FD);
 }
 
-int loader_post(loader *p, const load_job *job)
+int loader_post(loader *p, const load_pass *pass)
 {
     if (p->nplan == p->plan_cap) {
         p->plan_cap = p->plan_cap ? p->plan_cap * 2 : 16;
@@ -274,18 +274,18 @@ int loader_post(loader *p, const load_job *job)
         p->plan_nb = xrealloc(p->plan_nb, (size_t)p->plan_cap * sizeof *p->plan_nb);
     }
     int id = p->nplan++;
-    p->plan[id] = *job;
+    p->plan[id] = *pass;
     if (p->plan[id].batch == 0 || p->plan[id].batch > p->cfg.batch)
         p->plan[id].batch = p->cfg.batch;
-    const dataset *ix = p->cfg.src[job->src];
-    p->plan_nb[id] = sampler_batches(ix->n, p->plan[id].batch, job->drop_last);
-    if (job->max_batches && p->plan_nb[id] > job->max_batches)
-        p->plan_nb[id] = job->max_batches;
+    const dataset *ix = p->cfg.src[pass->src];
+    p->plan_nb[id] = sampler_batches(ix->n, p->plan[id].batch, pass->drop_last);
+    if (pass->max_batches && p->plan_nb[id] > pass->max_batches)
+        p->plan_nb[id] = pass->max_batches;
     p->plan_first[id] = id ? p->plan_first[id - 1] + p->plan_nb[id - 1] : 0;
     return id;
 }
 
-uint32_t load_job_batches(const loader *p, int id)
+uint32_t load_pass_batches(const loader *p, int id)
 {
     return id >= 0 && id < p->nplan ? p->plan_nb[id] : 0;
 }
@@ -295,7 +295,7 @@ static uint64_t plan_end(const loader *p)
     return p->nplan ? p->plan_first[p->nplan - 1] + p->plan_nb[p->nplan - 1] : 0;
 }
 
-/* The plan index of the job holding `seq`. */
+/* The plan index of the pass holding `seq`. */
 static int job_of(const loader *p, uint64_t seq)
 {
     int lo = 0, hi = p->nplan - 1;
@@ -311,24 +311,24 @@ static int job_of(const loader *p, uint64_t seq)
     return lo;
 }
 
-/* Give plan jobs entries in the shared table while entries are free: an
- * entry is free once every batch of its previous job has been released. */
+/* Give plan passes entries in the shared table while entries are free: an
+ * entry is free once every batch of its previous pass has been released. */
 static void activate(loader *p)
 {
     while (p->active_end < p->nplan) {
         int j = p->active_end;
-        if (j >= LOADER_JOBQ) {
-            int old = j - LOADER_JOBQ;
+        if (j >= LOADER_PASSQ) {
+            int old = j - LOADER_PASSQ;
             if (p->released < p->plan_first[old] + p->plan_nb[old])
                 return;
         }
-        job_entry *je = &p->jobs[j % LOADER_JOBQ];
-        je->job = p->plan[j];
+        pass_entry *je = &p->passes[j % LOADER_PASSQ];
+        je->pass = p->plan[j];
         je->first = p->plan_first[j];
         je->nbatches = p->plan_nb[j];
         je->n = p->cfg.src[p->plan[j].src]->n;
         je->id = j;
-        sampler_permutation(p->perms + (size_t)(j % LOADER_JOBQ) * p->max_n, je->n, p->cfg.seed,
+        sampler_permutation(p->perms + (size_t)(j % LOADER_PASSQ) * p->max_n, je->n, p->cfg.seed,
                             p->plan[j].epoch, (uint32_t)p->plan[j].src, p->plan[j].shuffle);
         p->posted_end = je->first + je->nbatches;
         p->active_end++;
@@ -341,7 +341,7 @@ static void raise_limit(loader *p)
     uint64_t lim = p->released + (uint64_t)p->nslots;
     if (lim > p->posted_end)
         lim = p->posted_end;
-    /* a job that must wait for everything before it caps the limit at its
+    /* a pass that must wait for everything before it caps the limit at its
      * first batch until all earlier batches are back */
     for (int j = job_of(p, p->released); j < p->active_end; j++)
         if (p->plan[j].after_previous && p->plan_first[j] > p->released && p->plan_first[j] < lim)
@@ -353,7 +353,7 @@ static void raise_limit(loader *p)
         int j = job_of(p, seq);
         slot_hdr *h = &p->slots[seq % (uint64_t)p->nslots];
         h->seq = seq;
-        h->job = (uint32_t)(j % LOADER_JOBQ);
+        h->pass = (uint32_t)(j % LOADER_PASSQ);
         h->index = (uint32_t)(seq - p->plan_first[j]);
     }
     atomic_store(&p->ctl->limit, lim);
@@ -373,12 +373,12 @@ static void *main_ctx(loader *p)
 static void describe_seq(const loader *p, uint64_t seq, char *buf, size_t len)
 {
     int j = job_of(p, seq);
-    const load_job *job = &p->plan[j];
+    const load_pass *pass = &p->plan[j];
     snprintf(buf, len, "%s batch %llu of epoch %u",
-             job->kind == LOAD_JOB_EVAL    ? "validation"
-             : job->kind == LOAD_JOB_BUILD ? "preload"
-                                           : "training",
-             (unsigned long long)(seq - p->plan_first[j]), job->epoch + 1);
+             pass->kind == LOAD_PASS_EVAL    ? "validation"
+             : pass->kind == LOAD_PASS_BUILD ? "preload"
+                                             : "training",
+             (unsigned long long)(seq - p->plan_first[j]), pass->epoch + 1);
 }
 
 static void describe_death(const worker_rec *w, char *buf, size_t len)
@@ -524,7 +524,7 @@ int loader_next(loader *p, loader_batch *b, errbuf *e)
     int j = job_of(p, seq);
     memset(b, 0, sizeof *b);
     b->seq = seq;
-    b->job = j;
+    b->pass = j;
     b->index = (uint32_t)(seq - p->plan_first[j]);
     b->count = h->count;
     b->skipped = h->skipped;

@@ -1,9 +1,9 @@
 /* loader.h — forked loader workers filling a shared ring of batches.
  *
- * The main process describes passes over data sets as jobs; worker
+ * The main process posts passes over data sets (loader_post); worker
  * processes claim the next batch number from a shared counter, fill the
  * ring slot that batch maps to, and mark it ready; the main process takes
- * batches strictly in order 0, 1, 2, ... across all jobs, so prefetching
+ * batches strictly in order 0, 1, 2, ... across all passes, so prefetching
  * runs on into the next epoch without a pause. With 0 workers the main
  * process fills each batch itself when asked, with the same code.
  *
@@ -12,7 +12,7 @@
  * the batch held) through shared memory, and forks replacements on request
  * (--respawn) from its clean single-threaded state, whatever threads or
  * CUDA context the main process has by then. Everything shared (control
- * block, job table, permutations, the ring) is one anonymous MAP_SHARED
+ * block, pass table, permutations, the ring) is one anonymous MAP_SHARED
  * mapping created before the fork: nothing in /dev/shm to leak or run out
  * of. Synchronisation is futexes on words in that mapping: nobody spins or
  * sleeps in a loop. Workers and supervisor die with their parent
@@ -36,26 +36,26 @@
 
 typedef struct loader loader;
 
-/* What a job asks of each sample; the load function interprets it. */
-typedef enum load_job_kind {
-    LOAD_JOB_TRAIN = 0, /* augmented sample */
-    LOAD_JOB_EVAL,      /* no augmentation */
-    LOAD_JOB_BUILD,     /* preload: build the cache entry, no ring output */
-    LOAD_JOB_READ_ONLY, /* diagnosis: read the bytes, no decode */
-} load_job_kind;
+/* What a pass asks of each sample; the load function interprets it. */
+typedef enum load_pass_kind {
+    LOAD_PASS_TRAIN = 0, /* augmented sample */
+    LOAD_PASS_EVAL,      /* no augmentation */
+    LOAD_PASS_BUILD,     /* preload: build the cache entry, no ring output */
+    LOAD_PASS_READ_ONLY, /* diagnosis: read the bytes, no decode */
+} load_pass_kind;
 
 /* Produce sample `index` of `src` into out (sample_bytes), or into the
- * preload cache for LOAD_JOB_BUILD. wctx is the worker context. Returns 0,
+ * preload cache for LOAD_PASS_BUILD. wctx is the worker context. Returns 0,
  * or -1 with `path: reason` in e, or LOADER_LOAD_NO_MEMORY when memory ran
  * out (a fatal LOADER_NO_MEMORY, never skipped as a bad sample). */
 #define LOADER_LOAD_NO_MEMORY (-2)
-typedef int (*loader_load_fn)(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r,
+typedef int (*loader_load_fn)(void *wctx, int src, uint32_t index, load_pass_kind kind, rng *r,
                               uint8_t *out, errbuf *e);
 
 typedef struct loader_config {
     int workers;         /* 0: the main process loads */
     int prefetch;        /* batches in flight per worker; ring = max(1, workers * prefetch) */
-    uint32_t batch;      /* largest batch size any job uses */
+    uint32_t batch;      /* largest batch size any pass uses */
     size_t sample_bytes; /* bytes of one sample in the ring (u8 C*H*W) */
     const dataset *src[LOADER_MAX_SOURCES]; /* data sets (0 training, 1 validation) */
     int nsrc;
@@ -87,9 +87,9 @@ typedef struct loader_config {
 
 enum { LOADER_SERVE_MAP_FD = 3, LOADER_SERVE_CMD_FD = 4, LOADER_SERVE_CACHE_FD = 5 };
 
-typedef struct load_job {
+typedef struct load_pass {
     int src; /* index into loader_config.src */
-    load_job_kind kind;
+    load_pass_kind kind;
     uint32_t epoch; /* keys the shuffle and the augmentation */
     uint32_t batch; /* batch size (<= loader_config.batch) */
     int shuffle;
@@ -101,12 +101,12 @@ typedef struct load_job {
      * of `ranks` of every batch; ranks 0 or 1 loads whole batches. A slice
      * may be empty (a batch with fewer samples than ranks): count 0. */
     uint32_t rank, ranks;
-} load_job;
+} load_pass;
 
 typedef struct loader_batch {
-    uint64_t seq;      /* global batch number across jobs */
-    int job;           /* id returned by loader_post */
-    uint32_t index;    /* batch number within the job */
+    uint64_t seq;      /* global batch number across passes */
+    int pass;          /* id returned by loader_post */
+    uint32_t index;    /* batch number within the pass */
     uint32_t count;    /* samples in this batch */
     uint32_t skipped;  /* bad samples replaced (skip_bad) */
     uint8_t *data;     /* count x sample_bytes, in the ring */
@@ -142,12 +142,12 @@ loader *loader_create(const loader_config *cfg, errbuf *e);
  * destroyed or the caller dies. */
 int loader_serve(const loader_config *cfg, errbuf *e);
 
-/* Append a job to the plan; returns its id. Jobs run in the order posted;
- * post a whole run's jobs up front and prefetching crosses epochs. */
-int loader_post(loader *p, const load_job *job);
+/* Append a pass to the plan; returns its id. Passes run in the order posted;
+ * post a whole run's passes up front and prefetching crosses epochs. */
+int loader_post(loader *p, const load_pass *pass);
 
-/* Number of batches job `id` has. */
-uint32_t load_job_batches(const loader *p, int id);
+/* Number of batches pass `id` has. */
+uint32_t load_pass_batches(const loader *p, int id);
 
 /* Wait for the next batch in order. LOADER_OK fills b; other statuses fill e
  * with a one-line message for the user. */

@@ -45,7 +45,7 @@ void sample_stage_times(void *wctx, double *read_s, double *decode_s)
     img_ctx_times(c->img, read_s, decode_s);
 }
 
-int sample_load(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r, uint8_t *out,
+int sample_load(void *wctx, int src, uint32_t index, load_pass_kind kind, rng *r, uint8_t *out,
                 errbuf *e)
 {
     load_ctx *c = wctx;
@@ -55,18 +55,18 @@ int sample_load(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r,
     dataset_src(s->src[src], index, &at, where, sizeof where);
     /* the preload build makes the training base: with --random-crop that
      * is the uncropped resize, which evaluation's centre crop is not */
-    const img_params *p = kind == LOAD_JOB_EVAL ? &s->eval : &s->train;
-    if (s->slow_load > 0 && kind != LOAD_JOB_READ_ONLY)
+    const img_params *p = kind == LOAD_PASS_EVAL ? &s->eval : &s->train;
+    if (s->slow_load > 0 && kind != LOAD_PASS_READ_ONLY)
         burn_cpu_for(s->slow_load); /* a slow decoder, not slow storage */
     switch (kind) {
-    case LOAD_JOB_READ_ONLY: {
+    case LOAD_PASS_READ_ONLY: {
         long n = img_read_only_src(c->img, &at, p, e);
         if (n < 0)
             return -1;
         memset(out, (int)(n & 0xff), (size_t)s->channels * s->out_h * s->out_w);
         return 0;
     }
-    case LOAD_JOB_BUILD: {
+    case LOAD_PASS_BUILD: {
         const uint8_t *base;
         int bh, bw;
         int rc = img_load_base_src(c->img, &at, p, &base, &bh, &bw, e);
@@ -84,8 +84,8 @@ int sample_load(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r,
                         CACHE_TRUNCATED);
         return 0;
     }
-    case LOAD_JOB_TRAIN:
-    case LOAD_JOB_EVAL:
+    case LOAD_PASS_TRAIN:
+    case LOAD_PASS_EVAL:
         if (s->cache && src == 0) { /* copied under the SIGBUS guard: a mapped file can shrink */
             if (!c->base)
                 c->base = xmalloc(s->base_bytes);

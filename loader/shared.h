@@ -3,14 +3,14 @@
  *
  * Layout of the one MAP_SHARED mapping (created before fork):
  *
- *   loader_ctl | worker_rec[workers] | slot_hdr[slots] | job_entry[LOADER_JOBQ]
- *   | perm[LOADER_JOBQ][max_n] | labels[slots][batch] | indices[slots][batch]
+ *   loader_ctl | worker_rec[workers] | slot_hdr[slots] | pass_entry[LOADER_PASSQ]
+ *   | perm[LOADER_PASSQ][max_n] | labels[slots][batch] | indices[slots][batch]
  *   | skip_told[LOADER_MAX_SOURCES][max_n]
  *   | ring: slots x round_up(batch * sample_bytes, page)
  *
  * Who writes what:
- *   main       ctl.limit, ctl.work_seq, ctl.stop, slot_hdr.{seq, job, index}
- *              while the slot is not claimable, job_entry + perm of jobs
+ *   main       ctl.limit, ctl.work_seq, ctl.stop, slot_hdr.{seq, pass, index}
+ *              while the slot is not claimable, pass_entry + perm of passes
  *              whose previous occupant is fully released
  *   worker     ctl.next_claim (CAS), its worker_rec.current, everything in
  *              the slot of the batch it claimed, then slot_hdr.ready_tag
@@ -31,7 +31,7 @@
 
 #include "loader/loader.h"
 
-#define LOADER_JOBQ 4 /* jobs active at once (perm buffers) */
+#define LOADER_PASSQ 4 /* passes active at once (perm buffers) */
 
 enum worker_state { WORKER_STARTING = 0, WORKER_ALIVE, WORKER_DEAD };
 
@@ -48,8 +48,8 @@ typedef struct worker_rec {
 typedef struct slot_hdr {
     _Atomic uint32_t ready_tag; /* tag(seq) once the batch of `seq` is in */
     uint64_t seq;               /* armed by main */
-    uint32_t job;               /* job entry index, armed by main */
-    uint32_t index;             /* batch within the job, armed by main */
+    uint32_t pass;              /* pass entry index, armed by main */
+    uint32_t index;             /* batch within the pass, armed by main */
     /* written by the filler */
     uint32_t count, skipped;
     int32_t status; /* 0 ok, LOADER_BAD_SAMPLE, LOADER_NO_MEMORY */
@@ -61,13 +61,13 @@ typedef struct slot_hdr {
     char msg[2 * ERR_MAX];   /* `csv:line: ` + the loader's message */
 } slot_hdr;
 
-typedef struct job_entry {
-    load_job job;
+typedef struct pass_entry {
+    load_pass pass;
     uint64_t first; /* first global seq */
     uint32_t nbatches;
     uint32_t n; /* samples in the data set */
     int id;
-} job_entry;
+} pass_entry;
 
 typedef struct loader_ctl {
     _Atomic uint64_t next_claim; /* next seq a worker may claim */
@@ -88,8 +88,8 @@ struct loader {
     loader_ctl *ctl;
     worker_rec *workers;
     slot_hdr *slots;
-    job_entry *jobs;
-    uint32_t *perms; /* LOADER_JOBQ x max_n */
+    pass_entry *passes;
+    uint32_t *perms; /* LOADER_PASSQ x max_n */
     uint32_t max_n;
     int32_t *labels;
     uint32_t *indices;
@@ -104,13 +104,13 @@ struct loader {
 
     /* main process only */
     int sup_pid;
-    int cmd_fd;     /* write end of the supervisor's command pipe */
-    load_job *plan; /* every posted job */
+    int cmd_fd;      /* write end of the supervisor's command pipe */
+    load_pass *plan; /* every posted pass */
     uint64_t *plan_first;
     uint32_t *plan_nb;
     int nplan, plan_cap;
-    int active_end;        /* jobs [0, active_end) have entries */
-    uint64_t posted_end;   /* seq after the last activated job's batches */
+    int active_end;        /* passes [0, active_end) have entries */
+    uint64_t posted_end;   /* seq after the last activated pass's batches */
     uint64_t consumed;     /* next seq loader_next returns */
     uint64_t released;     /* all seq < released are released */
     uint8_t *release_mark; /* per slot: released out of order */

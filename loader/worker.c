@@ -23,11 +23,11 @@
 
 /* ---------------------------------------------------------------- filling */
 
-static int load_one(loader *p, void *wctx, const job_entry *je, uint32_t idx, uint32_t key,
+static int load_one(loader *p, void *wctx, const pass_entry *je, uint32_t idx, uint32_t key,
                     uint8_t *out, errbuf *e)
 {
-    rng r = rng_keyed(p->cfg.seed, RNG_AUGMENT, je->job.epoch, key);
-    return p->cfg.load(wctx, je->job.src, idx, je->job.kind, &r, out, e);
+    rng r = rng_keyed(p->cfg.seed, RNG_AUGMENT, je->pass.epoch, key);
+    return p->cfg.load(wctx, je->pass.src, idx, je->pass.kind, &r, out, e);
 }
 
 /* --skip-bad: name each bad sample once per run, whichever process meets
@@ -53,17 +53,17 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
     double t0 = now_sec();
     int s = (int)(seq % (uint64_t)p->nslots);
     slot_hdr *h = &p->slots[s];
-    const job_entry *je = &p->jobs[h->job];
-    const dataset *ix = p->cfg.src[je->job.src];
-    const uint32_t *perm = p->perms + (size_t)h->job * p->max_n;
-    uint32_t B = je->job.batch;
+    const pass_entry *je = &p->passes[h->pass];
+    const dataset *ix = p->cfg.src[je->pass.src];
+    const uint32_t *perm = p->perms + (size_t)h->pass * p->max_n;
+    uint32_t B = je->pass.batch;
     uint32_t first;
-    uint32_t count =
-        sampler_slice(sampler_batch_size(je->n, B, h->index), je->job.rank, je->job.ranks, &first);
+    uint32_t count = sampler_slice(sampler_batch_size(je->n, B, h->index), je->pass.rank,
+                                   je->pass.ranks, &first);
     int32_t *labels = p->labels + (size_t)s * p->cfg.batch;
     uint32_t *indices = p->indices + (size_t)s * p->cfg.batch;
     uint8_t *data = p->ring + (size_t)s * p->slot_stride;
-    int build = je->job.kind == LOAD_JOB_BUILD;
+    int build = je->pass.kind == LOAD_PASS_BUILD;
 
     double read0 = 0, decode0 = 0, read1 = 0, decode1 = 0;
     if (p->cfg.stage_times)
@@ -80,14 +80,14 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
         /* --skip-bad remembers failures (skip_told, shared by every
          * process, kept across epochs): a sample that failed once is not
          * read again, so a run of k bad rows costs k reads, not k^2/2 */
-        const _Atomic uint8_t *known_bad = p->skip_told + (size_t)je->job.src * p->max_n;
+        const _Atomic uint8_t *known_bad = p->skip_told + (size_t)je->pass.src * p->max_n;
         int skipping = p->cfg.skip_bad && !build;
         int rc = skipping && atomic_load(&known_bad[idx])
                      ? errf(&e, "%s", "every sample failed to load")
                      : load_one(p, wctx, je, idx, idx, out, &e);
         /* out of memory is no verdict on the sample: never skipped */
         if (rc != 0 && rc != LOADER_LOAD_NO_MEMORY && skipping) {
-            tell_skipped(p, je->job.src, idx, &e);
+            tell_skipped(p, je->pass.src, idx, &e);
             /* the next good sample in index order, augmented with the
              * original sample's stream: depends on the data only */
             uint32_t tries = 1, alt = idx;
@@ -101,7 +101,7 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
                 if (rc == LOADER_LOAD_NO_MEMORY)
                     e = e2;
                 else if (rc != 0)
-                    tell_skipped(p, je->job.src, alt, &e2);
+                    tell_skipped(p, je->pass.src, alt, &e2);
             }
             if (rc == 0 || rc == LOADER_LOAD_NO_MEMORY) {
                 h->skipped += rc == 0;

@@ -88,13 +88,13 @@ typedef struct LoaderObject {
     int argc;
     int rank, ranks, train;
     int next_epoch;
-    int job; /* the current pass's job id, or -1 */
+    int pass; /* the current pass's pass id, or -1 */
     uint32_t nbatches, taken;
     int holding; /* a batch is out (held) */
     loader_batch held;
     uint64_t generation; /* bumped when the held batch goes back */
     int busy;            /* a call is inside the loader (GIL released) */
-    int building;        /* the preload build is the posted job (L->job) */
+    int building;        /* the preload build is the posted pass (L->pass) */
     pid_t pid;           /* the process that made it: a forked child must not stop it */
     double build_t0;
     epoch_stats st;
@@ -498,7 +498,7 @@ static PyObject *loader_new_py(PyTypeObject *type, PyObject *args, PyObject *kw)
     LoaderObject *L = (LoaderObject *)alloc(type, 0);
     if (!L)
         return NULL;
-    L->job = -1;
+    L->pass = -1;
     L->pid = getpid();
     L->rank = rank;
     L->ranks = ranks;
@@ -522,7 +522,7 @@ static PyObject *loader_new_py(PyTypeObject *type, PyObject *args, PyObject *kw)
     }
     if (L->o.workers.v[0] < 0) {
         PyErr_SetString(PyExc_ValueError,
-                        "workers='auto' is train's probe of the whole job: give a number here");
+                        "workers='auto' is train's probe of the whole pass: give a number here");
         goto fail;
     }
     /* the supervisor gets the same command line: argv[0] is its path */
@@ -606,8 +606,8 @@ static int build_cache(LoaderObject *L, errbuf *e)
 {
     feed *f = L->f;
     if (!L->building) { /* the build is a pass like the others: a Ctrl-C in it resumes */
-        L->job = feed_post_build(f);
-        L->nbatches = load_job_batches(f->ldr, L->job);
+        L->pass = feed_post_build(f);
+        L->nbatches = load_pass_batches(f->ldr, L->pass);
         L->taken = 0;
         L->building = 1;
         L->build_t0 = now_sec();
@@ -642,7 +642,7 @@ static PyObject *loader_begin(PyObject *self, PyObject *args)
     /* batches are taken strictly in order: an abandoned pass's rest is
      * drained (loaded and dropped) before the next pass starts */
     PyThreadState *ts = PyEval_SaveThread();
-    while (L->job >= 0 && L->taken < L->nbatches) {
+    while (L->pass >= 0 && L->taken < L->nbatches) {
         loader_batch b;
         rc = loader_next(L->f->ldr, &b, &e);
         if (rc != LOADER_OK)
@@ -661,13 +661,13 @@ static PyObject *loader_begin(PyObject *self, PyObject *args)
         return raise_status(rc, e.msg);
     }
     feed *f = L->f;
-    load_job j = {.src = 0,
-                  .kind = L->train ? LOAD_JOB_TRAIN : LOAD_JOB_EVAL,
-                  .epoch = (uint32_t)epoch,
-                  .shuffle = L->train && L->o.shuffle,
-                  .drop_last = L->train && L->o.drop_last};
-    L->job = feed_post_pass(f, j); /* this rank's share (feed_open) */
-    L->nbatches = load_job_batches(f->ldr, L->job);
+    load_pass j = {.src = 0,
+                   .kind = L->train ? LOAD_PASS_TRAIN : LOAD_PASS_EVAL,
+                   .epoch = (uint32_t)epoch,
+                   .shuffle = L->train && L->o.shuffle,
+                   .drop_last = L->train && L->o.drop_last};
+    L->pass = feed_post_pass(f, j); /* this rank's share (feed_open) */
+    L->nbatches = load_pass_batches(f->ldr, L->pass);
     L->taken = 0;
     memset(&L->st, 0, sizeof L->st);
     L->st.epoch = epoch;
@@ -685,8 +685,8 @@ static PyObject *loader_next_py(PyObject *self, PyObject *unused)
         return NULL;
     give_back(L);
     double t = now_sec();
-    if (L->job < 0 || L->taken >= L->nbatches) {
-        if (L->job >= 0 && !L->st.complete) {
+    if (L->pass < 0 || L->taken >= L->nbatches) {
+        if (L->pass >= 0 && !L->st.complete) {
             L->st.complete = 1;
             L->st.t1 = t;
         }

@@ -52,10 +52,10 @@ static void one_pass(int argc, char **argv, int spawn, pass *out, int *pids, int
         sargv[i] = argv[i];
     loader_config extra = {.spawn_argv = spawn ? sargv : NULL};
     cr_assert_eq(feed_loader(&r, &extra, &e), RUN_OK, "%s", e.msg);
-    load_job j = {
-        .src = 0, .kind = LOAD_JOB_TRAIN, .epoch = 1, .batch = (uint32_t)r.batch, .shuffle = 1};
+    load_pass j = {
+        .src = 0, .kind = LOAD_PASS_TRAIN, .epoch = 1, .batch = (uint32_t)r.batch, .shuffle = 1};
     int id = loader_post(r.ldr, &j);
-    out->nb = load_job_batches(r.ldr, id);
+    out->nb = load_pass_batches(r.ldr, id);
     cr_assert(out->nb > 1 && out->nb <= 64);
     for (uint32_t b = 0; b < out->nb; b++) {
         loader_batch lb;
@@ -136,7 +136,7 @@ Test(feed_spawn, supervisor_refuses_another_configuration)
                      "1", "--channels",    "1",       csv,  NULL};
     loader_config extra = {.spawn_argv = sargv};
     cr_assert_eq(feed_loader(&r, &extra, &e), RUN_OK, "%s", e.msg);
-    load_job j = {.src = 0, .kind = LOAD_JOB_TRAIN, .batch = 8};
+    load_pass j = {.src = 0, .kind = LOAD_PASS_TRAIN, .batch = 8};
     loader_post(r.ldr, &j);
     loader_batch b;
     cr_assert_eq(loader_next(r.ldr, &b, &e), LOADER_WORKER_LOST);

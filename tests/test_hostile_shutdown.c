@@ -214,7 +214,7 @@ Test(hostile_shutdown, a_closed_loader_kills_its_stopped_supervisor_and_leaves_t
     void *base;
     size_t len;
     loader_disown_map(r.ldr, &base, &len);
-    load_job j = {.src = 0, .kind = LOAD_JOB_TRAIN, .batch = 16};
+    load_pass j = {.src = 0, .kind = LOAD_PASS_TRAIN, .batch = 16};
     loader_post(r.ldr, &j);
     loader_batch b;
     cr_assert_eq(loader_next(r.ldr, &b, &e), LOADER_OK, "%s", e.msg);

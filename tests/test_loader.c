@@ -74,7 +74,7 @@ static void *winit(void *arg)
 }
 static void wfini(void *w) { free(w); }
 
-static int load(void *wc, int src, uint32_t index, load_job_kind kind, rng *r, uint8_t *out,
+static int load(void *wc, int src, uint32_t index, load_pass_kind kind, rng *r, uint8_t *out,
                 errbuf *e)
 {
     wctx *w = wc;
@@ -93,7 +93,7 @@ static int load(void *wc, int src, uint32_t index, load_job_kind kind, rng *r, u
     if (w->slow && index % 5 == 0)
         usleep((useconds_t)w->slow);
     for (int k = 0; k < SAMPLE; k++)
-        out[k] = buf[k] ^ (kind == LOAD_JOB_TRAIN ? (uint8_t)rng_next(r) : 0);
+        out[k] = buf[k] ^ (kind == LOAD_PASS_TRAIN ? (uint8_t)rng_next(r) : 0);
     return 0;
 }
 
@@ -119,12 +119,12 @@ static uint64_t run_digest(loader_config c, int epochs, int drop_last, int *nbat
     loader *p = loader_create(&c, &e);
     cr_assert_not_null(p, "%s", e.msg);
     for (int ep = 0; ep < epochs; ep++) {
-        load_job j = {.src = 0,
-                      .kind = LOAD_JOB_TRAIN,
-                      .epoch = (uint32_t)ep,
-                      .batch = 8,
-                      .shuffle = 1,
-                      .drop_last = drop_last};
+        load_pass j = {.src = 0,
+                       .kind = LOAD_PASS_TRAIN,
+                       .epoch = (uint32_t)ep,
+                       .batch = 8,
+                       .shuffle = 1,
+                       .drop_last = drop_last};
         loader_post(p, &j);
     }
     uint64_t h = 0;
@@ -172,7 +172,7 @@ static uint64_t epoch_digest(loader_config c, uint32_t epoch)
     errbuf e;
     loader *p = loader_create(&c, &e);
     cr_assert_not_null(p, "%s", e.msg);
-    load_job j = {.kind = LOAD_JOB_TRAIN, .epoch = epoch, .batch = 8, .shuffle = 1};
+    load_pass j = {.kind = LOAD_PASS_TRAIN, .epoch = epoch, .batch = 8, .shuffle = 1};
     loader_post(p, &j);
     uint64_t h = 0;
     loader_batch b;
@@ -202,7 +202,7 @@ static void augment_of_epoch(loader_config c, uint32_t epoch, uint8_t draws[NSAM
     errbuf e;
     loader *p = loader_create(&c, &e);
     cr_assert_not_null(p, "%s", e.msg);
-    load_job j = {.kind = LOAD_JOB_TRAIN, .epoch = epoch, .batch = 8, .shuffle = 1};
+    load_pass j = {.kind = LOAD_PASS_TRAIN, .epoch = epoch, .batch = 8, .shuffle = 1};
     loader_post(p, &j);
     loader_batch b;
     while (loader_next(p, &b, &e) == LOADER_OK) {
@@ -274,17 +274,17 @@ Test(loader, epochs_shuffle_differently_and_cover_every_sample)
     loader *p = loader_create(&c, &e);
     cr_assert_not_null(p, "%s", e.msg);
     for (int ep = 0; ep < 2; ep++) {
-        load_job j = {.kind = LOAD_JOB_TRAIN, .epoch = (uint32_t)ep, .batch = 8, .shuffle = 1};
+        load_pass j = {.kind = LOAD_PASS_TRAIN, .epoch = (uint32_t)ep, .batch = 8, .shuffle = 1};
         loader_post(p, &j);
     }
     uint32_t order[2][NSAMPLES];
     int seen[2][NSAMPLES] = {{0}}, k[2] = {0, 0};
     loader_batch b;
     while (loader_next(p, &b, &e) == LOADER_OK) {
-        cr_assert(b.job == 0 || b.job == 1);
+        cr_assert(b.pass == 0 || b.pass == 1);
         for (uint32_t i = 0; i < b.count; i++) {
-            order[b.job][k[b.job]++] = b.indices[i];
-            seen[b.job][b.indices[i]]++;
+            order[b.pass][k[b.pass]++] = b.indices[i];
+            seen[b.pass][b.indices[i]]++;
         }
         loader_release(p, &b);
     }
@@ -308,17 +308,17 @@ Test(loader, ring_sizing_drop_last_and_partial_batch)
     cr_assert_not_null(ring);
     cr_assert_eq((uintptr_t)ring % 4096, 0, "the ring is page aligned (for cudaHostRegister)");
     cr_assert_eq(bytes, 6 * 4096);
-    load_job keep = {.kind = LOAD_JOB_EVAL, .batch = 8};
-    load_job drop = {.kind = LOAD_JOB_EVAL, .batch = 8, .drop_last = 1};
+    load_pass keep = {.kind = LOAD_PASS_EVAL, .batch = 8};
+    load_pass drop = {.kind = LOAD_PASS_EVAL, .batch = 8, .drop_last = 1};
     int a = loader_post(p, &keep), d = loader_post(p, &drop);
-    cr_assert_eq(load_job_batches(p, a), 8);
-    cr_assert_eq(load_job_batches(p, d), 7);
+    cr_assert_eq(load_pass_batches(p, a), 8);
+    cr_assert_eq(load_pass_batches(p, d), 7);
     loader_batch b;
     uint32_t sizes[16];
     int n = 0;
     while (loader_next(p, &b, &e) == LOADER_OK) {
         sizes[n++] = b.count;
-        if (b.job == 0) /* no shuffle: identity order */
+        if (b.pass == 0) /* no shuffle: identity order */
             cr_assert_eq(b.indices[0], b.index * 8);
         loader_release(p, &b);
     }
@@ -342,7 +342,7 @@ Test(loader, several_batches_held_at_once)
     errbuf e;
     loader_config c = config(2, 2, 8);
     loader *p = loader_create(&c, &e);
-    load_job j = {.kind = LOAD_JOB_TRAIN, .batch = 8, .shuffle = 1};
+    load_pass j = {.kind = LOAD_PASS_TRAIN, .batch = 8, .shuffle = 1};
     loader_post(p, &j);
     loader_batch held[3];
     uint8_t copy[3][8 * SAMPLE];
@@ -388,7 +388,7 @@ Test(loader, bad_sample_names_csv_line_and_file)
         errbuf e;
         loader_config c = config(workers, 2, 8);
         loader *p = loader_create(&c, &e);
-        load_job j = {.kind = LOAD_JOB_EVAL, .batch = 8};
+        load_pass j = {.kind = LOAD_PASS_EVAL, .batch = 8};
         loader_post(p, &j);
         loader_batch b;
         int rc;
@@ -414,7 +414,7 @@ Test(loader, skip_bad_replaces_deterministically)
         loader_config c = config(k * 3, 2, 8);
         c.skip_bad = 1;
         loader *p = loader_create(&c, &e);
-        load_job j = {.kind = LOAD_JOB_TRAIN, .batch = 8, .shuffle = 1};
+        load_pass j = {.kind = LOAD_PASS_TRAIN, .batch = 8, .shuffle = 1};
         loader_post(p, &j);
         loader_batch b;
         uint32_t skipped = 0;
@@ -440,7 +440,7 @@ static void consume_killing_worker(loader_config c, uint64_t *digest, int *statu
     loader *p = loader_create(&c, &e);
     cr_assert_not_null(p, "%s", e.msg);
     for (int ep = 0; ep < 2; ep++) {
-        load_job j = {.kind = LOAD_JOB_TRAIN, .epoch = (uint32_t)ep, .batch = 8, .shuffle = 1};
+        load_pass j = {.kind = LOAD_PASS_TRAIN, .epoch = (uint32_t)ep, .batch = 8, .shuffle = 1};
         loader_post(p, &j);
     }
     loader_batch b;
@@ -500,7 +500,8 @@ Test(loader, respawn_survives_with_the_same_batches)
         loader_config z = config(0, 1, 8);
         loader *p = loader_create(&z, &e);
         for (int ep = 0; ep < 2; ep++) {
-            load_job j = {.kind = LOAD_JOB_TRAIN, .epoch = (uint32_t)ep, .batch = 8, .shuffle = 1};
+            load_pass j = {
+                .kind = LOAD_PASS_TRAIN, .epoch = (uint32_t)ep, .batch = 8, .shuffle = 1};
             loader_post(p, &j);
         }
         loader_batch b;
@@ -521,7 +522,7 @@ Test(loader, timeout_names_the_batch_and_worker)
     loader_config c = config(1, 1, 8);
     c.timeout = 0.5;
     loader *p = loader_create(&c, &e);
-    load_job j = {.kind = LOAD_JOB_EVAL, .batch = 8};
+    load_pass j = {.kind = LOAD_PASS_EVAL, .batch = 8};
     loader_post(p, &j);
     loader_batch b;
     int rc = loader_next(p, &b, &e);
@@ -537,7 +538,7 @@ Test(loader, no_process_outlives_destroy)
     errbuf e;
     loader_config c = config(3, 2, 8);
     loader *p = loader_create(&c, &e);
-    load_job j = {.kind = LOAD_JOB_TRAIN, .batch = 8};
+    load_pass j = {.kind = LOAD_PASS_TRAIN, .batch = 8};
     loader_post(p, &j);
     loader_batch b;
     cr_assert_eq(loader_next(p, &b, &e), LOADER_OK);
@@ -607,15 +608,15 @@ Test(loader, sampler_is_a_permutation_keyed_by_seed_epoch)
 
 /* after_previous: the preload build must be complete before training reads
  * the cache. The load function fails if a training sample is asked for
- * before main has released every batch of the first job. */
+ * before main has released every batch of the first pass. */
 static volatile int *released_all;
 
-static int load_ordered(void *wc, int src, uint32_t index, load_job_kind kind, rng *r, uint8_t *out,
-                        errbuf *e)
+static int load_ordered(void *wc, int src, uint32_t index, load_pass_kind kind, rng *r,
+                        uint8_t *out, errbuf *e)
 {
-    if (kind == LOAD_JOB_TRAIN && !*released_all)
-        return errf(e, "sample %u started before the previous job was released", index);
-    if (kind == LOAD_JOB_BUILD) {
+    if (kind == LOAD_PASS_TRAIN && !*released_all)
+        return errf(e, "sample %u started before the previous pass was released", index);
+    if (kind == LOAD_PASS_BUILD) {
         usleep(2000);
         return 0;
     }
@@ -630,14 +631,14 @@ Test(loader, after_previous_waits_for_every_earlier_batch)
     loader_config c = config(3, 2, 8);
     c.load = load_ordered;
     loader *p = loader_create(&c, &e);
-    load_job build = {.kind = LOAD_JOB_BUILD, .batch = 8};
-    load_job train = {.kind = LOAD_JOB_TRAIN, .batch = 8, .shuffle = 1, .after_previous = 1};
+    load_pass build = {.kind = LOAD_PASS_BUILD, .batch = 8};
+    load_pass train = {.kind = LOAD_PASS_TRAIN, .batch = 8, .shuffle = 1, .after_previous = 1};
     int bj = loader_post(p, &build);
     loader_post(p, &train);
     loader_batch b;
     int rc, n = 0;
     while ((rc = loader_next(p, &b, &e)) == LOADER_OK) {
-        if (b.job == bj && b.index + 1 == load_job_batches(p, bj))
+        if (b.pass == bj && b.index + 1 == load_pass_batches(p, bj))
             *released_all = 1; /* set before the release that lets training start */
         loader_release(p, &b);
         n++;
@@ -658,8 +659,12 @@ static int rank_epoch(uint32_t rank, uint32_t ranks, int workers, uint32_t *coun
     loader_config c = config(workers, 2, 8);
     loader *p = loader_create(&c, &e);
     cr_assert_not_null(p, "%s", e.msg);
-    load_job j = {
-        .kind = LOAD_JOB_TRAIN, .epoch = 3, .batch = 8, .shuffle = 1, .rank = rank, .ranks = ranks};
+    load_pass j = {.kind = LOAD_PASS_TRAIN,
+                   .epoch = 3,
+                   .batch = 8,
+                   .shuffle = 1,
+                   .rank = rank,
+                   .ranks = ranks};
     loader_post(p, &j);
     loader_batch b;
     int n = 0, rc;

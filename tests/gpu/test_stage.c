@@ -68,7 +68,7 @@ TestSuite(stage, .init = setup, .fini = teardown);
 /* sample i's bytes: distinct per sample and position */
 static uint8_t byte_of(uint32_t i, int k) { return (uint8_t)(i * 37 + (uint32_t)k * 11 + 5); }
 
-static int load(void *wc, int src, uint32_t index, load_job_kind kind, rng *r, uint8_t *out,
+static int load(void *wc, int src, uint32_t index, load_pass_kind kind, rng *r, uint8_t *out,
                 errbuf *e)
 {
     (void)wc, (void)src, (void)kind, (void)r, (void)e;
@@ -142,9 +142,9 @@ static void check_case(int workers, int non_blocking, int pin, int eager, int sy
     run r = {.sync_steps = sync_steps, .workers = workers};
     r.ldr = loader_create(&c, &e); /* before the device, as in run.c */
     cr_assert_not_null(r.ldr, "%s", e.msg);
-    load_job j = {.src = 0, .kind = LOAD_JOB_TRAIN, .batch = BATCH, .shuffle = 1};
+    load_pass j = {.src = 0, .kind = LOAD_PASS_TRAIN, .batch = BATCH, .shuffle = 1};
     loader_post(r.ldr, &j);
-    int nb = (int)load_job_batches(r.ldr, 0);
+    int nb = (int)load_pass_batches(r.ldr, 0);
     r.be = gt_backend();
 #ifdef TRAIN_FAKECUDA
     fake_set_eager_copies(eager);
