@@ -297,7 +297,7 @@ static loader_config feed_config(feed *f)
                         .load = sample_load,
                         .worker_init = sample_worker_init,
                         .worker_fini = sample_worker_fini,
-                        .stage_times = sample_stage_times,
+                        .phase_times = sample_phase_times,
                         .arg = &f->ss};
     pc.src[0] = &f->train;
     pc.src[1] = &f->val;

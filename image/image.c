@@ -246,11 +246,11 @@ static long read_file(img_ctx *c, const char *path, int cold, errbuf *e)
     return rc;
 }
 
-/* The stage k ends now (img_ctx_stages): one clock read. */
-static void stage_end(img_ctx *c, int k)
+/* The phase k ends now (img_ctx_phases): one clock read. */
+static void phase_end(img_ctx *c, int k)
 {
     const double t = now_sec();
-    c->stage_s[k] += t - c->lap;
+    c->phase_s[k] += t - c->lap;
     c->lap = t;
 }
 
@@ -354,7 +354,7 @@ static int read_header(img_ctx *c, const char *path, int cold, img_info *info, e
     const double t0 = now_sec();
     c->lap = t0; /* a load starts with its file */
     long n = read_file(c, path, cold, e);
-    stage_end(c, IMG_ST_READ);
+    phase_end(c, IMG_PH_READ);
     c->read_s += c->lap - t0;
     if (n < 0)
         return -1;
@@ -388,7 +388,7 @@ static int read_header(img_ctx *c, const char *path, int cold, img_info *info, e
                     img_format_name(info->format), fmt_bytes(need, sizeof need, info->decode_bytes),
                     fmt_bytes(lim, sizeof lim, IMG_MAX_DECODE_BYTES));
     }
-    stage_end(c, IMG_ST_HEADER);
+    phase_end(c, IMG_PH_HEADER);
     return 0;
 }
 
@@ -688,7 +688,7 @@ static int load_base(img_ctx *c, const char *path, const img_params *p, const ui
     c->decode_s += now_sec() - dec0;
     if (rc != 0)
         return rc == IMG_ENOMEM ? IMG_ENOMEM : -1;
-    stage_end(c, IMG_ST_DECODE);
+    phase_end(c, IMG_PH_DECODE);
     double oy = 0, ox = 0; /* where the picture starts in the decoded pixels */
     if (got.h == 0) {      /* the whole picture */
         turn_upright(c, C, orient, &dh, &dw);
@@ -721,7 +721,7 @@ static int load_base(img_ctx *c, const char *path, const img_params *p, const ui
     resize_box_window(&c->rs, out + (size_t)sy.dst * row + (size_t)sx.dst * (size_t)C, row, rh, rw,
                       sy.src, sx.src, sy.len, sx.len, c->dec, (size_t)got.w * (size_t)C, got.h,
                       got.w, C, oy - got.y, ox - got.x, box_h, box_w);
-    stage_end(c, IMG_ST_RESAMPLE);
+    phase_end(c, IMG_PH_RESAMPLE);
     *base = out;
     *bh = oh;
     *bw = ow;
@@ -844,7 +844,7 @@ static int rrc_resample(img_ctx *c, const char *path, const img_info *info, cons
         double t0 = now_sec();
         int rc = img_jpeg_decode_region(c, path, info, C, num, &want, &got, e);
         c->decode_s += now_sec() - t0;
-        stage_end(c, IMG_ST_DECODE);
+        phase_end(c, IMG_PH_DECODE);
         if (rc != 0)
             return -1;
         double y0 = by * f - got.y, x0 = bx * f - got.x, hh = bh * f, ww = bw * f;
@@ -854,7 +854,7 @@ static int rrc_resample(img_ctx *c, const char *path, const img_info *info, cons
             ww = got.w - x0;
         resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)got.w * (size_t)C, got.h, got.w, C,
                    y0, x0, hh, ww);
-        stage_end(c, IMG_ST_RESAMPLE);
+        phase_end(c, IMG_PH_RESAMPLE);
         return 0;
     }
     double t0 = now_sec();
@@ -865,10 +865,10 @@ static int rrc_resample(img_ctx *c, const char *path, const img_info *info, cons
     if (rc != 0)
         return rc == IMG_ENOMEM ? IMG_ENOMEM : -1;
     turn_upright(c, C, orient, &dh, &dw);
-    stage_end(c, IMG_ST_DECODE);
+    phase_end(c, IMG_PH_DECODE);
     resize_box(&c->rs, dst, out_h, out_w, c->dec, (size_t)dw * (size_t)C, dh, dw, C, by, bx, bh,
                bw);
-    stage_end(c, IMG_ST_RESAMPLE);
+    phase_end(c, IMG_PH_RESAMPLE);
     return 0;
 }
 
@@ -939,7 +939,7 @@ static int rrc_planar(img_ctx *c, const char *path, const img_info *info, const 
     double t0 = now_sec();
     int rc = img_jpeg_decode_planes(c, path, info, num, &want, &got, &pl, e);
     c->decode_s += now_sec() - t0;
-    stage_end(c, IMG_ST_DECODE);
+    phase_end(c, IMG_PH_DECODE);
     if (rc != 0)
         return rc;
     const int C = p->channels, n = C == 1 ? 1 : pl.n;
@@ -957,10 +957,10 @@ static int rrc_planar(img_ctx *c, const char *path, const img_info *info, const 
                      chroma_radius(pl.fy[k], bh * f / out_h),
                      chroma_radius(pl.fx[k], bw * f / out_w));
     }
-    stage_end(c, IMG_ST_RESAMPLE);
+    phase_end(c, IMG_PH_RESAMPLE);
     planes_chw(c, out, out_h, out_w, n, C, img_flip_draw(p, r));
     img_jitter_chw(out, out_h, out_w, p, r);
-    stage_end(c, IMG_ST_STORE);
+    phase_end(c, IMG_PH_STORE);
     return 0;
 }
 
@@ -1008,7 +1008,7 @@ static int base_planar(img_ctx *c, const char *path, const img_info *info, int C
     double t0 = now_sec();
     int rc = img_jpeg_decode_planes(c, path, info, num, &want, &got, &pl, e);
     c->decode_s += now_sec() - t0;
-    stage_end(c, IMG_ST_DECODE);
+    phase_end(c, IMG_PH_DECODE);
     if (rc != 0)
         return rc;
     *n = C == 1 ? 1 : pl.n;
@@ -1020,7 +1020,7 @@ static int base_planar(img_ctx *c, const char *path, const img_info *info, int C
                             -got.y * pl.fy[k], -got.x * pl.fx[k], box_h * pl.fy[k],
                             box_w * pl.fx[k], chroma_radius(pl.fy[k], box_h / rh),
                             chroma_radius(pl.fx[k], box_w / rw));
-    stage_end(c, IMG_ST_RESAMPLE);
+    phase_end(c, IMG_PH_RESAMPLE);
     return 0;
 }
 
@@ -1053,7 +1053,7 @@ static int load_rrc(img_ctx *c, const char *path, const img_params *p, rng *r, u
     errbuf ae;
     if (img_augment(out, out_h, out_w, c->out, out_h, out_w, &flip_only, r, &ae) != 0)
         return errf(e, "%s: %s", path, ae.msg);
-    stage_end(c, IMG_ST_STORE);
+    phase_end(c, IMG_PH_STORE);
     return 0;
 }
 
@@ -1074,7 +1074,7 @@ int img_load(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t 
         /* img_augment's draws and bytes, straight from the planes */
         planes_chw(c, out, out_h, out_w, planes, p->channels, img_flip_draw(p, r));
         img_jitter_chw(out, out_h, out_w, p, r);
-        stage_end(c, IMG_ST_STORE);
+        phase_end(c, IMG_PH_STORE);
         return 0;
     }
     if (planes) {
@@ -1086,7 +1086,7 @@ int img_load(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t 
     errbuf ae;
     if (img_augment(out, out_h, out_w, base, bh, bw, p, r, &ae) != 0)
         return errf(e, "%s: %s", path, ae.msg);
-    stage_end(c, IMG_ST_STORE);
+    phase_end(c, IMG_PH_STORE);
     return 0;
 }
 
@@ -1098,10 +1098,10 @@ long img_read_only(img_ctx *c, const char *path, const img_params *p, errbuf *e)
     return n;
 }
 
-void img_ctx_stages(const img_ctx *c, double s[IMG_STAGES])
+void img_ctx_phases(const img_ctx *c, double s[IMG_PHASES])
 {
-    for (int k = 0; k < IMG_STAGES; k++)
-        s[k] = c->stage_s[k];
+    for (int k = 0; k < IMG_PHASES; k++)
+        s[k] = c->phase_s[k];
 }
 
 void img_ctx_times(const img_ctx *c, double *read_s, double *decode_s)

@@ -136,13 +136,13 @@ void img_ctx_times(const img_ctx *c, double *read_s, double *decode_s);
  * but not decoded ("TIFF", "HEIF" ...); NULL for none. */
 const char *img_sniff_name(const uint8_t *d, size_t n);
 
-/* The stages of img_load, seconds so far per stage: the file's bytes
+/* The phases of img_load, seconds so far per phase: the file's bytes
  * (read), recognising the format and parsing its header (header), the
  * decode to pixels or planes (decode), the resampler (resample), and the
  * output's layout: colour conversion, CHW, flip, jitter (store). A lap
- * clock, one clock read per stage. For tools/bench_photos's breakdown. */
-enum { IMG_ST_READ, IMG_ST_HEADER, IMG_ST_DECODE, IMG_ST_RESAMPLE, IMG_ST_STORE, IMG_STAGES };
-void img_ctx_stages(const img_ctx *c, double s[IMG_STAGES]);
+ * clock, one clock read per phase. For tools/bench_photos's breakdown. */
+enum { IMG_PH_READ, IMG_PH_HEADER, IMG_PH_DECODE, IMG_PH_RESAMPLE, IMG_PH_STORE, IMG_PHASES };
+void img_ctx_phases(const img_ctx *c, double s[IMG_PHASES]);
 
 /* Lower (or restore, with 0) the size limits checked before decoding. */
 void img_ctx_set_limits(img_ctx *c, int max_side, uint64_t max_pixels);

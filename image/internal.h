@@ -29,7 +29,7 @@ struct img_ctx {
     int max_side;
     uint64_t max_pixels;
     double read_s, decode_s;         /* seconds spent reading files and decoding them, so far */
-    double stage_s[IMG_STAGES], lap; /* img_ctx_stages; lap: the last stage's end */
+    double phase_s[IMG_PHASES], lap; /* img_ctx_phases; lap: the last phase's end */
     /* hashes of the JPEGs this context has read to their end and accepted
      * (img_jpeg_verified): a partial decode of one of them need not read
      * the rest again. Open addressing, 0 = empty. */

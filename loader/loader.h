@@ -68,7 +68,7 @@ typedef struct loader_config {
     void (*worker_fini)(void *wctx);
     /* optional: the seconds wctx has spent so far reading files and
      * decoding them (cumulative); a batch's share is in loader_batch */
-    void (*stage_times)(void *wctx, double *read_s, double *decode_s);
+    void (*phase_times)(void *wctx, double *read_s, double *decode_s);
     void *arg;
     /* optional: run this program as the supervisor instead of forking this
      * process (a caller that has threads already: the Python module). The
@@ -115,7 +115,7 @@ typedef struct loader_batch {
     double wait_s;     /* how long loader_next waited for it */
     double fill_t0;    /* when its filling began (now_sec()'s clock) */
     double fill_s;     /* time the filling process spent on it */
-    double read_s;     /* ... of which reading files (stage_times; else 0) */
+    double read_s;     /* ... of which reading files (phase_times; else 0) */
     double decode_s;   /* ... and decoding them; the rest is transformation */
     int filler;        /* pid of the process that filled it */
     int slot;

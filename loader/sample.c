@@ -39,7 +39,7 @@ void sample_worker_fini(void *wctx)
     free(c);
 }
 
-void sample_stage_times(void *wctx, double *read_s, double *decode_s)
+void sample_phase_times(void *wctx, double *read_s, double *decode_s)
 {
     load_ctx *c = wctx;
     img_ctx_times(c->img, read_s, decode_s);

@@ -28,7 +28,7 @@ void *sample_worker_init(void *arg);
 void sample_worker_fini(void *wctx);
 int sample_load(void *wctx, int src, uint32_t index, load_pass_kind kind, rng *r, uint8_t *out,
                 errbuf *e);
-/* loader_config.stage_times: the image context's read and decode seconds */
-void sample_stage_times(void *wctx, double *read_s, double *decode_s);
+/* loader_config.phase_times: the image context's read and decode seconds */
+void sample_phase_times(void *wctx, double *read_s, double *decode_s);
 
 #endif

@@ -56,7 +56,7 @@ typedef struct slot_hdr {
     double fill_t0; /* now_sec() when filling began (one clock
                                    for every process: CLOCK_MONOTONIC) */
     double fill_s;
-    double read_s, decode_s; /* of fill_s: the batch's sums (stage_times) */
+    double read_s, decode_s; /* of fill_s: the batch's sums (phase_times) */
     int32_t filler;          /* pid of the process that filled it */
     char msg[2 * ERR_MAX];   /* `csv:line: ` + the loader's message */
 } slot_hdr;

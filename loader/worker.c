@@ -66,8 +66,8 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
     int build = je->pass.kind == LOAD_PASS_BUILD;
 
     double read0 = 0, decode0 = 0, read1 = 0, decode1 = 0;
-    if (p->cfg.stage_times)
-        p->cfg.stage_times(wctx, &read0, &decode0);
+    if (p->cfg.phase_times)
+        p->cfg.phase_times(wctx, &read0, &decode0);
     h->fill_t0 = t0;
     h->filler = (int32_t)getpid();
     h->status = 0;
@@ -120,8 +120,8 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
         indices[i] = idx;
     }
     h->count = count;
-    if (p->cfg.stage_times)
-        p->cfg.stage_times(wctx, &read1, &decode1);
+    if (p->cfg.phase_times)
+        p->cfg.phase_times(wctx, &read1, &decode1);
     h->read_s = read1 - read0;
     h->decode_s = decode1 - decode0;
     h->fill_s = now_sec() - t0;

@@ -2,7 +2,7 @@
  * fidelity of the DCT-scaled decodes against the exact path, and speed per
  * core of every variant against the bare libjpeg-turbo decode (the floor).
  *
- *   bench_photos [--n N] [--runs R] [--keys K] [--fidelity-only|--speed-only|--stages] SET
+ *   bench_photos [--n N] [--runs R] [--keys K] [--fidelity-only|--speed-only|--phases] SET
  *                [BIG]
  *
  * SET is a folder of class folders or a CSV (tools/photo-set's data/photos
@@ -33,9 +33,9 @@
  *                              no upsampling or colour conversion
  *   val through RGB            val ours with the planar decode off (the
  *                              path before it, and --decode exact's)
- * --stages: where ours' time goes instead, per image size class (the
+ * --phases: where ours' time goes instead, per image size class (the
  * longer side), for rrc auto and val: read, header, decode, resample and
- * store (img_ctx_stages), microseconds per image: each image's median
+ * store (img_ctx_phases), microseconds per image: each image's median
  * over R rounds after a warm-up pass (files in the page cache and already
  * verified to their end, as in every epoch after the first), averaged
  * over the images of its class.
@@ -373,7 +373,7 @@ static void speed(const set *s, int runs)
     img_ctx_free(c);
 }
 
-/* ---------------------------------------------------------------- stages */
+/* ---------------------------------------------------------------- phases */
 
 enum { NCLASS = 5 };
 static const char *class_name[NCLASS] = {"< 500", "500", "501-700", "701-1200", "> 1200"};
@@ -384,9 +384,9 @@ static int size_class(int w, int h)
     return m < 500 ? 0 : m == 500 ? 1 : m <= 700 ? 2 : m <= 1200 ? 3 : 4;
 }
 
-static void stages(const set *s, int runs)
+static void phases(const set *s, int runs)
 {
-    static const char *stage_name[IMG_STAGES] = {"read", "header", "decode", "resample", "store"};
+    static const char *phase_name[IMG_PHASES] = {"read", "header", "decode", "resample", "store"};
     img_ctx *c = img_ctx_create();
     tjhandle tj = tjInitDecompress();
     uint8_t *out = xmalloc(3 * S * S);
@@ -396,14 +396,14 @@ static void stages(const set *s, int runs)
         tjDecompressHeader3(tj, s->bytes[i], (unsigned long)s->len[i], &w, &h, &sub, &cs);
         cls[i] = size_class(w, h);
     }
-    double *t = xmalloc((size_t)s->n * (size_t)runs * IMG_STAGES * sizeof *t);
+    double *t = xmalloc((size_t)s->n * (size_t)runs * IMG_PHASES * sizeof *t);
     printf("\nwhere the time goes (%d JPEGs, median of %d rounds per image, then the mean "
            "over a class; us per image):\n\n| recipe | longer side | images |",
            s->n, runs);
-    for (int k = 0; k < IMG_STAGES; k++)
-        printf(" %s |", stage_name[k]);
+    for (int k = 0; k < IMG_PHASES; k++)
+        printf(" %s |", phase_name[k]);
     printf(" total |\n|---|---|---:|");
-    for (int k = 0; k <= IMG_STAGES; k++)
+    for (int k = 0; k <= IMG_PHASES; k++)
         printf("---:|");
     printf("\n");
     for (int v = 0; v < 2; v++) {
@@ -412,24 +412,24 @@ static void stages(const set *s, int runs)
         for (int r = -1; r < runs; r++) /* round -1: the warm-up */
             for (int i = 0; i < s->n; i++) {
                 rng g = rng_keyed(2, RNG_AUGMENT, (uint64_t)(r < 0 ? 0 : r), (uint64_t)i);
-                double a[IMG_STAGES], b[IMG_STAGES];
-                img_ctx_stages(c, a);
+                double a[IMG_PHASES], b[IMG_PHASES];
+                img_ctx_phases(c, a);
                 if (img_load(c, s->paths[i], &p, &g, out, S, S, &e) != 0)
                     fprintf(stderr, "bench_photos: %s\n", e.msg);
-                img_ctx_stages(c, b);
+                img_ctx_phases(c, b);
                 if (r >= 0)
-                    for (int k = 0; k < IMG_STAGES; k++)
-                        t[((size_t)i * (size_t)runs + (size_t)r) * IMG_STAGES + (size_t)k] =
+                    for (int k = 0; k < IMG_PHASES; k++)
+                        t[((size_t)i * (size_t)runs + (size_t)r) * IMG_PHASES + (size_t)k] =
                             b[k] - a[k];
             }
-        double sum[NCLASS + 1][IMG_STAGES] = {{0}};
+        double sum[NCLASS + 1][IMG_PHASES] = {{0}};
         int count[NCLASS + 1] = {0};
         for (int i = 0; i < s->n; i++) {
             count[cls[i]]++, count[NCLASS]++;
-            for (int k = 0; k < IMG_STAGES; k++) {
+            for (int k = 0; k < IMG_PHASES; k++) {
                 double m[MAX_RUNS] = {0}; /* [0, runs) filled below */
                 for (int r = 0; r < runs; r++)
-                    m[r] = t[((size_t)i * (size_t)runs + (size_t)r) * IMG_STAGES + (size_t)k];
+                    m[r] = t[((size_t)i * (size_t)runs + (size_t)r) * IMG_PHASES + (size_t)k];
                 qsort(m, (size_t)runs, sizeof(double), cmp_d);
                 sum[cls[i]][k] += m[runs / 2];
                 sum[NCLASS][k] += m[runs / 2];
@@ -441,7 +441,7 @@ static void stages(const set *s, int runs)
             double total = 0;
             printf("| %s | %s | %d |", v == 0 ? "rrc 224 + flip" : "val 256/224",
                    q < NCLASS ? class_name[q] : "**all**", count[q]);
-            for (int k = 0; k < IMG_STAGES; k++) {
+            for (int k = 0; k < IMG_PHASES; k++) {
                 const double us = 1e6 * sum[q][k] / count[q];
                 total += us;
                 printf(" %.0f |", us);
@@ -456,7 +456,7 @@ static void stages(const set *s, int runs)
 
 int main(int argc, char **argv)
 {
-    int n = 1000, runs = 3, keys = 4, fid_only = 0, speed_only = 0, stage_only = 0;
+    int n = 1000, runs = 3, keys = 4, fid_only = 0, speed_only = 0, phase_only = 0;
     const char *where[2] = {NULL, NULL};
     int nw = 0;
     for (int i = 1; i < argc; i++) {
@@ -473,13 +473,13 @@ int main(int argc, char **argv)
             fid_only = 1;
         else if (!strcmp(argv[i], "--speed-only"))
             speed_only = 1;
-        else if (!strcmp(argv[i], "--stages"))
-            stage_only = 1;
+        else if (!strcmp(argv[i], "--phases"))
+            phase_only = 1;
         else if (argv[i][0] != '-' && nw < 2)
             where[nw++] = argv[i];
         else {
             fprintf(stderr, "usage: bench_photos [--n N] [--runs R] [--keys K] "
-                            "[--fidelity-only|--speed-only|--stages] SET [BIG]\n");
+                            "[--fidelity-only|--speed-only|--phases] SET [BIG]\n");
             return 2;
         }
     }
@@ -491,8 +491,8 @@ int main(int argc, char **argv)
     set s;
     if (set_load(&s, where[0], n) != 0)
         return 1;
-    if (stage_only) {
-        stages(&s, runs);
+    if (phase_only) {
+        phases(&s, runs);
         return 0;
     }
     if (!speed_only)
