@@ -326,7 +326,8 @@ DEB_PKGS := build-essential pkg-config zlib1g-dev libturbojpeg0-dev libjpeg62-tu
             libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist webp libwebp-dev \
             clang-format cppcheck libopenmpi-dev openmpi-bin \
             python3-dev python3-pytest python3-numpy python3-torch libdlpack-dev \
-            patchelf xz-utils busybox-static python3-venv python3-pil valgrind ccache unzip procps
+            patchelf xz-utils busybox-static python3-venv python3-pil valgrind ccache unzip procps \
+            nginx curl iproute2 util-linux
 BENCH_PKGS := python3-torch python3-torchvision python3-pil hyperfine
 FUZZ_PKGS := clang libclang-rt-dev
 
