@@ -3,7 +3,7 @@
 #   make            build ./train (CUDA when the toolkit and cuDNN are found)
 #   make CUDA=0     force a CPU-only build;  make CUDA=1 insist on CUDA
 #   make MPI=0      build without MPI (one process only);  make MPI=1 insist on it
-#   make deps       install the Debian packages the project needs
+#   make deps       install the Debian packages the project needs (and test-only venvs: DEPS_EXTRA)
 #   make test       deps + every build variant + the Criterion suite under
 #                   AddressSanitizer and UndefinedBehaviorSanitizer
 #   make demo       deps + build + real Fashion-MNIST + a short training run
@@ -236,11 +236,13 @@ $(foreach v,cpu cuda asan fakecuda pic,build/$(v)/app/run_header.o): build/versi
 # Each area adds its own benchmark, fuzz and helper rules in mk/<area>.mk and
 # appends to BENCH_TARGETS / FUZZ_TARGETS / TEST_EXTRA (prerequisites of
 # test-build) / TEST_SUITES (further Criterion binaries `make test` runs after
-# the main suite), so areas do not edit each other's rules.
+# the main suite) / DEPS_EXTRA (what `make deps` makes once the Debian
+# packages are in: test-only venvs), so areas do not edit each other's rules.
 BENCH_TARGETS :=
 FUZZ_TARGETS  :=
 TEST_EXTRA    :=
 TEST_SUITES   :=
+DEPS_EXTRA    :=
 include $(sort $(wildcard mk/*.mk))
 
 bench: bench-deps
@@ -345,6 +347,7 @@ endef
 
 deps:
 	$(call apt_install,$(DEB_PKGS))
+	@$(if $(DEPS_EXTRA),$(MAKE) --no-print-directory $(DEPS_EXTRA))
 bench-deps: deps
 	$(call apt_install,$(BENCH_PKGS))
 
