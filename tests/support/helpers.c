@@ -56,6 +56,28 @@ char *path_join(const char *dir, const char *name)
     return p;
 }
 
+char *read_whole(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    *len = 0;
+    if (!f)
+        return NULL;
+    size_t cap = 4096;
+    char *buf = malloc(cap + 1);
+    size_t k;
+    while ((k = fread(buf + *len, 1, cap - *len, f)) > 0) {
+        *len += k;
+        if (*len == cap) {
+            char *more = realloc(buf, (cap *= 2) + 1);
+            cr_assert_not_null(more, "%s: out of memory", path);
+            buf = more;
+        }
+    }
+    fclose(f);
+    buf[*len] = '\0';
+    return buf;
+}
+
 static void mkdirs_for(const char *path)
 {
     char *copy = strdup(path);

@@ -15,6 +15,9 @@ void tmpdir_remove(char *dir);
 char *write_file(const char *dir, const char *name, const void *data, size_t len);
 char *write_text(const char *dir, const char *name, const char *text);
 char *path_join(const char *dir, const char *name);
+/* The whole file (malloc'd, a NUL after its *len bytes), or NULL when it
+ * cannot be opened. */
+char *read_whole(const char *path, size_t *len);
 
 typedef struct run_result {
     int status;  /* exit status, or -1 when killed by a signal */
