@@ -14,8 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/idx.h"
 #include "tests/support/gpu_test.h"
+#include "tools/idx.h"
 #ifdef TRAIN_FAKECUDA
 #include "tests/fakecuda/fake.h"
 static void setup(void) { fake_reset(); }

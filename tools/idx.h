@@ -1,4 +1,6 @@
-/* idx.h — read the gzip'd IDX files of (Fashion-)MNIST, for the tools.
+/* tools/idx.h — read the gzip'd IDX files of (Fashion-)MNIST, for the tools
+ * (and the tests' Fashion-MNIST fixtures); the program never reads IDX, so
+ * this lives with the tools, not in common/.
  *
  * IDX: big-endian magic (0x00000801 labels, 0x00000803 images), counts and
  * dimensions, then raw u8 data. Header-only because only the tools use it.
