@@ -253,6 +253,7 @@ static void push_span(const char *track, const char *name, uint64_t t0, uint64_t
     /* seconds of now_sec()'s clock: t0 in whole seconds plus the rest
      * keeps ns over any uptime (a double has 15 digits) */
     A.spans[A.nspans++] = (backend_span){
+        // NOLINTNEXTLINE(bugprone-integer-division): whole seconds, then the ns apart: exact
         track, name, (double)(t0 / 1000000000ull) + (double)(t0 % 1000000000ull) / 1e9,
         (double)(t1 - t0) / 1e9};
 }
