@@ -116,15 +116,9 @@ SAN      := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-om
 # ---------------------------------------------------------------- sources
 # One folder per part, one static library per folder and variant, linked
 # top to bottom: a call from a lower folder into a higher one (image/ into
-# loader/, nn/ into cpu/ ...) finds no definition and fails the link.
-#   app     command line, runs, loop, staging glue, report, sweeps, device choice
-#   comm    ranks: MPI, the gradient allreduce (MPI on the CPU, NCCL on GPUs)
-#   cuda    the GPU backend (cuda variants only)
-#   cpu     the CPU backend
-#   nn      models, the backend interface, checkpoints, schedules
-#   loader  data set index, sampler, worker processes and ring, preload cache
-#   image   decode, resize, crop, flip, colour
-#   common  errors, allocation, clocks, hashing, keyed RNG
+# loader/, nn/ into cpu/ ...) finds no definition and fails the link. What
+# each folder holds: the layout table of docs/DESIGN.md, the only one;
+# tools/check-layout (make lint) fails when its layer order is not this.
 LAYERS     := app comm cuda cpu nn loader image common
 layer_src   = $(sort $(wildcard $(1)/*.c))
 # the empty backend registry of a CPU-only build (nn/provider.h): the CUDA
@@ -300,7 +294,9 @@ test: deps
 #    fclose) over the parsers of untrusted bytes: the CSV index, the
 #    checkpoint reader, the preload cache's header, the image header and
 #    EXIF parsers. Too slow (and too noisy) for every file.
-# About 20 s on 2 cores in all. Not linted by 2 and 3: the tests, tools/.
+# About 30 s on 2 cores in all. Not linted by 2 and 3: the tests, tools/.
+# First, tools/check-layout: docs/DESIGN.md's folder table against the
+# checkout's folders and LAYERS.
 LINT_DIRS := common loader image nn cpu comm cuda app python main.c tools fuzz tests/support
 TIDY_SRC  := $(foreach l,$(if $(CUDA_FOUND),$(LAYERS),$(filter-out cuda,$(LAYERS))),$(call layer_src,$(l))) \
              $(sort $(wildcard python/*.c)) main.c
@@ -327,6 +323,7 @@ ANALYZE_OFF_loader/cache.c := -Wno-analyzer-null-argument
 
 .PHONY: lint lint-cppcheck lint-tidy lint-analyzer
 lint:
+	@tools/check-layout
 	@$(MAKE) --no-print-directory lint-cppcheck
 	@$(MAKE) --no-print-directory -j$(NPROC) lint-tidy lint-analyzer
 lint-cppcheck:
