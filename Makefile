@@ -153,7 +153,8 @@ libs_of = $(foreach l,$(2),build/$(1)/lib$(l).a)
 
 CFLAGS_cpu  := $(BASE_CFLAGS) -O2 -g
 CFLAGS_cuda := $(BASE_CFLAGS) -O2 -g -DTRAIN_CUDA=1 -isystem $(CUDA_HOME)/include $(CUDNN_CFLAGS)
-CFLAGS_asan := $(BASE_CFLAGS) -O1 -g $(SAN)
+# (the sanitized builds check the code's ASSERTs too: common/assert.h)
+CFLAGS_asan := $(BASE_CFLAGS) -O1 -g $(SAN) -DTRAIN_ASSERTS=1
 LDFLAGS_cpu  :=
 LDFLAGS_cuda := $(CUDA_LIBS)
 LDFLAGS_asan := $(SAN)

@@ -31,6 +31,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cpu/wino_dw.h"
 
+#include "common/assert.h"
+
 #include "cpu/internal.h" /* cpu_vfill */
 
 static int wd_disabled;
@@ -245,6 +247,8 @@ WD_AVX512 static void wd_product(float *restrict acc, const float *restrict V,
 WD_AVX512 void wino_dw_samples(float *acc, const float *x, const float *dy, const conv_shape *s,
                                int nb, float *scratch)
 {
+    /* the scratch and acc sizes and the 16-channel blocks assume the shape */
+    ASSERT(wino_dw_fits(s) && nb >= 1);
     wd_geom g = wd_geom_of(s);
     float *xT = scratch, *V = xT + g.xt_n, *dT = V + g.v_n, *D = dT + g.dt_n;
     /* x at (1, 1) of the HP x WP grid: zeros above, below, left, right;
@@ -272,6 +276,7 @@ WD_AVX512 void wino_dw_samples(float *acc, const float *x, const float *dy, cons
  * 16 k's): rows (c, r*3 + q) of wt */
 WD_AVX512 void wino_dw_finish(float *wt, const float *acc, const conv_shape *s)
 {
+    ASSERT(wino_dw_fits(s));
     int C16 = r16(s->C), K16 = r16(s->K), K = s->K;
     size_t xstep = (size_t)C16 * K16;
     const __m512 half = _mm512_set1_ps(0.5f);
