@@ -33,7 +33,7 @@
  * The cost (H100, docs/GPU.md): 9.9 µs host time per launch with kernel
  * records against 4.6 µs without — --gpu-activity off turns it off.
  *
- * The fake runtime (tests/fakecuda/cupti.c) defines the same entry points
+ * The fake runtime (tests/fakecuda/runtime/cupti.c) defines the same entry points
  * and emits records from its clock; in that variant the table points at
  * them instead of a library.
  */

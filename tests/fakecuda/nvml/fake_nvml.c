@@ -8,7 +8,7 @@
  *     no timestamped samples, GPM or process list (NOT_SUPPORTED, as on
  *     older GPUs and drivers);
  *   "timeline" — every figure derived from the fake runtime's simulated
- *     time line (tests/fakecuda/timeline.c, found with dlsym in the
+ *     time line (tests/fakecuda/runtime/timeline.c, found with dlsym in the
  *     process: a fake binary, in real-time mode, FAKECUDA_REALTIME=1):
  *       nvmlDeviceGetSamples(NVML_GPU_UTILIZATION_SAMPLES): one sample per
  *         FAKE_NVML_PERIOD_MS (default 200, the H100's) of the clock,
@@ -96,7 +96,7 @@ enum {
 
 static unsigned calls;
 
-/* the fake runtime's time line (tests/fakecuda/timeline.c) */
+/* the fake runtime's time line (tests/fakecuda/runtime/timeline.c) */
 static struct {
     int (*realtime)(void);
     double (*now_ms)(void);

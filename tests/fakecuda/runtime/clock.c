@@ -67,7 +67,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "tests/fakecuda/internal.h"
+#include "tests/fakecuda/runtime/internal.h"
 
 typedef struct cost_model {
     double launch_us, h2d_gbps, d2h_gbps, kernel_us, tflops, dev_gbps, link_gbps;

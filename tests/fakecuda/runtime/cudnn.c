@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/fakecuda/fakednn.h"
+#include "tests/fakecuda/runtime/fakednn.h"
 
 static cudnnHandle_t handles[16];
 static char last_message[512];

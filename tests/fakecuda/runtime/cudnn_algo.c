@@ -10,7 +10,7 @@
 #define _GNU_SOURCE
 #include <string.h>
 
-#include "tests/fakecuda/fakednn.h"
+#include "tests/fakecuda/runtime/fakednn.h"
 
 /* ---------------------------------------------------------------- algorithm tables */
 

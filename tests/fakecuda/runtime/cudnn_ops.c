@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/fakecuda/fakednn.h"
+#include "tests/fakecuda/runtime/fakednn.h"
 
 /* ---------------------------------------------------------------- convolution */
 

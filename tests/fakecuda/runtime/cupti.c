@@ -36,7 +36,7 @@
 #include <cupti_result.h>
 #include <cupti_version.h>
 
-#include "tests/fakecuda/internal.h"
+#include "tests/fakecuda/runtime/internal.h"
 
 typedef struct fk_rec {
     CUpti_ActivityKind kind;

@@ -50,7 +50,7 @@ void fake_reset(void);
  * not print each one (tests that provoke misuse on purpose). */
 void fake_set_quiet(int quiet);
 int fake_violations(void);
-/* ncclAllReduce calls so far (tests/fakecuda/nccl.c, MPI builds) */
+/* ncclAllReduce calls so far (tests/fakecuda/runtime/nccl.c, MPI builds) */
 unsigned long fake_nccl_allreduces(void);
 /* ncclCommAbort calls so far */
 unsigned long fake_nccl_aborts(void);
@@ -163,7 +163,7 @@ void fake_clock_window(double lo_ms, double hi_ms, fake_clock_window_stats *w);
  * same at start-up. fake_reset goes back to the defaults. */
 int fake_set_cost(const char *key, double value);
 
-/* Real-time mode (tests/fakecuda/timeline.c): the virtual clock follows
+/* Real-time mode (tests/fakecuda/runtime/timeline.c): the virtual clock follows
  * the wall clock — the host clock catches up with CLOCK_MONOTONIC (since
  * the last reset) before every launch and host wait, and a host that got
  * ahead of it sleeps — so the fake NVML's samples, timestamped on
@@ -189,7 +189,7 @@ size_t fake_timeline_device_bytes(void);
 void fake_set_cupti(int on);
 unsigned long fake_cupti_delivered(void);
 
-/* The emulated launch's pointer check (tests/fakecuda/emu.h), callable from C tests. */
+/* The emulated launch's pointer check (tests/fakecuda/runtime/emu.h), callable from C tests. */
 int emu_check_arg(const char *kernel, int index, const void *p);
 
 #endif

@@ -7,7 +7,7 @@
 #include <cudnn.h>
 #include <stdio.h>
 
-#include "tests/fakecuda/internal.h"
+#include "tests/fakecuda/runtime/internal.h"
 
 struct cudnnContext {
     cudaStream_t stream;

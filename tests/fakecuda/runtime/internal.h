@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/runtime/fake.h"
 
 /* the engines of the virtual clock (clock.c); LINK: the NCCL sums */
 typedef enum {
@@ -161,7 +161,7 @@ void fk_cublas_reset(void);
 int fk_cudnn_live(void);
 int fk_cublas_live(void);
 
-/* The emulated kernels' entries into the fake (tests/fakecuda/emu.h, C++,
+/* The emulated kernels' entries into the fake (tests/fakecuda/runtime/emu.h, C++,
  * declares them for the kernels; streams.c implements them). */
 cudaError_t emu_enqueue(cudaStream_t s, const char *kernel, void (*run)(void *),
                         void (*drop)(void *), void *job);

@@ -45,7 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "tests/fakecuda/internal.h"
+#include "tests/fakecuda/runtime/internal.h"
 
 #define FAKE_ID_MAGIC "fakenccl"
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/fakecuda/internal.h"
+#include "tests/fakecuda/runtime/internal.h"
 
 #define KNOB_MAX 16
 typedef struct knob {

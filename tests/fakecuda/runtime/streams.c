@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "tests/fakecuda/internal.h"
+#include "tests/fakecuda/runtime/internal.h"
 
 struct CUstream_st {
     unsigned flags;

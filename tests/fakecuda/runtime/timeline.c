@@ -1,5 +1,5 @@
 /* timeline.c — what the fake device did, kept for the fake NVML
- * (tests/fakecuda/fake_nvml.c, libfakenvml.so) to read back as utilisation
+ * (tests/fakecuda/nvml/fake_nvml.c, libfakenvml.so) to read back as utilisation
  * samples, GPM counters and this process's device memory.
  *
  * The clock (clock.c) is virtual: by default it moves only with launch
@@ -34,8 +34,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "tests/fakecuda/fake.h"
-#include "tests/fakecuda/internal.h"
+#include "tests/fakecuda/runtime/fake.h"
+#include "tests/fakecuda/runtime/internal.h"
 
 typedef struct span {
     double t0, t1;

@@ -1,6 +1,6 @@
 /* forked.c — see forked.h. */
 #define _GNU_SOURCE
-#include "tests/fakecuda/forked.h"
+#include "tests/fakecuda/suite/forked.h"
 
 #include <criterion/criterion.h>
 #include <signal.h>

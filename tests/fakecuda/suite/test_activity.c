@@ -1,5 +1,5 @@
 /* test_activity.c — busy%, h2d% and ovl% from device activity records
- * (cuda/activity.c over the fake's CUPTI, tests/fakecuda/cupti.c), each
+ * (cuda/activity.c over the fake's CUPTI, tests/fakecuda/runtime/cupti.c), each
  * checked against the fake clock's own schedule (clock.c: the truth):
  *
  *   - a launch-bound step (launches far dearer than kernels): the step's
@@ -27,7 +27,7 @@
 #include <cupti_result.h>
 
 #include "cuda/gpu.h"
-#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/runtime/fake.h"
 #include "tests/support/gpu_test.h"
 #include "tests/support/helpers.h"
 

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/runtime/fake.h"
 
 static void setup(void)
 {

@@ -1,5 +1,5 @@
 /* test_conv_plan.c — algorithm choice and workspace sizing in conv_plan,
- * against the fake's tables (tests/fakecuda/cudnn.c) built to trip naive
+ * against the fake's tables (tests/fakecuda/runtime/cudnn.c) built to trip naive
  * selection: imprecise FFT first, a TF32-eligible entry, non-deterministic
  * backward algorithms, and a backward-filter choice that needs more
  * workspace than the forward one. Both the _v7 heuristics and cudnnFind*
@@ -15,7 +15,7 @@
 
 #include "cuda/gpu.h"
 #include "cuda/internal.h"
-#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/runtime/fake.h"
 #include "tests/support/gpu_test.h"
 
 static void setup(void)

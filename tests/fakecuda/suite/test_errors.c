@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "cuda/gpu.h"
-#include "tests/fakecuda/fake.h"
-#include "tests/fakecuda/forked.h"
+#include "tests/fakecuda/runtime/fake.h"
+#include "tests/fakecuda/suite/forked.h"
 
 static void setup(void)
 {

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/runtime/fake.h"
 
 static void setup(void)
 {
@@ -401,7 +401,7 @@ Test(fake, streams_run_lazily_and_events_order_them)
     cudaStreamDestroy(a), cudaStreamDestroy(b);
 }
 
-/* the emulated launch's entry (tests/fakecuda/emu.h is C++) */
+/* the emulated launch's entry (tests/fakecuda/runtime/emu.h is C++) */
 cudaError_t emu_enqueue(cudaStream_t s, const char *kernel, void (*run)(void *),
                         void (*drop)(void *), void *job);
 static void mark_ran(void *p) { ++*(int *)p; }

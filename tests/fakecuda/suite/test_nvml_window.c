@@ -1,7 +1,7 @@
 /* test_nvml_window.c — NVML's figures cut to the epoch (cuda/nvml.c)
- * against the fake NVML in timeline mode (tests/fakecuda/fake_nvml.c,
+ * against the fake NVML in timeline mode (tests/fakecuda/nvml/fake_nvml.c,
  * FAKE_NVML=timeline), which derives them from the fake runtime's clock in
- * real-time mode (tests/fakecuda/timeline.c): utilisation samples every
+ * real-time mode (tests/fakecuda/runtime/timeline.c): utilisation samples every
  * FAKE_NVML_PERIOD_MS whose value is the compute engine's busy share of
  * the period, GPM SM activity and occupancy from the same busy time times
  * the SM/occupancy knobs, this process's memory = what the fake allocated
@@ -24,7 +24,7 @@
 
 #include "app/device.h"
 #include "cuda/gpu.h"
-#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/runtime/fake.h"
 #include "tests/support/helpers.h"
 
 static const char *bus = "00000000:01:00.0";

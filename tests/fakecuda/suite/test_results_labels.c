@@ -16,7 +16,7 @@
 #include "cpu/cpu.h"
 #include "nn/kernels.h"
 #include "nn/model.h"
-#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/runtime/fake.h"
 #include "tests/support/gpu_test.h"
 #include "tests/support/helpers.h"
 

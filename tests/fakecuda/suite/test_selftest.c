@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "app/selftest.h"
-#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/runtime/fake.h"
 
 static void setup(void) { fake_reset(); }
 

@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "cuda/gpu.h"
-#include "tests/fakecuda/fake.h"
-#include "tests/fakecuda/forked.h"
+#include "tests/fakecuda/runtime/fake.h"
+#include "tests/fakecuda/suite/forked.h"
 #include "tests/support/gpu_test.h"
 #include "tests/support/hostref.h"
 

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "nn/model.h"
-#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/runtime/fake.h"
 #include "tests/support/gpu_test.h"
 #include "tests/support/helpers.h"
 

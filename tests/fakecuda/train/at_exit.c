@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/runtime/fake.h"
 
 static void write_clock(void)
 {
