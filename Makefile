@@ -11,6 +11,7 @@
 #   make mutate     mutation testing of the suites (mk/mutate.mk, docs/TESTING.md)
 #   make format     lay the sources out as .clang-format says (make test checks)
 #   make lint       cppcheck, clang-tidy, gcc -fanalyzer (make test runs it)
+#   make coverage   line coverage by the main suite, gcovr's report (mk/coverage.mk)
 #
 # Objects live in build/<variant>/ (cpu, cuda, asan); each variant keeps a
 # stamp of its flags so changing them rebuilds, and ./train is relinked when
