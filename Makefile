@@ -147,8 +147,10 @@ variant_layers = $(if $(filter cuda fakecuda,$(1)),$(LAYERS),$(filter-out cuda,$
 variant_libs = $(foreach l,$(call variant_layers,$(1)),build/$(1)/lib$(l).a)
 # The link order fails a wrong-way call only when nothing else pulled the
 # symbol in first; tools/check-layers checks every library's undefined
-# symbols against the layers above it, after each link of ./train.
-check_layers = @tools/check-layers build/$(1) $(call variant_layers,$(1))
+# symbols against the layers above it, after each link of ./train;
+# tools/check-includes keeps each folder's private headers in it.
+check_layers = $(call check_layers_of,$(1),$(call variant_layers,$(1)))
+check_layers_of = @tools/check-includes && tools/check-layers build/$(1) $(2)
 # the libraries $(2) (names, top to bottom) of variant $(1)
 libs_of = $(foreach l,$(2),build/$(1)/lib$(l).a)
 
@@ -293,17 +295,18 @@ test: deps
 #    wrong: `// NOLINT(check): reason` on its line, or TIDY_OFF_<file>
 #    below in the folders being refactored elsewhere.
 # 3. gcc -fanalyzer (path-sensitive: NULL, leaks, use after free, double
-#    fclose) over the parsers of untrusted bytes: the CSV index, the
-#    checkpoint reader, the preload cache's header, the image header and
-#    EXIF parsers. Too slow (and too noisy) for every file.
+#    fclose) over the parsers of untrusted bytes: the CSV index, the tar
+#    shards and their index, the checkpoint reader, the preload cache's
+#    header, the image header and EXIF parsers. Too slow (and too noisy) for every file.
 # About 30 s on 2 cores in all. Not linted by 2 and 3: the tests, tools/.
 # First, tools/check-layout: docs/DESIGN.md's folder table against the
 # checkout's folders and LAYERS.
 LINT_DIRS := common loader image nn cpu comm cuda app python main.c tools fuzz tests/support
 TIDY_SRC  := $(foreach l,$(if $(CUDA_FOUND),$(LAYERS),$(filter-out cuda,$(LAYERS))),$(call layer_src,$(l))) \
              $(sort $(wildcard python/*.c)) main.c
-ANALYZE_SRC := loader/dataset.c loader/cache.c nn/checkpoint.c image/check.c image/exif.c \
-               image/image.c image/png.c image/jpeg.c image/webp.c
+ANALYZE_SRC := loader/dataset.c loader/dataset_shards.c loader/tar.c loader/cache.c \
+               nn/checkpoint.c image/check.c image/exif.c image/image.c image/png.c \
+               image/jpeg.c image/webp.c
 lint_flags = $(filter-out -MMD -MP -g -O% -Werror,$(1))
 TIDY_FLAGS_cuda   := $(call lint_flags,$(CFLAGS_cuda))
 TIDY_FLAGS_python := $(call lint_flags,$(CFLAGS_cpu)) -isystem $(PY_INC)

@@ -37,7 +37,10 @@ static void *check_thread(void *arg)
         const uint8_t *base;
         int bh, bw;
         errbuf e;
-        if (img_load_base(c, dataset_path(j->ix, i), &p, &base, &bh, &bw, &e) != 0)
+        img_src at;
+        char where[ERR_MAX];
+        if (img_load_base_src(c, dataset_src(j->ix, i, &at, where, sizeof where), &p, &base, &bh,
+                              &bw, &e) != 0)
             j->msg[i] = xstrdup(e.msg);
     }
     img_ctx_free(c);
@@ -70,7 +73,9 @@ static uint32_t check_images(const dataset *ix, int decode, int threads)
         for (uint32_t i = 0; i < ix->n; i++) {
             int w, h, c;
             errbuf e;
-            if (img_probe(dataset_path(ix, i), 0, &w, &h, &c, &e) != 0)
+            img_src at;
+            char where[ERR_MAX];
+            if (img_probe_src(dataset_src(ix, i, &at, where, sizeof where), 0, &w, &h, &c, &e) != 0)
                 msg[i] = xstrdup(e.msg);
         }
     }
@@ -112,7 +117,10 @@ int check_main(const options *o)
                         ix.bad_rows == 1 ? "" : "s");
             bad_rows += ix.bad_rows;
         }
-        if (ix.folder)
+        if (ix.members)
+            printf("%s: %u samples in %u shard%s, %u classes\n", name, ix.n, ix.nshards,
+                   ix.nshards == 1 ? "" : "s", ix.nclasses);
+        else if (ix.folder)
             printf("%s: %u images, %u class folders\n", name, ix.n, ix.nclasses);
         else
             printf("%s: %u rows, %u classes%s\n", name, ix.n, ix.nclasses,

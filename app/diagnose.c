@@ -108,7 +108,7 @@ int diagnose_run(const options *o)
                     .read_only = NAN,
                     .model = NAN,
                     .workers = o->workers.v[0] < 0 ? 0 : o->workers.v[0],
-                    .cores = cpu_count()};
+                    .cores = cores_online()};
     /* a child gets the command line without the options a sweep varies:
      * give it their first values back (the model phase keeps workers 0) */
     char wk[32], pf[32], bt[32], md[32], pin[32], nbl[32];
@@ -149,7 +149,7 @@ int diagnose_run(const options *o)
 int autotune_workers(const options *o)
 {
     reexec_install_signals();
-    int cores = cpu_count();
+    int cores = cores_online();
     char batches[32], pf[32], bt[32], md[32];
     snprintf(batches, sizeof batches, "--max-batches=%d", AUTO_BATCHES);
     first_values(o, pf, bt, md); /* the batches the run will read */

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/run_ctx.h"
+#include "app/feed.h"
+#include "comm/dist.h"
 
 void run_choice_first(const options *o, run_choice *c)
 {
@@ -23,9 +24,9 @@ void run_choice_first(const options *o, run_choice *c)
 /* ---------------------------------------------------------------- data */
 
 /* Validation labels mapped onto the training set's classes by name. */
-static int map_val_classes(run_ctx *r, errbuf *e)
+static int map_val_classes(feed *f, errbuf *e)
 {
-    dataset *t = &r->train, *v = &r->val;
+    dataset *t = &f->train, *v = &f->val;
     if (!t->names && !v->names)
         return 0;
     if (t->names != v->names)
@@ -59,25 +60,28 @@ static int map_val_classes(run_ctx *r, errbuf *e)
  * sample size when no --resize/--crop does. Without --skip-bad that is the
  * first row's image; with it, a bad first row is skipped like any other
  * (the workers name it when they meet it). */
-static int probe_first_good(run_ctx *r, uint32_t *first, int *w, int *h, int *ch, errbuf *e)
+static int probe_first_good(feed *f, uint32_t *first, int *w, int *h, int *ch, errbuf *e)
 {
-    const dataset *t = &r->train;
+    const dataset *t = &f->train;
     errbuf pe, first_err = {{0}};
     for (uint32_t i = 0; i < t->n; i++) {
-        if (img_probe(dataset_path(t, i), r->o->img.exif, w, h, ch, &pe) == 0) {
+        img_src at;
+        char where[ERR_MAX];
+        if (img_probe_src(dataset_src(t, i, &at, where, sizeof where), f->o->img.exif, w, h, ch,
+                          &pe) == 0) {
             *first = i;
             return 0;
         }
         if (i == 0)
             first_err = pe;
-        if (!r->o->csv_o.skip_bad)
+        if (!f->o->csv_o.skip_bad)
             break;
     }
     char where[2 * ERR_MAX];
     dataset_row_message(t, 0, first_err.msg, where, sizeof where);
-    if (r->o->csv_o.skip_bad && t->n > 1)
+    if (f->o->csv_o.skip_bad && t->n > 1)
         return errf(e, "%s: no readable image among %u %s (--skip-bad); the first: %s", t->csv_path,
-                    t->n, t->folder ? "images" : "rows", where);
+                    t->n, t->folder || t->members ? "images" : "rows", where);
     return errf(e, "%s", where);
 }
 
@@ -85,7 +89,10 @@ static int probe_first_good(run_ctx *r, uint32_t *first, int *w, int *h, int *ch
  * the image path in a folder. */
 static const char *row_name(const dataset *t, uint32_t i, char *buf, size_t len)
 {
-    if (t->folder)
+    img_src at;
+    if (t->members) /* `SHARD: member NAME` */
+        dataset_src(t, i, &at, buf, len);
+    else if (t->folder)
         snprintf(buf, len, "%s", dataset_path(t, i));
     else
         snprintf(buf, len, "line %u %s", t->rows[i].line, dataset_path(t, i));
@@ -100,26 +107,29 @@ static const char *row_name(const dataset *t, uint32_t i, char *buf, size_t len)
  * images spread over the set and stop now, naming two that differ and the
  * fix, instead of deep into the first epoch (or after sizing the model
  * from one of them). Preload also needs one base size. */
-static int check_sizes(run_ctx *r, uint32_t first, errbuf *e)
+static int check_sizes(feed *f, uint32_t first, errbuf *e)
 {
-    const img_params *p = &r->ss.train;
+    const img_params *p = &f->ss.train;
     int by_resize = p->resize_h > 0 && p->resize_w > 0;
     int base_fixed = by_resize || (p->crop_h > 0 && !p->random_crop);
-    int need_base = r->c.mode == MODE_PRELOAD;
+    int need_base = f->mode == MODE_PRELOAD;
     if ((p->crop_h > 0 || by_resize) && (!need_base || base_fixed))
         return 0;
-    const dataset *t = &r->train;
+    const dataset *t = &f->train;
     int b0h, b0w; /* the first image's base */
-    img_base_size(p, r->fixed_h, r->fixed_w, &b0h, &b0w);
+    img_base_size(p, f->fixed_h, f->fixed_w, &b0h, &b0w);
     uint32_t step = t->n > SIZE_PROBES ? t->n / SIZE_PROBES : 1;
     for (uint32_t i = first + 1; i < t->n; i += step) {
         int w, h, ch, oh, ow, bh, bw;
         errbuf pe;
-        if (img_probe(dataset_path(t, i), p->exif, &w, &h, &ch, &pe) != 0)
+        img_src at;
+        char where[ERR_MAX];
+        if (img_probe_src(dataset_src(t, i, &at, where, sizeof where), p->exif, &w, &h, &ch, &pe) !=
+            0)
             continue; /* a bad file is the loader's to report */
         img_output_size(p, h, w, &oh, &ow);
         img_base_size(p, h, w, &bh, &bw);
-        if (oh == r->ss.out_h && ow == r->ss.out_w && (!need_base || (bh == b0h && bw == b0w)))
+        if (oh == f->ss.out_h && ow == f->ss.out_w && (!need_base || (bh == b0h && bw == b0w)))
             continue;
         char a[ERR_MAX], b[ERR_MAX];
         char short_only[96] = "";
@@ -132,8 +142,8 @@ static int check_sizes(run_ctx *r, uint32_t first, errbuf *e)
                     "a batch needs one size: give --resize HxW (every image to that size), or "
                     "--resize N --crop HxW (shorter side to N, then a crop, as torchvision's "
                     "Resize + CenterCrop)%s",
-                    t->csv_path, short_only, row_name(t, first, a, sizeof a), r->fixed_w,
-                    r->fixed_h, row_name(t, i, b, sizeof b), w, h,
+                    t->csv_path, short_only, row_name(t, first, a, sizeof a), f->fixed_w,
+                    f->fixed_h, row_name(t, i, b, sizeof b), w, h,
                     need_base && !base_fixed
                         ? "; --mode preload keeps one base image per sample, so it needs "
                           "--resize HxW or a centre crop"
@@ -142,13 +152,13 @@ static int check_sizes(run_ctx *r, uint32_t first, errbuf *e)
     return 0;
 }
 
-static int feed_data_(run_ctx *r, errbuf *e);
+static int feed_data_(feed *f, errbuf *e);
 
 /* Its messages carry CSV paths, image paths and class names: control bytes
  * escaped (esc_path; escaping twice changes nothing). */
-int feed_data(run_ctx *r, errbuf *e)
+int feed_data(feed *f, errbuf *e)
 {
-    int rc = feed_data_(r, e);
+    int rc = feed_data_(f, e);
     if (rc != RUN_OK) {
         char tmp[ESC_MAX];
         snprintf(e->msg, sizeof e->msg, "%s", esc_path(e->msg, tmp, sizeof tmp));
@@ -156,42 +166,42 @@ int feed_data(run_ctx *r, errbuf *e)
     return rc;
 }
 
-static int feed_data_(run_ctx *r, errbuf *e)
+static int feed_data_(feed *f, errbuf *e)
 {
-    const options *o = r->o;
-    if (dataset_load(&r->train, o->csv, &o->csv_o, e) != 0)
+    const options *o = f->o;
+    if (dataset_load(&f->train, o->csv, &o->csv_o, e) != 0)
         return RUN_BAD_INPUT;
     if (o->val_csv) {
-        if (dataset_load(&r->val, o->val_csv, &o->csv_o, e) != 0)
+        if (dataset_load(&f->val, o->val_csv, &o->csv_o, e) != 0)
             return RUN_BAD_INPUT;
-        r->have_val = 1;
-        if (map_val_classes(r, e) != 0)
+        f->have_val = 1;
+        if (map_val_classes(f, e) != 0)
             return RUN_BAD_INPUT;
-        if (!r->train.names && r->val.nclasses > r->train.nclasses)
-            r->train.nclasses = r->val.nclasses; /* model classes cover both */
+        if (!f->train.names && f->val.nclasses > f->train.nclasses)
+            f->train.nclasses = f->val.nclasses; /* model classes cover both */
     }
     int w, h, ch;
     uint32_t first = 0;
-    if (probe_first_good(r, &first, &w, &h, &ch, e) != 0)
+    if (probe_first_good(f, &first, &w, &h, &ch, e) != 0)
         return RUN_BAD_INPUT;
-    r->fixed_h = h;
-    r->fixed_w = w;
+    f->fixed_h = h;
+    f->fixed_w = w;
     int channels = o->channels ? o->channels : (ch >= 3 ? 3 : 1);
     img_params p = o->img;
     p.channels = channels;
-    p.cold = o->cold && r->c.mode == MODE_LAZY;
+    p.cold = o->cold && f->mode == MODE_LAZY;
     if (p.hflip < 0)
         p.hflip = 0.5f;
-    r->ss.train = p;
-    r->ss.eval = p;
-    r->ss.eval.hflip = 0;
-    r->ss.eval.random_crop = 0;
-    memset(r->ss.eval.jitter, 0, sizeof r->ss.eval.jitter);
+    f->ss.train = p;
+    f->ss.eval = p;
+    f->ss.eval.hflip = 0;
+    f->ss.eval.random_crop = 0;
+    memset(f->ss.eval.jitter, 0, sizeof f->ss.eval.jitter);
     if (p.rrc) { /* training cuts from the file; evaluation resizes and centre-crops */
-        r->ss.train.crop_h = o->rrc_h;
-        r->ss.train.crop_w = o->rrc_w;
-        r->ss.train.resize_h = r->ss.train.resize_w = r->ss.train.resize_short = 0;
-        img_params *ev = &r->ss.eval;
+        f->ss.train.crop_h = o->rrc_h;
+        f->ss.train.crop_w = o->rrc_w;
+        f->ss.train.resize_h = f->ss.train.resize_w = f->ss.train.resize_short = 0;
+        img_params *ev = &f->ss.eval;
         ev->rrc = 0;
         if (!ev->crop_h) {
             ev->crop_h = o->rrc_h;
@@ -199,16 +209,15 @@ static int feed_data_(run_ctx *r, errbuf *e)
         }
         if (!ev->resize_short && !ev->resize_h)
             ev->resize_short = o->rrc_h < o->rrc_w ? o->rrc_h : o->rrc_w;
-        p = r->ss.train;
+        p = f->ss.train;
     }
-    r->ss.channels = channels;
-    img_output_size(&p, h, w, &r->ss.out_h, &r->ss.out_w);
-    r->ss.src[0] = &r->train;
-    r->ss.src[1] = &r->val;
-    r->ss.slow_load =
-        o->test_slow_rank < 0 || o->test_slow_rank == r->dist.rank ? o->test_slow_load : 0;
-    r->sample_bytes = (size_t)channels * r->ss.out_h * r->ss.out_w;
-    return check_sizes(r, first, e) != 0 ? RUN_BAD_INPUT : RUN_OK;
+    f->ss.channels = channels;
+    img_output_size(&p, h, w, &f->ss.out_h, &f->ss.out_w);
+    f->ss.src[0] = &f->train;
+    f->ss.src[1] = &f->val;
+    f->ss.slow_load = o->test_slow_rank < 0 || o->test_slow_rank == f->rank ? o->test_slow_load : 0;
+    f->sample_bytes = (size_t)channels * f->ss.out_h * f->ss.out_w;
+    return check_sizes(f, first, e) != 0 ? RUN_BAD_INPUT : RUN_OK;
 }
 
 /* ---------------------------------------------------------------- loader */
@@ -222,115 +231,158 @@ static int feed_data_(run_ctx *r, errbuf *e)
 /* Several ranks of a job on this node (known from the launcher before
  * MPI starts) keep one copy of the preload cache: local rank 0 builds it,
  * the others map it. */
-static int node_shares_cache(const run_ctx *r)
+static int node_shares_cache(const feed *f)
 {
-    return r->dist.launched && r->dist.local_size > 1 && r->feed_mode == FEED_FORK &&
-           r->o->diag_phase == DIAG_NONE;
+    return f->node && f->node->launched && f->node->local_size > 1 && f->feed_mode == FEED_FORK &&
+           f->o->diag_phase == DIAG_NONE;
 }
 
-int feed_cache(run_ctx *r, errbuf *e)
+int feed_cache(feed *f, errbuf *e)
 {
-    if (r->c.mode != MODE_PRELOAD)
+    if (f->mode != MODE_PRELOAD)
         return RUN_OK;
     int bh, bw;
-    if (img_base_size(&r->ss.train, r->fixed_h, r->fixed_w, &bh, &bw) != 0)
+    if (img_base_size(&f->ss.train, f->fixed_h, f->fixed_w, &bh, &bw) != 0)
         return fail(e, RUN_BAD_INPUT,
                     "--mode preload needs every image to have the same size after resizing: "
                     "use --resize HxW (or a centre --crop)");
-    uint64_t key = cache_key(&r->train, &r->ss.train, bh, bw);
-    if (r->feed_mode == FEED_SERVE) { /* the caller's cache, built or being built */
-        if (cache_attach(&r->cache, LOADER_SERVE_CACHE_FD, &r->train, r->ss.channels, bh, bw,
-                         r->o->cache != NULL, e) != 0)
+    uint64_t key = cache_key(&f->train, &f->ss.train, bh, bw);
+    if (f->feed_mode == FEED_SERVE) { /* the caller's cache, built or being built */
+        if (cache_attach(&f->cache, LOADER_SERVE_CACHE_FD, &f->train, f->ss.channels, bh, bw,
+                         f->o->cache != NULL, e) != 0)
             return RUN_INTERNAL;
-    } else if (node_shares_cache(r)) {
+    } else if (node_shares_cache(f)) {
         char node[4096];
-        if (r->o->cache)
-            snprintf(node, sizeof node, "%s.node-%s", r->o->cache, r->dist.job);
+        if (f->o->cache)
+            snprintf(node, sizeof node, "%s.node-%s", f->o->cache, f->node->job);
         else
-            snprintf(node, sizeof node, "%s/train-%s-%016llx", NODE_CACHE_DIR, r->dist.job,
+            snprintf(node, sizeof node, "%s/train-%s-%016llx", NODE_CACHE_DIR, f->node->job,
                      (unsigned long long)key);
-        if (cache_open_node(&r->cache, r->o->cache, node, r->dist.local_rank == 0, &r->train,
-                            r->ss.channels, bh, bw, key, r->o->mem_limit, NODE_CACHE_WAIT_S,
+        if (cache_open_node(&f->cache, f->o->cache, node, f->node->local_rank == 0, &f->train,
+                            f->ss.channels, bh, bw, key, f->o->mem_limit, NODE_CACHE_WAIT_S,
                             e) != 0)
             return RUN_BAD_INPUT;
-        r->node_cache = 1;
-    } else if (cache_open_shared(&r->cache, r->o->cache, &r->train, r->ss.channels, bh, bw, key,
-                                 r->o->mem_limit, r->feed_mode == FEED_SPAWN, e) != 0) {
-        if (r->o->cache) { /* named with its option, as --save and --json are */
+        f->node_cache = 1;
+    } else if (cache_open_shared(&f->cache, f->o->cache, &f->train, f->ss.channels, bh, bw, key,
+                                 f->o->mem_limit, f->feed_mode == FEED_SPAWN, e) != 0) {
+        if (f->o->cache) { /* named with its option, as --save and --json are */
             char m[ERR_MAX];
             snprintf(m, sizeof m, "%s", e->msg);
             errf(e, "--cache: %s", m);
         }
         return RUN_BAD_INPUT;
     }
-    r->use_cache = 1;
-    r->ss.cache = r->cache.data;
-    r->ss.cache_path = r->o->cache;
-    r->ss.base_h = bh;
-    r->ss.base_w = bw;
-    r->ss.base_bytes = r->cache.sample_bytes;
+    f->use_cache = 1;
+    f->ss.cache = f->cache.data;
+    f->ss.cache_path = f->o->cache;
+    f->ss.base_h = bh;
+    f->ss.base_w = bw;
+    f->ss.base_bytes = f->cache.sample_bytes;
     return RUN_OK;
 }
 
 /* The loader's configuration for r: the same in the process that takes
  * batches and in a spawned supervisor (loader_serve checks the size). */
-static loader_config feed_config(run_ctx *r)
+static loader_config feed_config(feed *f)
 {
-    loader_config pc = {.workers = r->c.workers,
-                        .prefetch = r->c.prefetch,
-                        .batch = (uint32_t)r->batch,
-                        .sample_bytes = r->sample_bytes,
-                        .nsrc = r->have_val ? 2 : 1,
-                        .seed = r->o->seed,
-                        .skip_bad = r->o->csv_o.skip_bad,
-                        .respawn = r->o->respawn,
-                        .timeout = r->o->timeout,
-                        .load = load_sample,
-                        .worker_init = load_worker_init,
-                        .worker_fini = load_worker_fini,
-                        .stage_times = load_stage_times,
-                        .arg = &r->ss};
-    pc.src[0] = &r->train;
-    pc.src[1] = &r->val;
+    loader_config pc = {.workers = f->workers,
+                        .prefetch = f->prefetch,
+                        .batch = (uint32_t)f->batch,
+                        .sample_bytes = f->sample_bytes,
+                        .nsrc = f->have_val ? 2 : 1,
+                        .seed = f->o->seed,
+                        .skip_bad = f->o->csv_o.skip_bad,
+                        .respawn = f->o->respawn,
+                        .timeout = f->o->timeout,
+                        .load = sample_load,
+                        .worker_init = sample_worker_init,
+                        .worker_fini = sample_worker_fini,
+                        .stage_times = sample_stage_times,
+                        .arg = &f->ss};
+    pc.src[0] = &f->train;
+    pc.src[1] = &f->val;
     return pc;
 }
 
-int feed_loader(run_ctx *r, const loader_config *extra, errbuf *e)
+int feed_loader(feed *f, const loader_config *extra, errbuf *e)
 {
-    loader_config pc = feed_config(r);
+    loader_config pc = feed_config(f);
     if (extra) {
         pc.spawn_argv = extra->spawn_argv;
-        pc.spawn_cache_fd = r->use_cache ? cache_share_fd(&r->cache) : -1;
+        pc.spawn_cache_fd = f->use_cache ? cache_share_fd(&f->cache) : -1;
         pc.should_stop = extra->should_stop;
         pc.stop_ctx = extra->stop_ctx;
     }
-    r->ldr = loader_create(&pc, e);
-    return r->ldr ? RUN_OK : RUN_BAD_INPUT;
+    f->ldr = loader_create(&pc, e);
+    return f->ldr ? RUN_OK : RUN_BAD_INPUT;
 }
 
-int feed_open(run_ctx *r, const options *o, errbuf *e)
+void feed_init(feed *f, const options *o, const run_choice *c, int feed_mode, int rank, int ranks,
+               const struct dist *node)
 {
-    r->o = o; /* r->feed_mode and r->dist.rank are the caller's */
-    run_choice_first(o, &r->c);
-    r->batch = r->c.batch ? r->c.batch : RUN_DEFAULT_BATCH;
-    int rc = feed_data(r, e);
-    return rc == RUN_OK ? feed_cache(r, e) : rc;
+    memset(f, 0, sizeof *f);
+    f->o = o;
+    f->mode = c->mode;
+    f->workers = c->workers;
+    f->prefetch = c->prefetch;
+    f->batch = c->batch ? c->batch : FEED_DEFAULT_BATCH;
+    f->feed_mode = feed_mode;
+    f->rank = rank;
+    f->ranks = ranks;
+    f->node = node;
 }
 
-int feed_serve(run_ctx *r, errbuf *e)
+int feed_open(feed *f, const options *o, int feed_mode, int rank, int ranks, errbuf *e)
 {
-    loader_config pc = feed_config(r);
+    run_choice c;
+    run_choice_first(o, &c);
+    feed_init(f, o, &c, feed_mode, rank, ranks, NULL);
+    int rc = feed_data(f, e);
+    return rc == RUN_OK ? feed_cache(f, e) : rc;
+}
+
+int feed_serve(feed *f, errbuf *e)
+{
+    loader_config pc = feed_config(f);
     loader_serve(&pc, e);
     return RUN_INTERNAL;
 }
 
-void feed_close(run_ctx *r)
+void feed_close(feed *f)
 {
-    loader_destroy(r->ldr);
-    r->ldr = NULL;
-    if (r->use_cache)
-        cache_close(&r->cache);
-    r->use_cache = 0;
-    dataset_free(&r->train);
-    dataset_free(&r->val);
+    loader_destroy(f->ldr);
+    f->ldr = NULL;
+    if (f->use_cache)
+        cache_close(&f->cache);
+    f->use_cache = 0;
+    dataset_free(&f->train);
+    dataset_free(&f->val);
+}
+
+/* ---------------------------------------------------------------- passes */
+
+int feed_post_build(feed *f)
+{
+    if (!f->use_cache || f->cache.ready)
+        return -1;
+    load_job b = {.src = 0, .kind = LOAD_JOB_BUILD};
+    return feed_post_pass(f, b);
+}
+
+int feed_post_pass(feed *f, load_job j)
+{
+    j.batch = (uint32_t)f->batch;
+    if (j.kind != LOAD_JOB_BUILD) { /* every rank builds the whole cache */
+        j.rank = (uint32_t)f->rank;
+        j.ranks = (uint32_t)(f->ranks > 0 ? f->ranks : 1);
+    }
+    return loader_post(f->ldr, &j);
+}
+
+int feed_cache_built(feed *f, double t0, errbuf *e)
+{
+    f->build_s = now_sec() - t0;
+    int rc = cache_commit(&f->cache, e);
+    f->cache.ready = 1; /* complete in memory, saved or not */
+    return rc;
 }

@@ -15,13 +15,13 @@
 
 /* ---------------------------------------------------------------- jobs */
 
-static int add_job(run_ctx *r, const load_job *j, int epoch)
+/* The run's records of job id, just posted. */
+static int add_job(run_ctx *r, int id, load_job_kind kind, int epoch)
 {
-    int id = loader_post(r->ldr, j);
     r->jobs = xrealloc(r->jobs, sizeof *r->jobs * (size_t)(id + 1));
     r->acc = xrealloc(r->acc, sizeof *r->acc * (size_t)(id + 1));
     memset(&r->acc[id], 0, sizeof r->acc[id]);
-    r->jobs[id].kind = j->kind;
+    r->jobs[id].kind = kind;
     r->jobs[id].epoch = epoch;
     r->jobs[id].val_job = -1;
     r->njobs = id + 1;
@@ -31,31 +31,21 @@ static int add_job(run_ctx *r, const load_job *j, int epoch)
 void run_post_jobs(run_ctx *r)
 {
     const options *o = r->o;
-    r->build_job = -1;
-    if (r->use_cache && !r->cache.ready) {
-        load_job b = {.src = 0, .kind = LOAD_JOB_BUILD, .batch = (uint32_t)r->batch};
-        r->build_job = add_job(r, &b, -1);
-    }
+    r->build_job = feed_post_build(&r->f);
+    if (r->build_job >= 0)
+        add_job(r, r->build_job, LOAD_JOB_BUILD, -1);
     for (int ep = r->start_epoch; ep < o->epochs; ep++) {
         load_job t = {.src = 0,
                       .kind = o->diag_phase == DIAG_READ_ONLY ? LOAD_JOB_READ_ONLY : LOAD_JOB_TRAIN,
                       .epoch = (uint32_t)ep,
-                      .batch = (uint32_t)r->batch,
                       .shuffle = o->shuffle,
                       .drop_last = o->drop_last,
                       .max_batches = (uint32_t)o->max_batches,
-                      .after_previous = ep == r->start_epoch && r->build_job >= 0,
-                      .rank = (uint32_t)r->dist.rank,
-                      .ranks = (uint32_t)r->dist.size};
-        int tid = add_job(r, &t, ep);
-        if (r->have_val && !o->loader_only) {
-            load_job v = {.src = 1,
-                          .kind = LOAD_JOB_EVAL,
-                          .epoch = (uint32_t)ep,
-                          .batch = (uint32_t)r->batch,
-                          .rank = (uint32_t)r->dist.rank,
-                          .ranks = (uint32_t)r->dist.size};
-            int vid = add_job(r, &v, ep); /* add_job moves r->jobs */
+                      .after_previous = ep == r->start_epoch && r->build_job >= 0};
+        int tid = add_job(r, feed_post_pass(&r->f, t), t.kind, ep);
+        if (r->f.have_val && !o->loader_only) {
+            load_job v = {.src = 1, .kind = LOAD_JOB_EVAL, .epoch = (uint32_t)ep};
+            int vid = add_job(r, feed_post_pass(&r->f, v), v.kind, ep); /* add_job moves r->jobs */
             r->jobs[tid].val_job = vid;
         }
     }
@@ -70,7 +60,7 @@ static void emit_epoch(run_ctx *r, int tid)
     job_info *ji = &r->jobs[tid];
     epoch_rec er;
     memset(&er, 0, sizeof er);
-    er.cfg = run_config_of(&r->c, r->batch, run_ctx_device(r), r->model_name);
+    er.cfg = run_config_of(&r->c, r->f.batch, run_ctx_device(r), r->model_name);
     er.epoch = ji->epoch + 1;
     er.warmup = ji->epoch - r->start_epoch < r->warmup_epochs;
     er.images = a->images;
@@ -136,7 +126,7 @@ static void emit_epoch(run_ctx *r, int tid)
     if (o->loader_only)
         er.loss = er.train_acc = NAN;
     int pids[LOADER_MAX_WORKERS + 1];
-    int np = loader_pids(r->ldr, pids, LOADER_MAX_WORKERS + 1);
+    int np = loader_pids(r->f.ldr, pids, LOADER_MAX_WORKERS + 1);
     mem_usage mu;
     mem_usage_read(pids, np, &mu);
     er.rss_mb = mu.rss_mb;
@@ -144,7 +134,7 @@ static void emit_epoch(run_ctx *r, int tid)
     er.procs = mu.nprocs;
     er.pinned_mb = (double)stager_pinned_bytes(r->stager) / (1024.0 * 1024.0);
     er.skipped = a->skipped;
-    er.cache = r->c.mode == MODE_PRELOAD ? "preload" : r->ss.train.cold ? "cold" : "warm";
+    er.cache = r->c.mode == MODE_PRELOAD ? "preload" : r->f.ss.train.cold ? "cold" : "warm";
     er.lr = lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, 0, 1);
     report_progress_end(r->progress);
     if (r->nrecs == 0) {
@@ -167,7 +157,7 @@ static int save_checkpoint(run_ctx *r, int epoch, errbuf *e)
                      .step = r->steps,
                      .seed = r->o->seed,
                      .epochs = r->o->epochs,
-                     .batch = r->batch,
+                     .batch = r->f.batch,
                      .schedule = (int32_t)r->hp.schedule,
                      .lr = r->hp.lr,
                      .momentum = r->hp.momentum,
@@ -209,7 +199,7 @@ static void dump_batch(run_ctx *r, const loader_batch *b)
     fwrite(head, sizeof head, 1, r->dump);
     fwrite(b->indices, sizeof *b->indices, b->count, r->dump);
     fwrite(b->labels, sizeof *b->labels, b->count, r->dump);
-    fwrite(b->data, r->sample_bytes, b->count, r->dump);
+    fwrite(b->data, r->f.sample_bytes, b->count, r->dump);
 }
 
 enum fetch_result { FETCH_FAILED = -1, FETCH_END = 0, FETCH_GOT = 1 };
@@ -220,7 +210,7 @@ static int fetch(run_ctx *r, loader_batch *b, const uint8_t **dev, int *status, 
 {
     stager_make_room(r->stager);
     double t0 = now_sec();
-    int rc = loader_next(r->ldr, b, e);
+    int rc = loader_next(r->f.ldr, b, e);
     double t1 = now_sec();
     if (rc == LOADER_END)
         return FETCH_END;
@@ -294,25 +284,24 @@ static int build_batch(run_ctx *r, const loader_batch *b)
 {
     const options *o = r->o;
     job_acc *a = &r->acc[b->job];
-    uint32_t nb = load_job_batches(r->ldr, b->job);
-    loader_release(r->ldr, b);
+    uint32_t nb = load_job_batches(r->f.ldr, b->job);
+    loader_release(r->f.ldr, b);
     a->images += b->count;
     report_progress(r->progress, "preload", b->index + 1, nb, now_sec() - a->t0, a->images);
     if (b->index + 1 < nb)
         return RUN_OK;
-    r->build_s = now_sec() - a->t0;
     report_progress_end(r->progress);
     errbuf ce;
-    if (cache_commit(&r->cache, &ce) != 0)
+    if (feed_cache_built(&r->f, a->t0, &ce) != 0)
         fprintf(stderr, "train: warning: %s (the cache stays in memory for this run)\n", ce.msg);
     char sz[32];
     printf("preload: decoded %llu samples (%s) in %.2f s with %d worker%s%s%s\n",
            (unsigned long long)a->images,
-           fmt_bytes(sz, sizeof sz, (uint64_t)r->train.n * r->cache.sample_bytes), r->build_s,
+           fmt_bytes(sz, sizeof sz, (uint64_t)r->f.train.n * r->f.cache.sample_bytes), r->f.build_s,
            r->c.workers, r->c.workers == 1 ? "" : "s", o->cache ? "; saved to " : "",
            o->cache ? o->cache : "");
     fflush(stdout);
-    return r->node_cache ? ranks_agree(r, RUN_OK) : RUN_OK;
+    return r->f.node_cache ? ranks_agree(r, RUN_OK) : RUN_OK;
 }
 
 /* The results of steps enqueued earlier, oldest first, into their passes'
@@ -321,25 +310,23 @@ static int build_batch(run_ctx *r, const loader_batch *b)
 static int take_results(run_ctx *r, int keep, errbuf *e)
 {
     step_stats st;
-    long tag;
+    step_tag tag;
     while (model_results_pending(&r->m) > 0 &&
            model_results_take(&r->m, model_results_pending(&r->m) > keep, &st, &tag)) {
-        int job = r->pend[tag % MODEL_RESULTS_MAX].job;
+        int job = tag.pass;
         step_stats_add(&r->acc[job].stats, &st);
         if (st.bad_labels) { /* the host checked them: what the device read differs */
             report_progress_end(r->progress);
             return fail(e, RUN_INTERNAL,
                         "epoch %d batch %ld: sample %ld has label %ld on the device, outside "
                         "0..%d (%ld such sample%s; internal error: the host's copy was checked)",
-                        r->jobs[job].epoch + 1, r->pend[tag % MODEL_RESULTS_MAX].index,
-                        st.bad_sample, st.bad_label, r->m.nclasses - 1, st.bad_labels,
-                        st.bad_labels == 1 ? "" : "s");
+                        r->jobs[job].epoch + 1, tag.batch, st.bad_sample, st.bad_label,
+                        r->m.nclasses - 1, st.bad_labels, st.bad_labels == 1 ? "" : "s");
         }
         if (st.nonfinite) {
             char msg[160];
-            model_nonfinite_msg(
-                msg, sizeof msg, r->jobs[job].epoch + 1, r->pend[tag % MODEL_RESULTS_MAX].index,
-                st.n ? st.loss_sum / (double)st.n : NAN, r->pend[tag % MODEL_RESULTS_MAX].lr);
+            model_nonfinite_msg(msg, sizeof msg, r->jobs[job].epoch + 1, tag.batch,
+                                st.n ? st.loss_sum / (double)st.n : NAN, tag.lr);
             report_progress_end(r->progress);
             return fail(e, RUN_NONFINITE, "%s; stopping (lower --lr?)", msg);
         }
@@ -357,7 +344,7 @@ static int step_batch(run_ctx *r, const loader_batch *b, const uint8_t *dev, err
     const options *o = r->o;
     job_info *ji = &r->jobs[b->job];
     job_acc *a = &r->acc[b->job];
-    uint32_t nb = load_job_batches(r->ldr, b->job);
+    uint32_t nb = load_job_batches(r->f.ldr, b->job);
     double t0 = now_sec(), comm = 0;
     int rc = RUN_OK;
     if (!o->loader_only) /* room for this step's results: the step before last is done */
@@ -372,30 +359,28 @@ static int step_batch(run_ctx *r, const loader_batch *b, const uint8_t *dev, err
     }
     if (!o->loader_only) {
         /* before busy_begin: waiting for the copy is not busy */
-        const int32_t *dlabels = stager_begin(r->stager, b);
-        if (dlabels)
-            model_stage_labels(&r->m, dlabels);
+        model_batch mb = {.x = dev,
+                          .labels = b->labels,
+                          .dev_labels = stager_begin(r->stager, b), /* or NULL */
+                          .B = (int)b->count};
         backend_busy_begin(r->be);
-        long tag = r->enqueued++;
         double lr = lr_at(r->hp.schedule, r->hp.lr, ji->epoch, o->epochs, (long)b->index, (long)nb);
-        r->pend[tag % MODEL_RESULTS_MAX].job = b->job;
-        r->pend[tag % MODEL_RESULTS_MAX].index = (long)b->index;
-        r->pend[tag % MODEL_RESULTS_MAX].lr = lr;
+        step_tag tag = {.pass = b->job, .batch = (long)b->index, .lr = lr};
         int res;
         if (ji->kind != LOAD_JOB_EVAL) {
-            ranks_plan_step(r, b);
-            res = model_train_enqueue(&r->m, dev, b->labels, (int)b->count, (float)lr,
-                                      (float)r->hp.momentum, (float)r->hp.wd, tag);
+            ranks_plan_step(r, b, &mb.split);
+            res = model_train_enqueue(&r->m, &mb, (float)lr, (float)r->hp.momentum, (float)r->hp.wd,
+                                      tag);
             r->steps += res != MODEL_STEP_CANCELLED;
             comm = dist_take_comm(&r->dist);
         } else {
-            res = model_eval_enqueue(&r->m, dev, b->labels, (int)b->count, tag);
+            res = model_eval_enqueue(&r->m, &mb, tag);
         }
         if (res == MODEL_STEP_CANCELLED)
             return step_cancelled(r, b);
         backend_busy_end(r->be);
         if (o->test_slow_step > 0)
-            cpu_burn(o->test_slow_step);
+            burn_cpu_for(o->test_slow_step);
     }
     stager_done(r->stager, b);
     if (!o->loader_only) /* the results that are back, without waiting */
@@ -462,7 +447,7 @@ static int process(run_ctx *r, const loader_batch *b, const uint8_t *dev, errbuf
     int rc = step_batch(r, b, dev, e);
     if (rc != RUN_OK)
         return rc;
-    int last = b->index + 1 == load_job_batches(r->ldr, b->job);
+    int last = b->index + 1 == load_job_batches(r->f.ldr, b->job);
     int time_up = !last && pass_time_up(r, &r->jobs[b->job], &r->acc[b->job]);
     return last || time_up ? end_of_pass(r, b->job, time_up, e) : RUN_OK;
 }
@@ -522,7 +507,7 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
     backend *be = r->be;
     while (k < K) {
         loader_batch b;
-        int got = loader_next(r->ldr, &b, e);
+        int got = loader_next(r->f.ldr, &b, e);
         if (got == LOADER_END)
             break;
         if (got != LOADER_OK) {
@@ -531,14 +516,14 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
         }
         if (r->jobs[b.job].kind == LOAD_JOB_TRAIN && (tid < 0 || b.job == tid)) {
             tid = b.job;
-            dev[k] = be->ops->alloc(be, (size_t)b.count * r->sample_bytes);
-            be->ops->upload(be, dev[k], b.data, (size_t)b.count * r->sample_bytes);
+            dev[k] = be->ops->alloc(be, (size_t)b.count * r->f.sample_bytes);
+            be->ops->upload(be, dev[k], b.data, (size_t)b.count * r->f.sample_bytes);
             labels[k] = xmalloc(sizeof(int32_t) * b.count);
             memcpy(labels[k], b.labels, sizeof(int32_t) * b.count);
             count[k++] = b.count;
         }
-        loader_release(r->ldr, &b);
-        if (tid >= 0 && b.index + 1 == load_job_batches(r->ldr, tid))
+        loader_release(r->f.ldr, &b);
+        if (tid >= 0 && b.index + 1 == load_job_batches(r->f.ldr, tid))
             break;
     }
     if (rc == RUN_OK && (k == 0 || r->o->loader_only))
@@ -547,7 +532,7 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
         free_refeed(be, dev, labels, k);
         return rc;
     }
-    long steps = r->o->max_batches ? r->o->max_batches : (long)load_job_batches(r->ldr, tid);
+    long steps = r->o->max_batches ? r->o->max_batches : (long)load_job_batches(r->f.ldr, tid);
     job_acc *a = &r->acc[tid];
     a->t0 = now_sec();
     for (long i = 0; i < steps && rc == RUN_OK && !pass_time_up(r, &r->jobs[tid], a); i++) {
@@ -565,7 +550,7 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
         }
         backend_busy_end(be);
         if (r->o->test_slow_step > 0)
-            cpu_burn(r->o->test_slow_step);
+            burn_cpu_for(r->o->test_slow_step);
         a->compute += now_sec() - t0;
         step_stats_add(&a->stats, &step);
         a->images += count[j];

@@ -51,7 +51,7 @@ void mem_usage_read(const int *pids, int n, mem_usage *out)
 void machine_info_read(machine_info *m)
 {
     memset(m, 0, sizeof *m);
-    m->cores = cpu_count();
+    m->cores = cores_online();
     snprintf(m->cpu, sizeof m->cpu, "unknown");
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (f) {

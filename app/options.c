@@ -11,6 +11,7 @@
 
 #include "cpu/cpu.h"
 #include "loader/cache.h"
+#include "loader/dataset.h"
 #include "nn/checkpoint.h"
 #include "nn/model.h"
 
@@ -49,7 +50,8 @@ typedef struct opt_spec {
 /* a section heading in --help: no name, the title as help */
 #define SECTION(title) {NULL, ARG_NONE, 0, NULL, title, 0}
 static const opt_spec table[] = {
-    SECTION("Data (a CSV with a path column and a label column, or a folder of class folders)"),
+    SECTION("Data (a CSV with a path column and a label column, a folder of class folders, or "
+            "WebDataset tar shards)"),
     {"header", ARG_NONE, O_HEADER, NULL, "first row is a header (default: detect)", 0},
     {"no-header", ARG_NONE, O_NO_HEADER, NULL, "first row is data", 0},
     {"path-col", ARG_REQ, O_PATH_COL, "COL", "path column: name or 0-based number (path / 0)", 0},
@@ -67,7 +69,7 @@ static const opt_spec table[] = {
      "a format and size train reads; decode decodes each in full (--workers threads) and lists every "
      "file training would refuse",
      0},
-    {"val", ARG_REQ, O_VAL, "CSV|FOLDER", "validation set, evaluated after every epoch", 0},
+    {"val", ARG_REQ, O_VAL, "CSV|FOLDER|SHARDS", "validation set, evaluated after every epoch", 0},
     SECTION("Images"),
     {"channels", ARG_REQ, O_CHANNELS, "1|3|auto", "output channels (default 3; auto: the first image's)", 0},
     {"resize", ARG_REQ, O_RESIZE, "HxW|N", "resize to HxW, or the shorter side to N (bilinear, antialiased)", 0},
@@ -151,9 +153,11 @@ const char *mode_name(int mode) { return mode == MODE_PRELOAD ? "preload" : "laz
 
 void options_usage(FILE *f)
 {
-    fprintf(f, "usage: train [options] data.csv|FOLDER\n"
+    fprintf(f, "usage: train [options] data.csv|FOLDER|SHARDS\n"
                "Trains a small conv net on the images listed in data.csv (or in FOLDER, one\n"
-               "sub-folder of images per class) and shows, per epoch,\n"
+               "sub-folder of images per class, or in WebDataset tar SHARDS: one .tar, a\n"
+               "comma list, a quoted range 'shards/train-{000000..000009}.tar', or a file\n"
+               "listing them; written by build/tools/shard) and shows, per epoch,\n"
                "where the time goes: waiting for data, copying, computing.\n");
     for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
         const opt_spec *s = &table[i];
@@ -826,9 +830,15 @@ int options_parse(options *o, int argc, char **argv)
         if (only_positional || a[0] != '-' || !a[1]) {
             if (o->csv) {
                 int val = o->check && (!strcmp(o->csv, "decode") || !strcmp(o->csv, "headers"));
-                complain("train: more than one data CSV ('%s' and '%s')%s%s\n", o->csv, a,
+                /* an unquoted brace range the shell expanded (into --val's too, maybe) */
+                int tars = dataset_is_shards(o->csv) && dataset_is_shards(a);
+                complain("train: more than one data CSV ('%s' and '%s')%s%s%s\n", o->csv, a,
                          val ? "; --check takes its value after '=': --check=" : "",
-                         val ? o->csv : "");
+                         val ? o->csv : "",
+                         tars ? "; quote a shard pattern so that the shell leaves its braces to "
+                                "train ('shards/train-{000000..000009}.tar'), or join shards "
+                                "with commas"
+                              : "");
                 return -1;
             }
             o->csv = a;
@@ -882,8 +892,8 @@ int options_parse(options *o, int argc, char **argv)
             return -1;
         }
     if (!o->csv && !o->selftest && !o->version && !(o->model && !strcmp(o->model, "list"))) {
-        complain("train: no data CSV or folder given (usage: train [options] "
-                 "data.csv|FOLDER; see --help)\n");
+        complain("train: no data CSV, folder or shards given (usage: train [options] "
+                 "data.csv|FOLDER|SHARDS; see --help)\n");
         return -1;
     }
     if (o->normalize_imagenet && (o->nmean || o->nstd)) {

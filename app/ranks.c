@@ -33,12 +33,12 @@ int ranks_node_cache(run_ctx *r, errbuf *e)
 {
     /* the builder agrees after its build (build_batch); which rank builds
      * was settled before MPI, so ask the cache, not MPI's local rank */
-    if (!r->node_cache || (!r->cache.follower && !r->cache.ready))
+    if (!r->f.node_cache || (!r->f.cache.follower && !r->f.cache.ready))
         return RUN_OK;
     int st = agree(r, RUN_OK, 1); /* asleep: local rank 0 needs the cores to decode */
     if (st != RUN_OK)
         return st;
-    return cache_node_check(&r->cache, e) == 0 ? RUN_OK : RUN_INTERNAL;
+    return cache_node_check(&r->f.cache, e) == 0 ? RUN_OK : RUN_INTERNAL;
 }
 
 /* one job's step results summed over the ranks (exact: counts, and loss
@@ -106,14 +106,14 @@ void ranks_epoch(run_ctx *r, int tid, epoch_rec *er)
     er->per_rank = per_rank;
 }
 
-void ranks_plan_step(run_ctx *r, const loader_batch *b)
+void ranks_plan_step(run_ctx *r, const loader_batch *b, model_split *md)
 {
-    model_dist *md = &r->m.dist;
+    memset(md, 0, sizeof *md);
     int K = r->dist.active ? r->dist.size : 1, U = r->chunks;
     if (K < 2 && U == 0)
         return; /* one process, one gradient in the backend's order */
-    const dataset *ds = r->jobs[b->job].kind == LOAD_JOB_EVAL ? &r->val : &r->train;
-    uint32_t c = sampler_batch_size(ds->n, (uint32_t)r->batch, b->index);
+    const dataset *ds = r->jobs[b->job].kind == LOAD_JOB_EVAL ? &r->f.val : &r->f.train;
+    uint32_t c = sampler_batch_size(ds->n, (uint32_t)r->f.batch, b->index);
     md->global_batch = (int)c;
     md->nchunks = 0;
     if (U == 0)
@@ -136,7 +136,7 @@ static int auto_chunks(run_ctx *r, int K)
     if (!model_groups_cheap(&r->m) || (K & (K - 1)) || K > MODEL_MAX_CHUNKS)
         return 0;
     int U = 1;
-    while (U < 4 && 2 * U <= r->batch)
+    while (U < 4 && 2 * U <= r->f.batch)
         U *= 2;
     return U > K ? U : K;
 }
@@ -172,8 +172,8 @@ int ranks_check_chunks(run_ctx *r, errbuf *e)
                     "--grad-chunks %d with %d ranks: the ranks must be a power of 2 dividing "
                     "the chunks (each rank sums an aligned part of the tree)",
                     U, K);
-    if (r->batch < U)
-        return fail(e, RUN_BAD_INPUT, "--grad-chunks %d is more than --batch %d", U, r->batch);
+    if (r->f.batch < U)
+        return fail(e, RUN_BAD_INPUT, "--grad-chunks %d is more than --batch %d", U, r->f.batch);
     r->chunks = U;
     dist_canonical(&r->dist);
     return RUN_OK;
@@ -278,23 +278,23 @@ static void describe_job(const run_ctx *r, const ckpt_state *resumed, same_job *
     j->v[S_TRAIN_N] = t->n;
     j->v[S_TRAIN_CLASSES] = t->nclasses;
     j->v[S_TRAIN_HASH] = t->hash;
-    j->v[S_VAL] = (uint64_t)r->have_val;
-    if (r->have_val) {
-        data_fp v = dataset_fingerprint(&r->val, o->csv_o.root);
+    j->v[S_VAL] = (uint64_t)r->f.have_val;
+    if (r->f.have_val) {
+        data_fp v = dataset_fingerprint(&r->f.val, o->csv_o.root);
         j->v[S_VAL_N] = v.n;
         j->v[S_VAL_CLASSES] = v.nclasses;
         j->v[S_VAL_HASH] = v.hash;
     }
     snprintf(j->model, sizeof j->model, "%s", r->model_name ? r->model_name : "?");
     j->v[S_MODEL] = hash64(j->model, strlen(j->model), 0);
-    j->v[S_CHANNELS] = (uint64_t)r->ss.channels;
-    j->v[S_HEIGHT] = (uint64_t)r->ss.out_h;
-    j->v[S_WIDTH] = (uint64_t)r->ss.out_w;
-    j->v[S_BATCH] = (uint64_t)r->batch;
+    j->v[S_CHANNELS] = (uint64_t)r->f.ss.channels;
+    j->v[S_HEIGHT] = (uint64_t)r->f.ss.out_h;
+    j->v[S_WIDTH] = (uint64_t)r->f.ss.out_w;
+    j->v[S_BATCH] = (uint64_t)r->f.batch;
     j->v[S_EPOCHS] = (uint64_t)o->epochs;
     j->v[S_SEED] = o->seed;
     j->v[S_START_EPOCH] = resumed ? (uint64_t)resumed->epoch : 0;
-    j->v[S_TRANSFORMS] = hash_img(&r->ss.eval, hash_img(&r->ss.train, 0));
+    j->v[S_TRANSFORMS] = hash_img(&r->f.ss.eval, hash_img(&r->f.ss.train, 0));
     /* what else changes the batches or the arithmetic */
     double hp[3] = {r->hp.lr, r->hp.momentum, r->hp.wd};
     int flags[9] = {(int)r->hp.schedule,   o->shuffle,     o->drop_last,
@@ -312,7 +312,7 @@ static void say_difference(const run_ctx *r, const same_job *mine, const same_jo
 {
     const options *o = r->o;
     unsigned long long a = mine->v[k], b = theirs->v[k];
-    const char *val = r->have_val ? o->val_csv : "--val";
+    const char *val = r->f.have_val ? o->val_csv : "--val";
     switch (k) {
     case S_TRAIN_N: snprintf(buf, len, "%s has %llu samples, rank 0's %llu", o->csv, a, b); break;
     case S_TRAIN_CLASSES:

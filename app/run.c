@@ -60,13 +60,13 @@ run_config run_config_of(const run_choice *c, int batch, const char *device, con
  * batch that is every sample, and an epoch of nothing reports nothing. */
 static int check_drop_last(run_ctx *r, errbuf *e)
 {
-    if (!r->o->drop_last || (uint32_t)r->batch <= r->train.n)
+    if (!r->o->drop_last || (uint32_t)r->f.batch <= r->f.train.n)
         return RUN_OK;
     return fail(e, RUN_BAD_INPUT,
                 "--drop-last with --batch %d would drop every sample: %s has %u; lower --batch to "
                 "%u or "
                 "less, or leave out --drop-last",
-                r->batch, r->train.csv_path, r->train.n, r->train.n);
+                r->f.batch, r->f.train.csv_path, r->f.train.n, r->f.train.n);
 }
 
 /* Outputs are checked before any work: an unwritable --json or --save
@@ -163,7 +163,7 @@ static int setup_model_choice(run_ctx *r, ckpt_info *ck, errbuf *e)
     const options *o = r->o;
     if (o->loader_only) {
         r->model_name = "none";
-        r->batch = r->c.batch ? r->c.batch : RUN_DEFAULT_BATCH;
+        r->f.batch = r->c.batch ? r->c.batch : FEED_DEFAULT_BATCH;
         return check_drop_last(r, e);
     }
     if (o->resume) {
@@ -176,7 +176,7 @@ static int setup_model_choice(run_ctx *r, ckpt_info *ck, errbuf *e)
     } else if (o->model) {
         r->model_name = o->model;
     } else {
-        r->model_name = r->ss.out_h * r->ss.out_w <= 32 * 32 ? "lenet" : "convnet";
+        r->model_name = r->f.ss.out_h * r->f.ss.out_w <= 32 * 32 ? "lenet" : "convnet";
     }
     if (model_defaults(r->model_name, &r->hp) != 0) {
         char names[256] = "";
@@ -195,9 +195,9 @@ static int setup_model_choice(run_ctx *r, ckpt_info *ck, errbuf *e)
         r->hp.wd = o->wd;
     if (o->schedule_given)
         r->hp.schedule = o->schedule;
-    r->batch = r->c.batch ? r->c.batch : RUN_DEFAULT_BATCH;
+    r->f.batch = r->c.batch ? r->c.batch : FEED_DEFAULT_BATCH;
     if (o->resume && !r->c.batch && ck->state.batch > 0)
-        r->batch = ck->state.batch;
+        r->f.batch = ck->state.batch;
     return check_drop_last(r, e);
 }
 
@@ -215,7 +215,7 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
         return RUN_BAD_INPUT;
     if (o->loader_only && r->dev.kind == DEVICE_CPU)
         snprintf(r->dev.line, sizeof r->dev.line, "device: none (--loader-only: no model runs)");
-    int cores = cpu_count();
+    int cores = cores_online();
     /* compute threads default to every core, even with loader workers:
      * the compute threads sleep while they wait for data and the workers
      * sleep when the ring is full, so the kernel hands each core to
@@ -264,8 +264,8 @@ static int setup_device(run_ctx *r, char *note, size_t note_len, errbuf *e)
      * miss the gradient sum the others wait in), and the signal stops every
      * rank at the next agreement instead */
     r->be->cancel = r->dist.size > 1 ? NULL : &g_signal;
-    r->stager = stager_create(r->be, r->ldr, r->sample_bytes, r->batch, r->c.pin, r->c.non_blocking,
-                              o->pin_force, note, note_len, e);
+    r->stager = stager_create(r->be, r->f.ldr, r->f.sample_bytes, r->f.batch, r->c.pin,
+                              r->c.non_blocking, o->pin_force, note, note_len, e);
     if (!r->stager)
         return RUN_BAD_INPUT;
     /* report what the run does, not what was asked: --pin on the CPU or a
@@ -309,8 +309,8 @@ static int check_model_memory(run_ctx *r, int nclasses, errbuf *e)
 {
     if (r->dev.kind != DEVICE_CPU)
         return 0;
-    uint64_t need = model_memory_bytes(r->model_name, r->ss.channels, r->ss.out_h, r->ss.out_w,
-                                       nclasses, r->batch, r->threads);
+    uint64_t need = model_memory_bytes(r->model_name, r->f.ss.channels, r->f.ss.out_h,
+                                       r->f.ss.out_w, nclasses, r->f.batch, r->threads);
     uint64_t avail = mem_available_bytes();
     if (!avail || need <= avail / 10 * 9)
         return 0;
@@ -320,7 +320,7 @@ static int check_model_memory(run_ctx *r, int nclasses, errbuf *e)
         "model %s on %dx%dx%d inputs at batch %d needs about %s of memory for the CPU backend, "
         "but only %s is available: shrink the images (e.g. --resize 224 --crop 224, or "
         "--resize HxW) or lower --batch",
-        r->model_name, r->ss.channels, r->ss.out_h, r->ss.out_w, r->batch,
+        r->model_name, r->f.ss.channels, r->f.ss.out_h, r->f.ss.out_w, r->f.batch,
         fmt_bytes(nb, sizeof nb, need), fmt_bytes(ab, sizeof ab, avail));
 }
 
@@ -344,21 +344,21 @@ static int setup_model(run_ctx *r, errbuf *e)
     const options *o = r->o;
     if (o->loader_only)
         return RUN_OK;
-    int nclasses = (int)r->train.nclasses;
+    int nclasses = (int)r->f.train.nclasses;
     for (int k = 0; k < 2; k++) {
         int n = k ? o->nstd : o->nmean;
-        if (n > 1 && n != r->ss.channels)
+        if (n > 1 && n != r->f.ss.channels)
             return fail(e, RUN_BAD_INPUT,
                         "--%s has %d values but the input has %d channel%s%s: give 1 value (for "
                         "every "
                         "channel) or %d",
-                        k ? "std" : "mean", n, r->ss.channels, r->ss.channels == 1 ? "" : "s",
-                        o->channels ? " (--channels)" : "", r->ss.channels);
+                        k ? "std" : "mean", n, r->f.ss.channels, r->f.ss.channels == 1 ? "" : "s",
+                        o->channels ? " (--channels)" : "", r->f.ss.channels);
     }
     if (check_model_memory(r, nclasses, e) != 0)
         return RUN_BAD_INPUT;
-    if (model_create(&r->m, r->model_name, r->ss.channels, r->ss.out_h, r->ss.out_w, nclasses,
-                     r->batch, r->be, e) != 0)
+    if (model_create(&r->m, r->model_name, r->f.ss.channels, r->f.ss.out_h, r->f.ss.out_w, nclasses,
+                     r->f.batch, r->be, e) != 0)
         return RUN_BAD_INPUT;
     r->model_made = 1;
     const char *unpinned = model_results_unpinned(&r->m);
@@ -368,13 +368,13 @@ static int setup_model(run_ctx *r, errbuf *e)
                 "waits for its own read-back\n",
                 unpinned);
     float mean[MODEL_MAX_CHANNELS], stdv[MODEL_MAX_CHANNELS];
-    run_norm_values(o, r->ss.channels, mean, stdv);
+    run_norm_values(o, r->f.ss.channels, mean, stdv);
     if (model_set_norm(&r->m, mean, stdv, e) != 0)
         return RUN_BAD_INPUT;
     r->class_names = xcalloc((size_t)nclasses, sizeof(char *));
     for (int c = 0; c < nclasses; c++) {
         char buf[16];
-        r->class_names[c] = xstrdup(dataset_class_name(&r->train, (uint32_t)c, buf, sizeof buf));
+        r->class_names[c] = xstrdup(dataset_class_name(&r->f.train, (uint32_t)c, buf, sizeof buf));
     }
     if (o->resume) {
         ckpt_state ck;
@@ -390,12 +390,12 @@ static int setup_model(run_ctx *r, errbuf *e)
                     "train: note: resuming with --seed %llu; the checkpoint was trained with "
                     "seed %llu, so the data order differs from an uninterrupted run\n",
                     (unsigned long long)o->seed, (unsigned long long)ck.seed);
-        if (ck.batch > 0 && ck.batch != r->batch)
+        if (ck.batch > 0 && ck.batch != r->f.batch)
             fprintf(stderr,
                     "train: note: resuming with --batch %d; the checkpoint was trained with "
                     "--batch %d, so an epoch has another number of steps and the learning-rate "
                     "schedule continues from step %lld at the new pace\n",
-                    r->batch, (int)ck.batch, (long long)ck.step);
+                    r->f.batch, (int)ck.batch, (long long)ck.step);
         if (r->start_epoch >= o->epochs)
             return fail(e, RUN_BAD_INPUT,
                         "%s: already trained %d epochs; ask for more with --epochs", o->resume,
@@ -426,12 +426,12 @@ static void prepare_warmup(run_ctx *r)
     if (!gpu || !r->model_made || r->dist.size > 1)
         return;
     int sizes[4], n = 0;
-    uint32_t B = (uint32_t)r->batch;
+    uint32_t B = (uint32_t)r->f.batch;
     sizes[n++] = (int)B;
-    if (!o->drop_last && o->max_batches == 0 && r->train.n % B)
-        sizes[n++] = (int)(r->train.n % B);
-    if (r->have_val && r->val.n % B)
-        sizes[n++] = (int)(r->val.n % B);
+    if (!o->drop_last && o->max_batches == 0 && r->f.train.n % B)
+        sizes[n++] = (int)(r->f.train.n % B);
+    if (r->f.have_val && r->f.val.n % B)
+        sizes[n++] = (int)(r->f.val.n % B);
     model_prepare_batches(&r->m, sizes, n);
 }
 
@@ -449,17 +449,17 @@ static void print_first_line(run_ctx *r)
         printf("loader only (no model): %s, %u samples of %dx%dx%d, batch %d, workers %d, prefetch "
                "%d, "
                "mode %s\n",
-               csv, r->train.n, r->ss.channels, r->ss.out_h, r->ss.out_w, r->batch, r->c.workers,
-               r->c.prefetch, mode_name(r->c.mode));
+               csv, r->f.train.n, r->f.ss.channels, r->f.ss.out_h, r->f.ss.out_w, r->f.batch,
+               r->c.workers, r->c.prefetch, mode_name(r->c.mode));
     } else {
         printf("model %s: %zu parameters, %.1f MFLOP/sample forward; input %dx%dx%d, %u classes; "
                "%s threads %d; lr %g momentum %g wd %g schedule %s%s\n",
-               r->model_name, r->m.nparams_used, r->m.flops / 1e6, r->ss.channels, r->ss.out_h,
-               r->ss.out_w, r->train.nclasses, r->dev.kind == DEVICE_CUDA ? "host" : "compute",
+               r->model_name, r->m.nparams_used, r->m.flops / 1e6, r->f.ss.channels, r->f.ss.out_h,
+               r->f.ss.out_w, r->f.train.nclasses, r->dev.kind == DEVICE_CUDA ? "host" : "compute",
                r->threads, r->hp.lr, r->hp.momentum, r->hp.wd, lr_schedule_name(r->hp.schedule),
                model_results_unpinned(&r->m) ? "; results unpinned (every step waits)" : "");
         printf("data %s: %u samples%s; batch %d, workers %d, prefetch %d, mode %s, seed %llu\n",
-               csv, r->train.n, r->have_val ? " (+ validation)" : "", r->batch, r->c.workers,
+               csv, r->f.train.n, r->f.have_val ? " (+ validation)" : "", r->f.batch, r->c.workers,
                r->c.prefetch, mode_name(r->c.mode), (unsigned long long)o->seed);
     }
     if (r->dist.size > 1) {
@@ -473,13 +473,13 @@ static void print_first_line(run_ctx *r)
             snprintf(tree, sizeof tree, " in %d buckets, during backward", r->dist.nccl_buckets);
         printf("ranks %d (%d on this node): each loads its slice of every global batch of %d "
                "(%d-%d samples); gradients summed with %s%s\n",
-               r->dist.size, r->dist.local_size, r->batch, r->batch / r->dist.size,
-               (r->batch + r->dist.size - 1) / r->dist.size,
+               r->dist.size, r->dist.local_size, r->f.batch, r->f.batch / r->dist.size,
+               (r->f.batch + r->dist.size - 1) / r->dist.size,
                r->dev.kind == DEVICE_CUDA ? "NCCL" : "MPI", tree);
     }
-    dataset_print_classes(&r->train, stdout);
-    if (r->use_cache && (r->o->cache || r->node_cache))
-        printf("preload: %s\n", r->cache.note);
+    dataset_print_classes(&r->f.train, stdout);
+    if (r->f.use_cache && (r->o->cache || r->f.node_cache))
+        printf("preload: %s\n", r->f.cache.note);
     fflush(stdout);
 }
 
@@ -490,22 +490,20 @@ static void cleanup(run_ctx *r)
     if (r->model_made)
         model_free(&r->m);
     g_loader = NULL;
-    loader_destroy(r->ldr); /* stops and reaps every loader process */
-    dist_stop(&r->dist);    /* NCCL's communicator before the backend's streams go */
+    loader_destroy(r->f.ldr); /* stops and reaps every loader process */
+    r->f.ldr = NULL;
+    dist_stop(&r->dist); /* NCCL's communicator before the backend's streams go */
     free(r->per_rank);
     if (r->be)
         r->be->ops->destroy(r->be);
-    if (r->use_cache)
-        cache_close(&r->cache);
     if (r->class_names)
-        for (uint32_t c = 0; c < r->train.nclasses; c++)
+        for (uint32_t c = 0; c < r->f.train.nclasses; c++)
             free(r->class_names[c]);
     free(r->class_names);
     free(r->jobs);
     free(r->acc);
     free(r->recs);
-    dataset_free(&r->train);
-    dataset_free(&r->val);
+    feed_close(&r->f); /* the cache and the data sets (the loader is gone) */
     if (r->json)
         fclose(r->json); /* after a failure only: run_one closes it, checked */
     if (r->dump)
@@ -616,19 +614,20 @@ int run_one(const options *o, const run_choice *c)
     memset(&ck, 0, sizeof ck);
     char note[600] = "";
     int rc = open_outputs(&r, &e);
+    feed_init(&r.f, o, c, FEED_FORK, r.dist.rank, r.dist.size, &r.dist);
     if (rc == RUN_OK)
-        rc = feed_data(&r, &e);
+        rc = feed_data(&r.f, &e);
     if (rc == RUN_OK)
-        r.data_fp = dataset_fingerprint(&r.train, o->csv_o.root);
+        r.data_fp = dataset_fingerprint(&r.f.train, o->csv_o.root);
     if (rc == RUN_OK)
         rc = setup_model_choice(&r, &ck, &e);
     if (rc == RUN_OK)
-        rc = feed_cache(&r, &e);
+        rc = feed_cache(&r.f, &e);
     if (r.json) /* the command line and data, even for a run that stops here */
         run_write_header(&r);
     if (rc == RUN_OK)
-        rc = feed_loader(&r, NULL, &e); /* forks: nothing threaded before this */
-    g_loader = r.ldr;
+        rc = feed_loader(&r.f, NULL, &e); /* forks: nothing threaded before this */
+    g_loader = r.f.ldr;
     if (rc == RUN_OK && dist_start(&r.dist, &e) != 0) /* MPI: after the fork */
         rc = RUN_INTERNAL;
     if (rc == RUN_OK) /* the ranks run one job: else they would meet in different collectives */
@@ -645,8 +644,8 @@ int run_one(const options *o, const run_choice *c)
     if (r.dist.active) { /* every rank set up, or none goes on */
         int mine = rc;
         rc = dist_agree(&r.dist, rc);
-        if (r.node_cache) /* every rank of the node has mapped it (before MPI): unnamed now */
-            cache_node_unlink(&r.cache);
+        if (r.f.node_cache) /* every rank of the node has mapped it (before MPI): unnamed now */
+            cache_node_unlink(&r.f.cache);
         r.dist_follow = r.dist_follow || (mine == RUN_OK && rc != RUN_OK);
         if (rc == RUN_OK && !o->loader_only && dist_attach(&r.dist, &r.m, &e) != 0)
             rc = RUN_INTERNAL; /* the same parameters everywhere, the gradient sum hooked */
@@ -687,13 +686,13 @@ int run_one(const options *o, const run_choice *c)
         }
     }
     summary_rec s;
-    report_summarise(r.recs, r.nrecs, r.use_cache ? r.build_s : NAN, &s);
+    report_summarise(r.recs, r.nrecs, r.f.use_cache ? r.f.build_s : NAN, &s);
     s.status = rc;
     s.note = note[0] ? note : NULL;
     if (rc != RUN_OK)
         s.reason = rc > 128 ? strsignal(rc - 128) : e.msg;
     if (r.nrecs == 0) {
-        s.cfg = run_config_of(&r.c, r.batch ? r.batch : c->batch, run_ctx_device(&r),
+        s.cfg = run_config_of(&r.c, r.f.batch ? r.f.batch : c->batch, run_ctx_device(&r),
                               r.model_name ? r.model_name : "?");
     }
     if (r.json) /* on every exit path: a failed run says why */

@@ -6,7 +6,7 @@
 #include <stdio.h>
 
 #include "app/device.h"
-#include "app/load.h"
+#include "app/feed.h"
 #include "app/metrics.h"
 #include "app/report.h"
 #include "app/run.h"
@@ -39,23 +39,12 @@ typedef struct job_info {
 typedef struct run_ctx {
     const options *o;
     run_choice c;
-    dataset train, val;
-    int have_val;
+    feed f;          /* the data side: data sets, transforms, preload cache, loader, batch */
     data_fp data_fp; /* the training set's (checkpoints keep it; --resume and the ranks compare) */
-    load_setup ss;
-    size_t sample_bytes;
-    int fixed_h, fixed_w;
     /* model */
     const char *model_name;
     model_hparams hp;
-    int batch;
     int threads;
-    /* loader */
-    preload_cache cache;
-    int use_cache;
-    int node_cache; /* one cache for the node's ranks (cache_open_node): local rank 0 builds */
-    int feed_mode;  /* enum feed_mode: how the loader's processes start */
-    loader *ldr;
     /* device */
     device_choice dev;
     backend *be;
@@ -72,7 +61,6 @@ typedef struct run_ctx {
     int start_epoch;
     int warmup_epochs; /* --warmup-epochs as it applies (run.c resolves the default) */
     int build_job;
-    double build_s;
     /* report */
     FILE *json;
     long long json_start; /* its size when opened: a sweep's children append */
@@ -84,14 +72,6 @@ typedef struct run_ctx {
     epoch_rec *recs;
     int nrecs;
     long steps;
-    /* steps enqueued whose results are not taken yet (model_results_take),
-     * by tag % MODEL_RESULTS_MAX: which pass and batch, at which lr */
-    struct {
-        int job;
-        long index;
-        double lr;
-    } pend[MODEL_RESULTS_MAX];
-    long enqueued; /* the next tag */
     char **class_names;
     int progress;
     int said_util_na;
@@ -104,9 +84,6 @@ typedef struct run_ctx {
     double *per_rank; /* the last epoch's images/s and wait% per rank (rank 0) */
 } run_ctx;
 
-/* --batch's default (options keep 0: "the model's", which is this for every model) */
-enum { RUN_DEFAULT_BATCH = 64 };
-
 /* process() status (never an exit status): the training pass reached
  * --max-seconds (hidden, set by --diagnose) and was reported; stop. */
 enum { RUN_TIME_UP = -1 };
@@ -116,31 +93,6 @@ static inline const char *run_ctx_device(const run_ctx *r)
 {
     return r->dev.kind == DEVICE_CUDA ? "cuda" : "cpu";
 }
-
-/* ---- feed.c: the data side, shared with the Python module */
-enum feed_mode {
-    FEED_FORK = 0, /* train: the loader forks its supervisor */
-    FEED_SPAWN,    /* the Python module: it spawns one; the cache is made shareable */
-    FEED_SERVE,    /* in that supervisor: the cache is the one handed over */
-};
-/* The data sets (and validation classes mapped onto training's), the
- * transforms of training and evaluation, the sample size; checks that
- * every sample gets that size. Reads r->o, r->c.mode, r->dist.rank.
- * Returns a run_status. */
-int feed_data(run_ctx *r, errbuf *e);
-/* --mode preload: map (or reuse) the cache of base images. */
-int feed_cache(run_ctx *r, errbuf *e);
-/* The loader for r->batch (forks, or spawns extra->spawn_argv; extra's
- * spawn_argv, should_stop and stop_ctx are used, the rest comes from r). */
-int feed_loader(run_ctx *r, const loader_config *extra, errbuf *e);
-/* For a loader without a run (the Python module and its supervisor):
- * r (zeroed, r->dist.rank and r->feed_mode set) gets o's first choices, the batch (--batch,
- * else 64), the data and the cache. Then feed_loader, or in the spawned
- * supervisor feed_serve (returns only on failure). feed_close undoes
- * both, also after a failure. */
-int feed_open(run_ctx *r, const options *o, errbuf *e);
-int feed_serve(run_ctx *r, errbuf *e);
-void feed_close(run_ctx *r);
 
 /* The normalisation's mean and std per channel (channels values each):
  * --normalize, --mean/--std, else 0.5 (run.c). */
@@ -177,11 +129,10 @@ int ranks_node_cache(run_ctx *r, errbuf *e);
  * validation job): losses and counts summed over the ranks, images summed,
  * time shares averaged, the slowest rank's wait, comm%. A collective. */
 void ranks_epoch(run_ctx *r, int tid, epoch_rec *er);
-/* Before training step on batch b (this rank's slice): the model's
- * model.dist for it — the global batch the loss is averaged over and, with
- * chunks (r->chunks), this rank's chunks of it. Nothing for one process
- * without chunks. */
-void ranks_plan_step(run_ctx *r, const loader_batch *b);
+/* The split of training step on batch b (this rank's slice): the global
+ * batch the loss is averaged over and, with chunks (r->chunks), this
+ * rank's chunks of it. All zero for one process without chunks. */
+void ranks_plan_step(run_ctx *r, const loader_batch *b, model_split *md);
 /* r->chunks from --grad-chunks: auto's choice, or U checked against the
  * ranks (a power of 2 dividing it) and the batch; with chunks, turns
  * dist's canonical sum on. After the model is made. */

@@ -41,17 +41,17 @@ void run_write_header(run_ctx *r)
                     .argv = o->argv,
                     .version = TRAIN_REVISION,
                     .data = o->csv,
-                    .val = r->have_val ? o->val_csv : NULL,
-                    .samples = r->train.n,
-                    .val_samples = r->have_val ? r->val.n : 0,
-                    .classes = r->train.nclasses,
-                    .first_h = r->fixed_h,
-                    .first_w = r->fixed_w,
-                    .channels = r->ss.channels,
-                    .out_h = r->ss.out_h,
-                    .out_w = r->ss.out_w,
-                    .img = &r->ss.train,
-                    .eval = &r->ss.eval,
+                    .val = r->f.have_val ? o->val_csv : NULL,
+                    .samples = r->f.train.n,
+                    .val_samples = r->f.have_val ? r->f.val.n : 0,
+                    .classes = r->f.train.nclasses,
+                    .first_h = r->f.fixed_h,
+                    .first_w = r->f.fixed_w,
+                    .channels = r->f.ss.channels,
+                    .out_h = r->f.ss.out_h,
+                    .out_w = r->f.ss.out_w,
+                    .img = &r->f.ss.train,
+                    .eval = &r->f.ss.eval,
                     .normalize_imagenet = o->normalize_imagenet,
                     .shuffle = o->shuffle,
                     .drop_last = o->drop_last,
@@ -60,8 +60,8 @@ void run_write_header(run_ctx *r)
     /* the channels are known once the data is (a run that stopped before
      * has none to normalise) */
     float mean[MODEL_MAX_CHANNELS], stdv[MODEL_MAX_CHANNELS];
-    if (r->ss.channels > 0 && r->ss.channels <= MODEL_MAX_CHANNELS) {
-        run_norm_values(o, r->ss.channels, mean, stdv);
+    if (r->f.ss.channels > 0 && r->f.ss.channels <= MODEL_MAX_CHANNELS) {
+        run_norm_values(o, r->f.ss.channels, mean, stdv);
         h.mean = mean;
         h.std = stdv;
     }
@@ -71,6 +71,6 @@ void run_write_header(run_ctx *r)
         h.sweep_argv = user;
     /* the device as asked (auto, cpu, cuda): it is chosen after the fork;
      * the epoch records name it */
-    h.cfg = run_config_of(&r->c, r->batch, o->device, r->model_name);
+    h.cfg = run_config_of(&r->c, r->f.batch, o->device, r->model_name);
     run_json_wrote(r, report_run_json(r->json, &h, &r->mi));
 }

@@ -57,7 +57,7 @@ void stager_done(stager *s, const loader_batch *b);
 /* Right before b's step is enqueued: the compute stream waits (on the
  * device) for b's copy. Not earlier, or the wait would also hold the steps
  * enqueued before it. Returns b's labels on the device (copied with the
- * pixels, for model_stage_labels), or NULL on the CPU. */
+ * pixels, for model_batch.dev_labels), or NULL on the CPU. */
 const int32_t *stager_begin(stager *s, const loader_batch *b);
 
 /* Release every slot still held (end of the run). */

@@ -283,7 +283,7 @@ uint64_t hash64(const void *data, size_t len, uint64_t seed)
     return mix64(h);
 }
 
-void cpu_burn(double secs)
+void burn_cpu_for(double secs)
 {
     double end = now_sec() + secs;
     volatile uint64_t x = 0;
@@ -292,7 +292,7 @@ void cpu_burn(double secs)
             x += (uint64_t)i;
 }
 
-int cpu_count(void)
+int cores_online(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;

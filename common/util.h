@@ -78,10 +78,10 @@ uint64_t hash64(const void *data, size_t len, uint64_t seed);
 
 /* Keep one core busy for `secs` seconds (the tests' slow-loader and
  * heavy-model hooks: real CPU work, not a sleep). */
-void cpu_burn(double secs);
+void burn_cpu_for(double secs);
 
 /* Number of online CPUs (at least 1). */
-int cpu_count(void);
+int cores_online(void);
 
 /* SIGINT and SIGTERM to fn, without SA_RESTART: a blocking wait returns
  * EINTR, so the caller sees the signal at once. */

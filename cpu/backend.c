@@ -424,6 +424,7 @@ static const backend_ops cpu_ops = {
     .conv_plan_free = cpu_conv_plan_free,
     .conv_forward = cpu_conv_forward,
     .conv_backward = cpu_conv_backward,
+    .conv_describe = cpu_conv_describe,
     .relu_forward = cpu_relu_forward,
     .relu_backward = cpu_relu_backward,
     .maxpool_forward = cpu_maxpool_forward,
@@ -469,13 +470,14 @@ backend *backend_cpu_create(int threads, errbuf *e)
         return errf(e, "--threads %d: expected 0 (automatic) to %d", threads, CPU_MAX_THREADS),
                NULL;
     if (threads == 0)
-        threads = cpu_count();
+        threads = cores_online();
     /* our threads do the threading; OpenBLAS runs in whichever of them
      * calls it (see the top of this file) */
     cpu_blas_single();
     cpu_ctx *c = xcalloc(1, sizeof *c);
     c->threads = threads;
     c->workers = cpu_threads_create(threads);
+    c->conv_caps = conv_caps_cpu();
     backend *be = xcalloc(1, sizeof *be);
     be->ops = &cpu_ops;
     be->ctx = c;

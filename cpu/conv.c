@@ -1,29 +1,31 @@
-/* conv.c — 2-D convolution on the CPU: im2col + OpenBLAS sgemm.
+/* conv.c — 2-D convolution on the CPU: im2col + OpenBLAS sgemm, and the
+ * plans that run the other algorithms instead.
  *
- * Per sample b (P = OH*OW output pixels, CRS = C*R*S taps):
+ * Per sample b (P = OH*OW output pixels, CRS = C*R*S taps), the GEMM path:
  *   forward   col_b (CRS x P) = im2col(in_b);  out_b (K x P) = w (K x CRS) . col_b + bias
- *   backward  dw     += dout_b (K x P) . col_b^T, or for P >= 128
- *             dw^T   += col_b (CRS x P) . dout_b^T  (transposed at the end
- *                        of each chunk: OpenBLAS packs the col much faster
- *                        in this orientation)
+ *   backward  dw     += dout_b (K x P) . col_b^T             (CONV_DW_GEMM), or
+ *             dw^T   += col_b (CRS x P) . dout_b^T           (CONV_DW_GEMM_T: transposed
+ *                        at the end of each chunk)
  *             dbias  += dout_b . ones(P)
  *             din_b   = col2im(w^T (CRS x K) . dout_b)  (when din is wanted)
  *
- * Stride 1, 3x3, pad <= 2, at least 8 channels in and out (every 3x3
- * "same" conv of the resnets but their first) skips the col altogether
- * ("flip" plans, tap_conv below): each of the R*S taps is a GEMM straight on the padded input,
- * computed on the padded grid; din is the same kind of convolution of dout
- * (padded by R-1-pad) with the flipped, transposed weights, and dw^T is
- * R*S GEMMs of the padded input against dout spread onto that grid. These
- * GEMMs are small enough that OpenBLAS runs them without packing. On
- * CPUs with AVX-512F a direct kernel (conv_direct.c) replaces these GEMMs:
- * the forward and din of every flip plan, and dw of the 3x3s, at any size;
- * and all three of the stride-2 3x3 pad-1 convs (the resnets'
- * downsampling), on the padded input's 4 even/odd phases. Of those, the
- * 3x3 pad-1 forwards and input gradients with 32 channels in and out or
- * more run Winograd F(2x2, 3x3) (conv_wino.c: 16 multiplies per 2x2
- * outputs instead of 36), the forward a few samples per task, din a
- * backward chunk's samples at once.
+ * Which algorithm each pass runs is conv_choose's (conv_choice.c: every
+ * threshold, with its measurement); a plan keeps the choice (p->algo) and
+ * the code here switches on it. The others:
+ * - tap by tap (CONV_*_TAP: stride 1, 3x3 or 2x2, tap_conv below): each
+ *   of the R*S taps is a GEMM straight on the padded input, computed on
+ *   the padded grid, with no col; din is the same kind of convolution of
+ *   dout (padded by R-1-pad) with the flipped, transposed weights (p->ts),
+ *   and dw^T is R*S GEMMs of the padded input against dout spread onto
+ *   that grid. These GEMMs are small enough that OpenBLAS runs them
+ *   without packing.
+ * - the AVX-512 direct kernel (CONV_*_DIRECT, conv_direct.c) in place of
+ *   those GEMMs, and its stride-2 3x3 pad-1 version (CONV_*_DIRECT_S2:
+ *   the resnets' downsampling) on the padded input's 4 even/odd phases;
+ * - Winograd F(2x2, 3x3) (CONV_FWD_WINO, CONV_DIN_WINO: conv_wino.c, 16
+ *   multiplies per 2x2 outputs instead of 36), the forward a few samples
+ *   per task, din a backward chunk's samples at once; and its weight
+ *   gradient (CONV_DW_WINO, conv_wino_dw.c) over a chunk's samples.
  *
  * Why per sample rather than one GEMM over the whole batch: the shapes of
  * the nets here are small (lenet's second conv is 50 x 64 x 500 per
@@ -55,8 +57,9 @@
  * of a 512-channel 3x3 conv alone are 150 MB (measured: 2.7 GB resident
  * for resnet18 at 64 px, batch 32, before; 0.75 GB after, same results).
  *
- * A 1x1, stride 1, unpadded convolution skips im2col (col_b is in_b).
- * A NULL bias (and dbias) is a convolution without one (before batch norm).
+ * A 1x1, stride 1, unpadded convolution skips im2col (col_b is in_b:
+ * p->col_is_in). A NULL bias (and dbias) is a convolution without one
+ * (before batch norm).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
@@ -65,10 +68,11 @@
 #include <string.h>
 
 #include "common/util.h"
+#include "cpu/conv_choice.h"
 #include "cpu/conv_direct.h"
 #include "cpu/conv_wino.h"
+#include "cpu/conv_wino_dw.h"
 #include "cpu/internal.h"
-#include "cpu/wino_dw.h"
 
 #define CONV_CHUNK 8
 #define CONV_MAX_CHUNKS 16
@@ -86,48 +90,34 @@ static int conv_chunk(int B)
 
 typedef struct conv_plan_cpu {
     conv_shape s;
-    int P, CRS, direct;
-    /* dwt: the weight gradient as dw^T = col . dout^T, for P >= 128: then
-     * OpenBLAS packs the large col far faster than for dw = dout . col^T
-     * (resnet20's 16 channels at 28x28: 42 against 119-183 us per sample;
-     * at P < 128 the plain orientation is as fast or 5-20% faster) */
-    int dwt;
-    /* flip: the input gradient as a stride-1 convolution of dout (pad
-     * R-1-pad) with the flipped, transposed weights wf (C x K*R*S) */
-    int flip;
-    /* tapbwd: the backward too (P >= 128: at 7x7, 29% of junk columns
-     * made it slower than im2col + col2im, 30 against 27 ms per resnet20
-     * step); without it the forward alone runs tap by tap */
-    int tapbwd;
-    /* dk: flip plans run conv_direct (conv_direct.c) for the forward and
-     * din instead of tap_conv's GEMMs, with wtap and wftap in its layout;
-     * din takes it even without tapbwd; dkw: the weight gradient of a
-     * 3x3 tapbwd plan too (conv_direct_dw); wdw: that weight gradient
-     * by Winograd instead (wino_dw.c; its scratch and per-chunk sums at
-     * the start of wide) */
-    int dk, dkw, wdw;
-    /* wino: a dk plan whose forward and din run Winograd F(2x2, 3x3)
-     * (conv_wino.c: 3x3, pad 1), wtap and wftap in its layout; the forward
-     * takes conv_wino_group samples per task, din a backward chunk's
-     * samples at once */
-    int wino;
-    /* dk2: a stride-2 3x3 pad-1 conv through conv_direct_s2* (forward,
-     * din and dw; wtap and wftap in their layouts, xpad their scratch,
-     * wide the transposed dout) */
-    int dk2;
+    int P, CRS;
+    /* the algorithm of each pass (conv_choice.c) */
+    conv_choice algo;
+    /* a 1x1, stride 1, unpadded conv: the col is the input itself (no
+     * im2col; the same GEMMs, the same bits) */
+    int col_is_in;
+    /* the transposes of the weight gradient in AVX-512 registers
+     * (conv_caps.direct; the same bits as transpose_block) */
+    int avx512;
+    /* the input gradient as a stride-1 convolution of dout (pad R-1-pad)
+     * with the flipped, transposed weights (C x K*R*S): CONV_DIN_TAP,
+     * _DIRECT and _WINO, and the tap-by-tap forwards' plans */
     conv_shape ts; /* that convolution's shape (B unused) */
-    /* the plan's own, R*S x K x C each: w by tap for the forward, and
-     * the flipped, transposed weights by tap for din */
+    /* the plan's own: w for the forward and the flipped, transposed
+     * weights for din, in their algorithms' layouts (tap: R*S x K x C
+     * each; the direct, Winograd and stride-2 kernels' own) */
     float *wtap, *wftap;
     int threads;
     int nchunks; /* partials (room for) */
     /* in the backend's shared scratch (cpu_ctx.conv_scratch), set from
      * the offsets below at the start of each operation */
     float *col;  /* threads x CRS x P im2col scratch */
-    float *dcol; /* threads x dcol_n: CRS x P (not with flip) */
+    float *dcol; /* threads x dcol_n: CRS x P (CONV_DIN_GEMM) */
     size_t dcol_n;
-    /* flip plans run tap by tap (tap_conv): wide_n floats per thread for a
-     * K x OH*Wp product (or dout spread onto that grid) */
+    /* tap-by-tap plans (tap_conv): wide_n floats per thread for a K x
+     * OH*Wp product (or dout spread onto that grid); the direct and
+     * Winograd weight gradients' scratch (wino_dw's per-chunk sums at the
+     * end) */
     float *wide;
     size_t col_n, wide_n;
     float *xpad; /* padded stride-1 convs: threads x C x (H+2pad) x (W+2pad) */
@@ -173,70 +163,85 @@ static void tap_sizes(const conv_shape *s, size_t *xpad_n, size_t *wide_n);
 static void tap_weights(float *restrict wtap, float *restrict wftap, const float *restrict w,
                         const conv_shape *s);
 
-void *cpu_conv_plan(backend *be, const conv_shape *s)
+/* the forward on the padded grid (tap_conv, conv_direct, conv_wino) */
+static int fwd_on_taps(conv_fwd_algo a)
+{
+    return a == CONV_FWD_TAP || a == CONV_FWD_DIRECT || a == CONV_FWD_WINO;
+}
+
+/* the weight gradient on the padded grid, sample by sample or by chunk */
+static int dw_on_taps(conv_dw_algo a)
+{
+    return a == CONV_DW_TAP || a == CONV_DW_DIRECT || a == CONV_DW_WINO;
+}
+
+/* the scratch and weights of a plan whose forward runs on the padded
+ * grid, and ts, din's shape as a convolution of dout */
+static void plan_taps(backend *be, conv_plan_cpu *p)
+{
+    const conv_shape *s = &p->s;
+    conv_shape_init(&p->ts, s->B, s->K, s->OH, s->OW, s->C, s->R, s->S, 1, s->R - 1 - s->pad);
+    p->col_n = p->dcol_n = p->xpad_n = p->wide_n = 0;
+    tap_sizes(&p->s, &p->xpad_n, &p->wide_n);
+    tap_sizes(&p->ts, &p->xpad_n, &p->wide_n);
+    size_t nwt = (size_t)s->K * p->CRS, nwf = nwt;
+    if (p->algo.fwd != CONV_FWD_TAP) { /* the direct kernel's layouts, or Winograd's */
+        nwt = conv_direct_w_n(&p->s), nwf = conv_direct_w_n(&p->ts);
+        size_t x = conv_direct_xpad_n(&p->s), xt = conv_direct_xpad_n(&p->ts);
+        p->xpad_n = x > p->xpad_n ? x : p->xpad_n;
+        p->xpad_n = xt > p->xpad_n ? xt : p->xpad_n;
+        size_t d = conv_direct_dyw_n(&p->s);
+        p->wide_n = d > p->wide_n ? d : p->wide_n;
+        if (p->algo.dw == CONV_DW_WINO) {
+            d = wino_dw_scratch_n(s) + wino_dw_acc_n(s);
+            p->wide_n = d > p->wide_n ? d : p->wide_n;
+        }
+    }
+    if (p->algo.fwd == CONV_FWD_WINO) {
+        size_t x = conv_wino_scratch_n(&p->s), xt = conv_wino_scratch_n(&p->ts);
+        p->xpad_n = x > p->xpad_n ? x : p->xpad_n;
+        p->xpad_n = xt > p->xpad_n ? xt : p->xpad_n;
+        nwt = conv_wino_w_n(&p->s), nwf = conv_wino_w_n(&p->ts);
+        /* each thread's scratch on whole cache lines (conv_wino's
+         * vectors are, within it) */
+        p->xpad_n = (p->xpad_n + 15) / 16 * 16;
+    }
+    p->wtap = cpu_alloc(be, nwt * sizeof(float));
+    p->wftap = cpu_alloc(be, nwf * sizeof(float));
+    if (!dw_on_taps(p->algo.dw)) /* the backward's col and dcol */
+        p->col_n = p->dcol_n = (size_t)p->CRS * p->P;
+}
+
+/* the stride-2 kernel's scratch and weights */
+static void plan_s2(backend *be, conv_plan_cpu *p)
+{
+    const conv_shape *s = &p->s;
+    p->col_n = p->dcol_n = 0;
+    p->xpad_n = conv_direct_s2_scratch_n(s);
+    p->wide_n = conv_direct_dyw_n(s);
+    p->wtap = cpu_alloc(be, conv_direct_w_n(s) * sizeof(float));
+    p->wftap = cpu_alloc(be, conv_direct_s2_wf_n(s) * sizeof(float));
+}
+
+void *cpu_conv_plan_caps(backend *be, const conv_shape *s, const conv_caps *caps)
 {
     conv_plan_cpu *p = xcalloc(1, sizeof *p);
+    conv_caps can = conv_caps_and_cpu(caps);
     p->s = *s;
     p->P = s->OH * s->OW;
     p->CRS = s->C * s->R * s->S;
-    p->direct = s->R == 1 && s->S == 1 && s->stride == 1 && s->pad == 0;
-    p->dwt = p->P >= 128;
+    p->algo = conv_choose(s, &can);
+    p->col_is_in = s->R == 1 && s->S == 1 && s->stride == 1 && s->pad == 0;
+    p->avx512 = can.direct;
     p->threads = cpu_ctx_of(be)->threads;
     if (s->stride == 1 && s->pad > 0)
         p->xpad_n = (size_t)s->C * (s->H + 2 * s->pad) * (s->W + 2 * s->pad);
-    p->col_n = p->direct ? 0 : (size_t)p->CRS * p->P;
+    p->col_n = p->col_is_in ? 0 : (size_t)p->CRS * p->P;
     p->dcol_n = (size_t)p->CRS * p->P;
-    /* tap by tap only where it pays (measured, one thread): 3x3 with at
-     * least 8 channels in and out. lenet's 5x5s (one input channel, or a
-     * pad-4 input gradient of an 8x8 dout) run 1.7-3x slower that way. */
-    p->flip = s->stride == 1 && !p->direct && s->R == s->S && s->R <= 3 && s->pad <= s->R - 1 &&
-              s->C >= 8 && s->K >= 8;
-    if (p->flip) {
-        conv_shape_init(&p->ts, s->B, s->K, s->OH, s->OW, s->C, s->R, s->S, 1, s->R - 1 - s->pad);
-        p->col_n = p->dcol_n = p->xpad_n = p->wide_n = 0;
-        tap_sizes(&p->s, &p->xpad_n, &p->wide_n);
-        tap_sizes(&p->ts, &p->xpad_n, &p->wide_n);
-        size_t nwt = (size_t)s->K * p->CRS, nwf = nwt;
-        p->dk = conv_direct_on();
-        if (p->dk) {
-            nwt = conv_direct_w_n(&p->s), nwf = conv_direct_w_n(&p->ts);
-            size_t x = conv_direct_xpad_n(&p->s), xt = conv_direct_xpad_n(&p->ts);
-            p->xpad_n = x > p->xpad_n ? x : p->xpad_n;
-            p->xpad_n = xt > p->xpad_n ? xt : p->xpad_n;
-            p->dkw = s->R == 3 && s->S == 3;
-            size_t d = conv_direct_dyw_n(&p->s);
-            p->wide_n = d > p->wide_n ? d : p->wide_n;
-            p->wdw = p->dkw && wino_dw_fits(s) && wino_dw_on();
-            if (p->wdw) {
-                d = wino_dw_scratch_n(s) + wino_dw_acc_n(s);
-                p->wide_n = d > p->wide_n ? d : p->wide_n;
-            }
-            p->wino = conv_wino_wanted(&p->s);
-        }
-        if (p->wino) {
-            size_t x = conv_wino_scratch_n(&p->s), xt = conv_wino_scratch_n(&p->ts);
-            p->xpad_n = x > p->xpad_n ? x : p->xpad_n;
-            p->xpad_n = xt > p->xpad_n ? xt : p->xpad_n;
-            nwt = conv_wino_w_n(&p->s), nwf = conv_wino_w_n(&p->ts);
-            /* each thread's scratch on whole cache lines (conv_wino's
-             * vectors are, within it) */
-            p->xpad_n = (p->xpad_n + 15) / 16 * 16;
-        }
-        p->wtap = cpu_alloc(be, nwt * sizeof(float));
-        p->wftap = cpu_alloc(be, nwf * sizeof(float));
-        /* with conv_direct_dw (no junk columns) at any size */
-        p->tapbwd = p->P >= 128 || p->dkw;
-        if (!p->tapbwd) /* the backward's col and dcol */
-            p->col_n = p->dcol_n = (size_t)p->CRS * p->P;
-    }
-    if (conv_direct_s2_fits(s) && conv_direct_on()) {
-        p->dk2 = 1;
-        p->col_n = p->dcol_n = 0;
-        p->xpad_n = conv_direct_s2_scratch_n(s);
-        p->wide_n = conv_direct_dyw_n(s);
-        p->wtap = cpu_alloc(be, conv_direct_w_n(s) * sizeof(float));
-        p->wftap = cpu_alloc(be, conv_direct_s2_wf_n(s) * sizeof(float));
-    }
+    if (fwd_on_taps(p->algo.fwd))
+        plan_taps(be, p);
+    else if (p->algo.fwd == CONV_FWD_DIRECT_S2)
+        plan_s2(be, p);
     /* enough partials for this B or any smaller one (groups may ask for
      * more: plan_partials) */
     plan_partials(be, p, s->B < CONV_MAX_CHUNKS ? s->B : CONV_MAX_CHUNKS);
@@ -245,11 +250,25 @@ void *cpu_conv_plan(backend *be, const conv_shape *s)
     return p;
 }
 
+void *cpu_conv_plan(backend *be, const conv_shape *s)
+{
+    return cpu_conv_plan_caps(be, s, &cpu_ctx_of(be)->conv_caps);
+}
+
+conv_choice cpu_conv_plan_choice(const void *plan) { return ((const conv_plan_cpu *)plan)->algo; }
+
+void cpu_conv_describe(backend *be, const conv_shape *s, char *buf, size_t len)
+{
+    conv_caps can = conv_caps_and_cpu(&cpu_ctx_of(be)->conv_caps);
+    conv_choice c = conv_choose(s, &can);
+    conv_choice_name(&c, buf, len);
+}
+
 /* The plan's scratch pointers into the shared arena, for one operation. */
 static void bind_scratch(backend *be, conv_plan_cpu *p)
 {
     float *base = cpu_ctx_of(be)->conv_scratch;
-    p->col = p->direct ? NULL : base + p->off_col;
+    p->col = p->col_is_in ? NULL : base + p->off_col;
     p->dcol = base + p->off_dcol;
     p->wide = base + p->off_wide;
     p->xpad = p->xpad_n ? base + p->off_xpad : NULL;
@@ -337,7 +356,7 @@ static void pad_copy(float *restrict xp, const float *restrict x, int C, int H, 
     }
 }
 
-/* ---- stride 1 on the padded grid, tap by tap ("flip" plans): with the
+/* ---- stride 1 on the padded grid, tap by tap (CONV_*_TAP): with the
  * input padded to Hp x Wp (plane = Hp * Wp), tap (r, q)'s rows of the col
  * are the channels' runs of OH * Wp floats starting at (r, q): a C x
  * OH*Wp matrix inside the padded input itself, row pitch plane. So the
@@ -558,7 +577,7 @@ static float *xpad_of(conv_plan_cpu *p, int thread)
 /* the col of one sample (x is its input), in this thread's scratch */
 static const float *sample_col(conv_plan_cpu *p, const float *x, int thread)
 {
-    if (p->direct)
+    if (p->col_is_in)
         return x;
     float *col = p->col + (size_t)thread * p->col_n;
     im2col(col, x, &p->s, xpad_of(p, thread));
@@ -572,18 +591,15 @@ static void conv_fwd_task(void *arg, int b, int thread)
     const conv_shape *s = j->s;
     const float *x = j->in + (size_t)b * s->C * s->H * s->W;
     float *y = j->out + (size_t)b * s->K * p->P;
-    if (p->dk) {
-        conv_direct(y, x, p->wtap, j->bias, s, xpad_of(p, thread));
-        return;
-    }
-    if (p->dk2) {
-        conv_direct_s2(y, x, p->wtap, j->bias, s, xpad_of(p, thread));
-        return;
-    }
-    if (p->flip) {
+    switch (p->algo.fwd) {
+    case CONV_FWD_DIRECT: conv_direct(y, x, p->wtap, j->bias, s, xpad_of(p, thread)); return;
+    case CONV_FWD_DIRECT_S2: conv_direct_s2(y, x, p->wtap, j->bias, s, xpad_of(p, thread)); return;
+    case CONV_FWD_TAP:
         tap_conv(y, x, p->wtap, j->bias, s, xpad_of(p, thread),
                  p->wide + (size_t)thread * p->wide_n);
         return;
+    case CONV_FWD_GEMM:
+    case CONV_FWD_WINO: /* conv_wino_task */ break;
     }
     const float *col = sample_col(p, x, thread);
     for (int k = 0; k < s->K; k++)
@@ -609,37 +625,40 @@ void cpu_conv_forward(backend *be, void *plan, float *out, const float *in, cons
     conv_plan_cpu *p = plan;
     check_shape(p, s, "conv_forward");
     bind_scratch(be, p);
-    if (p->wino) {
+    conv_job j = {.p = p, .s = s, .out = out, .in = in, .w = w, .bias = bias};
+    switch (p->algo.fwd) {
+    case CONV_FWD_WINO:
         conv_wino_weights(p->wtap, w, s);
-        conv_job j = {.p = p, .s = s, .out = out, .in = in, .w = w, .bias = bias};
         cpu_run(be, cpu_ntasks((size_t)s->B, (size_t)conv_wino_group(s)), conv_wino_task, &j);
         return;
+    case CONV_FWD_DIRECT:
+    case CONV_FWD_DIRECT_S2: conv_direct_weights(p->wtap, w, s); break;
+    case CONV_FWD_TAP: tap_weights(p->wtap, NULL, w, s); break;
+    case CONV_FWD_GEMM: break;
     }
-    if (p->dk || p->dk2)
-        conv_direct_weights(p->wtap, w, s);
-    else if (p->flip)
-        tap_weights(p->wtap, NULL, w, s);
-    conv_job j = {.p = p, .s = s, .out = out, .in = in, .w = w, .bias = bias};
     cpu_run(be, s->B, conv_fwd_task, &j);
 }
 
-/* one sample of a flip plan's backward: for each tap, rows (c, tap) of
- * dw^T (+)= the tap's C x OH*Wp matrix of padded x . wide dy^T (dy's junk
- * columns are zeros); dbias; din as the tap convolution of dy with the
- * flipped, transposed weights */
-static void flip_sample(const conv_job *j, int b, int first, float *wt, float *pb, int thread)
+/* One sample's part of the chunk's weight gradient, into wt (transposed:
+ * every algorithm but CONV_DW_GEMM) or pw; first: the chunk's first sample
+ * (overwrite, not add). CONV_DW_TAP: for each tap, rows (c, tap) of dw^T
+ * (+)= the tap's C x OH*Wp matrix of padded x . wide dy^T (dy's junk
+ * columns are zeros). CONV_DW_WINO does the whole chunk at once
+ * (conv_bwd_chunk_task). */
+static void dw_sample(const conv_job *j, const float *x, const float *dy, int first, float *wt,
+                      float *pw, int thread)
 {
     conv_plan_cpu *p = j->p;
     const conv_shape *s = j->s;
-    const float *x = j->in + (size_t)b * s->C * s->H * s->W;
-    const float *dy = j->dout + (size_t)b * s->K * p->P;
     float *xp = xpad_of(p, thread), *wide = p->wide + (size_t)thread * p->wide_n;
     int Wp = s->W + 2 * s->pad, PW = s->OH * Wp, plane = (s->H + 2 * s->pad) * Wp;
     int RS = s->R * s->S;
-    if (p->wdw) { /* done for the whole chunk (conv_bwd_chunk_task) */
-    } else if (p->dkw) {
-        conv_direct_dw(wt, x, dy, s, first, xp, wide);
-    } else {
+    const float *col;
+    switch (p->algo.dw) {
+    case CONV_DW_WINO: return;
+    case CONV_DW_DIRECT: conv_direct_dw(wt, x, dy, s, first, xp, wide); return;
+    case CONV_DW_DIRECT_S2: conv_direct_s2_dw(wt, x, dy, s, first, xp, wide); return;
+    case CONV_DW_TAP:
         tap_pad(xp, x, s);
         tap_spread(wide, dy, s);
         for (int r = 0; r < s->R; r++)
@@ -647,16 +666,43 @@ static void flip_sample(const conv_job *j, int b, int first, float *wt, float *p
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->C, s->K, PW, 1.0f,
                             xp + (size_t)r * Wp + q, plane, wide, PW, first ? 0.0f : 1.0f,
                             wt + (size_t)(r * s->S + q) * s->K, RS * s->K);
+        return;
+    case CONV_DW_GEMM_T: /* dw^T (CRS x K) += col . dy^T */
+        col = sample_col(p, x, thread);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p->CRS, s->K, p->P, 1.0f, col, p->P,
+                    dy, p->P, first ? 0.0f : 1.0f, wt, s->K);
+        return;
+    case CONV_DW_GEMM: /* dw (K x CRS) += dy . col^T */
+        col = sample_col(p, x, thread);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->K, p->CRS, p->P, 1.0f, dy, p->P,
+                    col, p->P, first ? 0.0f : 1.0f, pw, p->CRS);
+        return;
     }
-    if (j->dbias)
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1, 1.0f, pb,
-                    1);
-    if (j->din && p->wino)
-        return; /* the chunk's samples at once, after them (conv_bwd_chunk_task) */
-    if (j->din && p->dk)
-        conv_direct(j->din + (size_t)b * s->C * s->H * s->W, dy, p->wftap, NULL, &p->ts, xp);
-    else if (j->din)
-        tap_conv(j->din + (size_t)b * s->C * s->H * s->W, dy, p->wftap, NULL, &p->ts, xp, wide);
+}
+
+/* One sample's input gradient dx from dy. CONV_DIN_WINO does the
+ * chunk's samples at once (conv_bwd_chunk_task). */
+static void din_sample(const conv_job *j, float *dx, const float *dy, int thread)
+{
+    conv_plan_cpu *p = j->p;
+    const conv_shape *s = j->s;
+    float *xp = xpad_of(p, thread);
+    switch (p->algo.din) {
+    case CONV_DIN_WINO: return;
+    case CONV_DIN_DIRECT: conv_direct(dx, dy, p->wftap, NULL, &p->ts, xp); return;
+    case CONV_DIN_TAP:
+        tap_conv(dx, dy, p->wftap, NULL, &p->ts, xp, p->wide + (size_t)thread * p->wide_n);
+        return;
+    case CONV_DIN_DIRECT_S2: conv_direct_s2_din(dx, dy, p->wftap, s, xp); return;
+    case CONV_DIN_GEMM: {
+        float *dcol = p->dcol + (size_t)thread * p->dcol_n;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->CRS, p->P, s->K, 1.0f, j->w, p->CRS,
+                    dy, p->P, 0.0f, p->col_is_in ? dx : dcol, p->P);
+        if (!p->col_is_in)
+            col2im(dx, dcol, s, xp);
+        return;
+    }
+    }
 }
 
 /* out (cols x rows) = in (rows x cols) transposed, 16 rows of in at a
@@ -681,12 +727,12 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
     float *pw = p->part_w + (size_t)c * s->K * p->CRS, *pb = p->part_b + (size_t)c * s->K;
     /* the chunk's weight gradient: transposed in this thread's wt, or
      * straight into the partial */
-    float *wt = p->tapbwd || p->dwt || p->dk2 ? p->wt + (size_t)thread * s->K * p->CRS : NULL;
+    float *wt = p->algo.dw != CONV_DW_GEMM ? p->wt + (size_t)thread * s->K * p->CRS : NULL;
     int b0 = j->b0[c], b1 = j->b1[c];
     memset(pb, 0, (size_t)s->K * sizeof(float));
     if (b0 == b1) /* an empty group */
         cpu_vfill(wt ? wt : pw, 0.0f, (size_t)s->K * p->CRS);
-    if (p->wdw && b1 > b0) { /* sums in wide past its scratch; then wt */
+    if (p->algo.dw == CONV_DW_WINO && b1 > b0) { /* sums in wide past its scratch; then wt */
         float *wide = p->wide + (size_t)thread * p->wide_n, *acc = wide + wino_dw_scratch_n(s);
         wino_dw_samples(acc, j->in + (size_t)b0 * s->C * s->H * s->W,
                         j->dout + (size_t)b0 * s->K * p->P, s, b1 - b0, wide);
@@ -695,46 +741,17 @@ static void conv_bwd_chunk_task(void *arg, int c, int thread)
     for (int b = b0; b < b1; b++) {
         const float *x = j->in + (size_t)b * s->C * s->H * s->W;
         const float *dy = j->dout + (size_t)b * s->K * p->P;
-        if (p->tapbwd) {
-            flip_sample(j, b, b == b0, wt, pb, thread);
-            continue;
-        }
-        if (p->dk2) {
-            float *xp = xpad_of(p, thread);
-            conv_direct_s2_dw(wt, x, dy, s, b == b0, xp, p->wide + (size_t)thread * p->wide_n);
-            if (j->dbias)
-                cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1,
-                            1.0f, pb, 1);
-            if (j->din)
-                conv_direct_s2_din(j->din + (size_t)b * s->C * s->H * s->W, dy, p->wftap, s, xp);
-            continue;
-        }
-        const float *col = sample_col(p, x, thread);
-        if (wt) /* dw^T (CRS x K) += col . dy^T */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, p->CRS, s->K, p->P, 1.0f, col,
-                        p->P, dy, p->P, b == b0 ? 0.0f : 1.0f, wt, s->K);
-        else /* dw (K x CRS) += dy . col^T */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s->K, p->CRS, p->P, 1.0f, dy, p->P,
-                        col, p->P, b == b0 ? 0.0f : 1.0f, pw, p->CRS);
+        dw_sample(j, x, dy, b == b0, wt, pw, thread);
         if (j->dbias)
             cblas_sgemv(CblasRowMajor, CblasNoTrans, s->K, p->P, 1.0f, dy, p->P, p->ones, 1, 1.0f,
                         pb, 1);
-        if (j->din && p->dk) {
-            conv_direct(j->din + (size_t)b * s->C * s->H * s->W, dy, p->wftap, NULL, &p->ts,
-                        xpad_of(p, thread));
-        } else if (j->din) {
-            float *dcol = p->dcol + (size_t)thread * p->dcol_n;
-            float *dx = j->din + (size_t)b * s->C * s->H * s->W;
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p->CRS, p->P, s->K, 1.0f, j->w,
-                        p->CRS, dy, p->P, 0.0f, p->direct ? dx : dcol, p->P);
-            if (!p->direct)
-                col2im(dx, dcol, s, xpad_of(p, thread));
-        }
+        if (j->din)
+            din_sample(j, j->din + (size_t)b * s->C * s->H * s->W, dy, thread);
     }
-    if (j->din && p->wino && b1 > b0)
+    if (j->din && p->algo.din == CONV_DIN_WINO && b1 > b0)
         conv_wino(j->din + (size_t)b0 * s->C * s->H * s->W, j->dout + (size_t)b0 * s->K * p->P,
                   b1 - b0, p->wftap, NULL, &p->ts, xpad_of(p, thread));
-    if (wt && conv_direct_available()) /* in registers: the scalar walk was 1.5% of a step */
+    if (wt && p->avx512) /* in registers: the scalar walk was 1.5% of a step */
         conv_direct_transpose(pw, wt, p->CRS, s->K);
     else if (wt)
         transpose_block(pw, wt, p->CRS, s->K);
@@ -804,6 +821,19 @@ static void plan_chunks(backend *be, conv_job *j, int B)
     j->first[j->ngroups] = j->nchunks;
 }
 
+/* wftap: the weights of din as a convolution of dout, in its kernel's
+ * layout (CONV_DIN_GEMM reads w itself) */
+static void din_weights(conv_plan_cpu *p, const float *w, const conv_shape *s)
+{
+    switch (p->algo.din) {
+    case CONV_DIN_WINO: conv_wino_weights_flip(p->wftap, w, s); break;
+    case CONV_DIN_DIRECT: conv_direct_weights_flip(p->wftap, w, s); break;
+    case CONV_DIN_DIRECT_S2: conv_direct_s2_weights_flip(p->wftap, w, s); break;
+    case CONV_DIN_TAP: tap_weights(NULL, p->wftap, w, s); break;
+    case CONV_DIN_GEMM: break;
+    }
+}
+
 void cpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *dbias,
                        const float *dout, const float *in, const float *w, const conv_shape *s)
 {
@@ -815,14 +845,8 @@ void cpu_conv_backward(backend *be, void *plan, float *din, float *dw, float *db
     plan_chunks(be, j, s->B);
     if (j->nchunks > p->nchunks)
         plan_partials(be, p, j->nchunks);
-    if (din && p->wino)
-        conv_wino_weights_flip(p->wftap, w, s);
-    else if (din && p->dk)
-        conv_direct_weights_flip(p->wftap, w, s);
-    else if (din && p->dk2)
-        conv_direct_s2_weights_flip(p->wftap, w, s);
-    else if (din && p->tapbwd)
-        tap_weights(NULL, p->wftap, w, s);
+    if (din)
+        din_weights(p, w, s);
     bind_scratch(be, p);
     cpu_run(be, j->nchunks, conv_bwd_chunk_task, j);
     cpu_run(be, cpu_ntasks((size_t)s->K * p->CRS, REDUCE_BLOCK), conv_reduce_task, j);

@@ -42,12 +42,6 @@
 #define KB CONV_DIRECT_KB
 #define DK_SLACK(s) ((size_t)(s)->S + 16)
 
-static int dk_disabled;
-
-void conv_direct_enable(int on) { dk_disabled = !on; }
-
-int conv_direct_on(void) { return !dk_disabled && conv_direct_available(); }
-
 static size_t dk_plane(const conv_shape *s)
 {
     return (size_t)(s->H + 2 * s->pad) * (size_t)(s->W + s->pad);
@@ -100,11 +94,6 @@ size_t conv_direct_dyw_n(const conv_shape *s) { return (size_t)s->OH * s->OW * (
 static int dk2_wq(const conv_shape *s) { return s->OW + 1; }
 static size_t dk2_pp(const conv_shape *s) { return (size_t)(s->OH + 1) * (size_t)dk2_wq(s); }
 #define DK2_SLACK(s) ((size_t)dk2_wq(s) + 32)
-
-int conv_direct_s2_fits(const conv_shape *s)
-{
-    return s->stride == 2 && s->R == 3 && s->S == 3 && s->pad == 1;
-}
 
 size_t conv_direct_s2_scratch_n(const conv_shape *s)
 {

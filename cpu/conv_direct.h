@@ -1,8 +1,8 @@
 /* conv_direct.h — the direct AVX-512 kernel of conv.c's tap-by-tap
- * ("flip") convolutions: stride 1, any R x S, pad <= S - 1, and of its
- * stride-2 3x3 pad-1 ones, one sample at a time (conv_direct.c). conv.c asks conv_direct_on() when it makes a
- * plan and keeps its GEMM path for other CPUs (and valgrind, which has no
- * AVX-512). */
+ * convolutions: stride 1, any R x S, pad <= S - 1, and of its stride-2
+ * 3x3 pad-1 ones, one sample at a time (conv_direct.c). Which plans use it
+ * is conv_choose's to say (conv_choice.c): with conv_caps.direct, which
+ * other CPUs (and valgrind, which has no AVX-512) leave off. */
 #ifndef TRAIN_CPU_CONV_DIRECT_H
 #define TRAIN_CPU_CONV_DIRECT_H
 
@@ -14,12 +14,8 @@
 #define CONV_DIRECT_KB 8
 
 /* Whether this CPU runs the kernel (AVX-512F, with the OS saving its
- * state). */
+ * state): conv_caps_cpu's direct. */
 int conv_direct_available(void);
-/* Whether new plans use it: available and not switched off by
- * conv_direct_enable(0) (the tests' switch to the GEMM path). */
-int conv_direct_on(void);
-void conv_direct_enable(int on);
 
 /* floats of the padded input conv_direct needs for shape s (per thread) */
 size_t conv_direct_xpad_n(const conv_shape *s);
@@ -57,15 +53,14 @@ size_t conv_direct_dyw_n(const conv_shape *s);
 void conv_direct_dw(float *wt, const float *x, const float *dy, const conv_shape *s, int first,
                     float *xp, float *dyT);
 
-/* Stride 2, 3x3, pad 1 (the resnets' downsampling convs): whether s is
- * one; the per-thread scratch the three calls below need (xp); the
+/* Stride 2, 3x3, pad 1 (the resnets' downsampling convs): the
+ * per-thread scratch the three calls below need (xp); the
  * floats of the input gradient's weights (wdf, from
  * conv_direct_s2_weights_flip: per din phase, blocks of CONV_DIRECT_KB
  * input channels c x K x the phase's taps x KB). The forward takes
  * conv_direct_weights' layout; conv_direct_s2_dw is conv_direct_dw's
  * contract (dyT of conv_direct_dyw_n(s) floats). Only when
  * conv_direct_available(). */
-int conv_direct_s2_fits(const conv_shape *s);
 size_t conv_direct_s2_scratch_n(const conv_shape *s);
 size_t conv_direct_s2_wf_n(const conv_shape *s);
 void conv_direct_s2_weights_flip(float *wd, const float *w, const conv_shape *s);

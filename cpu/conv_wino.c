@@ -48,37 +48,12 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cpu/conv_wino.h"
 
-#include "cpu/conv_direct.h" /* conv_direct_available */
-
 /* floats of V per block: 128 KB, in L2 between the input transform and
  * the GEMMs (measured on resnet20's shapes with backward chunks of 8
  * samples: 10-15% faster than 1 MB blocks) */
 #define WINO_BUDGET (32 * 1024)
-/* Channels in and out below which the direct kernel stays (resnet20, one
- * thread, per step: at 16 channels, 28x28, the forward took 11.07 ms
- * against 10.65 direct and the backward 20.99 against 20.85; at 32
- * channels, 14x14, 7.27 against 8.36 and 15.15 against 16.27; at 64, 7x7,
- * 5.57 against 9.22 and 15.74 against 19.00) */
-#define WINO_MIN_CHANNELS 32
 /* floats of V and M of one slot that fit L1 with room to spare (40 KB) */
 #define WINO_L1 (10 * 1024)
-
-static int wino_mode = 1;
-
-void conv_wino_enable(int mode) { wino_mode = mode; }
-
-int conv_wino_on(void) { return wino_mode && conv_direct_available(); }
-
-int conv_wino_wanted(const conv_shape *s)
-{
-    return conv_wino_on() && conv_wino_fits(s) &&
-           (wino_mode == 2 || (s->C >= WINO_MIN_CHANNELS && s->K >= WINO_MIN_CHANNELS));
-}
-
-int conv_wino_fits(const conv_shape *s)
-{
-    return s->R == 3 && s->S == 3 && s->stride == 1 && s->pad == 1 && s->C >= 8 && s->K >= 8;
-}
 
 static int wino_k8(const conv_shape *s) { return (s->K + 7) / 8 * 8; }
 static int wino_th(const conv_shape *s) { return (s->H + 1) / 2; }

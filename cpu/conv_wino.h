@@ -2,28 +2,15 @@
  * stride-1, pad-1 convolutions (the resnets' "same" convs): the forward,
  * and the input gradient as the forward of dout with the flipped,
  * transposed weights (conv.c's p->ts). 16 multiplies per 2x2 outputs per
- * (input, output) channel pair instead of 36 (conv_wino.c). conv.c asks
- * conv_wino_on() when it makes a plan and keeps conv_direct.c or the GEMM
- * path otherwise. */
+ * (input, output) channel pair instead of 36 (conv_wino.c). conv_choose
+ * (conv_choice.c) says which plans take it: with conv_caps.wino, from 32
+ * channels in and out, where it pays. */
 #ifndef TRAIN_CPU_CONV_WINO_H
 #define TRAIN_CPU_CONV_WINO_H
 
 #include <stddef.h>
 
 #include "nn/backend.h"
-
-/* Whether s is a shape the kernel takes: 3x3, stride 1, pad 1, at least 8
- * channels in and out (the stem's 1-3 channels stay direct). */
-int conv_wino_fits(const conv_shape *s);
-/* Whether new plans may use it: AVX-512F (conv_direct_available()) and
- * not switched off by conv_wino_enable(0) (the tests' switch back to the
- * direct kernel). conv_wino_enable(1), the default: plans use it where it
- * pays, 32 channels in and out or more (measured: at 16 the direct kernel
- * is as fast); 2: wherever it fits (the tests of the kernel itself). */
-int conv_wino_on(void);
-void conv_wino_enable(int mode);
-/* whether a plan of shape s uses it: on, fits, and pays (or mode 2) */
-int conv_wino_wanted(const conv_shape *s);
 
 /* floats of the transformed weights for shape s (K rounded up to 8) */
 size_t conv_wino_w_n(const conv_shape *s);

@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 
+#include "cpu/conv_choice.h"
 #include "nn/backend.h"
 
 /* ---- the backend's threads (threads.c) */
@@ -40,6 +41,8 @@ typedef struct cpu_ctx {
     float *fc_scratch;
     size_t fc_scratch_n; /* floats */
     cpu_threads *workers;
+    /* the kernels new convolution plans may use: conv_caps_cpu() */
+    conv_caps conv_caps;
     /* backend_ops.batch_groups: 0, or the groups every batch is cut into */
     int ngroups;
     int group[BACKEND_GROUPS_MAX];
@@ -67,8 +70,16 @@ static inline void cpu_run(backend *be, int ntasks, cpu_task_fn fn, void *arg)
 void *cpu_alloc(backend *be, size_t bytes);
 void cpu_free(backend *be, void *p);
 
-/* ---- convolution (conv.c) */
+/* ---- convolution (conv.c); the algorithm of each pass is conv_choose's
+ * (conv_choice.h) */
 void *cpu_conv_plan(backend *be, const conv_shape *s);
+/* a plan under caps (less what this CPU cannot run: conv_caps_and_cpu)
+ * instead of the backend's: the tests' way to force an algorithm */
+void *cpu_conv_plan_caps(backend *be, const conv_shape *s, const conv_caps *caps);
+/* what a plan runs */
+conv_choice cpu_conv_plan_choice(const void *plan);
+/* backend_ops.conv_describe: "fwd/din/dw" of conv_choose for shape s */
+void cpu_conv_describe(backend *be, const conv_shape *s, char *buf, size_t len);
 void cpu_conv_plan_free(backend *be, void *plan);
 void cpu_conv_forward(backend *be, void *plan, float *out, const float *in, const float *w,
                       const float *bias, const conv_shape *s);

@@ -1,5 +1,5 @@
 /* x86_512.h — AVX-512 pieces the CPU convolution kernels share
- * (conv_direct.c, conv_wino.c, wino_dw.c): a mask of the lanes below n
+ * (conv_direct.c, conv_wino.c, conv_wino_dw.c): a mask of the lanes below n
  * and a 16 x 16 transpose in registers. Include it only where
  * <immintrin.h> is available (x86); the callers carry the target
  * attribute, these are inlined into them. */

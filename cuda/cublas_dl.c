@@ -8,7 +8,7 @@
  * -lcudnn alone. The CUDA build charged that to every CPU run and every
  * --loader-only run, and to the RSS and PSS it reports. So the CUDA
  * build does not link libcublas: these definitions of the entry points
- * the backend calls (cuda/layers.c, cuda/backend_cuda.c, cuda/check.c)
+ * the backend calls (cuda/layers.c, cuda/backend.c, cuda/check.c)
  * forward to the library, opened with dlopen on the first call — in
  * practice cublasCreate, when the backend starts on a device. dlopen finds
  * it through the binary's run path (CUDA_HOME/lib64), as the linker did.

@@ -1,5 +1,5 @@
 /* internal.h — the GPU backend's context, shared by its files:
- * backend_cuda.c (create/destroy, memory, small ops), conv.c (convolution
+ * backend.c (create/destroy, memory, small ops), conv.c (convolution
  * plans), layers.c (pooling, activation, fully connected) and staging.c
  * (pinning, copy stream, events, busy timing). Not for use outside cuda/.
  */

@@ -7,7 +7,9 @@
  * Files are read whole with one read() into a reused buffer; only regular
  * files are opened for reading (O_NONBLOCK first, so a FIFO named like an
  * image cannot hang a worker). Deliberately no mmap: the files are small,
- * and a file truncated while mapped would raise SIGBUS in a worker.
+ * and a file truncated while mapped would raise SIGBUS in a worker. An
+ * image inside a larger file (a tar shard's member: img_src) is its byte
+ * range read with pread, then the same path as a file's bytes.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -145,8 +147,58 @@ const char *img_format_name(img_format f)
 
 /* ---------------------------------------------------------------- reading */
 
+/* c->src's bytes, named `name` in messages: as read_file, with pread. */
+static long read_range(img_ctx *c, const img_src *s, const char *name, int cold, errbuf *e)
+{
+    if (s->len == 0)
+        return errf(e, "%s: empty (0 bytes)", name);
+    if (s->len > IMG_MAX_FILE_BYTES)
+        return errf(e, "%s: too large (%llu bytes; the limit is %llu)", name,
+                    (unsigned long long)s->len, IMG_MAX_FILE_BYTES);
+    int fd = open(s->file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return errf(e, "%s: cannot open: %s", name, strerror(errno));
+    struct stat st;
+    long rc = -1;
+    if (fstat(fd, &st) != 0) {
+        errf(e, "%s: cannot stat: %s", name, strerror(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        errf(e, "%s: not a regular file", name);
+    } else {
+        size_t want = (size_t)s->len, got = 0;
+        uint8_t *buf = img_grow(&c->file, &c->file_cap, want);
+        int err = 0;
+        while (got < want) {
+            ssize_t r = pread(fd, buf + got, want - got, (off_t)(s->off + got));
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0) {
+                err = errno;
+                break;
+            }
+            if (r == 0)
+                break;
+            got += (size_t)r;
+        }
+        if (err)
+            errf(e, "%s: read error: %s", name, strerror(err));
+        else if (got < want) /* a shard cut short after it was indexed */
+            errf(e, "%s: truncated (the file ends %zu bytes into its %zu)", name, got, want);
+        else {
+            c->file_len = got;
+            rc = (long)got;
+        }
+        if (cold)
+            (void)posix_fadvise(fd, (off_t)s->off, (off_t)s->len, POSIX_FADV_DONTNEED);
+    }
+    close(fd);
+    return rc;
+}
+
 static long read_file(img_ctx *c, const char *path, int cold, errbuf *e)
 {
+    if (c->src && c->src->file)
+        return read_range(c, c->src, path, cold, e);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
         return errf(e, "%s: cannot open: %s", path, strerror(errno));
@@ -1058,9 +1110,11 @@ void img_ctx_times(const img_ctx *c, double *read_s, double *decode_s)
     *decode_s = c->decode_s;
 }
 
-int img_probe(const char *path, int exif, int *w, int *h, int *channels, errbuf *e)
+static int probe(const img_src *src, const char *path, int exif, int *w, int *h, int *channels,
+                 errbuf *e)
 {
     img_ctx *c = img_ctx_create();
+    c->src = src;
     img_info info;
     int rc = read_header(c, path, 0, &info, e);
     if (rc == 0) {
@@ -1069,4 +1123,42 @@ int img_probe(const char *path, int exif, int *w, int *h, int *channels, errbuf 
     }
     img_ctx_free(c);
     return rc;
+}
+
+int img_probe(const char *path, int exif, int *w, int *h, int *channels, errbuf *e)
+{
+    return probe(NULL, path, exif, w, h, channels, e);
+}
+
+/* ---------------------------------------------------------------- byte ranges */
+
+int img_probe_src(const img_src *s, int exif, int *w, int *h, int *channels, errbuf *e)
+{
+    return probe(s, s->name, exif, w, h, channels, e);
+}
+
+int img_load_base_src(img_ctx *c, const img_src *s, const img_params *p, const uint8_t **base,
+                      int *bh, int *bw, errbuf *e)
+{
+    c->src = s;
+    int rc = img_load_base(c, s->name, p, base, bh, bw, e);
+    c->src = NULL;
+    return rc;
+}
+
+int img_load_src(img_ctx *c, const img_src *s, const img_params *p, rng *r, uint8_t *out, int out_h,
+                 int out_w, errbuf *e)
+{
+    c->src = s;
+    int rc = img_load(c, s->name, p, r, out, out_h, out_w, e);
+    c->src = NULL;
+    return rc;
+}
+
+long img_read_only_src(img_ctx *c, const img_src *s, const img_params *p, errbuf *e)
+{
+    c->src = s;
+    long n = img_read_only(c, s->name, p, e);
+    c->src = NULL;
+    return n;
 }

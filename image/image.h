@@ -187,6 +187,28 @@ int img_load(img_ctx *c, const char *path, const img_params *p, rng *r, uint8_t 
  * p->cold. Returns the byte count, or -1. */
 long img_read_only(img_ctx *c, const char *path, const img_params *p, errbuf *e);
 
+/* An image that is part of a larger file: bytes [off, off + len) of
+ * `file` (a member of a tar shard: loader/dataset_shards.c). `name` is
+ * what every message calls the image where a whole file's path would
+ * stand ("shards/a.tar: member 000001.jpg"). The _src variants below are
+ * the path functions above reading those bytes instead: one pread of the
+ * range, the same checks (a regular file; len in 1..IMG_MAX_FILE_BYTES;
+ * a file that ends inside the range is "truncated"), the same decode.
+ * With file NULL, `name` is a path and its whole file is read, as the
+ * path functions do, so a caller can hand every image over one way. */
+typedef struct img_src {
+    const char *file;
+    uint64_t off, len;
+    const char *name;
+} img_src;
+
+int img_probe_src(const img_src *s, int exif, int *w, int *h, int *channels, errbuf *e);
+int img_load_base_src(img_ctx *c, const img_src *s, const img_params *p, const uint8_t **base,
+                      int *bh, int *bw, errbuf *e);
+int img_load_src(img_ctx *c, const img_src *s, const img_params *p, rng *r, uint8_t *out, int out_h,
+                 int out_w, errbuf *e);
+long img_read_only_src(img_ctx *c, const img_src *s, const img_params *p, errbuf *e);
+
 /* The JPEG libraries in use, as loaded (file and version), the headers
  * built against, and whether the planar decode is on and why not (for
  * --version and --selftest). A static string. */

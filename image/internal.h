@@ -15,7 +15,9 @@ struct img_ctx {
     void *tj;      /* tjhandle for decompression, made on the first JPEG */
     uint8_t *file; /* the file's bytes */
     size_t file_len, file_cap;
-    uint8_t *dec; /* decoded image, dh x dw x C */
+    const img_src *src; /* set by the _src entry points for their call: the
+                           bytes to read instead of the path's file */
+    uint8_t *dec;       /* decoded image, dh x dw x C */
     size_t dec_cap;
     uint8_t *tmp; /* CMYK pixels before conversion; a repaired PNG */
     size_t tmp_cap;

@@ -769,6 +769,8 @@ static int csv_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf
     if (!o)
         o = &defaults;
     struct stat st;
+    if (dataset_is_shards(csv_path)) /* names ending in .tar: WebDataset shards */
+        return dataset_shards_load(ix, csv_path, o, e);
     if (stat(csv_path, &st) == 0 && S_ISDIR(st.st_mode)) {
         /* the CSV options may be meant for the other set (--val): a note */
         const char *unused = o->root          ? "--root"
@@ -888,6 +890,7 @@ void dataset_free(dataset *ix)
     free(ix->csv_path);
     free(ix->strs);
     free(ix->rows);
+    free(ix->members);
     memset(ix, 0, sizeof *ix);
 }
 

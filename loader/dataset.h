@@ -1,5 +1,6 @@
-/* dataset.h — the data set as listed in a CSV, or as laid out in a folder
- * of class folders (dataset_folder.c): paths, labels, classes.
+/* dataset.h — the data set as listed in a CSV, as laid out in a folder
+ * of class folders (dataset_folder.c), or as stored in WebDataset tar
+ * shards (dataset_shards.c): paths, labels, classes.
  *
  * The whole CSV is read and validated before any work starts; every problem
  * is reported as `FILE:LINE: reason`. The result is two flat allocations
@@ -13,6 +14,7 @@
 #include <stdio.h>
 
 #include "common/util.h"
+#include "image/image.h"
 
 typedef struct dataset_row {
     uint64_t path; /* offset of the resolved path in dataset.strs */
@@ -20,6 +22,13 @@ typedef struct dataset_row {
     uint32_t line; /* 1-based line in the CSV where the row starts (a
                       folder's rows: the sample's position) */
 } dataset_row;
+
+/* Where a shard row's image is: a member of the shard file that the row's
+ * path names. */
+typedef struct dataset_member {
+    uint64_t off, len; /* the member's bytes in the shard */
+    uint64_t name;     /* offset of the member's name in dataset.strs */
+} dataset_member;
 
 typedef struct dataset {
     char *csv_path;        /* the CSV or folder as given by the user (for messages) */
@@ -33,9 +42,12 @@ typedef struct dataset {
     uint32_t bad_rows; /* rows dropped under skip_bad, or listed under list_bad */
     int names;         /* labels were strings mapped to sorted ids */
     int had_header;
-    int folder;             /* read from a folder of class folders */
-    uint32_t skipped_files; /* a folder's non-image files, skipped */
-    uint64_t content_hash;  /* of the rows (dataset_fingerprint) and the resolved root */
+    int folder;              /* read from a folder of class folders */
+    uint32_t skipped_files;  /* a folder's non-image files, skipped */
+    dataset_member *members; /* read from tar shards: one per row (whose path is
+                                its shard's); NULL for a CSV or a folder */
+    uint32_t nshards;
+    uint64_t content_hash; /* of the rows (dataset_fingerprint) and the resolved root */
 } dataset;
 
 typedef struct csv_opts {
@@ -70,10 +82,27 @@ int dataset_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf *e
  * The CSV options (header, columns, root) do not apply. */
 int dataset_folder_load(dataset *ix, const char *root, const csv_opts *o, errbuf *e);
 
+/* WebDataset tar shards (rules in dataset_shards.c): `spec` is one .tar, a
+ * comma list of them, a pattern with brace ranges
+ * (`shards/train-{000000..000009}.tar`), or a file listing them. Labels from each sample's .cls
+ * member; class names from classes.txt beside the first shard, when there.
+ * skip_bad drops bad samples with one counted warning. */
+int dataset_shards_load(dataset *ix, const char *spec, const csv_opts *o, errbuf *e);
+
+/* Whether dataset_load reads `spec` as shards: every name it expands to
+ * ends in ".tar", or it is a file whose first line names shards. */
+int dataset_is_shards(const char *spec);
+
+/* Where row i's image is, for the image layer's _src functions: a shard
+ * row's member (its byte range, named `SHARD: member NAME`, built in buf),
+ * or any other row's whole file (s->file NULL, s->name its path).
+ * Returns s. */
+const img_src *dataset_src(const dataset *ix, uint32_t i, img_src *s, char *buf, size_t len);
+
 /* One message about row i, in the form every site uses: `FILE:LINE: msg`
  * for a CSV; for a folder the image path itself is the location, so
- * `msg` when it already starts with the path, else `PATH: msg`. Returns
- * buf. */
+ * `msg` when it already starts with the path, else `PATH: msg`; for
+ * shards likewise with `SHARD: member NAME`. Returns buf. */
 const char *dataset_row_message(const dataset *ix, uint32_t i, const char *msg, char *buf,
                                 size_t len);
 void dataset_free(dataset *ix);

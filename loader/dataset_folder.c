@@ -413,7 +413,16 @@ const char *dataset_row_message(const dataset *ix, uint32_t i, const char *msg, 
                                 size_t len)
 {
     char raw[2 * ERR_MAX + 64];
-    if (!ix->folder) {
+    if (ix->members) { /* `SHARD: member NAME` is the location */
+        char where[ERR_MAX];
+        img_src src;
+        dataset_src(ix, i, &src, where, sizeof where);
+        size_t n = strlen(where);
+        if (strncmp(msg, where, n) == 0 && (msg[n] == ':' || msg[n] == ' ' || msg[n] == '\0'))
+            snprintf(raw, sizeof raw, "%s", msg);
+        else
+            snprintf(raw, sizeof raw, "%s: %s", where, msg);
+    } else if (!ix->folder) {
         snprintf(raw, sizeof raw, "%s:%u: %s%s", ix->csv_path, ix->rows[i].line, msg,
                  !ix->had_header && ix->rows[i].line == 1
                      ? " (line 1 was read as data: if it is a header, give --header)"

@@ -6,10 +6,17 @@
 
 /* The folder dataset_load joined relative paths to (its rules: --root,
  * else the CSV's folder, "/x.csv" -> "/"; a folder of class folders: the
- * root without trailing slashes): a string and its length *len, or NULL
+ * root without trailing slashes; shards: the first shard's folder): a
+ * string and its length *len, or NULL
  * when paths were kept as written (a CSV named without a folder). */
 static const char *base_of(const dataset *ix, const char *root, size_t *len)
 {
+    if (ix->members) { /* shards: the first one's folder, however they were named */
+        const char *first = ix->n ? dataset_path(ix, 0) : "";
+        const char *slash = strrchr(first, '/');
+        *len = slash ? (slash > first ? (size_t)(slash - first) : 1) : 0;
+        return slash ? first : NULL;
+    }
     const char *b = ix->folder ? ix->csv_path : root;
     if (b) {
         size_t n = strlen(b);
@@ -68,6 +75,8 @@ data_fp dataset_fingerprint(const dataset *ix, const char *root)
         if (base && strncmp(p, base, bl) == 0 && p[bl] == '/')
             p += bl + 1;
         h = hash_norm_path(p, h);
+        if (ix->members) /* a shard's row: the member too */
+            h = hash_norm_path(ix->strs + ix->members[i].name, h);
         int32_t label = ix->rows[i].label;
         h = hash64(&label, sizeof label, h);
     }

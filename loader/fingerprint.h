@@ -4,12 +4,14 @@
  * other rows than rank 0).
  *
  * The hash covers every row in order: its path relative to the data set's
- * folder (the CSV's folder, --root, or the folder of class folders; an
+ * folder (the CSV's folder, --root, the folder of class folders, or the
+ * first shard's folder; an
  * absolute path as written), lexically normal ("./" segments dropped, "//"
  * taken as "/"; ".." and symlinks kept), and its class id. So the same CSV read from
  * another working directory, or the same data set copied elsewhere, has
  * the same fingerprint; a dropped, added, reordered or relabelled row
- * changes it. Class names are not in it (checkpoints compare them
+ * changes it. A shard's row is its shard's path and its image member's
+ * name. Class names are not in it (checkpoints compare them
  * apart). The hash is common/util.c's hash64.
  */
 #ifndef TRAIN_FINGERPRINT_H

@@ -24,9 +24,17 @@ build/pic/python/trainloader.o: python/trainloader.c build/pic/.flags
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_pic) -isystem $(PY_INC) -c $< -o $@
 
-$(PY_PKG)/_trainloader.abi3.so: build/pic/python/trainloader.o $(call libs_of,pic,$(PY_LAYERS))
+# python/ is the top layer of the module's libraries: tools/check-layers
+# fails a call from below into it, and tools/check-includes an include of a
+# private header (app/run_ctx.h) from it (the data side is app/feed.h)
+build/pic/libpython.a: build/pic/python/trainloader.o build/pic/python/supervisor.o
+	@rm -f $@
+	$(AR) rcs $@ $^
+$(PY_PKG)/_trainloader.abi3.so: build/pic/python/trainloader.o $(call libs_of,pic,$(PY_LAYERS)) \
+                                build/pic/libpython.a
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,--as-needed -o $@ $^ $(LIBS)
+	$(CC) -shared -Wl,--as-needed -o $@ $(filter-out build/pic/libpython.a,$^) $(LIBS)
+	$(call check_layers_of,pic,python $(PY_LAYERS))
 # --as-needed: the loader side calls no BLAS, and a linked OpenBLAS would
 # start its spinning thread pool in the process that forks the workers
 $(PY_PKG)/trainloader-supervisor: build/pic/python/supervisor.o $(call libs_of,pic,$(PY_LAYERS))

@@ -96,6 +96,11 @@ typedef struct backend_ops {
      * there is no bias) are overwritten, not accumulated */
     void (*conv_backward)(backend *be, void *plan, float *din, float *dw, float *dbias,
                           const float *dout, const float *in, const float *w, const conv_shape *s);
+    /* The algorithms a plan of shape s runs, as "forward/input
+     * gradient/weight gradient" (e.g. "wino/wino/direct"; the CPU
+     * backend's names are in cpu/conv_choice.h) into buf (len bytes).
+     * Optional: backend_conv_describe. */
+    void (*conv_describe)(backend *be, const conv_shape *s, char *buf, size_t len);
 
     /* ---- activation, n elements; relu_backward uses the forward output */
     void (*relu_forward)(backend *be, float *out, const float *in, size_t n);
@@ -323,6 +328,17 @@ static inline void backend_conv_plan_free(backend *be, void *plan)
 {
     if (be->ops->conv_plan_free)
         be->ops->conv_plan_free(be, plan);
+}
+
+/* buf with the algorithms of shape s (backend_ops.conv_describe), or NULL
+ * when the backend does not say */
+static inline const char *backend_conv_describe(backend *be, const conv_shape *s, char *buf,
+                                                size_t len)
+{
+    if (!be->ops->conv_describe || len == 0)
+        return NULL;
+    be->ops->conv_describe(be, s, buf, len);
+    return buf;
 }
 
 /* 1 and *out filled when activity records are on (activity_start said

@@ -27,10 +27,11 @@
  * normalise with the batch's statistics and update the running ones;
  * model_eval_step uses the running ones.
  *
- * Data parallelism reaches the model as a hook (model.dist, set by its
- * owner; comm/ fills it): the loss is averaged over the global batch of
- * every rank, and the gradient slab is summed over the ranks between the
- * backward pass and the update. Without it the model is one process's.
+ * Data parallelism reaches the model two ways: a hook set once (model.dist,
+ * set by its owner; comm/ fills it) sums the gradient slab over the ranks
+ * between the backward pass and the update; each step's split
+ * (model_batch.split) says the global batch the loss is averaged over and
+ * the chunks of canonical sums. Without them the model is one process's.
  *
  * Left out: other optimisers, dropout, mixed precision.
  */
@@ -49,7 +50,7 @@
 #define MODEL_MAX_TENSORS 160
 #define MODEL_NAME_MAX 32
 #define MODEL_PLAN_SLOTS 3                  /* conv plans kept per layer, one per batch size */
-#define MODEL_MAX_CHUNKS BACKEND_GROUPS_MAX /* model_dist.chunk */
+#define MODEL_MAX_CHUNKS BACKEND_GROUPS_MAX /* model_split.chunk */
 #define MODEL_MAX_BUCKETS 8                 /* model_plan_buckets: at most this many asked */
 /* enqueued steps whose results may be pending at once: the one being
  * enqueued and the one before it (results come back a step late) */
@@ -132,23 +133,8 @@ typedef struct model_dist {
      * whose slice of the batch is empty (its gradient is zero) */
     void (*reduce)(void *ctx, float *grads, size_t n);
     void *ctx;
-    /* the next training step's samples over every rank: the loss, and so
-     * the gradient, is averaged over this many (0: the step's own B) */
-    int global_batch;
-    /* Canonical gradient sums (nchunks > 0): the step's B samples are
-     * nchunks consecutive chunks of chunk[i] samples (a power of two of
-     * them; a chunk may be empty); each chunk's gradient is computed on
-     * its own and the chunks are summed as a balanced binary tree, left
-     * before right. With every rank holding an aligned subtree and the
-     * ranks summed as the tree's top levels (comm/), the gradient has the
-     * same bits whatever the number of ranks. Where model_groups_cheap
-     * says so, the backend does it inside one step over the batch
-     * (backend_ops.batch_groups: only the sums over samples are cut);
-     * otherwise every chunk runs its own forward and backward pass. */
-    int nchunks;
-    int chunk[MODEL_MAX_CHUNKS];
     /* Overlap with backward (optional; set with model_plan_buckets, used
-     * when nchunks is 0): instead of one reduce after backward, the slab is
+     * for steps without chunks: model_split.nchunks 0): instead of one reduce after backward, the slab is
      * summed in buckets, each handed over as soon as the ENQUEUED backward
      * pass has written every gradient in it. reduce_range(ctx, grads, off,
      * n) sums grads[off, off + n): it is called for every bucket of the
@@ -163,6 +149,45 @@ typedef struct model_dist {
     size_t bucket_off[MODEL_MAX_BUCKETS + 1]; /* bucket k: [bucket_off[k+1], bucket_off[k]) */
     int bucket_after[MODEL_MAX_BUCKETS];      /* ... handed over after this layer's backward */
 } model_dist;
+
+/* How a training step's batch is split (all zero: one process, one
+ * gradient in the backend's order). Given with each step (model_batch). */
+typedef struct model_split {
+    /* the step's samples over every rank: the loss, and so the gradient,
+     * is averaged over this many (0: the step's own B) */
+    int global_batch;
+    /* Canonical gradient sums (nchunks > 0): the step's B samples are
+     * nchunks consecutive chunks of chunk[i] samples (a power of two of
+     * them; a chunk may be empty); each chunk's gradient is computed on
+     * its own and the chunks are summed as a balanced binary tree, left
+     * before right. With every rank holding an aligned subtree and the
+     * ranks summed as the tree's top levels (comm/), the gradient has the
+     * same bits whatever the number of ranks. Where model_groups_cheap
+     * says so, the backend does it inside one step over the batch
+     * (backend_ops.batch_groups: only the sums over samples are cut);
+     * otherwise every chunk runs its own forward and backward pass. */
+    int nchunks;
+    int chunk[MODEL_MAX_CHUNKS];
+} model_split;
+
+/* One step's inputs. */
+typedef struct model_batch {
+    const uint8_t *x;          /* device: B images, C x H x W bytes each */
+    const int32_t *labels;     /* host: their labels (checked; kept for the results) */
+    const int32_t *dev_labels; /* device: the same labels already there (the stager
+                                  copied them with the batch), or NULL: the step
+                                  uploads them */
+    int B;
+    model_split split; /* training steps only */
+} model_batch;
+
+/* The caller's name for a step, handed back with its results
+ * (model_results_take): which of its passes, which batch, at which rate. */
+typedef struct step_tag {
+    int pass;
+    long batch;
+    double lr;
+} step_tag;
 
 typedef struct model {
     char name[MODEL_NAME_MAX];
@@ -192,7 +217,6 @@ typedef struct model {
     int32_t *pred;   /* device, max_batch */
     int32_t *labels; /* device, max_batch */
     float *zeros;    /* device, nparams zeros (made at the first empty chunk), or NULL */
-    const int32_t *staged_labels; /* device: the next step's labels, already there (or NULL) */
     /* results read back late (model_results_take): per pending step a slot
      * of max_batch losses then max_batch predictions (host, page-locked on
      * a GPU), its labels and the caller's tag; a ring, oldest at pend_head */
@@ -200,7 +224,7 @@ typedef struct model {
     int32_t *results_labels; /* MODEL_RESULTS_MAX x max_batch */
     struct {
         int B;
-        long tag;
+        step_tag tag;
     } pend[MODEL_RESULTS_MAX];
     int pend_head, pend_n;
     int results_pinned;
@@ -298,26 +322,25 @@ void model_sgd_step(model *m, float lr, float momentum, float wd);
  * MODEL_STEP_CANCELLED (no update) when cancelled before the update. */
 int model_train_step(model *m, const uint8_t *x, const int32_t *labels, int B, float lr,
                      float momentum, float wd, step_stats *st);
+/* The same for a whole model_batch (its device labels, its split). */
+int model_train_batch(model *m, const model_batch *b, float lr, float momentum, float wd,
+                      step_stats *st);
 /* Pipelined steps, for a caller that must not wait for each step (the
  * training loop on a GPU): enqueue a step, and take its results later, in
  * order. model_train_enqueue / model_eval_enqueue return MODEL_STEP_OK or
  * MODEL_STEP_CANCELLED (no update, nothing pending) and remember `tag`
- * with the step; at most MODEL_RESULTS_MAX steps may be pending (take one
+ * with the step (the caller keeps no record of its own); at most MODEL_RESULTS_MAX steps may be pending (take one
  * first). model_results_take gives the oldest pending step's results: 1
  * with *st (nonfinite counts its non-finite losses) and *tag filled (either
  * may be NULL), 0 when none is pending or, with wait 0, the device has not
  * finished it. On the CPU backend the results are ready when the step
  * returns; on a GPU the host waits only when it asks with wait 1. The
  * numbers equal the synchronous steps' bit for bit. */
-int model_train_enqueue(model *m, const uint8_t *x, const int32_t *labels, int B, float lr,
-                        float momentum, float wd, long tag);
-int model_eval_enqueue(model *m, const uint8_t *x, const int32_t *labels, int B, long tag);
-int model_results_take(model *m, int wait, step_stats *st, long *tag);
+int model_train_enqueue(model *m, const model_batch *b, float lr, float momentum, float wd,
+                        step_tag tag);
+int model_eval_enqueue(model *m, const model_batch *b, step_tag tag);
+int model_results_take(model *m, int wait, step_stats *st, step_tag *tag);
 int model_results_pending(const model *m);
-/* The next step's labels are on the device already at dev_labels (the
- * stager copied them with the batch), equal to the host labels it is
- * given; the step then uploads nothing. One step only. */
-void model_stage_labels(model *m, const int32_t *dev_labels);
 /* Forward and loss only, no gradients, no update. Same return; B 0 (an
  * empty slice) with m->dist.reduce set does nothing. */
 int model_eval_step(model *m, const uint8_t *x, const int32_t *labels, int B, step_stats *st);
@@ -331,7 +354,7 @@ int model_eval_step(model *m, const uint8_t *x, const int32_t *labels, int B, st
  * nbuckets, bucket_off and bucket_after; returns nbuckets. */
 int model_plan_buckets(model *m, int want);
 
-/* 1 when canonical gradient sums (model_dist.nchunks) cost next to
+/* 1 when canonical gradient sums (model_split.nchunks) cost next to
  * nothing: the backend cuts only the sums over samples
  * (backend_ops.batch_groups) and no layer is batch norm; 0 when every
  * chunk would run its own forward and backward pass. */
@@ -348,7 +371,9 @@ int model_defaults(const char *name, model_hparams *hp);
 /* The known names, NULL-terminated. */
 const char *const *model_names(void);
 /* `--model list`: one line per model — name, parameters, forward FLOPs per
- * sample for inputs C x H x W with nclasses classes, description, defaults. */
-void model_print_list(FILE *fp, int C, int H, int W, int nclasses);
+ * sample for inputs C x H x W with nclasses classes, description, defaults
+ * — and, when be (may be NULL) names its convolutions' algorithms
+ * (backend_conv_describe), a line of them in layer order. */
+void model_print_list(FILE *fp, int C, int H, int W, int nclasses, backend *be);
 
 #endif

@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "app/run_ctx.h"
+#include "app/feed.h"
 
 int main(int argc, char **argv)
 {
@@ -20,14 +20,14 @@ int main(int argc, char **argv)
         options_free(&o);
         return RUN_BAD_INPUT;
     }
-    run_ctx *r = xcalloc(1, sizeof *r);
-    r->feed_mode = FEED_SERVE;
-    int rc = feed_open(r, &o, &e);
+    feed *f = xcalloc(1, sizeof *f);
+    /* the passes (and their rank's share) are posted by the module */
+    int rc = feed_open(f, &o, FEED_SERVE, 0, 1, &e);
     if (rc == RUN_OK)
-        rc = feed_serve(r, &e); /* returns only on failure */
+        rc = feed_serve(f, &e); /* returns only on failure */
     fprintf(stderr, "trainloader-supervisor: %s\n", e.msg);
-    feed_close(r);
-    free(r);
+    feed_close(f);
+    free(f);
     options_free(&o);
     return rc;
 }

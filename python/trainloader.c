@@ -35,7 +35,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "app/run_ctx.h"
+#include "app/feed.h"
 #include "loader/sampler.h"
 
 static PyObject *g_error, *g_bad_input, *g_worker_lost;
@@ -80,8 +80,8 @@ typedef struct MappingObject {
 
 typedef struct LoaderObject {
     PyObject ob_base; /* PyObject_HEAD */
-    run_ctx *r;
-    PyObject *map; /* MappingObject of the ring, or NULL */
+    feed *f;          /* the data side (app/feed.h), or NULL once closed */
+    PyObject *map;    /* MappingObject of the ring, or NULL */
     options o;
     int o_parsed;
     char **argv, **spawn; /* owned copies; o.argv points into argv */
@@ -147,7 +147,7 @@ static Py_ssize_t array_nbytes(const ArrayObject *a)
 
 static int array_live(ArrayObject *a)
 {
-    if (a->owner && !a->owner->r) {
+    if (a->owner && !a->owner->f) {
         PyErr_Format(PyExc_BufferError,
                      "batch %llu's loader is closed: take views before closing it (they stay "
                      "valid after), or keep a batch with .copy()",
@@ -401,31 +401,31 @@ static void give_back(LoaderObject *L)
 {
     if (!L->holding)
         return;
-    loader_release(L->r->ldr, &L->held);
+    loader_release(L->f->ldr, &L->held);
     L->holding = 0;
     L->generation++;
 }
 
 static void loader_close_impl(LoaderObject *L)
 {
-    if (!L->r)
+    if (!L->f)
         return;
     if (getpid() != L->pid) { /* a fork of the Python process (os.fork, multiprocessing):
                                  the loader is its parent's; forget it, stop nothing */
-        L->r = NULL;
+        L->f = NULL;
         L->holding = 0;
         L->generation++;
         Py_CLEAR(L->map);
         return;
     }
     L->holding = 0; /* not given back: no worker may refill the slot a kept view reads */
-    run_ctx *r = L->r;
-    L->r = NULL;
+    feed *f = L->f;
+    L->f = NULL;
     L->generation++;
     PyThreadState *ts = PyEval_SaveThread();
-    feed_close(r); /* stops and reaps every loader process; the mapping stays */
+    feed_close(f); /* stops and reaps every loader process; the mapping stays */
     PyEval_RestoreThread(ts);
-    free(r);
+    free(f);
     Py_CLEAR(L->map); /* unmapped now, or when the last batch view goes */
 }
 
@@ -536,39 +536,36 @@ static PyObject *loader_new_py(PyTypeObject *type, PyObject *args, PyObject *kw)
             PyErr_NoMemory();
             goto fail;
         }
-    run_ctx *r = calloc(1, sizeof *r);
-    if (!r) {
+    feed *f = calloc(1, sizeof *f);
+    if (!f) {
         PyErr_NoMemory();
         goto fail;
     }
-    r->dist.rank = rank;
-    r->dist.size = ranks;
-    r->feed_mode = FEED_SPAWN;
     loader_config extra = {.spawn_argv = L->spawn, .should_stop = py_should_stop};
     int rc;
     PyThreadState *ts = PyEval_SaveThread();
-    rc = feed_open(r, &L->o, &e);
+    rc = feed_open(f, &L->o, FEED_SPAWN, rank, ranks, &e);
     if (rc == RUN_OK)
-        rc = feed_loader(r, &extra, &e);
+        rc = feed_loader(f, &extra, &e);
     if (rc != RUN_OK)
-        feed_close(r);
+        feed_close(f);
     PyEval_RestoreThread(ts);
     if (rc != RUN_OK) {
-        free(r);
+        free(f);
         raise_status(rc, e.msg);
         goto fail;
     }
     MappingObject *m = PyObject_New(MappingObject, g_mapping_type);
     if (!m) {
         ts = PyEval_SaveThread();
-        feed_close(r);
+        feed_close(f);
         PyEval_RestoreThread(ts);
-        free(r);
+        free(f);
         goto fail;
     }
-    loader_disown_map(r->ldr, &m->base, &m->len); /* the Mapping unmaps it, last */
+    loader_disown_map(f->ldr, &m->base, &m->len); /* the Mapping unmaps it, last */
     L->map = (PyObject *)m;
-    L->r = r;
+    L->f = f;
     return (PyObject *)L;
 fail:
     Py_DECREF((PyObject *)L);
@@ -577,13 +574,13 @@ fail:
 
 static int loader_usable(LoaderObject *L)
 {
-    if (L->r && getpid() != L->pid) {
+    if (L->f && getpid() != L->pid) {
         PyErr_SetString(PyExc_RuntimeError,
                         "this loader belongs to the process that made it, not to a fork of it: "
                         "make a Loader in the child");
         return 0;
     }
-    if (!L->r) {
+    if (!L->f) {
         PyErr_SetString(PyExc_ValueError, "the loader is closed");
         return 0;
     }
@@ -596,9 +593,9 @@ static int loader_usable(LoaderObject *L)
 
 static uint32_t pass_batches(const LoaderObject *L)
 {
-    const dataset *d = &L->r->train;
+    const dataset *d = &L->f->train;
     int drop = L->train && L->o.drop_last;
-    return sampler_batches(d->n, (uint32_t)L->r->batch, drop);
+    return sampler_batches(d->n, (uint32_t)L->f->batch, drop);
 }
 
 /* mode=preload, before the first pass: the workers decode every training
@@ -607,28 +604,23 @@ static uint32_t pass_batches(const LoaderObject *L)
  * GIL. */
 static int build_cache(LoaderObject *L, errbuf *e)
 {
-    run_ctx *r = L->r;
+    feed *f = L->f;
     if (!L->building) { /* the build is a pass like the others: a Ctrl-C in it resumes */
-        load_job j = {.src = 0, .kind = LOAD_JOB_BUILD, .batch = (uint32_t)r->batch};
-        L->job = loader_post(r->ldr, &j);
-        L->nbatches = load_job_batches(r->ldr, L->job);
+        L->job = feed_post_build(f);
+        L->nbatches = load_job_batches(f->ldr, L->job);
         L->taken = 0;
         L->building = 1;
         L->build_t0 = now_sec();
     }
     for (; L->taken < L->nbatches; L->taken++) {
         loader_batch b;
-        int rc = loader_next(r->ldr, &b, e);
+        int rc = loader_next(f->ldr, &b, e);
         if (rc != LOADER_OK)
             return rc;
-        loader_release(r->ldr, &b);
+        loader_release(f->ldr, &b);
     }
-    if (cache_commit(&r->cache, e) != 0)
-        return RUN_BAD_INPUT;
-    r->cache.ready = 1;
     L->building = 0;
-    r->build_s = now_sec() - L->build_t0;
-    return LOADER_OK;
+    return feed_cache_built(f, L->build_t0, e) == 0 ? LOADER_OK : RUN_BAD_INPUT;
 }
 
 /* Loader.begin(epoch): post the pass over the data for epoch (finishing
@@ -652,13 +644,13 @@ static PyObject *loader_begin(PyObject *self, PyObject *args)
     PyThreadState *ts = PyEval_SaveThread();
     while (L->job >= 0 && L->taken < L->nbatches) {
         loader_batch b;
-        rc = loader_next(L->r->ldr, &b, &e);
+        rc = loader_next(L->f->ldr, &b, &e);
         if (rc != LOADER_OK)
             break;
-        loader_release(L->r->ldr, &b);
+        loader_release(L->f->ldr, &b);
         L->taken++;
     }
-    if (rc == LOADER_OK && L->r->use_cache && !L->r->cache.ready)
+    if (rc == LOADER_OK && L->f->use_cache && !L->f->cache.ready)
         rc = build_cache(L, &e);
     PyEval_RestoreThread(ts);
     L->busy = 0;
@@ -668,17 +660,14 @@ static PyObject *loader_begin(PyObject *self, PyObject *args)
         loader_close_impl(L); /* a failed loader cannot go on: its processes stop now */
         return raise_status(rc, e.msg);
     }
-    run_ctx *r = L->r;
+    feed *f = L->f;
     load_job j = {.src = 0,
                   .kind = L->train ? LOAD_JOB_TRAIN : LOAD_JOB_EVAL,
                   .epoch = (uint32_t)epoch,
-                  .batch = (uint32_t)r->batch,
                   .shuffle = L->train && L->o.shuffle,
-                  .drop_last = L->train && L->o.drop_last,
-                  .rank = (uint32_t)L->rank,
-                  .ranks = (uint32_t)L->ranks};
-    L->job = loader_post(r->ldr, &j);
-    L->nbatches = load_job_batches(r->ldr, L->job);
+                  .drop_last = L->train && L->o.drop_last};
+    L->job = feed_post_pass(f, j); /* this rank's share (feed_open) */
+    L->nbatches = load_job_batches(f->ldr, L->job);
     L->taken = 0;
     memset(&L->st, 0, sizeof L->st);
     L->st.epoch = epoch;
@@ -709,7 +698,7 @@ static PyObject *loader_next_py(PyObject *self, PyObject *unused)
     int rc;
     L->busy = 1;
     PyThreadState *ts = PyEval_SaveThread();
-    rc = loader_next(L->r->ldr, &L->held, &e);
+    rc = loader_next(L->f->ldr, &L->held, &e);
     PyEval_RestoreThread(ts);
     L->busy = 0;
     if (rc != LOADER_OK) {
@@ -731,7 +720,7 @@ static PyObject *loader_next_py(PyObject *self, PyObject *unused)
     s->read += b->read_s;
     s->decode += b->decode_s;
     s->t1 = now_sec();
-    const load_setup *ss = &L->r->ss;
+    const sample_setup *ss = &L->f->ss;
     Py_ssize_t ishape[4] = {b->count, ss->channels, ss->out_h, ss->out_w}, lshape[1] = {b->count};
     ArrayObject *img = array_new(4, ishape, 1, 'B', kDLUInt);
     ArrayObject *lab = array_new(1, lshape, 8, 'q', kDLInt);
@@ -783,36 +772,36 @@ static PyObject *loader_info(PyObject *self, PyObject *unused)
     LoaderObject *L = (LoaderObject *)self;
     if (!loader_usable(L))
         return NULL;
-    run_ctx *r = L->r;
-    PyObject *classes = PyList_New(r->train.nclasses);
-    for (uint32_t c = 0; classes && c < r->train.nclasses; c++) {
+    feed *f = L->f;
+    PyObject *classes = PyList_New(f->train.nclasses);
+    for (uint32_t c = 0; classes && c < f->train.nclasses; c++) {
         char buf[16];
         PyList_SetItem(
             classes, c,
             /* a folder's name as os.fsdecode gives it (not UTF-8: escaped) */
-            PyUnicode_DecodeFSDefault(dataset_class_name(&r->train, c, buf, sizeof buf)));
+            PyUnicode_DecodeFSDefault(dataset_class_name(&f->train, c, buf, sizeof buf)));
     }
     if (!classes)
         return NULL;
     size_t ring_bytes;
-    void *ring = loader_ring(r->ldr, &ring_bytes);
+    void *ring = loader_ring(f->ldr, &ring_bytes);
     return Py_BuildValue(
         "{s:N,s:I,s:I,s:i,s:(iii),s:N,s:n,s:i,s:i,s:N,s:s,s:N}", "classes", classes, "samples",
-        r->train.n, "batches_per_epoch", pass_batches(L), "batch", r->batch, "sample_shape",
-        r->ss.channels, r->ss.out_h, r->ss.out_w, "ring_address", PyLong_FromVoidPtr(ring),
-        "ring_bytes", (Py_ssize_t)ring_bytes, "workers", r->c.workers, "prefetch", r->c.prefetch,
-        "data", PyUnicode_DecodeFSDefault(r->train.csv_path), "mode", mode_name(r->c.mode),
-        "cache_note", PyUnicode_DecodeFSDefault(r->use_cache ? r->cache.note : ""));
+        f->train.n, "batches_per_epoch", pass_batches(L), "batch", f->batch, "sample_shape",
+        f->ss.channels, f->ss.out_h, f->ss.out_w, "ring_address", PyLong_FromVoidPtr(ring),
+        "ring_bytes", (Py_ssize_t)ring_bytes, "workers", f->workers, "prefetch", f->prefetch,
+        "data", PyUnicode_DecodeFSDefault(f->train.csv_path), "mode", mode_name(f->mode),
+        "cache_note", PyUnicode_DecodeFSDefault(f->use_cache ? f->cache.note : ""));
 }
 
 static PyObject *loader_pids_py(PyObject *self, PyObject *unused)
 {
     (void)unused;
     LoaderObject *L = (LoaderObject *)self;
-    if (!L->r)
+    if (!L->f)
         return PyList_New(0);
     int pids[LOADER_MAX_WORKERS + 1];
-    int n = loader_pids(L->r->ldr, pids, LOADER_MAX_WORKERS + 1);
+    int n = loader_pids(L->f->ldr, pids, LOADER_MAX_WORKERS + 1);
     PyObject *l = PyList_New(n);
     for (int i = 0; l && i < n; i++)
         PyList_SetItem(l, i, PyLong_FromLong(pids[i]));
@@ -826,7 +815,7 @@ static PyObject *loader_stats_py(PyObject *self, PyObject *unused)
     const epoch_stats *s = &L->st;
     double secs = isnan(s->t0) || s->batches == 0 ? 0 : s->t1 - s->t0;
     double transform = s->fill - s->read - s->decode;
-    double build = L->r && L->r->use_cache ? L->r->build_s : 0.0;
+    double build = L->f && L->f->use_cache ? L->f->build_s : 0.0;
     return Py_BuildValue(
         "{s:d,s:i,s:O,s:I,s:K,s:K,s:d,s:d,s:d,s:d,s:d,s:d,s:d,s:d}", "build_s", build, "epoch",
         s->epoch, "complete", s->complete ? Py_True : Py_False, "batches", s->batches, "images",

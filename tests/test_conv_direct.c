@@ -11,32 +11,44 @@
  * values (n terms), which the test gets from the GEMM path run on |x|,
  * |w|, |bias|. A dropped tap or a shifted position is far outside that.
  * On a CPU with AVX-512F the direct path must really run: some bits must
- * differ from the GEMM path's somewhere. Winograd is off here: it would
- * take the 3x3 pad-1 forwards and input gradients.
+ * differ from the GEMM path's somewhere. The plans' caps leave Winograd's
+ * forward and input gradient out: it would take the 3x3 pad-1 ones.
  */
 #define _GNU_SOURCE
 #include <float.h>
 
 #include "cpu/conv_direct.h"
-#include "cpu/conv_wino.h"
 #include "tests/support/conv_pair.h"
 
 /* the direct kernel itself, not Winograd (test_conv_wino.c), on the 3x3
  * pad-1 shapes */
-static void wino_off(void) { conv_wino_enable(0); }
+static const conv_caps direct_caps = {.tap = 1, .direct = 1, .wino_dw = 1};
 
-TestSuite(conv_direct, .init = wino_off);
+TestSuite(conv_direct);
 
 Test(conv_direct, dispatch_follows_the_cpu)
 {
     cr_assert_eq(conv_direct_available() != 0, have_avx512f(),
                  "conv_direct_available() %d but the CPU's avx512f is %d", conv_direct_available(),
                  have_avx512f());
-    cr_assert_eq(conv_direct_on() != 0, have_avx512f());
-    conv_direct_enable(0);
-    cr_assert_eq(conv_direct_on(), 0);
-    conv_direct_enable(1);
-    cr_assert_eq(conv_direct_on() != 0, have_avx512f());
+    conv_caps cpu = conv_caps_cpu();
+    cr_assert_eq(cpu.direct, have_avx512f());
+    cr_assert_eq(cpu.wino, have_avx512f());
+    cr_assert_eq(cpu.tap, 1);
+    /* caps a test asks for lose what the CPU lacks */
+    conv_caps all = conv_caps_and_cpu(&CONV_CAPS_ALL);
+    cr_assert_eq(all.direct, have_avx512f());
+    cr_assert_eq(conv_caps_and_cpu(&CONV_CAPS_GEMM).direct, 0);
+    /* a backend's plans take the CPU's caps: the direct kernel with AVX-512 */
+    backend *be = cpu_backend(1);
+    conv_shape s;
+    cr_assert_eq(conv_shape_init(&s, 2, 16, 14, 14, 16, 3, 3, 1, 1), 0);
+    void *plan = be->ops->conv_plan(be, &s), *gemm = cpu_conv_plan_caps(be, &s, &CONV_CAPS_GEMM);
+    cr_assert_eq(cpu_conv_plan_choice(plan).fwd, have_avx512f() ? CONV_FWD_DIRECT : CONV_FWD_TAP);
+    cr_assert_eq(cpu_conv_plan_choice(gemm).fwd, CONV_FWD_TAP);
+    be->ops->conv_plan_free(be, plan);
+    be->ops->conv_plan_free(be, gemm);
+    be->ops->destroy(be);
 }
 
 /* |got - want| <= 2 * (terms + 2) * eps * mag for every element (both
@@ -62,7 +74,7 @@ static long compare_st(backend *be, int B, int C, int H, int W, int K, int R, in
 {
     conv_shape s;
     cr_assert_eq(conv_shape_init(&s, B, C, H, W, K, R, R, stride, pad), 0);
-    conv_pair r = conv_pair_run(be, &s, with_bias, key);
+    conv_pair r = conv_pair_run(be, &s, &direct_caps, with_bias, key);
     long ndiff = 0;
     assert_agree(r.out[0], r.out[1], r.out[2], r.nout, C * R * R + 1, "out", &s, &ndiff);
     assert_agree(r.din[0], r.din[1], r.din[2], r.nin, K * R * R, "din", &s, &ndiff);
@@ -156,7 +168,7 @@ static void same_bits(int stride, int H, int W)
 {
     conv_shape s;
     cr_assert_eq(conv_shape_init(&s, 7, 16, H, W, 24, 3, 3, stride, 1), 0);
-    conv_same_bits(&s);
+    conv_same_bits(&s, &direct_caps);
 }
 
 Test(conv_direct, same_bits_any_thread_count) { same_bits(1, 15, 14); }

@@ -24,7 +24,6 @@
 #include <float.h>
 
 #include "cpu/conv_direct.h"
-#include "cpu/conv_wino.h"
 #include "tests/support/conv_pair.h"
 
 #define WINO_F 0.05
@@ -34,38 +33,12 @@ static double worst_eps;
 
 /* the kernel wherever it fits, not only where it pays (at 32 channels
  * and more): the tests' shapes are small */
-static void wino_everywhere(void) { conv_wino_enable(2); }
+static const conv_caps wino_caps = {
+    .tap = 1, .direct = 1, .wino = 1, .wino_dw = 1, .wino_small = 1};
+/* the direct kernel where Winograd would run */
+static const conv_caps direct_caps = {.tap = 1, .direct = 1, .wino_dw = 1};
 
-TestSuite(conv_wino, .init = wino_everywhere);
-
-Test(conv_wino, switch_and_shapes)
-{
-    cr_assert_eq(conv_wino_on() != 0, conv_direct_available() != 0);
-    conv_wino_enable(0);
-    cr_assert_eq(conv_wino_on(), 0);
-    conv_wino_enable(1);
-    cr_assert_eq(conv_wino_on() != 0, conv_direct_available() != 0);
-    conv_shape s, s32;
-    cr_assert_eq(conv_shape_init(&s, 2, 16, 28, 28, 16, 3, 3, 1, 1), 0);
-    cr_assert_eq(conv_shape_init(&s32, 2, 32, 14, 14, 32, 3, 3, 1, 1), 0);
-    cr_assert_not(conv_wino_wanted(&s), "16 channels: the direct kernel is as fast");
-    cr_assert_eq(conv_wino_wanted(&s32) != 0, conv_direct_available() != 0);
-    conv_wino_enable(2);
-    cr_assert_eq(conv_wino_wanted(&s) != 0, conv_direct_available() != 0);
-    conv_wino_enable(0);
-    cr_assert_not(conv_wino_wanted(&s32));
-    conv_wino_enable(2);
-    cr_assert_eq(conv_shape_init(&s, 2, 16, 28, 28, 16, 3, 3, 1, 1), 0);
-    cr_assert(conv_wino_fits(&s));
-    cr_assert_eq(conv_shape_init(&s, 2, 3, 28, 28, 16, 3, 3, 1, 1), 0);
-    cr_assert_not(conv_wino_fits(&s), "the stem's 3 channels stay direct");
-    cr_assert_eq(conv_shape_init(&s, 2, 16, 28, 28, 16, 3, 3, 2, 1), 0);
-    cr_assert_not(conv_wino_fits(&s), "stride 2");
-    cr_assert_eq(conv_shape_init(&s, 2, 16, 28, 28, 16, 3, 3, 1, 0), 0);
-    cr_assert_not(conv_wino_fits(&s), "pad 0");
-    cr_assert_eq(conv_shape_init(&s, 2, 16, 28, 28, 16, 5, 5, 1, 1), 0);
-    cr_assert_not(conv_wino_fits(&s), "5x5");
-}
+TestSuite(conv_wino);
 
 /* |got - want| <= f * 2 (terms + 2) eps mag for every element; the
  * largest |got - want| / (2 (terms + 2) eps mag) into *worst, the count of
@@ -88,15 +61,15 @@ static void assert_bound(const float *got, const float *want, const float *mag, 
     }
 }
 
-/* One shape through the GEMM path (direct kernels off) and the default
- * plan (Winograd where it fits); returns how many results differ in any
+/* One shape through the GEMM path (no AVX-512 kernel) and a plan under
+ * wino_caps (Winograd where it fits); returns how many results differ in any
  * bit, the worst ratio to the direct bound into *worst. */
 static long compare(backend *be, int B, int C, int H, int W, int K, int with_bias, uint64_t key,
                     double *worst)
 {
     conv_shape s;
     cr_assert_eq(conv_shape_init(&s, B, C, H, W, K, 3, 3, 1, 1), 0);
-    conv_pair r = conv_pair_run(be, &s, with_bias, key);
+    conv_pair r = conv_pair_run(be, &s, &wino_caps, with_bias, key);
     size_t nin = r.nin, nout = r.nout, nw = r.nw;
     float **out = r.out, **din = r.din, **dw = r.dw, **db = r.db;
     long ndiff = 0;
@@ -116,7 +89,7 @@ static void expect_ran(long ndiff, double worst, const char *what)
 {
     cr_log_info("conv_wino %s: worst error %.4f of the direct bound, %.2f eps sum |x| |w|", what,
                 worst, worst_eps);
-    if (conv_wino_on())
+    if (have_avx512f())
         cr_assert_gt(ndiff, 0, "Winograd never ran: every result is the GEMM path's");
 }
 
@@ -186,10 +159,10 @@ Test(conv_wino, differs_from_direct_within_the_bound)
     float *o[3];
     for (int i = 0; i < 3; i++)
         o[i] = be->ops->alloc(be, nout * 4);
-    void *wino = be->ops->conv_plan(be, &s);
-    conv_wino_enable(0);
-    void *direct = be->ops->conv_plan(be, &s);
-    conv_wino_enable(2);
+    void *wino = cpu_conv_plan_caps(be, &s, &wino_caps);
+    void *direct = cpu_conv_plan_caps(be, &s, &direct_caps);
+    cr_assert_eq(cpu_conv_plan_choice(wino).fwd, CONV_FWD_WINO);
+    cr_assert_eq(cpu_conv_plan_choice(direct).fwd, CONV_FWD_DIRECT);
     be->ops->conv_forward(be, wino, o[0], in, w, NULL, &s);
     be->ops->conv_forward(be, direct, o[1], in, w, NULL, &s);
     be->ops->conv_forward(be, direct, o[2], ain, aw, NULL, &s);
@@ -212,15 +185,15 @@ static void same_bits(int B, int C, int H, int W, int K)
 {
     conv_shape s;
     cr_assert_eq(conv_shape_init(&s, B, C, H, W, K, 3, 3, 1, 1), 0);
-    conv_same_bits(&s);
+    conv_same_bits(&s, &wino_caps);
 }
 
 Test(conv_wino, same_bits_any_thread_count) { same_bits(7, 16, 15, 14, 24); }
 Test(conv_wino, same_bits_any_thread_count_7x7) { same_bits(13, 64, 7, 7, 64); }
 
-/* one forward of a C -> C 3x3 pad-1 conv at H x H under Winograd mode
- * `mode` (a fresh plan) */
-static float *forward_under(int mode, int C, int H)
+/* one forward of a C -> C 3x3 pad-1 conv at H x H in a plan under caps,
+ * or the backend's own plan (caps NULL) */
+static float *forward_under(const conv_caps *caps, int C, int H)
 {
     conv_shape s;
     cr_assert_eq(conv_shape_init(&s, 2, C, H, H, C, 3, 3, 1, 1), 0);
@@ -228,8 +201,7 @@ static float *forward_under(int mode, int C, int H)
     float *in = rand_floats(nin, -1, 1, 51), *w = rand_floats(nw, -1, 1, 52),
           *res = xmalloc(nin * 4);
     backend *be = cpu_backend(1);
-    conv_wino_enable(mode);
-    void *plan = be->ops->conv_plan(be, &s);
+    void *plan = caps ? cpu_conv_plan_caps(be, &s, caps) : be->ops->conv_plan(be, &s);
     float *out = be->ops->alloc(be, nin * 4);
     be->ops->conv_forward(be, plan, out, in, w, NULL, &s);
     memcpy(res, out, nin * 4);
@@ -240,14 +212,14 @@ static float *forward_under(int mode, int C, int H)
     return res;
 }
 
-/* the default (mode 1) through the backend: resnet20's 16 channels stay on
- * the direct kernel (the same bits as Winograd off), its 32 take Winograd */
+/* the backend's own plans: resnet20's 16 channels stay on the direct
+ * kernel (the same bits as Winograd left out), its 32 take Winograd */
 Test(conv_wino, default_takes_winograd_from_32_channels)
 {
     if (!conv_direct_available())
         return;
-    float *d16 = forward_under(0, 16, 28), *w16 = forward_under(1, 16, 28);
-    float *d32 = forward_under(0, 32, 14), *w32 = forward_under(1, 32, 14);
+    float *d16 = forward_under(&direct_caps, 16, 28), *w16 = forward_under(NULL, 16, 28);
+    float *d32 = forward_under(&direct_caps, 32, 14), *w32 = forward_under(NULL, 32, 14);
     cr_assert_eq(memcmp(d16, w16, (size_t)2 * 16 * 28 * 28 * 4), 0, "16 channels took Winograd");
     cr_assert_neq(memcmp(d32, w32, (size_t)2 * 32 * 14 * 14 * 4), 0, "32 channels stayed direct");
     free(d16), free(w16), free(d32), free(w32);

@@ -185,7 +185,7 @@ Test(diagnose, workers_auto_picks_a_count_within_bounds)
     char *p = strstr(r.out, "workers auto: chose ");
     cr_assert_not_null(p, "%s", r.out);
     int w = atoi(p + strlen("workers auto: chose "));
-    cr_assert(w >= 1 && w <= cpu_count(), "chose %d", w);
+    cr_assert(w >= 1 && w <= cores_online(), "chose %d", w);
     cr_assert(strstr(r.out, "1 worker "), "probes 1 worker: %s", r.out);
     cr_assert(strstr(r.out, "loader only (no model)"), "then runs with it: %s", r.out);
     run_free(&r);

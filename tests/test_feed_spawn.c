@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "app/run_ctx.h"
+#include "app/feed.h"
 #include "support/helpers.h"
 
 typedef struct pass {
@@ -44,9 +44,8 @@ static void one_pass(int argc, char **argv, int spawn, pass *out, int *pids, int
     options o;
     errbuf e = {{0}};
     cr_assert_eq(options_parse_to(&o, argc, argv, &e), 0, "%s", e.msg);
-    run_ctx r;
-    memset(&r, 0, sizeof r);
-    cr_assert_eq(feed_open(&r, &o, &e), RUN_OK, "%s", e.msg);
+    feed r;
+    cr_assert_eq(feed_open(&r, &o, FEED_FORK, 0, 1, &e), RUN_OK, "%s", e.msg);
     char **sargv = calloc((size_t)argc + 1, sizeof *sargv);
     sargv[0] = supervisor_path();
     for (int i = 1; i < argc; i++)
@@ -130,9 +129,8 @@ Test(feed_spawn, supervisor_refuses_another_configuration)
     options o;
     errbuf e = {{0}};
     cr_assert_eq(options_parse_to(&o, 9, argv, &e), 0, "%s", e.msg);
-    run_ctx r;
-    memset(&r, 0, sizeof r);
-    cr_assert_eq(feed_open(&r, &o, &e), RUN_OK, "%s", e.msg);
+    feed r;
+    cr_assert_eq(feed_open(&r, &o, FEED_FORK, 0, 1, &e), RUN_OK, "%s", e.msg);
     char *sup = supervisor_path();
     char *sargv[] = {sup, "--loader-only", "--batch", "32", "--workers",
                      "1", "--channels",    "1",       csv,  NULL};

@@ -21,7 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "app/run_ctx.h"
+#include "app/feed.h"
 #include "support/helpers.h"
 
 static char *dir, *csv;
@@ -204,9 +204,8 @@ Test(hostile_shutdown, a_closed_loader_kills_its_stopped_supervisor_and_leaves_t
     options o;
     errbuf e = {{0}};
     cr_assert_eq(options_parse_to(&o, argc, argv, &e), 0, "%s", e.msg);
-    run_ctx r;
-    memset(&r, 0, sizeof r);
-    cr_assert_eq(feed_open(&r, &o, &e), RUN_OK, "%s", e.msg);
+    feed r;
+    cr_assert_eq(feed_open(&r, &o, FEED_FORK, 0, 1, &e), RUN_OK, "%s", e.msg);
     char *sargv[16] = {sup};
     for (int i = 1; i < argc; i++)
         sargv[i] = argv[i];

@@ -97,16 +97,55 @@ Test(nn_model, list_prints_every_model)
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    model_print_list(f, 1, 28, 28, 10);
+    model_print_list(f, 1, 28, 28, 10, NULL);
     fclose(f);
     cr_assert(strstr(buf, "probe") && strstr(buf, "convnet"), "%s", buf);
     cr_assert(strstr(buf, "lenet       440812 params      4.61 MFLOP") != NULL, "%s", buf);
     free(buf);
     f = open_memstream(&buf, &len);
-    model_print_list(f, 1, 8, 8, 10); /* too small for lenet */
+    model_print_list(f, 1, 8, 8, 10, NULL); /* too small for lenet */
     fclose(f);
     cr_assert(strstr(buf, "lenet     does not fit") != NULL, "%s", buf);
     free(buf);
+}
+
+/* With a backend that names its algorithms (the CPU's), each model's line
+ * is followed by its convolutions' algorithms in layer order: resnet20 at
+ * 1x28x28 starts with its stem (one channel in: im2col, 784 pixels: dw
+ * by col . dout^T on any CPU) and its runs add up to its conv layers. */
+Test(nn_model, list_names_each_convs_algorithms)
+{
+    backend *be = cpu_backend(1);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    model_print_list(f, 1, 28, 28, 10, be);
+    fclose(f);
+    cr_assert(strstr(buf, "\n(cpu convs: ") != NULL, "%s", buf);
+    const char *line = strstr(buf, "\n  resnet20 ");
+    cr_assert(line, "%s", buf);
+    line = strstr(line + 1, "\n            cpu convs: ");
+    cr_assert(line, "%s", buf);
+    line += strlen("\n            cpu convs: ");
+    cr_assert_eq(strncmp(line, "gemm/gemm/gemm-t, ", 18), 0, "%.80s", line);
+    int nconv = 0;
+    for (const char *p = line; *p && *p != '\n';) {
+        int n = 1, used = 0;
+        if (sscanf(p, "%d x %n", &n, &used) == 1 && used > 0)
+            p += used;
+        nconv += n;
+        p += strcspn(p, ",\n");
+        p += *p == ',' ? 2 : 0;
+    }
+    model m;
+    create_ok(&m, "resnet20", 1, 28, 28, 10, 1, be);
+    int want = 0;
+    for (int i = 0; i < m.nlayers; i++)
+        want += m.layers[i].kind == LAYER_CONV;
+    cr_assert_eq(nconv, want, "%d convs in the line, %d in resnet20", nconv, want);
+    model_free(&m);
+    free(buf);
+    be->ops->destroy(be);
 }
 
 Test(nn_model, he_init_statistics)
@@ -292,21 +331,32 @@ Test(nn_model, enqueued_steps_give_the_synchronous_numbers)
                             : model_train_step(&a, s.x, s.y, B[i], 0.05f, 0.9f, 1e-4f, &sync[i]),
                      MODEL_STEP_OK);
     step_stats st;
-    long tag;
+    step_tag tag;
+    model_batch mb[4];
+    for (int i = 0; i < 4; i++)
+        mb[i] = (model_batch){.x = s.x, .labels = s.y, .B = B[i]};
     cr_assert_eq(model_results_take(&b, 1, &st, &tag), 0, "nothing pending");
-    cr_assert_eq(model_train_enqueue(&b, s.x, s.y, B[0], 0.05f, 0.9f, 1e-4f, 100), MODEL_STEP_OK);
-    cr_assert_eq(model_train_enqueue(&b, s.x, s.y, B[1], 0.05f, 0.9f, 1e-4f, 101), MODEL_STEP_OK);
+    cr_assert_eq(model_train_enqueue(&b, &mb[0], 0.05f, 0.9f, 1e-4f, (step_tag){7, 100, 0.5}),
+                 MODEL_STEP_OK);
+    cr_assert_eq(model_train_enqueue(&b, &mb[1], 0.05f, 0.9f, 1e-4f, (step_tag){7, 101, 0.5}),
+                 MODEL_STEP_OK);
     cr_assert_eq(model_results_pending(&b), MODEL_RESULTS_MAX);
     int got = 0;
     for (int i = 0; i < 2; i++) {
         cr_assert_eq(model_results_take(&b, 0, &late[got], &tag), 1, "the CPU is done at once");
-        cr_assert_eq(tag, 100 + got, "oldest first");
+        cr_assert_eq(tag.batch, 100 + got, "oldest first");
+        cr_assert_eq(tag.pass, 7, "the caller's tag comes back whole");
+        cr_assert_eq(tag.lr, 0.5);
         got++;
     }
-    cr_assert_eq(model_train_enqueue(&b, s.x, s.y, B[2], 0.05f, 0.9f, 1e-4f, 102), MODEL_STEP_OK);
-    cr_assert_eq(model_eval_enqueue(&b, s.x, s.y, B[3], 103), MODEL_STEP_OK);
-    while (model_results_take(&b, 1, &late[got], &tag))
-        cr_assert_eq(tag, 100 + got++);
+    cr_assert_eq(model_train_enqueue(&b, &mb[2], 0.05f, 0.9f, 1e-4f, (step_tag){8, 102, 0.25}),
+                 MODEL_STEP_OK);
+    cr_assert_eq(model_eval_enqueue(&b, &mb[3], (step_tag){9, 103, 0}), MODEL_STEP_OK);
+    while (model_results_take(&b, 1, &late[got], &tag)) {
+        cr_assert_eq(tag.batch, 100 + got);
+        cr_assert_eq(tag.pass, got == 2 ? 8 : 9);
+        got++;
+    }
     cr_assert_eq(got, 4);
     for (int i = 0; i < 4; i++) {
         cr_expect_eq(late[i].loss_sum, sync[i].loss_sum, "step %d", i);
@@ -377,16 +427,14 @@ Test(nn_model, training_is_bit_identical_across_thread_counts)
 static float *chunk_gradient(model *m, const nn_set *s, int first, const int *size, int n,
                              int global)
 {
-    int B = 0;
-    for (int i = 0; i < n; i++)
-        B += m->dist.chunk[i] = size[i];
-    m->dist.nchunks = n;
-    m->dist.global_batch = global;
     size_t px = (size_t)s->C * s->H * s->W;
+    model_batch b = {.x = s->x + (size_t)first * px, .labels = s->y + first};
+    for (int i = 0; i < n; i++)
+        b.B += b.split.chunk[i] = size[i];
+    b.split.nchunks = n;
+    b.split.global_batch = global;
     step_stats st;
-    cr_assert_eq(
-        model_train_step(m, s->x + (size_t)first * px, s->y + first, B, 0.0f, 0.0f, 0.0f, &st),
-        MODEL_STEP_OK);
+    cr_assert_eq(model_train_batch(m, &b, 0.0f, 0.0f, 0.0f, &st), MODEL_STEP_OK);
     return download_floats(m->be, m->grads, m->nparams);
 }
 
@@ -503,8 +551,7 @@ Test(nn_model, gradient_buckets_are_handed_over_once_written)
         m.dist = (model_dist){.reduce = log_reduce,
                               .reduce_range = log_range,
                               .reduce_wait = log_wait,
-                              .ctx = &l,
-                              .global_batch = 6};
+                              .ctx = &l}; /* B is the whole batch: no split */
         cr_assert_eq(model_plan_buckets(&m, 4), nb);
         cr_assert_eq(model_train_step(&m, s.x, s.y, 6, 0.0f, 0.0f, 0.0f, &st), MODEL_STEP_OK);
         cr_assert_eq(l.calls, nb, "%s", names[k]);

@@ -151,3 +151,52 @@ Test(tools, check_layers_names_a_wrong_way_call)
     cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
     run_free(&r);
 }
+
+/* tools/check-includes on a small tree: another folder's private header
+ * (internal.h, or one saying "Private to") is named with file, line and
+ * owner; the owner itself and the tests may include it. */
+static run_result check_includes(void)
+{
+    char *script = path_join(source_root(), "tools/check-includes");
+    char *argv[] = {script, dir, NULL};
+    run_result r;
+    run_argv(argv, NULL, 60, &r);
+    free(script);
+    return r;
+}
+
+static void write_in(const char *sub, const char *name, const char *text)
+{
+    char *d = path_join(dir, sub);
+    mkdir(d, 0755);
+    free(write_text(d, name, text));
+    free(d);
+}
+
+Test(tools, check_includes_names_a_private_header_used_outside_its_folder)
+{
+    write_in("app", "run_ctx.h", "/* run_ctx.h — a run's state.\n * Private to app/. */\n");
+    write_in("app", "feed.h", "/* feed.h — the data side, public */\n");
+    write_in("cpu", "internal.h", "/* shared by cpu/ */\n");
+    write_in("app", "loop.c", "#include \"app/run_ctx.h\"\n#include \"cpu/internal.h\"\n");
+    write_in("python", "mod.c", "#include <stdio.h>\n#include \"app/feed.h\"\n");
+    write_in("tests", "t.c", "#include \"cpu/internal.h\"\n#include \"app/run_ctx.h\"\n");
+    run_result r = check_includes();
+    cr_expect_eq(r.status, 1, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "app/loop.c:2: includes cpu/internal.h, private to cpu/"), "%s", r.out);
+    cr_expect(!strstr(r.out, "run_ctx.h"), "app/ may use its own: %s", r.out);
+    cr_expect(!strstr(r.out, "tests/"), "tests may look inside: %s", r.out);
+    run_free(&r);
+    /* the module reaching for the run's private state is caught too */
+    write_in("python", "mod.c", "#include \"app/feed.h\"\n\n#include \"app/run_ctx.h\"\n");
+    write_in("app", "loop.c", "#include \"app/run_ctx.h\"\n");
+    r = check_includes();
+    cr_expect_eq(r.status, 1, "%s%s", r.out, r.err);
+    cr_expect(strstr(r.out, "python/mod.c:3: includes app/run_ctx.h, private to app/"), "%s",
+              r.out);
+    run_free(&r);
+    write_in("python", "mod.c", "#include \"app/feed.h\"\n");
+    r = check_includes();
+    cr_expect_eq(r.status, 0, "%s%s", r.out, r.err);
+    run_free(&r);
+}

@@ -534,6 +534,7 @@ Test(train, arguments_are_checked)
     cr_assert_eq(r.status, 0);
     cr_assert(strstr(r.out, "lenet") && strstr(r.out, "probe") && strstr(r.out, "convnet"), "%s",
               r.out);
+    cr_assert(strstr(r.out, "\n            cpu convs: gemm/gemm/gemm-t"), "%s", r.out);
     run_free(&r);
     /* "--check decode" (a space, not '='): the value read as a second CSV,
      * and the fix said */

@@ -506,15 +506,16 @@ int main(int argc, char **argv)
                         memcpy(xb + (size_t)b * px, tr.x + (size_t)perm[b0 + b] * px, px);
                         yb[b] = tr.y[perm[b0 + b]];
                     }
-                    m.dist.global_batch = chunks ? B : 0; /* the loss of the whole batch */
-                    m.dist.nchunks = chunks; /* the chunks of B (sampler_slice's cut) */
+                    model_batch mb = {.x = xb, .labels = yb, .B = B};
+                    mb.split.global_batch = chunks ? B : 0; /* the loss of the whole batch */
+                    mb.split.nchunks = chunks; /* the chunks of B (sampler_slice's cut) */
                     for (int j = 0; j < chunks; j++)
-                        m.dist.chunk[j] = (int)((long)(j + 1) * B / chunks - (long)j * B / chunks);
+                        mb.split.chunk[j] =
+                            (int)((long)(j + 1) * B / chunks - (long)j * B / chunks);
                     float cur = (float)lr_at(hp.schedule, hp.lr, ep, epochs, s, steps);
                     step_stats st;
                     double t0 = now_sec();
-                    int rc =
-                        model_train_step(&m, xb, yb, B, cur, (float)hp.momentum, (float)hp.wd, &st);
+                    int rc = model_train_batch(&m, &mb, cur, (float)hp.momentum, (float)hp.wd, &st);
                     compute += now_sec() - t0;
                     if (rc) {
                         char msg[128];

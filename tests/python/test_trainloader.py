@@ -138,6 +138,21 @@ def test_same_batches_for_any_worker_count_and_set_epoch_repeats(jpegs):
             assert a[0] == b[0] and a[1] == b[1] and np.array_equal(a[2], b[2])
 
 
+def test_tar_shards_give_the_batches_of_their_csv(jpegs, tmp_path):
+    """WebDataset shards written by tools/shard (loader/dataset_shards.c):
+    the same batches as the CSV they were written from."""
+    from conftest import TOOLS
+    subprocess.run([os.path.join(TOOLS, "shard"), "--out", str(tmp_path), "--shard-samples", "16",
+                    jpegs], check=True, stdout=subprocess.DEVNULL)
+    runs = []
+    for data in (jpegs, str(tmp_path / "train-{000000..000003}.tar")):
+        with trainloader.Loader(data, batch=8, workers=2, random_resized_crop=48, seed=3) as loader:
+            runs.append(pass_of(loader))
+    assert len(runs[0]) == len(runs[1]) == 8
+    for a, b in zip(*runs):
+        assert a[0] == b[0] and a[1] == b[1] and np.array_equal(a[2], b[2])
+
+
 @pytest.mark.parametrize("recipe", [dict(random_resized_crop=48), dict(train=False, resize=56, crop=48)])
 def test_odd_photos_give_the_same_batches_for_any_worker_count(odd_photos, recipe):
     """Grey 2x2-sampled, progressive, 4:2:0 JPEGs and PNGs: the same bytes

@@ -1,14 +1,23 @@
 /* conv_pair.h — what the CPU convolution kernels' tests share
- * (test_conv_direct.c, test_conv_wino.c, test_wino_dw.c): whether this
- * CPU has AVX-512F, and one seeded shape run through the backend's
- * default plan and the GEMM path (direct kernels off), plus the GEMM path
- * on absolute values, whose results bound the rounding; and the same
- * shape at 1 and 3 threads, bit for bit. */
+ * (test_conv_direct.c, test_conv_wino.c, test_conv_wino_dw.c): whether this
+ * CPU has AVX-512F, and one seeded shape run through a plan under the
+ * test's caps (the kernels it may use, conv_choice.h) and the GEMM path
+ * (no caps), plus the GEMM path on absolute values, whose results bound
+ * the rounding; and the same shape at 1 and 3 threads, bit for bit. */
 #ifndef TRAIN_TESTS_CONV_PAIR_H
 #define TRAIN_TESTS_CONV_PAIR_H
 
+#include "cpu/conv_choice.h"
 #include "cpu/conv_direct.h"
+#include "cpu/internal.h" /* cpu_conv_plan_caps */
 #include "tests/support/nn_fixtures.h"
+
+/* every kernel this CPU runs, as a backend's plans have them */
+#define CONV_CAPS_ALL ((conv_caps){.tap = 1, .direct = 1, .wino = 1, .wino_dw = 1})
+/* no AVX-512 kernel: im2col or tap GEMMs (another CPU's plans) */
+#define CONV_CAPS_GEMM ((conv_caps){.tap = 1})
+/* im2col + GEMM for every pass: the reference */
+#define CONV_CAPS_IM2COL ((conv_caps){0})
 
 static inline int have_avx512f(void)
 {
@@ -52,14 +61,16 @@ static inline void conv_data_free(conv_data *d)
     free(d->in), free(d->w), free(d->bias), free(d->dout);
 }
 
-/* [0]: the default plan, [1]: the GEMM path, [2]: the GEMM path on |x|,
- * |w|, |bias|, |dout|: forward and every gradient */
+/* [0]: the plan under caps, [1]: the GEMM path, [2]: the GEMM path on
+ * |x|, |w|, |bias|, |dout|: forward and every gradient */
 typedef struct conv_pair {
     float *out[3], *din[3], *dw[3], *db[3];
     size_t nin, nout, nw;
 } conv_pair;
 
-static inline conv_pair conv_pair_run(backend *be, const conv_shape *s, int with_bias, uint64_t key)
+/* the same against a plan under ref (the GEMM path above) */
+static inline conv_pair conv_pair_run_ref(backend *be, const conv_shape *s, const conv_caps *caps,
+                                          const conv_caps *ref, int with_bias, uint64_t key)
 {
     conv_pair r;
     int K = s->K;
@@ -74,10 +85,8 @@ static inline conv_pair conv_pair_run(backend *be, const conv_shape *s, int with
         r.dw[i] = be->ops->alloc(be, r.nw * 4);
         r.db[i] = be->ops->alloc(be, (size_t)K * 4);
     }
-    conv_direct_enable(0);
-    void *gemm = be->ops->conv_plan(be, s);
-    conv_direct_enable(1);
-    void *plan = be->ops->conv_plan(be, s);
+    void *gemm = cpu_conv_plan_caps(be, s, ref);
+    void *plan = cpu_conv_plan_caps(be, s, caps);
     const float *b = with_bias ? bias : NULL, *ab = with_bias ? abias : NULL;
     be->ops->conv_forward(be, plan, r.out[0], in, w, b, s);
     be->ops->conv_forward(be, gemm, r.out[1], in, w, b, s);
@@ -92,6 +101,12 @@ static inline conv_pair conv_pair_run(backend *be, const conv_shape *s, int with
     return r;
 }
 
+static inline conv_pair conv_pair_run(backend *be, const conv_shape *s, const conv_caps *caps,
+                                      int with_bias, uint64_t key)
+{
+    return conv_pair_run_ref(be, s, caps, &CONV_CAPS_GEMM, with_bias, key);
+}
+
 static inline void conv_pair_free(backend *be, conv_pair *r)
 {
     for (int i = 0; i < 3; i++) {
@@ -103,15 +118,15 @@ static inline void conv_pair_free(backend *be, conv_pair *r)
 }
 
 /* shape s's forward and backward on a 1-thread and a 3-thread backend
- * (default plans): out, din and dw in the same bits */
-static inline void conv_same_bits(const conv_shape *s)
+ * (plans under caps): out, din and dw in the same bits */
+static inline void conv_same_bits(const conv_shape *s, const conv_caps *caps)
 {
     conv_data d = conv_data_rand(s, 7);
     size_t nin = d.nin, nout = d.nout, nw = d.nw, n[3] = {nout, nin, nw};
     float *res[2][3];
     for (int t = 0; t < 2; t++) {
         backend *be = cpu_backend(t ? 3 : 1);
-        void *plan = be->ops->conv_plan(be, s);
+        void *plan = cpu_conv_plan_caps(be, s, caps);
         float *dev[3] = {be->ops->alloc(be, nout * 4), be->ops->alloc(be, nin * 4),
                          be->ops->alloc(be, nw * 4)};
         float *db = be->ops->alloc(be, (size_t)s->K * 4);

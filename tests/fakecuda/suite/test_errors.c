@@ -59,7 +59,7 @@ Test(errors, cuda_check_names_statement_place_and_error)
     cr_expect_eq(r.status, 1);
     expect_match(r.err, "CUDA error cudaErrorMemoryAllocation: out of device memory");
     expect_match(r.err, "in +cudaMalloc\\(&p, bytes\\)");
-    expect_match(r.err, "at +cuda/backend_cuda\\.c:[0-9]+ \\(gpu_alloc\\), device 0");
+    expect_match(r.err, "at +cuda/backend\\.c:[0-9]+ \\(gpu_alloc\\), device 0");
     expect_match(r.err, "TRAIN_CUDA_SYNC=1");
     free(r.err);
 }

@@ -87,12 +87,12 @@ static void batch(uint8_t *x, int32_t *y, int seed)
         y[b] = (b * 3 + seed) % 10;
 }
 
-static void set_chunks(model *m)
+static model_split chunks(void)
 {
     static const int chunk[4] = {3, 1, 0, 4}; /* an empty one too */
-    m->dist.nchunks = 4;
-    memcpy(m->dist.chunk, chunk, sizeof chunk);
-    m->dist.global_batch = B;
+    model_split s = {.global_batch = B, .nchunks = 4};
+    memcpy(s.chunk, chunk, sizeof chunk);
+    return s;
 }
 
 /* resnet8 has batch norm, so its chunks are separate passes
@@ -108,8 +108,6 @@ Test(results_labels, chunks_wait_for_nothing_and_train_as_the_cpu)
     make(&g, "resnet8", B, be);
     make(&c, "resnet8", B, cpu);
     cr_assert_eq(model_groups_cheap(&g), 0);
-    set_chunks(&g);
-    set_chunks(&c);
     uint8_t x[NPX];
     int32_t y[B];
     uint8_t *dx = be->ops->alloc(be, NPX);
@@ -120,8 +118,11 @@ Test(results_labels, chunks_wait_for_nothing_and_train_as_the_cpu)
         be->ops->upload(be, dy, y, sizeof y);
         fake_clock_stats before, after;
         fake_clock(&before);
-        model_stage_labels(&g, dy); /* as the stager does: the labels came with the batch */
-        cr_assert_eq(model_train_enqueue(&g, dx, y, B, 0.05f, 0.9f, 0.0f, step), MODEL_STEP_OK);
+        /* dev_labels as the stager gives them: the labels came with the batch */
+        model_batch gb = {.x = dx, .labels = y, .dev_labels = dy, .B = B, .split = chunks()};
+        model_batch cb = {.x = x, .labels = y, .B = B, .split = chunks()};
+        cr_assert_eq(model_train_enqueue(&g, &gb, 0.05f, 0.9f, 0.0f, (step_tag){0, step, 0.05}),
+                     MODEL_STEP_OK);
         fake_clock(&after);
         if (step > 0) /* the first step makes plans and workspace */
             cr_expect_eq(after.host_syncs - before.host_syncs, 0,
@@ -129,7 +130,7 @@ Test(results_labels, chunks_wait_for_nothing_and_train_as_the_cpu)
                          after.host_syncs - before.host_syncs);
         step_stats gs, cs;
         cr_assert_eq(model_results_take(&g, 1, &gs, NULL), 1);
-        cr_assert_eq(model_train_step(&c, x, y, B, 0.05f, 0.9f, 0.0f, &cs), MODEL_STEP_OK);
+        cr_assert_eq(model_train_batch(&c, &cb, 0.05f, 0.9f, 0.0f, &cs), MODEL_STEP_OK);
         cr_expect_eq(gs.n, B);
         cr_expect_eq(gs.bad_labels, 0);
         cr_expect(fabs(gs.loss_sum - cs.loss_sum) <= 1e-4 * fabs(cs.loss_sum) + 1e-5,
@@ -194,8 +195,8 @@ Test(results_labels, a_bad_label_on_the_device_is_named)
     bad[5] = 77;
     uint8_t *dx = gt_to_dev(be, x, NPX);
     int32_t *dy = gt_to_dev(be, bad, sizeof bad);
-    model_stage_labels(&m, dy);
-    cr_assert_eq(model_eval_enqueue(&m, dx, y, B, 0), MODEL_STEP_OK);
+    model_batch mb = {.x = dx, .labels = y, .dev_labels = dy, .B = B};
+    cr_assert_eq(model_eval_enqueue(&m, &mb, (step_tag){0, 0, 0}), MODEL_STEP_OK);
     step_stats st;
     cr_assert_eq(model_results_take(&m, 1, &st, NULL), 1);
     cr_expect_eq(st.bad_labels, 1);

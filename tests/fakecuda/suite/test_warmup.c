@@ -121,8 +121,10 @@ Test(warmup, prepared_batch_sizes_allocate_and_wait_for_nothing)
     for (int k = 0; k < 3; k++) {
         fake_clock_stats a, z;
         fake_clock(&a);
-        model_stage_labels(&m, dy); /* as the stager does: an upload would wait */
-        cr_assert_eq(model_train_enqueue(&m, dx, y, sizes[k], 0.01f, 0.9f, 0.0f, k), MODEL_STEP_OK);
+        /* the labels on the device as the stager gives them: an upload would wait */
+        model_batch mb = {.x = dx, .labels = y, .dev_labels = dy, .B = sizes[k]};
+        cr_assert_eq(model_train_enqueue(&m, &mb, 0.01f, 0.9f, 0.0f, (step_tag){0, k, 0.01}),
+                     MODEL_STEP_OK);
         fake_clock(&z);
         cr_expect_eq(z.host_syncs - a.host_syncs, 0, "batch %d: %d host waits", sizes[k],
                      z.host_syncs - a.host_syncs);

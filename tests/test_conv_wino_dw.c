@@ -1,5 +1,5 @@
-/* test_wino_dw.c — the Winograd F(2x2, 3x3) weight gradient
- * (cpu/wino_dw.c) through the CPU backend's conv_backward, against a
+/* test_conv_wino_dw.c — the Winograd F(2x2, 3x3) weight gradient
+ * (cpu/conv_wino_dw.c) through the CPU backend's conv_backward, against a
  * double-precision sum over positions computed here:
  *
  *   dw[k][c][r][q] = sum over b, oh, ow of dy[b][k][oh][ow] x[b][c][oh + r - 1][ow + q - 1]
@@ -22,35 +22,26 @@
 #include <float.h>
 
 #include "cpu/conv_direct.h"
-#include "cpu/wino_dw.h"
+#include "cpu/conv_wino_dw.h"
 #include "tests/support/conv_pair.h"
 
 TestSuite(wino_dw);
 
 #define N_OF(a) ((int)(sizeof a / sizeof a[0]))
 
-Test(wino_dw, dispatch_and_shapes)
+/* which shapes take it is conv_choose's (test_conv_choice.c); here, that
+ * a backend's plans do where the CPU runs it */
+Test(wino_dw, dispatch_follows_the_cpu)
 {
-    cr_assert_eq(wino_dw_on() != 0, have_avx512f());
-    wino_dw_enable(0);
-    cr_assert_eq(wino_dw_on(), 0);
-    wino_dw_enable(1);
-    cr_assert_eq(wino_dw_on() != 0, have_avx512f());
+    cr_assert_eq(wino_dw_available() != 0, have_avx512f());
+    cr_assert_eq(conv_caps_cpu().wino_dw, have_avx512f());
+    backend *be = cpu_backend(1);
     conv_shape s;
-    conv_shape_init(&s, 2, 32, 28, 28, 32, 3, 3, 1, 1);
-    cr_assert(wino_dw_fits(&s));
-    conv_shape_init(&s, 2, 16, 28, 28, 16, 3, 3, 1, 1);
-    cr_assert(!wino_dw_fits(&s), "16 channels: no faster than the direct kernel");
-    conv_shape_init(&s, 2, 64, 7, 7, 64, 3, 3, 1, 1);
-    cr_assert(wino_dw_fits(&s));
-    conv_shape_init(&s, 2, 65, 7, 7, 64, 3, 3, 1, 1);
-    cr_assert(!wino_dw_fits(&s), "C 65: over the limit");
-    conv_shape_init(&s, 2, 32, 28, 28, 32, 3, 3, 2, 1);
-    cr_assert(!wino_dw_fits(&s), "stride 2");
-    conv_shape_init(&s, 2, 32, 28, 28, 32, 3, 3, 1, 0);
-    cr_assert(!wino_dw_fits(&s), "pad 0");
-    conv_shape_init(&s, 2, 32, 28, 28, 32, 5, 5, 1, 2);
-    cr_assert(!wino_dw_fits(&s), "5x5");
+    cr_assert_eq(conv_shape_init(&s, 2, 32, 14, 14, 32, 3, 3, 1, 1), 0);
+    void *plan = be->ops->conv_plan(be, &s);
+    cr_assert_eq(cpu_conv_plan_choice(plan).dw, have_avx512f() ? CONV_DW_WINO : CONV_DW_TAP);
+    be->ops->conv_plan_free(be, plan);
+    be->ops->destroy(be);
 }
 
 /* dw of shape s in double into ref; into mag, per (k, c), the sum over
@@ -93,14 +84,15 @@ static void reference(double *ref, double *mag, const float *x, const float *dy,
         }
 }
 
-/* conv_backward's dw for shape s with Winograd on or off; the caller frees */
+/* conv_backward's dw for shape s with Winograd's weight gradient allowed
+ * or not (every other kernel allowed); the caller frees */
 static float *backend_dw(int threads, int wino, const float *x, const float *dy, const float *w,
                          const conv_shape *s)
 {
     backend *be = cpu_backend(threads);
-    wino_dw_enable(wino);
-    void *plan = be->ops->conv_plan(be, s);
-    wino_dw_enable(1);
+    conv_caps caps = CONV_CAPS_ALL;
+    caps.wino_dw = wino;
+    void *plan = cpu_conv_plan_caps(be, s, &caps);
     size_t nw = (size_t)s->K * s->C * 9;
     float *dw = be->ops->alloc(be, nw * 4), *out = xmalloc(nw * 4);
     be->ops->conv_backward(be, plan, NULL, dw, NULL, dy, x, w, s);

@@ -1,4 +1,4 @@
-/* load.c — see load.h.
+/* sample.c — see sample.h.
  *
  *   lazy, training     img_load with augmentation (flip, random crop)
  *   lazy, evaluation   img_load without augmentation
@@ -7,7 +7,7 @@
  *   read-only          the file's bytes only (diagnosis)
  */
 #define _POSIX_C_SOURCE 200809L
-#include "app/load.h"
+#include "loader/sample.h"
 #include "loader/cache.h"
 
 #include <stdlib.h>
@@ -19,12 +19,12 @@
 _Static_assert(IMG_ENOMEM == LOADER_LOAD_NO_MEMORY, "out of memory: one code");
 
 typedef struct load_ctx {
-    const load_setup *s;
+    const sample_setup *s;
     img_ctx *img;
     uint8_t *base; /* a cached base image, copied out of the mapping */
 } load_ctx;
 
-void *load_worker_init(void *arg)
+void *sample_worker_init(void *arg)
 {
     load_ctx *c = xcalloc(1, sizeof *c);
     c->s = arg;
@@ -32,7 +32,7 @@ void *load_worker_init(void *arg)
     return c;
 }
 
-void load_worker_fini(void *wctx)
+void sample_worker_fini(void *wctx)
 {
     load_ctx *c = wctx;
     img_ctx_free(c->img);
@@ -40,26 +40,28 @@ void load_worker_fini(void *wctx)
     free(c);
 }
 
-void load_stage_times(void *wctx, double *read_s, double *decode_s)
+void sample_stage_times(void *wctx, double *read_s, double *decode_s)
 {
     load_ctx *c = wctx;
     img_ctx_times(c->img, read_s, decode_s);
 }
 
-int load_sample(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r, uint8_t *out,
+int sample_load(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r, uint8_t *out,
                 errbuf *e)
 {
     load_ctx *c = wctx;
-    const load_setup *s = c->s;
-    const char *path = dataset_path(s->src[src], index);
+    const sample_setup *s = c->s;
+    img_src at; /* where the image is: a file, or a shard's member */
+    char where[ERR_MAX];
+    dataset_src(s->src[src], index, &at, where, sizeof where);
     /* the preload build makes the training base: with --random-crop that
      * is the uncropped resize, which evaluation's centre crop is not */
     const img_params *p = kind == LOAD_JOB_EVAL ? &s->eval : &s->train;
     if (s->slow_load > 0 && kind != LOAD_JOB_READ_ONLY)
-        cpu_burn(s->slow_load); /* a slow decoder, not slow storage */
+        burn_cpu_for(s->slow_load); /* a slow decoder, not slow storage */
     switch (kind) {
     case LOAD_JOB_READ_ONLY: {
-        long n = img_read_only(c->img, path, p, e);
+        long n = img_read_only_src(c->img, &at, p, e);
         if (n < 0)
             return -1;
         memset(out, (int)(n & 0xff), (size_t)s->channels * s->out_h * s->out_w);
@@ -68,14 +70,14 @@ int load_sample(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r,
     case LOAD_JOB_BUILD: {
         const uint8_t *base;
         int bh, bw;
-        int rc = img_load_base(c->img, path, p, &base, &bh, &bw, e);
+        int rc = img_load_base_src(c->img, &at, p, &base, &bh, &bw, e);
         if (rc != 0)
             return rc;
         if (bh != s->base_h || bw != s->base_w)
             return errf(e,
                         "%s: is %dx%d (HxW) after resizing%s, expected %dx%d like the first image "
                         "(--mode preload needs one size: use --resize HxW)",
-                        path, bh, bw,
+                        at.name, bh, bw,
                         s->train.crop_h > 0 && !s->train.random_crop ? " and cropping" : "",
                         s->base_h, s->base_w);
         if (cache_copy(s->cache + (size_t)index * s->base_bytes, base, s->base_bytes) != 0)
@@ -93,7 +95,7 @@ int load_sample(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r,
                             CACHE_TRUNCATED);
             return img_augment(out, s->out_h, s->out_w, c->base, s->base_h, s->base_w, p, r, e);
         }
-        return img_load(c->img, path, p, r, out, s->out_h, s->out_w, e);
+        return img_load_src(c->img, &at, p, r, out, s->out_h, s->out_w, e);
     }
     return errf(e, "internal: unknown job kind %d", (int)kind);
 }

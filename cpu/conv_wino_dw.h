@@ -1,8 +1,8 @@
-/* wino_dw.h — the weight gradient of a 3x3, stride-1, pad-1 convolution
- * by Winograd's F(2x2, 3x3) on AVX-512 (wino_dw.c): 16 multiplies per
+/* conv_wino_dw.h — the weight gradient of a 3x3, stride-1, pad-1 convolution
+ * by Winograd's F(2x2, 3x3) on AVX-512 (conv_wino_dw.c): 16 multiplies per
  * 2x2 outputs per (c, k) where the direct kernel (conv_direct_dw) needs
- * 36. conv.c uses it for such shapes when wino_dw_fits() and
- * wino_dw_on(); else conv_direct_dw or its GEMMs. */
+ * 36. conv_choose (conv_choice.c) says which plans take it: with
+ * conv_caps.wino_dw, at 32-64 channels in and out, where it pays. */
 #ifndef TRAIN_CPU_WINO_DW_H
 #define TRAIN_CPU_WINO_DW_H
 
@@ -10,16 +10,9 @@
 
 #include "nn/backend.h"
 
-/* Whether this CPU runs it (AVX-512F) and it is not switched off by
- * wino_dw_enable(0) (the tests' switch to the other paths). */
-int wino_dw_on(void);
-void wino_dw_enable(int on);
-
-/* Whether s is a shape it takes: 3x3, stride 1, pad 1, 32 <= C, K <= 64
- * (measured per layer, one thread, batch 64: at 16 channels the
- * transforms cost what the products save, 1.00x at 28x28; 32 channels
- * at 14x14 1.36x, 64 at 7x7 1.16x, 64 at 14x14 1.6x). */
-int wino_dw_fits(const conv_shape *s);
+/* Whether this CPU and this build run it (AVX-512F on x86-64):
+ * conv_caps_cpu's wino_dw. */
+int wino_dw_available(void);
 
 /* floats of the per-thread scratch wino_dw_samples needs (16-float
  * aligned pieces inside), and of the per-thread sum acc */

@@ -1,4 +1,4 @@
-/* wino_dw.c — the weight gradient of a 3x3, stride-1, pad-1 convolution
+/* conv_wino_dw.c — the weight gradient of a 3x3, stride-1, pad-1 convolution
  * by Winograd's F(2x2, 3x3) (Lavin and Gray, 2015), AVX-512.
  *
  * The forward pass of a 2x2 output tile is y = A^T [(G g G^T) . (B^T d
@@ -29,24 +29,12 @@
  * kernel's in the last bits.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "cpu/wino_dw.h"
-
-#include "common/assert.h"
+#include "cpu/conv_wino_dw.h"
 
 #include "cpu/internal.h" /* cpu_vfill */
 
-static int wd_disabled;
-
-void wino_dw_enable(int on) { wd_disabled = !on; }
-
 static int r16(int n) { return (n + 15) / 16 * 16; }
 static size_t a16(size_t n) { return (n + 15) / 16 * 16; }
-
-int wino_dw_fits(const conv_shape *s)
-{
-    return s->R == 3 && s->S == 3 && s->stride == 1 && s->pad == 1 && s->OH == s->H &&
-           s->OW == s->W && s->C >= 32 && s->C <= 64 && s->K >= 32 && s->K <= 64;
-}
 
 /* the pieces of the scratch, in floats */
 typedef struct wd_geom {
@@ -80,7 +68,7 @@ size_t wino_dw_acc_n(const conv_shape *s) { return (size_t)16 * r16(s->C) * r16(
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "cpu/x86_512.h"
 
-int wino_dw_on(void) { return !wd_disabled && __builtin_cpu_supports("avx512f"); }
+int wino_dw_available(void) { return __builtin_cpu_supports("avx512f") != 0; }
 
 #define WD_AVX512 __attribute__((target("avx512f")))
 
@@ -247,8 +235,6 @@ WD_AVX512 static void wd_product(float *restrict acc, const float *restrict V,
 WD_AVX512 void wino_dw_samples(float *acc, const float *x, const float *dy, const conv_shape *s,
                                int nb, float *scratch)
 {
-    /* the scratch and acc sizes and the 16-channel blocks assume the shape */
-    ASSERT(wino_dw_fits(s) && nb >= 1);
     wd_geom g = wd_geom_of(s);
     float *xT = scratch, *V = xT + g.xt_n, *dT = V + g.v_n, *D = dT + g.dt_n;
     /* x at (1, 1) of the HP x WP grid: zeros above, below, left, right;
@@ -276,7 +262,6 @@ WD_AVX512 void wino_dw_samples(float *acc, const float *x, const float *dy, cons
  * 16 k's): rows (c, r*3 + q) of wt */
 WD_AVX512 void wino_dw_finish(float *wt, const float *acc, const conv_shape *s)
 {
-    ASSERT(wino_dw_fits(s));
     int C16 = r16(s->C), K16 = r16(s->K), K = s->K;
     size_t xstep = (size_t)C16 * K16;
     const __m512 half = _mm512_set1_ps(0.5f);
@@ -310,7 +295,7 @@ WD_AVX512 void wino_dw_finish(float *wt, const float *acc, const conv_shape *s)
 
 #else /* no AVX-512 build: never on */
 
-int wino_dw_on(void) { return 0; }
+int wino_dw_available(void) { return 0; }
 
 void wino_dw_samples(float *acc, const float *x, const float *dy, const conv_shape *s, int nb,
                      float *scratch)

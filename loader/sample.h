@@ -1,8 +1,8 @@
-/* load.h — what a loader worker does per sample, for each job kind and
+/* sample.h — what a loader worker does per sample, for each job kind and
  * load mode: the bridge between the loader (loader/loader.h) and the image
  * pipeline (image/image.h) and preload cache (loader/cache.h). */
-#ifndef TRAIN_LOAD_H
-#define TRAIN_LOAD_H
+#ifndef TRAIN_SAMPLE_H
+#define TRAIN_SAMPLE_H
 
 #include <stdint.h>
 
@@ -10,7 +10,7 @@
 #include "loader/dataset.h"
 #include "loader/loader.h"
 
-typedef struct load_setup {
+typedef struct sample_setup {
     const dataset *src[LOADER_MAX_SOURCES];
     img_params train; /* augmentation on */
     img_params eval;  /* no flip, centre crop */
@@ -21,14 +21,14 @@ typedef struct load_setup {
     int base_h, base_w;
     size_t base_bytes;
     double slow_load; /* test hook: extra seconds of work per sample */
-} load_setup;
+} sample_setup;
 
-/* The loader's callbacks; arg is the load_setup. */
-void *load_worker_init(void *arg);
-void load_worker_fini(void *wctx);
-int load_sample(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r, uint8_t *out,
+/* The loader's callbacks; arg is the sample_setup. */
+void *sample_worker_init(void *arg);
+void sample_worker_fini(void *wctx);
+int sample_load(void *wctx, int src, uint32_t index, load_job_kind kind, rng *r, uint8_t *out,
                 errbuf *e);
 /* loader_config.stage_times: the image context's read and decode seconds */
-void load_stage_times(void *wctx, double *read_s, double *decode_s);
+void sample_stage_times(void *wctx, double *read_s, double *decode_s);
 
 #endif

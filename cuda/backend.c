@@ -1,4 +1,4 @@
-/* backend_cuda.c — the GPU backend (nn/backend.h): create/destroy, device
+/* backend.c — the GPU backend (nn/backend.h): create/destroy, device
  * memory, the kernel-backed ops and the ops table. Convolution is in
  * conv.c, pooling/activation/fully connected in layers.c, the copy stream
  * and timing in staging.c.

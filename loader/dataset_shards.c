@@ -1,0 +1,674 @@
+/* dataset_shards.c — a data set stored as WebDataset tar shards (written by
+ * tools/shard, the `webdataset` library's ShardWriter, or plain tar), read
+ * into the same dataset a CSV gives: each row names its shard (the row's
+ * path) and where its image lies in it (dataset.members), so a sample is
+ * one pread of the member's bytes and every sampling guarantee of the
+ * loader holds unchanged.
+ *
+ * Rules (webdataset's and DALI's readers.webdataset's, except where noted):
+ *   - the spec is one name or a comma list; each name may hold brace
+ *     groups, `{000000..000099}` (a numeric range, zero-padded to the
+ *     longer end's width when either end starts with 0) or `{a,b}`; every
+ *     name it expands to must end in ".tar" (no compression); or the spec
+ *     is a list file, one such name a line (blank lines and # comments
+ *     passed over; relative names start from its folder), told from a CSV
+ *     by its first line (a shard name without a comma);
+ *   - a POSIX tar (ustar; pax 'x' headers and GNU 'L' long names are
+ *     honoured; read by tar.c); only regular files are members, folders
+ *     and links are passed over; a header's checksum is checked; the
+ *     archive must end with its end-of-archive block (a shard cut short is
+ *     refused: neither peer says so, they stop early);
+ *   - the members sharing a key, the name up to the first '.' of its last
+ *     path component, and following each other form one sample (a key
+ *     that comes back later is another sample, as in both peers);
+ *     members whose last component starts with '.' are passed over;
+ *   - the image is the member whose extension (after that first '.', any
+ *     case) is one the decoder reads: jpg jpeg png ppm pgm pnm bmp gif
+ *     tga webp; the label is the .cls member, a decimal integer (text;
+ *     .txt and .json labels are not read); a sample with neither, two
+ *     images, or a bad label is a bad sample: an error naming shard and
+ *     member, or with skip_bad dropped and counted (with list_bad, --check,
+ *     listed and counted);
+ *   - with the shard's sidecar index in DALI's wds2idx format (v1.2: the
+ *     file named as wds2idx names it, train-000003.tar ->
+ *     train-000003.idx, not older than the shard) the members come from it
+ *     and the headers are not read; an index that cannot be trusted (see
+ *     read_index) is passed over for the headers;
+ *   - classes.txt beside the first shard (one name a line, in id order, as
+ *     tools/shard writes it) gives class names; without it labels are
+ *     numbers and there are largest + 1 classes.
+ * Rows are numbered (dataset_row.line) by their position in the set.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "loader/dataset.h"
+#include "loader/fingerprint.h"
+#include "loader/tar.h"
+
+#define SHARDS_MAX 1000000 /* names a spec may expand to */
+#define LABEL_LIMIT 1000000
+
+/* ---------------------------------------------------------------- names */
+
+typedef struct names {
+    char **v;
+    size_t n, cap;
+} names;
+
+static void names_add(names *l, char *s)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 16;
+        l->v = xrealloc(l->v, l->cap * sizeof *l->v);
+    }
+    l->v[l->n++] = s;
+}
+
+static void names_free(names *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static char *concat3(const char *a, size_t an, const char *b, size_t bn, const char *c)
+{
+    size_t cn = strlen(c);
+    char *s = xmalloc(an + bn + cn + 1);
+    memcpy(s, a, an);
+    memcpy(s + an, b, bn);
+    memcpy(s + an + bn, c, cn + 1);
+    return s;
+}
+
+/* "A..B" with decimal A and B: 1 with the range, else 0. */
+static int numeric_range(const char *s, size_t n, long long *a, long long *b, int *width)
+{
+    const char *dots = NULL;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (s[i] == '.' && s[i + 1] == '.') {
+            dots = s + i;
+            break;
+        }
+    if (!dots)
+        return 0;
+    size_t la = (size_t)(dots - s), lb = n - la - 2;
+    if (!la || !lb || la > 18 || lb > 18)
+        return 0;
+    char x[20], y[20];
+    memcpy(x, s, la), x[la] = '\0';
+    memcpy(y, dots + 2, lb), y[lb] = '\0';
+    for (size_t i = 0; i < la; i++)
+        if (!isdigit((unsigned char)x[i]))
+            return 0;
+    for (size_t i = 0; i < lb; i++)
+        if (!isdigit((unsigned char)y[i]))
+            return 0;
+    *a = strtoll(x, NULL, 10);
+    *b = strtoll(y, NULL, 10);
+    *width = (x[0] == '0' && la > 1) || (y[0] == '0' && lb > 1) ? (int)(la > lb ? la : lb) : 0;
+    return 1;
+}
+
+/* Every name the pattern s expands to, appended to out. */
+static int expand(const char *spec, const char *s, names *out, errbuf *e)
+{
+    const char *open = strchr(s, '{');
+    if (!open) {
+        if (out->n >= SHARDS_MAX)
+            return errf(e, "%s: expands to more than %d names", spec, SHARDS_MAX);
+        names_add(out, xstrdup(s));
+        return 0;
+    }
+    const char *close = strchr(open, '}');
+    const char *nested = strchr(open + 1, '{');
+    if (!close || (nested && nested < close))
+        return errf(e, "%s: unbalanced or nested '{' (braces hold A..B or a,b)", spec);
+    size_t pre = (size_t)(open - s), in = (size_t)(close - open - 1);
+    long long a, b;
+    int width;
+    if (numeric_range(open + 1, in, &a, &b, &width)) {
+        if (b < a)
+            return errf(e, "%s: range {%.*s} runs backwards", spec, (int)in, open + 1);
+        if (b - a >= SHARDS_MAX)
+            return errf(e, "%s: expands to more than %d names", spec, SHARDS_MAX);
+        for (long long k = a; k <= b; k++) {
+            char num[32];
+            int len = snprintf(num, sizeof num, "%0*lld", width, k);
+            char *t = concat3(s, pre, num, (size_t)len, close + 1);
+            int rc = expand(spec, t, out, e);
+            free(t);
+            if (rc != 0)
+                return rc;
+        }
+        return 0;
+    }
+    for (const char *alt = open + 1;;) { /* {a,b,c} */
+        const char *end = memchr(alt, ',', (size_t)(close - alt));
+        if (!end)
+            end = close;
+        char *t = concat3(s, pre, alt, (size_t)(end - alt), close + 1);
+        int rc = expand(spec, t, out, e);
+        free(t);
+        if (rc != 0)
+            return rc;
+        if (end == close)
+            return 0;
+        alt = end + 1;
+    }
+}
+
+/* The spec's names: split at the commas outside braces, each expanded. */
+static int expand_spec(const char *spec, names *out, errbuf *e)
+{
+    size_t n = strlen(spec);
+    int depth = 0;
+    size_t start = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && spec[i] == '{')
+            depth++;
+        else if (i < n && spec[i] == '}')
+            depth--;
+        if (i < n && !(spec[i] == ',' && depth == 0))
+            continue;
+        if (i == start)
+            return errf(e, "%s: an empty name in the shard list", spec);
+        char *piece = xmalloc(i - start + 1);
+        memcpy(piece, spec + start, i - start);
+        piece[i - start] = '\0';
+        int rc = expand(spec, piece, out, e);
+        free(piece);
+        if (rc != 0)
+            return rc;
+        start = i + 1;
+    }
+    return 0;
+}
+
+static int ends_with_tar(const char *s)
+{
+    size_t n = strlen(s);
+    return n > 4 && strcmp(s + n - 4, ".tar") == 0;
+}
+
+static int names_are_shards(const char *spec)
+{
+    size_t n = strlen(spec);
+    if (n < 5 || !(ends_with_tar(spec) || strstr(spec, ".tar,") || strstr(spec, ".tar}")))
+        return 0;
+    names l = {0};
+    errbuf e;
+    int yes = expand_spec(spec, &l, &e) == 0 && l.n > 0;
+    for (size_t i = 0; yes && i < l.n; i++)
+        yes = ends_with_tar(l.v[i]);
+    names_free(&l);
+    return yes;
+}
+
+/* A list file's next line, without blanks around it, or NULL at the end;
+ * blank lines and '#' comments passed over. */
+static char *list_line(char **pos)
+{
+    while (**pos) {
+        char *line = *pos, *end = strchr(line, '\n');
+        *pos = end ? end + 1 : line + strlen(line);
+        if (end)
+            *end = '\0';
+        while (isspace((unsigned char)*line))
+            line++;
+        size_t n = strlen(line);
+        while (n && isspace((unsigned char)line[n - 1]))
+            line[--n] = '\0';
+        if (n && line[0] != '#')
+            return line;
+    }
+    return NULL;
+}
+
+/* A shard list file: a regular file whose first line names shards (a
+ * CSV's first line has two columns, so never does). */
+static int is_list_file(const char *spec)
+{
+    int fd = open(spec, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return 0;
+    struct stat st;
+    char buf[4097];
+    ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, buf, 4096, 0) : -1;
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *pos = buf, *line = list_line(&pos);
+    return line && (*pos || (size_t)n < 4096) && !strchr(line, ',') && names_are_shards(line);
+}
+
+int dataset_is_shards(const char *spec) { return names_are_shards(spec) || is_list_file(spec); }
+
+/* The names of a list file's lines, expanded; relative ones start from the
+ * file's folder, as a CSV's paths do. */
+static int expand_list_file(const char *list, names *out, errbuf *e)
+{
+    size_t len;
+    char *text = read_regular_file(list, 1u << 30, &len, e);
+    if (!text)
+        return -1;
+    const char *slash = strrchr(list, '/');
+    size_t dl = slash ? (size_t)(slash - list) + 1 : 0;
+    char *pos = text, *line;
+    int rc = 0, k = 0;
+    while (rc == 0 && (line = list_line(&pos)) != NULL) {
+        k++;
+        char *full = line[0] == '/' ? xstrdup(line) : concat3(list, dl, line, strlen(line), "");
+        size_t before = out->n;
+        rc = expand_spec(full, out, e);
+        for (size_t i = before; rc == 0 && i < out->n; i++)
+            if (!ends_with_tar(out->v[i]))
+                rc = errf(e, "%s:%d: %s does not end in .tar (one shard or pattern a line)", list,
+                          k, out->v[i]);
+        free(full);
+    }
+    free(text);
+    if (rc == 0 && out->n == 0)
+        rc = errf(e, "%s: names no shards", list);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- shards */
+
+typedef struct shard_read {
+    const char *path;
+    int fd;
+    uint64_t size;
+    const csv_opts *o;
+    uint32_t *bad;
+    char *first_bad;
+    errbuf *e;
+} shard_read;
+
+/* A problem with one sample or member: fatal, or counted under skip_bad. */
+static int sample_problem(shard_read *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int sample_problem(shard_read *s, const char *fmt, ...)
+{
+    char why[ERR_MAX - 64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (!s->o->skip_bad && !s->o->list_bad)
+        return errf(s->e, "%s: %s", s->path, why);
+    if (!s->o->skip_bad && *s->bad < CSV_LIST_BAD) { /* --check: every bad sample, counted */
+        char a[ESC_MAX], b[ESC_MAX];
+        fprintf(s->o->list_bad, "%s: %s\n", esc_path(s->path, a, sizeof a),
+                esc_path(why, b, sizeof b));
+    }
+    if ((*s->bad)++ == 0)
+        snprintf(s->first_bad, ERR_MAX, "%.200s: %.300s", s->path, why);
+    return 0;
+}
+
+/* The key's length (up to the first '.' of the last component), or 0 for
+ * a name to pass over (hidden, or no key). */
+static size_t key_len(const char *name, const char **ext)
+{
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    const char *dot = strchr(base, '.');
+    *ext = dot ? dot + 1 : "";
+    if (dot == base || !*base)
+        return 0;
+    return dot ? (size_t)(dot - name) : strlen(name);
+}
+
+/* ---------------------------------------------------------------- samples */
+
+static const char *const image_exts[] = {"jpg", "jpeg", "png", "ppm", "pgm",
+                                         "pnm", "bmp",  "gif", "tga", "webp"};
+
+static int is_image_ext(const char *ext)
+{
+    for (size_t i = 0; i < sizeof image_exts / sizeof *image_exts; i++)
+        if (strcasecmp(ext, image_exts[i]) == 0)
+            return 1;
+    return 0;
+}
+
+typedef struct builder {
+    char *strs;
+    size_t len, cap;
+    dataset_member *mem;
+    uint64_t *path;
+    int32_t *label;
+    size_t n, rcap;
+} builder;
+
+static uint64_t builder_str(builder *b, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    if (b->len + n > b->cap) {
+        b->cap = b->cap ? b->cap : 4096;
+        while (b->len + n > b->cap)
+            b->cap *= 2;
+        b->strs = xrealloc(b->strs, b->cap);
+    }
+    memcpy(b->strs + b->len, s, n);
+    b->len += n;
+    return b->len - n;
+}
+
+static void builder_row(builder *b, uint64_t path, const tar_member *m, uint64_t name,
+                        int32_t label)
+{
+    if (b->n == b->rcap) {
+        b->rcap = b->rcap ? 2 * b->rcap : 1024;
+        b->mem = xrealloc(b->mem, b->rcap * sizeof *b->mem);
+        b->path = xrealloc(b->path, b->rcap * sizeof *b->path);
+        b->label = xrealloc(b->label, b->rcap * sizeof *b->label);
+    }
+    b->mem[b->n] = (dataset_member){m->off, m->len, name};
+    b->path[b->n] = path;
+    b->label[b->n] = label;
+    b->n++;
+}
+
+/* A .cls member's class id; -1 with the reason in why. */
+static int64_t read_cls(shard_read *s, const tar_member *m, char *why, size_t n)
+{
+    char buf[32];
+    if (m->len == 0 || m->len >= sizeof buf) {
+        snprintf(why, n, "member %s: not a class id (%llu bytes)", m->name,
+                 (unsigned long long)m->len);
+        return -1;
+    }
+    if (tar_pread(s->fd, buf, (size_t)m->len, m->off) != 0) {
+        snprintf(why, n, "member %s: read error: %s", m->name,
+                 errno ? strerror(errno) : "truncated");
+        return -1;
+    }
+    buf[m->len] = '\0';
+    size_t end = (size_t)m->len;
+    while (end > 0 && isspace((unsigned char)buf[end - 1]))
+        buf[--end] = '\0';
+    long long v;
+    if (parse_i64(buf, &v) != 0 || v < 0 || v > LABEL_LIMIT) {
+        snprintf(why, n, "member %s: '%s' is not a class id (a decimal integer 0..%d)", m->name,
+                 buf, LABEL_LIMIT);
+        return -1;
+    }
+    return v;
+}
+
+/* One sample: members [a, b) of m, sharing a key. */
+static int add_sample(shard_read *s, builder *b, uint64_t path, const tar_members *m, size_t a,
+                      size_t k)
+{
+    size_t image = SIZE_MAX, cls = SIZE_MAX;
+    for (size_t i = a; i < k; i++) {
+        const char *ext;
+        key_len(m->v[i].name, &ext);
+        if (is_image_ext(ext)) {
+            if (image != SIZE_MAX)
+                return sample_problem(s, "members %s and %s: two images in one sample",
+                                      m->v[image].name, m->v[i].name);
+            image = i;
+        } else if (strcasecmp(ext, "cls") == 0) {
+            cls = i;
+        }
+    }
+    if (image == SIZE_MAX)
+        return sample_problem(s,
+                              "member %s: a sample without an image (no member ending in .jpg "
+                              ".jpeg .png .ppm .pgm .pnm .bmp .gif .tga .webp)",
+                              m->v[a].name);
+    if (cls == SIZE_MAX)
+        return sample_problem(s, "member %s: no label (no .cls member with the same key)",
+                              m->v[image].name);
+    char why[ERR_MAX - 64];
+    int64_t label = read_cls(s, &m->v[cls], why, sizeof why);
+    if (label < 0)
+        return sample_problem(s, "%s", why);
+    if (b->n >= UINT32_MAX - 1)
+        return errf(s->e, "%s: too many samples (limit %u)", s->path, UINT32_MAX - 1);
+    builder_row(b, path, &m->v[image], builder_str(b, m->v[image].name), (int32_t)label);
+    return 0;
+}
+
+static int group_samples(shard_read *s, builder *b, uint64_t path, const tar_members *m)
+{
+    size_t a = 0;
+    while (a < m->n) {
+        const char *ext;
+        size_t kl = key_len(m->v[a].name, &ext);
+        if (!kl) {
+            a++;
+            continue;
+        }
+        size_t k = a + 1;
+        for (; k < m->n; k++) {
+            size_t kl2 = key_len(m->v[k].name, &ext);
+            if (kl2 != kl || memcmp(m->v[k].name, m->v[a].name, kl) != 0)
+                break;
+        }
+        if (add_sample(s, b, path, m, a, k) != 0)
+            return -1;
+        a = k;
+    }
+    return 0;
+}
+
+/* The shard's headers: a shard cut short is a bad sample (the last,
+ * whose members go with it) under skip_bad, else fatal. */
+static int scan_shard(shard_read *s, tar_members *m)
+{
+    char *cut;
+    errbuf te;
+    int rc = tar_scan(s->fd, s->size, s->path, m, &cut, &te);
+    if (rc < 0)
+        return errf(s->e, "%s", te.msg);
+    if (rc == TAR_CUT) {
+        const char *ext;
+        size_t kl = cut ? key_len(cut, &ext) : 0;
+        while (kl && m->n && key_len(m->v[m->n - 1].name, &ext) == kl &&
+               memcmp(m->v[m->n - 1].name, cut, kl) == 0)
+            free(m->v[--m->n].name);
+        free(cut);
+        size_t pl = strlen(s->path); /* te.msg starts with the path: once is enough */
+        rc = sample_problem(s, "%s", strncmp(te.msg, s->path, pl) ? te.msg : te.msg + pl + 2);
+    }
+    return rc;
+}
+
+static int read_shard(shard_read *s, builder *b, tar_members *m)
+{
+    s->fd = open(s->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (s->fd < 0)
+        return errf(s->e, "%s: cannot open the shard: %s", s->path, strerror(errno));
+    struct stat st;
+    int rc = -1;
+    if (fstat(s->fd, &st) != 0) {
+        errf(s->e, "%s: %s", s->path, strerror(errno));
+    } else if (!S_ISREG(st.st_mode)) {
+        errf(s->e, "%s: %s, not a tar shard", s->path, file_kind(st.st_mode));
+    } else {
+        s->size = (uint64_t)st.st_size;
+        uint64_t path = builder_str(b, s->path);
+        tar_members_clear(m);
+        int ir = tar_read_index(s->fd, &st, s->path, m);
+        if (ir == 1)
+            ir = scan_shard(s, m);
+        rc = ir == 0 ? group_samples(s, b, path, m) : -1;
+    }
+    close(s->fd);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- classes */
+
+/* classes.txt beside the first shard: its names into the string buffer
+ * and their offsets into *names; the count, 0 when absent, -1 bad. */
+static long read_classes(const char *first_shard, builder *b, uint64_t **offs, char **where,
+                         errbuf *e)
+{
+    const char *slash = strrchr(first_shard, '/');
+    size_t dl = slash ? (size_t)(slash - first_shard) + 1 : 0;
+    char *path = concat3(first_shard, dl, "classes.txt", 11, "");
+    FILE *f = fopen(path, "re");
+    if (!f) {
+        free(path);
+        return 0;
+    }
+    long n = 0, cap = 0;
+    char line[4096];
+    while (fgets(line, sizeof line, f)) {
+        size_t l = strlen(line);
+        while (l && (line[l - 1] == '\n' || line[l - 1] == '\r'))
+            line[--l] = '\0';
+        if (!l) {
+            fclose(f);
+            free(*offs);
+            *offs = NULL;
+            long k = n + 1;
+            errf(e, "%s:%ld: an empty class name", path, k);
+            free(path);
+            return -1;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            *offs = xrealloc(*offs, (size_t)cap * sizeof **offs);
+        }
+        (*offs)[n++] = builder_str(b, line);
+    }
+    fclose(f);
+    *where = path;
+    return n;
+}
+
+/* ---------------------------------------------------------------- load */
+
+static void pack(dataset *ix, builder *b, const uint64_t *cls, long ncls)
+{
+    size_t n = b->n;
+    ix->rows = xmalloc(n * sizeof(dataset_row) + (size_t)ncls * sizeof(uint64_t));
+    int32_t maxl = -1;
+    for (size_t i = 0; i < n; i++) {
+        ix->rows[i] =
+            (dataset_row){.path = b->path[i], .label = b->label[i], .line = (uint32_t)(i + 1)};
+        if (b->label[i] > maxl)
+            maxl = b->label[i];
+    }
+    if (ncls > 0) {
+        ix->class_names = (uint64_t *)(ix->rows + n);
+        memcpy(ix->class_names, cls, (size_t)ncls * sizeof *cls);
+        ix->names = 1;
+        ix->nclasses = (uint32_t)ncls;
+    } else {
+        ix->nclasses = (uint32_t)(maxl + 1);
+    }
+    ix->members = b->mem;
+    b->mem = NULL;
+    ix->strs = b->strs;
+    ix->strs_len = b->len;
+    b->strs = NULL;
+    ix->n = (uint32_t)n;
+}
+
+static int shards_load(dataset *ix, const char *spec, const csv_opts *o, errbuf *e)
+{
+    names l = {0};
+    builder b = {0};
+    tar_members m = {0};
+    uint64_t *cls = NULL;
+    char *cls_path = NULL, first_bad[ERR_MAX] = "";
+    uint32_t bad = 0;
+    int rc = -1;
+    if (names_are_shards(spec) ? expand_spec(spec, &l, e) != 0 : expand_list_file(spec, &l, e) != 0)
+        goto out;
+    if (o->root || o->path_col || o->label_col || o->header >= 0)
+        if (o->warn)
+            fprintf(o->warn,
+                    "train: note: %s names tar shards: the CSV options (--root, --path-col, "
+                    "--label-col, --header) do not apply to them\n",
+                    spec);
+    long ncls = read_classes(l.v[0], &b, &cls, &cls_path, e);
+    if (ncls < 0)
+        goto out;
+    for (size_t i = 0; i < l.n; i++) {
+        shard_read s = {.path = l.v[i], .o = o, .bad = &bad, .first_bad = first_bad, .e = e};
+        if (read_shard(&s, &b, &m) != 0)
+            goto out;
+    }
+    if (b.n == 0) {
+        if (bad)
+            errf(e, "%s: no usable samples (%u bad; first: %s)", spec, bad, first_bad);
+        else
+            errf(e, "%s: no samples in %zu shard%s", spec, l.n, l.n == 1 ? "" : "s");
+        goto out;
+    }
+    for (size_t i = 0; ncls > 0 && i < b.n; i++)
+        if (b.label[i] >= ncls) {
+            errf(e, "%s: member %s: class %d, but %s names %ld classes", b.strs + b.path[i],
+                 b.strs + b.mem[i].name, b.label[i], cls_path, ncls);
+            goto out;
+        }
+    pack(ix, &b, cls, ncls);
+    ix->csv_path = xstrdup(spec);
+    ix->nshards = (uint32_t)l.n;
+    ix->bad_rows = bad;
+    ix->content_hash = hash64("train-shards", 12, dataset_fingerprint(ix, NULL).hash);
+    for (uint32_t i = 0; i < ix->n; i++)
+        ix->content_hash = hash64(&ix->members[i], 2 * sizeof(uint64_t), ix->content_hash);
+    if (bad && o->warn && !o->list_bad) { /* --check listed them */
+        char a[ESC_MAX], c[ESC_MAX];
+        fprintf(o->warn, "train: warning: %s: skipped %u bad sample%s (first: %s)\n",
+                esc_path(spec, a, sizeof a), bad, bad == 1 ? "" : "s",
+                esc_path(first_bad, c, sizeof c));
+    }
+    rc = 0;
+out:
+    names_free(&l);
+    tar_members_free(&m);
+    free(b.strs);
+    free(b.mem);
+    free(b.path);
+    free(b.label);
+    free(cls);
+    free(cls_path);
+    if (rc != 0)
+        dataset_free(ix);
+    return rc;
+}
+
+int dataset_shards_load(dataset *ix, const char *spec, const csv_opts *o, errbuf *e)
+{
+    memset(ix, 0, sizeof *ix);
+    csv_opts defaults = CSV_OPTS_DEFAULT;
+    int rc = shards_load(ix, spec, o ? o : &defaults, e);
+    if (rc != 0 && e) {
+        char tmp[ESC_MAX];
+        snprintf(e->msg, sizeof e->msg, "%s", esc_path(e->msg, tmp, sizeof tmp));
+    }
+    return rc;
+}
+
+const img_src *dataset_src(const dataset *ix, uint32_t i, img_src *s, char *buf, size_t len)
+{
+    const char *path = dataset_path(ix, i);
+    if (!ix->members) {
+        *s = (img_src){.name = path};
+        return s;
+    }
+    const dataset_member *m = &ix->members[i];
+    snprintf(buf, len, "%s: member %s", path, ix->strs + m->name);
+    *s = (img_src){.file = path, .off = m->off, .len = m->len, .name = buf};
+    return s;
+}
