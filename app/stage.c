@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "app/device.h"
+#include "common/assert.h"
 
 #define NBUF 3  /* device input buffers for non-blocking copies */
 #define QMAX 64 /* slots held at once */
@@ -140,11 +141,19 @@ int stager_lookahead(const stager *s) { return s->lookahead; }
 
 int stager_async(const stager *s) { return s->non_blocking; }
 
+/* the oldest held slot may go back without waiting */
+static int front_free(stager *s)
+{
+    held *h = &s->q[0];
+    return h->done && (h->buf < 0 || s->be->ops->stage_done(s->be, h->buf, 0));
+}
+
 /* Give the oldest held slot back; wait = 1 first blocks until its copy has
  * completed, else it must have. */
 static void release_front(stager *s, int wait)
 {
     held *h = &s->q[0];
+    ASSERT(s->nq > 0 && (wait || front_free(s)));
     if (h->buf >= 0 && wait) {
         double t0 = now_sec();
         s->be->ops->stage_done(s->be, h->buf, 1);
@@ -153,13 +162,6 @@ static void release_front(stager *s, int wait)
     loader_release(s->ldr, &h->b);
     memmove(s->q, s->q + 1, (size_t)(s->nq - 1) * sizeof *s->q);
     s->nq--;
-}
-
-/* the oldest held slot may go back without waiting */
-static int front_free(stager *s)
-{
-    held *h = &s->q[0];
-    return h->done && (h->buf < 0 || s->be->ops->stage_done(s->be, h->buf, 0));
 }
 
 void stager_make_room(stager *s)
@@ -186,6 +188,8 @@ const uint8_t *stager_push(stager *s, const loader_batch *b)
         fprintf(stderr, "train: internal error: stager_push: %d batches held\n", QMAX);
         exit(1);
     }
+    /* slots go back in the order they were taken: the queue is in batch order */
+    ASSERT(s->nq == 0 || s->q[s->nq - 1].b.seq < b->seq);
     held *h = &s->q[s->nq++];
     h->b = *b;
     h->buf = -1;
@@ -222,15 +226,18 @@ const int32_t *stager_begin(stager *s, const loader_batch *b)
 
 void stager_done(stager *s, const loader_batch *b)
 {
+    int found = 0;
     for (int i = 0; i < s->nq; i++) {
         held *h = &s->q[i];
         if (h->b.seq != b->seq)
             continue;
+        found = 1;
         h->done = 1;
         /* the buffer may be overwritten once the compute enqueued so far ran */
         if (h->buf >= 0)
             s->be->ops->stage_release(s->be, h->buf);
     }
+    ASSERT(found); /* b was pushed and is still held */
     while (s->nq > 0 && front_free(s))
         release_front(s, 0);
 }

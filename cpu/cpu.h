@@ -1,6 +1,10 @@
-/* cpu.h — the CPU backend (im2col + OpenBLAS, our own threads for the
- * element-wise and pooling work): the one entry point above nn/backend.h's
- * interface. Everything else of cpu/ is internal (cpu/internal.h). */
+/* cpu.h — the CPU backend: the one entry point above nn/backend.h's
+ * interface. Convolutions by several algorithms, picked per shape when a
+ * plan is made (conv.c): on AVX-512, Winograd F(2x2,3x3) (conv_wino.c,
+ * wino_dw.c) and direct kernels (conv_direct.c); im2col + OpenBLAS GEMM
+ * otherwise. Fully connected layers by OpenBLAS; the element-wise, pooling
+ * and batch-norm work on our own threads. Everything else of cpu/ is
+ * internal (cpu/internal.h). */
 #ifndef TRAIN_CPU_H
 #define TRAIN_CPU_H
 

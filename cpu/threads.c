@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/assert.h"
 #include "common/util.h"
 #include "cpu/internal.h"
 
@@ -135,6 +136,10 @@ void cpu_threads_run(cpu_threads *p, int ntasks, cpu_task_fn fn, void *arg,
 {
     if (ntasks <= 0)
         return;
+    /* one run at a time: the tasks, p->fn and p->arg belong to it (a task
+     * that starts another run, or two threads running at once, would
+     * deadlock or mix the jobs) */
+    ASSERT(atomic_load(&p->busy) == 0);
     if (ntasks == 1 || p->threads == 1) {
         for (int i = 0; i < ntasks && !cancelled(cancel); i++)
             fn(arg, i, 0);

@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cpu/vec.h"
 
+#include "common/assert.h"
 #include "cpu/internal.h"
 #include "nn/kernels.h"
 
@@ -312,6 +313,18 @@ void cpu_vec_force(int level) { forced = level; }
 
 void cpu_vfill_long(float *o, float v, size_t n) { cpu_vec()->fill(o, v, n); }
 
-void cpu_vcopy_long(float *o, const float *x, size_t n) { cpu_vec()->copy(o, x, n); }
+/* vec.h: "the pointers of one call do not overlap" (the vector versions
+ * load several blocks before they store) */
+#define DISJOINT(o, x, n) ((o) + (n) <= (x) || (x) + (n) <= (o))
 
-void cpu_vadd_long(float *o, const float *x, size_t n) { cpu_vec()->add_into(o, x, n); }
+void cpu_vcopy_long(float *o, const float *x, size_t n)
+{
+    ASSERT(DISJOINT(o, x, n));
+    cpu_vec()->copy(o, x, n);
+}
+
+void cpu_vadd_long(float *o, const float *x, size_t n)
+{
+    ASSERT(DISJOINT(o, x, n));
+    cpu_vec()->add_into(o, x, n);
+}

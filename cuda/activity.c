@@ -33,7 +33,7 @@
  * The cost (H100, docs/GPU.md): 9.9 µs host time per launch with kernel
  * records against 4.6 µs without — --gpu-activity off turns it off.
  *
- * The fake runtime (tests/fakecuda/cupti.c) defines the same entry points
+ * The fake runtime (tests/fakecuda/runtime/cupti.c) defines the same entry points
  * and emits records from its clock; in that variant the table points at
  * them instead of a library.
  */
@@ -253,6 +253,7 @@ static void push_span(const char *track, const char *name, uint64_t t0, uint64_t
     /* seconds of now_sec()'s clock: t0 in whole seconds plus the rest
      * keeps ns over any uptime (a double has 15 digits) */
     A.spans[A.nspans++] = (backend_span){
+        // NOLINTNEXTLINE(bugprone-integer-division): whole seconds, then the ns apart: exact
         track, name, (double)(t0 / 1000000000ull) + (double)(t0 % 1000000000ull) / 1e9,
         (double)(t1 - t0) / 1e9};
 }

@@ -16,7 +16,7 @@
  * CUBLAS_STATUS_NOT_INITIALIZED, and the status string says why, so the
  * backend's start fails with the reason and ./train falls back to the CPU.
  *
- * The fake runtime (tests/fakecuda/cublas.c) defines the same symbols,
+ * The fake runtime (tests/fakecuda/runtime/cublas.c) defines the same symbols,
  * so this file is empty in the fakecuda variant.
  */
 #ifndef TRAIN_FAKECUDA

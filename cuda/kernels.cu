@@ -5,7 +5,7 @@
  * The arithmetic is nn/kernels.h's (shared with the CPU backend, tested
  * with gcc); these files only map threads to elements. One thread per
  * element (per sample for the loss), grid-stride loops, no shared memory:
- * tiny tensors, and the serial emulation (launch.h, tests/fakecuda/emu.h) stays exact.
+ * tiny tensors, and the serial emulation (launch.h, tests/fakecuda/runtime/emu.h) stays exact.
  * Deliberately no fused or vectorised variants.
  */
 #include <stdint.h>

@@ -2,7 +2,7 @@
  * with nvcc (a real <<<grid, block, 0, stream>>> launch) and with g++
  * -DKERNEL_EMULATION (the same kernel run serially over the grid by the
  * test-only fake runtime, under AddressSanitizer: mk/cuda.mk force-includes
- * tests/fakecuda/emu.h, which declares emu_launch).
+ * tests/fakecuda/runtime/emu.h, which declares emu_launch).
  *
  * Rules for kernels launched this way, so the serial emulation is exact:
  * every thread is independent (no __syncthreads, no shared memory, no

@@ -86,6 +86,7 @@ static void write_chw(uint8_t *out, int oh, int ow, const uint8_t *base, int bw,
 
 static inline uint8_t round_clip(float v)
 {
+    // NOLINTNEXTLINE(bugprone-incorrect-roundings): v is in (0, 255), where this rounds half up
     return v <= 0.0f ? 0 : v >= 255.0f ? 255 : (uint8_t)(v + 0.5f);
 }
 

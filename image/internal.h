@@ -1,5 +1,7 @@
-/* internal.h — what image.c shares with its decoders (jpeg.c,
- * png.c, stb.c) and augment.c. Not for the rest of the program: use image.h. */
+/* internal.h — what the files of image/ share: image.c with its decoders
+ * (jpeg.c, jpeg_region.c, png.c, webp.c, stb.c), the structural checks run
+ * before them (check.c), EXIF orientation (exif.c) and augment.c. Not for
+ * the rest of the program: use image.h. */
 #ifndef TRAIN_IMAGE_INTERNAL_H
 #define TRAIN_IMAGE_INTERNAL_H
 

@@ -15,6 +15,7 @@
 #include <time.h>
 
 /* the image's out-of-memory return is the loader's (never skipped) */
+// NOLINTNEXTLINE(misc-redundant-expression): two names for one value, and this keeps them one
 _Static_assert(IMG_ENOMEM == LOADER_LOAD_NO_MEMORY, "out of memory: one code");
 
 typedef struct load_ctx {

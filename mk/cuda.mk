@@ -40,12 +40,15 @@ CXXFLAGS_fakecuda := -std=c++17 $(WARN) -MMD -MP -I. -O1 -g $(SAN) -DKERNEL_EMUL
 # LDFLAGS_ of the variant: the C++ flags ride along so changing them rebuilds
 LDFLAGS_fakecuda := $(CXXFLAGS_fakecuda)
 
-# the fake runtime itself (what both fake binaries link), its test helpers,
-# and the one file only the train binary links (the at-exit report)
-FAKE_ALL      := $(sort $(wildcard tests/fakecuda/*.c))
-FAKE_LIB_SRC  := $(filter-out tests/fakecuda/test_%.c tests/fakecuda/fake_nvml.c \
-                   tests/fakecuda/forked.c tests/fakecuda/at_exit.c,$(FAKE_ALL))
-FAKE_TEST_SRC := $(filter tests/fakecuda/test_%.c,$(FAKE_ALL)) tests/fakecuda/forked.c
+# tests/fakecuda, one folder per part, each picked whole:
+#   runtime/  the fake runtime itself (what both fake binaries link)
+#   suite/    the fake's own tests and their helper (run-fakecuda only)
+#   train/    what only the train binary links (the at-exit report)
+#   nvml/     libfakenvml.so's source (a library of its own)
+FAKE_LIB_SRC   := $(sort $(wildcard tests/fakecuda/runtime/*.c))
+FAKE_TEST_SRC  := $(sort $(wildcard tests/fakecuda/suite/*.c))
+FAKE_TRAIN_SRC := $(sort $(wildcard tests/fakecuda/train/*.c))
+FAKE_NVML_SRC  := $(sort $(wildcard tests/fakecuda/nvml/*.c))
 
 # the GPU tests: their own files, the shared test support, the fake's tests
 GPU_TEST_SRC := $(sort $(wildcard tests/gpu/*.c)) $(TEST_SUPPORT_SRC) tests/support/gpu_test.c
@@ -61,7 +64,7 @@ $(eval $(call lib_rule,fakecuda,cuda,$(patsubst %.cu,$(FAKE_DIR)/%.emu.o,$(CUDA_
 
 FAKE_SUITE_OBJS := $(patsubst %.c,$(FAKE_DIR)/%.o,$(FAKE_LIB_SRC) $(FAKE_TEST_SRC) $(GPU_TEST_SRC)) \
                    $(call variant_libs,fakecuda)
-FAKE_TRAIN_OBJS := $(patsubst %.c,$(FAKE_DIR)/%.o,main.c $(FAKE_LIB_SRC) tests/fakecuda/at_exit.c) \
+FAKE_TRAIN_OBJS := $(patsubst %.c,$(FAKE_DIR)/%.o,main.c $(FAKE_LIB_SRC) $(FAKE_TRAIN_SRC)) \
                    $(call variant_libs,fakecuda)
 
 $(FAKE_DIR)/%.o: %.c $(FAKE_DIR)/.flags
@@ -70,17 +73,17 @@ $(FAKE_DIR)/%.o: %.c $(FAKE_DIR)/.flags
 
 # the fake's compute loops (naive convolution and GEMM in double) carry the
 # training tests' arithmetic: optimised, still under the sanitizers
-$(FAKE_DIR)/tests/fakecuda/cudnn_ops.o $(FAKE_DIR)/tests/fakecuda/cublas.o: CFLAGS_fakecuda += -O2
+$(FAKE_DIR)/tests/fakecuda/runtime/cudnn_ops.o $(FAKE_DIR)/tests/fakecuda/runtime/cublas.o: CFLAGS_fakecuda += -O2
 
-# the kernels as plain C++ over the serial emulation (tests/fakecuda/emu.h,
+# the kernels as plain C++ over the serial emulation (tests/fakecuda/runtime/emu.h,
 # included here: production code never names it)
 $(FAKE_DIR)/%.emu.o: %.cu $(FAKE_DIR)/.flags
 	@mkdir -p $(dir $@)
-	g++ -x c++ $(CXXFLAGS_fakecuda) -include tests/fakecuda/emu.h -c $< -o $@
+	g++ -x c++ $(CXXFLAGS_fakecuda) -include tests/fakecuda/runtime/emu.h -c $< -o $@
 
 # (its functions are libnvidia-ml's entry points, found by dlsym, with no
 # header of ours to declare them: hence no -Wmissing-prototypes)
-$(FAKE_DIR)/libfakenvml.so: tests/fakecuda/fake_nvml.c $(FAKE_DIR)/.flags
+$(FAKE_DIR)/libfakenvml.so: $(FAKE_NVML_SRC) $(FAKE_DIR)/.flags
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 $(WARN) $(WARN_C) -Wno-missing-prototypes -O1 -g -fPIC -shared -o $@ $< -ldl -lm
 

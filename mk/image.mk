@@ -41,7 +41,8 @@ build/fuzz/stb_image.o: /usr/include/stb/stb_image.h
 	  -c $< -o $@
 # the image and common layers again, instrumented for libFuzzer (a "fuzz"
 # variant of their libraries)
-FUZZ_CFLAGS := -std=c11 -O1 -g -MMD -MP -I. -DTRAIN_JPEGINT=$(JPEGINT) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+FUZZ_CFLAGS := -std=c11 -O1 -g -MMD -MP -I. -DTRAIN_JPEGINT=$(JPEGINT) -DTRAIN_ASSERTS=1 $(FUZZ_SAN) \
+               -fsanitize=fuzzer-no-link
 build/fuzz/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@

@@ -9,7 +9,7 @@
 #
 # With MPI and CUDA, the cuda variant links NCCL from the toolkit (nccl.h,
 # libnccl.so) for the GPU gradients; the fakecuda variant links the fake
-# NCCL of tests/fakecuda/nccl.c (implemented on MPI) instead.
+# NCCL of tests/fakecuda/runtime/nccl.c (implemented on MPI) instead.
 
 MPICC ?= mpicc
 MPI_SHOW_C := $(shell $(MPICC) --showme:compile 2>/dev/null)

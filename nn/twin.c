@@ -194,6 +194,7 @@ void twin_conv(twin *t, int B, int C, int H, int W, int K, int R, int S, int str
     backend_conv_plan_free(t->dev, pd);
     backend_conv_plan_free(t->ref, pr);
     pair *all[] = {&in, &w, &bias, &dout, &out, &din, &dw, &db};
+    // NOLINTNEXTLINE(bugprone-sizeof-expression): all is an array of pointers; this is its length
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         pair_free(t, all[i]);
     free(h_in), free(h_w), free(h_b), free(h_dout);
@@ -331,6 +332,7 @@ void twin_fc(twin *t, int B, int M, int N, int with_din)
     snprintf(what, sizeof what, "%s db", name);
     pair_report(t, what, &db, (size_t)N, TWIN_RTOL_OP);
     pair *all[] = {&in, &w, &b, &dout, &out, &din, &dw, &db};
+    // NOLINTNEXTLINE(bugprone-sizeof-expression): all is an array of pointers; this is its length
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         pair_free(t, all[i]);
     free(h_in), free(h_w), free(h_b), free(h_dout);
@@ -391,6 +393,7 @@ void twin_bn(twin *t, int B, int C, int HW)
         pair_report(t, what, outs[i].p, outs[i].n, TWIN_RTOL_OP);
     }
     pair *all[] = {&x, &dy, &sc, &sh, &rm, &rv, &y, &yi, &dx, &sm, &si, &dsc, &dsh};
+    // NOLINTNEXTLINE(bugprone-sizeof-expression): all is an array of pointers; this is its length
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         pair_free(t, all[i]);
     free(h_x), free(h_dy), free(h_sc), free(h_sh), free(h_rm), free(h_rv);
@@ -473,6 +476,7 @@ void twin_softmax_xent(twin *t, int B, int K, float shift)
     snprintf(what, sizeof what, "%s argmax", name);
     report_host(t, what, fd, fr, (size_t)B, 0.0);
     pair *all[] = {&logits, &labels, &dl, &loss, &pred};
+    // NOLINTNEXTLINE(bugprone-sizeof-expression): all is an array of pointers; this is its length
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         pair_free(t, all[i]);
     free(h), free(lab), free(pd), free(pr), free(fd), free(fr);

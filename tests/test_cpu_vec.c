@@ -8,6 +8,7 @@
  * this machine gets a vector version, and the backend's ops give the same
  * bits with the portable path forced. */
 #define _GNU_SOURCE
+#include <signal.h>
 #include <stdio.h>
 
 #include "cpu/internal.h"
@@ -471,4 +472,15 @@ Test(cpu_vec, batch_norm_channel_groups_give_the_per_channel_bits)
         each->ops->destroy(each);
         mid->ops->destroy(mid);
     }
+}
+
+/* vec.h's "the pointers of one call do not overlap" is an ASSERT
+ * (common/assert.h), live in this sanitized build: an overlapping copy
+ * stops with its file:line instead of giving wrong bits. */
+Test(cpu_vec, an_overlapping_long_copy_fails_its_assert, .signal = SIGABRT)
+{
+    float *a = calloc(2 * CPU_VLONG, sizeof *a);
+    cr_assert_not_null(a);
+    cpu_vcopy_long(a + 1, a, CPU_VLONG);
+    free(a); /* not reached */
 }

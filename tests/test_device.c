@@ -3,7 +3,7 @@
  * without it, auto falls back with the reason, and the page-locked memory
  * guard allows, warns and refuses at the right fractions of MemAvailable.
  * The CUDA build's decisions are tested on the fake runtime
- * (tests/fakecuda/test_select.c); here, the CUDA-enabled binary itself
+ * (tests/fakecuda/suite/test_select.c); here, the CUDA-enabled binary itself
  * (build/cuda/train, made when the toolkit is found) runs end to end where
  * it finds no usable GPU and falls back to the CPU with its reason.
  */

@@ -27,11 +27,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/idx.h"
 #include "common/rng.h"
 #include "common/util.h"
 #include "cpu/cpu.h"
 #include "nn/model.h"
+#include "tools/idx.h"
 
 /* ---------------------------------------------------------------- --ops */
 /* A backend whose ops call the CPU backend's and add up their time per

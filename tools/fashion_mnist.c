@@ -19,8 +19,8 @@
 
 #include <stb/stb_image_write.h>
 
-#include "common/idx.h"
 #include "common/util.h"
+#include "tools/idx.h"
 
 static const char *class_names[10] = {"t-shirt", "trouser", "pullover", "dress", "coat",
                                       "sandal",  "shirt",   "sneaker",  "bag",   "ankle-boot"};

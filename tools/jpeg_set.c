@@ -22,9 +22,9 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
-#include "common/idx.h"
 #include "common/rng.h"
 #include "common/util.h"
+#include "tools/idx.h"
 
 typedef struct gen {
     int w, h, quality;

@@ -1,4 +1,4 @@
-/* pin_probe.cu — page-locking facts the fake (tests/fakecuda/memory.c) and
+/* pin_probe.cu — page-locking facts the fake (tests/fakecuda/runtime/memory.c) and
  * the --pin guard (app/device.c) rely on, measured on a card: whether
  * cudaHostRegister and cudaMallocHost honour RLIMIT_MEMLOCK, as root and as
  * uid 65534 (a child each, the limit set to 64 KB; VmLck/VmPin after);

@@ -1,6 +1,6 @@
 /* test_dist_gpu.c — the GPU backend as 2 data-parallel ranks under a real
  * mpirun: its gradients go through the real NCCL calls of comm/nccl.c (on
- * the fake CUDA runtime, the fake NCCL of tests/fakecuda/nccl.c, which
+ * the fake CUDA runtime, the fake NCCL of tests/fakecuda/runtime/nccl.c, which
  * runs the sum on MPI), and the job must train as the CPU backend's 2-rank
  * job does. On real hardware it needs two GPUs (NCCL refuses two ranks on
  * one device) and skips otherwise. */

@@ -14,7 +14,7 @@
 #include "tests/support/gpu_test.h"
 #include "tests/support/hostref.h"
 #ifdef TRAIN_FAKECUDA
-#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/runtime/fake.h"
 static void setup(void) { fake_reset(); }
 #else
 static void setup(void) {}

@@ -27,7 +27,7 @@
 #include "tests/support/gpu_test.h"
 #include "tests/support/helpers.h"
 #ifdef TRAIN_FAKECUDA
-#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/runtime/fake.h"
 #endif
 
 enum { NSAMPLES = 40, SB = 48, BATCH = 4 }; /* sample bytes: 1 x 48 "pixels" */

@@ -14,10 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/idx.h"
 #include "tests/support/gpu_test.h"
+#include "tools/idx.h"
 #ifdef TRAIN_FAKECUDA
-#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/runtime/fake.h"
 static void setup(void) { fake_reset(); }
 #else
 static void setup(void) {}

@@ -13,7 +13,7 @@
 
 #include "tests/support/gpu_test.h"
 #ifdef TRAIN_FAKECUDA
-#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/runtime/fake.h"
 static void setup(void) { fake_reset(); }
 #else
 static void setup(void) {}

@@ -11,7 +11,7 @@
 #include "cuda/gpu.h"
 #include "nn/twin.h"
 #ifdef TRAIN_FAKECUDA
-#include "tests/fakecuda/fake.h"
+#include "tests/fakecuda/runtime/fake.h"
 #endif
 
 backend *gt_backend(void)

@@ -11,12 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/idx.h"
 #include "common/rng.h"
 #include "common/util.h"
 #include "cpu/cpu.h"
 #include "nn/backend.h"
 #include "nn/model.h"
+#include "tools/idx.h"
 
 static inline backend *cpu_backend(int threads)
 {

@@ -1,0 +1,145 @@
+/* check.c — `train --check[=decode]`: every row of the data sets and every
+ * image file as training would read them (headers, or a full decode on
+ * several threads), one line per bad row or file, then a count. */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "app/check.h"
+#include "common/util.h"
+#include "image/image.h"
+#include "loader/dataset.h"
+
+/* --check=decode: every image decoded in full (the exact path: the whole
+ * file read to its end under training's policy on truncation and
+ * corruption), by `threads` threads each with its own context; the
+ * messages kept per row and printed in row order. */
+typedef struct check_job {
+    const dataset *ix;
+    char **msg; /* per row: NULL, or the message */
+    uint32_t next;
+    pthread_mutex_t lock;
+} check_job;
+
+static void *check_thread(void *arg)
+{
+    check_job *j = arg;
+    img_ctx *c = img_ctx_create();
+    img_params p = {.channels = 3, .full_decode = 1, .decode = IMG_DECODE_EXACT};
+    for (;;) {
+        pthread_mutex_lock(&j->lock);
+        uint32_t i = j->next < j->ix->n ? j->next++ : UINT32_MAX;
+        pthread_mutex_unlock(&j->lock);
+        if (i == UINT32_MAX)
+            break;
+        const uint8_t *base;
+        int bh, bw;
+        errbuf e;
+        img_src at;
+        char where[ERR_MAX];
+        if (img_load_base_src(c, dataset_src(j->ix, i, &at, where, sizeof where), &p, &base, &bh,
+                              &bw, &e) != 0)
+            j->msg[i] = xstrdup(e.msg);
+    }
+    img_ctx_free(c);
+    return NULL;
+}
+
+/* Every image file as training reads it: its header (headers mode: it
+ * exists, is a regular non-empty file, is a format train decodes -- told
+ * by its first bytes: a TIFF or SVG is refused here as in training -- and
+ * is within the size limits), or all of it (decode mode). One line per bad
+ * file: CSV:LINE: path: reason (a folder's: path: reason). Returns the
+ * count. */
+static uint32_t check_images(const dataset *ix, int decode, int threads)
+{
+    uint32_t bad = 0;
+    char **msg = xcalloc(ix->n ? ix->n : 1, sizeof *msg);
+    if (decode) {
+        check_job j = {.ix = ix, .msg = msg};
+        pthread_mutex_init(&j.lock, NULL);
+        pthread_t t[64];
+        int n = threads < 1 ? 1 : threads > 64 ? 64 : threads, started = 0;
+        for (int k = 0; k < n; k++)
+            started += pthread_create(&t[started], NULL, check_thread, &j) == 0;
+        if (!started)
+            check_thread(&j);
+        for (int k = 0; k < started; k++)
+            pthread_join(t[k], NULL);
+        pthread_mutex_destroy(&j.lock);
+    } else {
+        for (uint32_t i = 0; i < ix->n; i++) {
+            int w, h, c;
+            errbuf e;
+            img_src at;
+            char where[ERR_MAX];
+            if (img_probe_src(dataset_src(ix, i, &at, where, sizeof where), 0, &w, &h, &c, &e) != 0)
+                msg[i] = xstrdup(e.msg);
+        }
+    }
+    fflush(stdout); /* the data set's lines before the files' (a pipe buffers) */
+    for (uint32_t i = 0; i < ix->n; i++)
+        if (msg[i]) {
+            char line[2 * ERR_MAX];
+            fprintf(stderr, "%s\n", dataset_row_message(ix, i, msg[i], line, sizeof line));
+            bad++;
+            free(msg[i]);
+        }
+    free(msg);
+    return bad;
+}
+
+int check_main(const options *o)
+{
+    const char *csvs[2] = {o->csv, o->val_csv};
+    uint32_t bad = 0, bad_rows = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!csvs[i])
+            continue;
+        dataset ix;
+        errbuf e;
+        csv_opts co = o->csv_o;
+        co.list_bad = stderr; /* every bad row, not only the first */
+        if (dataset_load(&ix, csvs[i], &co, &e) != 0) {
+            fprintf(stderr, "%s\n", e.msg);
+            return 2;
+        }
+        char name[ESC_MAX];
+        esc_path(csvs[i], name, sizeof name);
+        if (ix.bad_rows) { /* listed as they were read; the good rows' files are checked too */
+            if (ix.bad_rows > CSV_LIST_BAD)
+                fprintf(stderr, "%s: %u bad rows (the first %d are listed above)\n", name,
+                        ix.bad_rows, CSV_LIST_BAD);
+            else
+                fprintf(stderr, "%s: %u bad row%s (listed above)\n", name, ix.bad_rows,
+                        ix.bad_rows == 1 ? "" : "s");
+            bad_rows += ix.bad_rows;
+        }
+        if (ix.members)
+            printf("%s: %u samples in %u shard%s, %u classes\n", name, ix.n, ix.nshards,
+                   ix.nshards == 1 ? "" : "s", ix.nclasses);
+        else if (ix.folder)
+            printf("%s: %u images, %u class folders\n", name, ix.n, ix.nclasses);
+        else
+            printf("%s: %u rows, %u classes%s\n", name, ix.n, ix.nclasses,
+                   ix.had_header ? " (header row)" : "");
+        dataset_print_classes(&ix, stdout);
+        int threads = 1;
+        for (int k = 0; k < o->workers.n; k++)
+            threads = o->workers.v[k] > threads ? o->workers.v[k] : threads;
+        bad += check_images(&ix, o->check == 2, threads);
+        dataset_free(&ix);
+    }
+    char rows[64] = "";
+    if (bad_rows)
+        snprintf(rows, sizeof rows, "%u bad CSV row%s and ", bad_rows, bad_rows == 1 ? "" : "s");
+    if (o->check == 2)
+        printf("check: %s%u file%s that training would refuse\n", rows, bad, bad == 1 ? "" : "s");
+    else
+        printf("check: %s%u file%s whose header training would refuse (headers only: "
+               "--check=decode decodes every image and finds damaged ones)\n",
+               rows, bad, bad == 1 ? "" : "s");
+    return bad || bad_rows ? 2 : 0;
+}

@@ -1,0 +1,148 @@
+/* fuzz_cache.c — libFuzzer target over the preload cache's file checks
+ * (fuzz/cache_harness.h).
+ *
+ * Built two ways (mk/fuzz.mk):
+ *   clang -fsanitize=fuzzer,address,undefined -DFUZZ_LIBFUZZER
+ *       -> build/fuzz/fuzz_cache, run by `make fuzz-cache`
+ *   gcc -> build/tools/fuzz_cache, a plain driver:
+ *       fuzz_cache FILE...      replay inputs through the same harness
+ *       fuzz_cache --seeds DIR  write the starting corpus: a cache file the
+ *                               real code built and committed, as it is and
+ *                               damaged under the selector's repairs
+ * The harness needs a folder of its own: /dev/shm/fuzz_cache-PID (or
+ * /tmp), removed at exit; a crash leaves its two small files.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <sys/stat.h>
+
+#include "fuzz/cache_harness.h"
+
+static fuzz_cache_env fuzz_env;
+static int fuzz_ready;
+
+static void teardown(void)
+{
+    fuzz_cache_env_free(&fuzz_env);
+    rmdir(fuzz_env.dir);
+}
+
+static void setup(void)
+{
+    if (fuzz_ready)
+        return;
+    const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/fuzz_cache-%ld", base, (long)getpid());
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "fuzz_cache: %s: %s\n", dir, strerror(errno));
+        exit(1);
+    }
+    fuzz_cache_env_init(&fuzz_env, dir);
+    fuzz_ready = 1;
+    atexit(teardown);
+}
+
+#ifdef FUZZ_LIBFUZZER
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    setup();
+    fuzz_cache_one(&fuzz_env, data, size);
+    return 0;
+}
+
+#else
+
+static int put(const char *dir, const char *name, uint8_t sel, const uint8_t *d, size_t n)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    uint8_t *buf = xmalloc(n + 1);
+    buf[0] = sel;
+    memcpy(buf + 1, d, n);
+    errbuf e;
+    int rc = write_file_atomic(path, buf, n + 1, &e);
+    if (rc)
+        fprintf(stderr, "%s\n", e.msg);
+    free(buf);
+    return rc;
+}
+
+static int seeds(const char *dir)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "%s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    setup();
+    /* a cache built and committed by the real code */
+    preload_cache pc;
+    errbuf e;
+    unlink(fuzz_env.path);
+    if (cache_open_shared(&pc, fuzz_env.path, &fuzz_env.ix, FUZZ_CACHE_C, FUZZ_CACHE_H,
+                          FUZZ_CACHE_W, fuzz_env.key, 0, 0, &e) != 0) {
+        fprintf(stderr, "%s\n", e.msg);
+        return 1;
+    }
+    for (size_t i = 0; i < fuzz_env.data_bytes; i++)
+        pc.data[i] = (uint8_t)(i * 37 + 11);
+    if (cache_commit(&pc, &e) != 0) {
+        fprintf(stderr, "%s\n", e.msg);
+        return 1;
+    }
+    cache_close(&pc);
+    size_t n;
+    uint8_t *d = (uint8_t *)read_whole_file(fuzz_env.path, &n, &e);
+    if (!d) {
+        fprintf(stderr, "%s\n", e.msg);
+        return 1;
+    }
+    int rc = put(dir, "valid", 0x00, d, n);
+    rc |= put(dir, "valid-shareable", 0x10, d, n);
+    rc |= put(dir, "valid-repaired", 0x0f, d, n);
+    d[FUZZ_CACHE_HEADER + 1] ^= 1; /* a flipped data bit: rebuilt, committed */
+    rc |= put(dir, "data-flipped-commit", 0x20, d, n);
+    rc |= put(dir, "data-flipped-repaired", 0x04, d, n);
+    d[FUZZ_CACHE_HEADER + 1] ^= 1;
+    rc |= put(dir, "truncated", 0x00, d, n - 40);
+    rc |= put(dir, "truncated-padded", 0x0f, d, n - 40);
+    rc |= put(dir, "header-only", 0x03, d, FUZZ_CACHE_HEADER);
+    d[12] ^= 1; /* another sample count, its header checksum repaired */
+    rc |= put(dir, "other-count", 0x01, d, n);
+    free(d);
+    if (rc == 0)
+        printf("fuzz_cache: seeds written to %s\n", dir);
+    return rc ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--seeds") == 0)
+        return seeds(argv[2]);
+    if (argc < 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: fuzz_cache FILE...   |   fuzz_cache --seeds DIR\n");
+        return 2;
+    }
+    setup();
+    int reused = 0, other = 0;
+    for (int i = 1; i < argc; i++) {
+        size_t n;
+        errbuf e;
+        char *d = read_whole_file(argv[i], &n, &e);
+        if (!d) {
+            fprintf(stderr, "%s\n", e.msg);
+            return 1;
+        }
+        if (fuzz_cache_one(&fuzz_env, (const uint8_t *)d, n) == 0)
+            reused++;
+        else
+            other++;
+        free(d);
+    }
+    printf("fuzz_cache: %d inputs: %d reused, %d rebuilt or refused, no invariant broken\n",
+           argc - 1, reused, other);
+    return 0;
+}
+
+#endif
