@@ -17,7 +17,7 @@
  * corruption), by `threads` threads each with its own context; the
  * messages kept per row and printed in row order. */
 typedef struct check_job {
-    const dataset *ix;
+    const dataset *ds;
     char **msg; /* per row: NULL, or the message */
     uint32_t next;
     pthread_mutex_t lock;
@@ -30,7 +30,7 @@ static void *check_thread(void *arg)
     img_params p = {.channels = 3, .full_decode = 1, .decode = IMG_DECODE_EXACT};
     for (;;) {
         pthread_mutex_lock(&j->lock);
-        uint32_t i = j->next < j->ix->n ? j->next++ : UINT32_MAX;
+        uint32_t i = j->next < j->ds->n ? j->next++ : UINT32_MAX;
         pthread_mutex_unlock(&j->lock);
         if (i == UINT32_MAX)
             break;
@@ -39,7 +39,7 @@ static void *check_thread(void *arg)
         errbuf e;
         img_src at;
         char where[ERR_MAX];
-        if (img_load_base_src(c, dataset_src(j->ix, i, &at, where, sizeof where), &p, &base, &bh,
+        if (img_load_base_src(c, dataset_src(j->ds, i, &at, where, sizeof where), &p, &base, &bh,
                               &bw, &e) != 0)
             j->msg[i] = xstrdup(e.msg);
     }
@@ -53,12 +53,12 @@ static void *check_thread(void *arg)
  * is within the size limits), or all of it (decode mode). One line per bad
  * file: CSV:LINE: path: reason (a folder's: path: reason). Returns the
  * count. */
-static uint32_t check_images(const dataset *ix, int decode, int threads)
+static uint32_t check_images(const dataset *ds, int decode, int threads)
 {
     uint32_t bad = 0;
-    char **msg = xcalloc(ix->n ? ix->n : 1, sizeof *msg);
+    char **msg = xcalloc(ds->n ? ds->n : 1, sizeof *msg);
     if (decode) {
-        check_job j = {.ix = ix, .msg = msg};
+        check_job j = {.ds = ds, .msg = msg};
         pthread_mutex_init(&j.lock, NULL);
         pthread_t t[64];
         int n = threads < 1 ? 1 : threads > 64 ? 64 : threads, started = 0;
@@ -70,20 +70,20 @@ static uint32_t check_images(const dataset *ix, int decode, int threads)
             pthread_join(t[k], NULL);
         pthread_mutex_destroy(&j.lock);
     } else {
-        for (uint32_t i = 0; i < ix->n; i++) {
+        for (uint32_t i = 0; i < ds->n; i++) {
             int w, h, c;
             errbuf e;
             img_src at;
             char where[ERR_MAX];
-            if (img_probe_src(dataset_src(ix, i, &at, where, sizeof where), 0, &w, &h, &c, &e) != 0)
+            if (img_probe_src(dataset_src(ds, i, &at, where, sizeof where), 0, &w, &h, &c, &e) != 0)
                 msg[i] = xstrdup(e.msg);
         }
     }
     fflush(stdout); /* the data set's lines before the files' (a pipe buffers) */
-    for (uint32_t i = 0; i < ix->n; i++)
+    for (uint32_t i = 0; i < ds->n; i++)
         if (msg[i]) {
             char line[2 * ERR_MAX];
-            fprintf(stderr, "%s\n", dataset_row_message(ix, i, msg[i], line, sizeof line));
+            fprintf(stderr, "%s\n", dataset_row_message(ds, i, msg[i], line, sizeof line));
             bad++;
             free(msg[i]);
         }
@@ -98,39 +98,39 @@ int check_main(const options *o)
     for (int i = 0; i < 2; i++) {
         if (!csvs[i])
             continue;
-        dataset ix;
+        dataset ds;
         errbuf e;
         csv_opts co = o->csv_o;
         co.list_bad = stderr; /* every bad row, not only the first */
-        if (dataset_load(&ix, csvs[i], &co, &e) != 0) {
+        if (dataset_load(&ds, csvs[i], &co, &e) != 0) {
             fprintf(stderr, "%s\n", e.msg);
             return 2;
         }
         char name[ESC_MAX];
         esc_path(csvs[i], name, sizeof name);
-        if (ix.bad_rows) { /* listed as they were read; the good rows' files are checked too */
-            if (ix.bad_rows > CSV_LIST_BAD)
+        if (ds.bad_rows) { /* listed as they were read; the good rows' files are checked too */
+            if (ds.bad_rows > CSV_LIST_BAD)
                 fprintf(stderr, "%s: %u bad rows (the first %d are listed above)\n", name,
-                        ix.bad_rows, CSV_LIST_BAD);
+                        ds.bad_rows, CSV_LIST_BAD);
             else
-                fprintf(stderr, "%s: %u bad row%s (listed above)\n", name, ix.bad_rows,
-                        ix.bad_rows == 1 ? "" : "s");
-            bad_rows += ix.bad_rows;
+                fprintf(stderr, "%s: %u bad row%s (listed above)\n", name, ds.bad_rows,
+                        ds.bad_rows == 1 ? "" : "s");
+            bad_rows += ds.bad_rows;
         }
-        if (ix.members)
-            printf("%s: %u samples in %u shard%s, %u classes\n", name, ix.n, ix.nshards,
-                   ix.nshards == 1 ? "" : "s", ix.nclasses);
-        else if (ix.folder)
-            printf("%s: %u images, %u class folders\n", name, ix.n, ix.nclasses);
+        if (ds.members)
+            printf("%s: %u samples in %u shard%s, %u classes\n", name, ds.n, ds.nshards,
+                   ds.nshards == 1 ? "" : "s", ds.nclasses);
+        else if (ds.folder)
+            printf("%s: %u images, %u class folders\n", name, ds.n, ds.nclasses);
         else
-            printf("%s: %u rows, %u classes%s\n", name, ix.n, ix.nclasses,
-                   ix.had_header ? " (header row)" : "");
-        dataset_print_classes(&ix, stdout);
+            printf("%s: %u rows, %u classes%s\n", name, ds.n, ds.nclasses,
+                   ds.had_header ? " (header row)" : "");
+        dataset_print_classes(&ds, stdout);
         int threads = 1;
         for (int k = 0; k < o->workers.n; k++)
             threads = o->workers.v[k] > threads ? o->workers.v[k] : threads;
-        bad += check_images(&ix, o->check == 2, threads);
-        dataset_free(&ix);
+        bad += check_images(&ds, o->check == 2, threads);
+        dataset_free(&ds);
     }
     char rows[64] = "";
     if (bad_rows)

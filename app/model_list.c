@@ -21,20 +21,20 @@ static int model_list_print(const options *o, backend *cpu)
         model_print_list(stdout, 3, 64, 64, 10, cpu);
         return 0;
     }
-    dataset ix;
+    dataset ds;
     errbuf e;
-    if (dataset_load(&ix, o->csv, &o->csv_o, &e) != 0) {
+    if (dataset_load(&ds, o->csv, &o->csv_o, &e) != 0) {
         fprintf(stderr, "%s\n", e.msg);
         return 2;
     }
     int w, h, c, oh, ow;
     img_src at;
     char where[ERR_MAX];
-    if (img_probe_src(dataset_src(&ix, 0, &at, where, sizeof where), o->img.exif, &w, &h, &c, &e) !=
+    if (img_probe_src(dataset_src(&ds, 0, &at, where, sizeof where), o->img.exif, &w, &h, &c, &e) !=
         0) {
         char line[2 * ERR_MAX];
-        fprintf(stderr, "%s\n", dataset_row_message(&ix, 0, e.msg, line, sizeof line));
-        dataset_free(&ix);
+        fprintf(stderr, "%s\n", dataset_row_message(&ds, 0, e.msg, line, sizeof line));
+        dataset_free(&ds);
         return 2;
     }
     img_params p = o->img;
@@ -42,9 +42,9 @@ static int model_list_print(const options *o, backend *cpu)
         p.crop_h = o->rrc_h, p.crop_w = o->rrc_w;
     img_output_size(&p, h, w, &oh, &ow);
     int ch = o->channels ? o->channels : (c >= 3 ? 3 : 1);
-    printf("for %dx%dx%d inputs and %u classes (%s):\n", ch, oh, ow, ix.nclasses, o->csv);
-    model_print_list(stdout, ch, oh, ow, (int)ix.nclasses, cpu);
-    dataset_free(&ix);
+    printf("for %dx%dx%d inputs and %u classes (%s):\n", ch, oh, ow, ds.nclasses, o->csv);
+    model_print_list(stdout, ch, oh, ow, (int)ds.nclasses, cpu);
+    dataset_free(&ds);
     return 0;
 }
 

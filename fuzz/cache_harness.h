@@ -47,7 +47,7 @@ typedef struct fuzz_cache_header { /* as cache.c writes it (cache.h, "File forma
 
 typedef struct fuzz_cache_env {
     char dir[4096], csv[4200], path[4200];
-    dataset ix;
+    dataset ds;
     uint64_t key;
     size_t data_bytes, file_bytes;
 } fuzz_cache_env;
@@ -63,19 +63,19 @@ static inline void fuzz_cache_env_init(fuzz_cache_env *v, const char *dir)
     csv_opts o = CSV_OPTS_DEFAULT;
     o.root = FUZZ_CACHE_ROOT;
     errbuf e;
-    if (dataset_load(&v->ix, v->csv, &o, &e) != 0)
+    if (dataset_load(&v->ds, v->csv, &o, &e) != 0)
         FUZZ_FAIL("fuzz_cache", "%s", e.msg);
     img_params p = {.channels = FUZZ_CACHE_C, .resize_h = FUZZ_CACHE_H, .resize_w = FUZZ_CACHE_W};
-    v->key = cache_key(&v->ix, &p, FUZZ_CACHE_H, FUZZ_CACHE_W);
-    v->data_bytes = (size_t)v->ix.n * FUZZ_CACHE_C * FUZZ_CACHE_H * FUZZ_CACHE_W;
-    v->file_bytes = FUZZ_CACHE_HEADER + v->data_bytes + (size_t)v->ix.n * FUZZ_CACHE_STAMP;
+    v->key = cache_key(&v->ds, &p, FUZZ_CACHE_H, FUZZ_CACHE_W);
+    v->data_bytes = (size_t)v->ds.n * FUZZ_CACHE_C * FUZZ_CACHE_H * FUZZ_CACHE_W;
+    v->file_bytes = FUZZ_CACHE_HEADER + v->data_bytes + (size_t)v->ds.n * FUZZ_CACHE_STAMP;
 }
 
 static inline void fuzz_cache_env_free(fuzz_cache_env *v)
 {
     unlink(v->path);
     unlink(v->csv);
-    dataset_free(&v->ix);
+    dataset_free(&v->ds);
 }
 
 /* the selector's repairs of the file's bytes (f: len bytes, room for
@@ -94,15 +94,15 @@ static inline size_t fuzz_cache_repair(const fuzz_cache_env *v, uint8_t sel, uin
     if (sel & 2) {
         memcpy(h.magic, CACHE_MAGIC, 8);
         h.version = FUZZ_CACHE_VERSION;
-        h.n = v->ix.n, h.c = FUZZ_CACHE_C, h.h = FUZZ_CACHE_H, h.w = FUZZ_CACHE_W;
+        h.n = v->ds.n, h.c = FUZZ_CACHE_C, h.h = FUZZ_CACHE_H, h.w = FUZZ_CACHE_W;
         h.key = v->key;
         h.data_bytes = v->data_bytes;
-        h.csv_hash = v->ix.content_hash;
+        h.csv_hash = v->ds.content_hash;
     }
     if (sel & 4 && len == v->file_bytes) {
         h.data_sum = hash64(f + FUZZ_CACHE_HEADER, v->data_bytes, 0x64617461);
         h.stamps_sum = hash64(f + FUZZ_CACHE_HEADER + v->data_bytes,
-                              (size_t)v->ix.n * FUZZ_CACHE_STAMP, 0x7374616d);
+                              (size_t)v->ds.n * FUZZ_CACHE_STAMP, 0x7374616d);
     }
     if (sel & 1)
         h.header_sum = hash64(&h, offsetof(fuzz_cache_header, header_sum), 0x68656164);
@@ -148,7 +148,7 @@ static inline int fuzz_cache_one(const fuzz_cache_env *v, const uint8_t *data, s
     fuzz_write("fuzz_cache", v->path, f, len);
     preload_cache pc;
     errbuf e = {{0}};
-    int rc = cache_open_shared(&pc, v->path, &v->ix, FUZZ_CACHE_C, FUZZ_CACHE_H, FUZZ_CACHE_W,
+    int rc = cache_open_shared(&pc, v->path, &v->ds, FUZZ_CACHE_C, FUZZ_CACHE_H, FUZZ_CACHE_W,
                                v->key, 0, sel >> 4 & 1, &e);
     int reused = 0;
     if (rc != 0) {
@@ -165,7 +165,7 @@ static inline int fuzz_cache_one(const fuzz_cache_env *v, const uint8_t *data, s
             if (cache_commit(&pc, &e) != 0)
                 FUZZ_FAIL("fuzz_cache", "commit failed: %s", e.msg);
             cache_close(&pc);
-            if (cache_open_shared(&pc, v->path, &v->ix, FUZZ_CACHE_C, FUZZ_CACHE_H, FUZZ_CACHE_W,
+            if (cache_open_shared(&pc, v->path, &v->ds, FUZZ_CACHE_C, FUZZ_CACHE_H, FUZZ_CACHE_W,
                                   v->key, 0, 0, &e) != 0 ||
                 !pc.ready || pc.data[v->data_bytes - 1] != 0x5a)
                 FUZZ_FAIL("fuzz_cache", "a committed rebuild is not reused: %s", pc.note);

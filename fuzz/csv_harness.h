@@ -34,11 +34,11 @@ static inline void fuzz_csv_opts(uint8_t sel, csv_opts *o, FILE *sink)
     o->root = sel >> 7 ? "/r" : NULL;
 }
 
-static inline void fuzz_csv_check_string(const dataset *ix, uint64_t off, const char *what)
+static inline void fuzz_csv_check_string(const dataset *ds, uint64_t off, const char *what)
 {
-    if (off >= ix->strs_len || !memchr(ix->strs + off, '\0', ix->strs_len - off))
+    if (off >= ds->strs_len || !memchr(ds->strs + off, '\0', ds->strs_len - off))
         FUZZ_FAIL("fuzz_csv", "%s at %llu is not a string inside strs (%zu bytes)", what,
-                  (unsigned long long)off, ix->strs_len);
+                  (unsigned long long)off, ds->strs_len);
 }
 
 /* Returns 0 when the CSV loaded, 1 when it was refused properly. */
@@ -52,46 +52,46 @@ static inline int fuzz_csv_one(const char *path, const uint8_t *data, size_t n)
         FUZZ_FAIL("fuzz_csv", "cannot open /dev/null");
     csv_opts o;
     fuzz_csv_opts(data[0], &o, sink);
-    dataset ix;
+    dataset ds;
     errbuf e = {{0}};
-    int rc = dataset_load(&ix, path, &o, &e);
+    int rc = dataset_load(&ds, path, &o, &e);
     if (rc != 0) {
         fuzz_check_message("fuzz_csv", path, e.msg);
-        if (ix.n || ix.rows || ix.strs)
-            FUZZ_FAIL("fuzz_csv", "a refused load left %u rows", ix.n);
+        if (ds.n || ds.rows || ds.strs)
+            FUZZ_FAIL("fuzz_csv", "a refused load left %u rows", ds.n);
         fclose(sink);
         return 1;
     }
-    if (ix.n < 1 || ix.nclasses < 1)
-        FUZZ_FAIL("fuzz_csv", "loaded %u rows of %u classes", ix.n, ix.nclasses);
+    if (ds.n < 1 || ds.nclasses < 1)
+        FUZZ_FAIL("fuzz_csv", "loaded %u rows of %u classes", ds.n, ds.nclasses);
     uint32_t line = 0;
-    for (uint32_t i = 0; i < ix.n; i++) {
-        const dataset_row *r = &ix.rows[i];
-        if (r->label < 0 || (uint32_t)r->label >= ix.nclasses)
-            FUZZ_FAIL("fuzz_csv", "row %u: label %d of %u classes", i, r->label, ix.nclasses);
+    for (uint32_t i = 0; i < ds.n; i++) {
+        const dataset_row *r = &ds.rows[i];
+        if (r->label < 0 || (uint32_t)r->label >= ds.nclasses)
+            FUZZ_FAIL("fuzz_csv", "row %u: label %d of %u classes", i, r->label, ds.nclasses);
         if (r->line <= line)
             FUZZ_FAIL("fuzz_csv", "row %u: line %u after line %u", i, r->line, line);
         line = r->line;
-        fuzz_csv_check_string(&ix, r->path, "a path");
-        if (!dataset_path(&ix, i)[0])
+        fuzz_csv_check_string(&ds, r->path, "a path");
+        if (!dataset_path(&ds, i)[0])
             FUZZ_FAIL("fuzz_csv", "row %u has an empty path", i);
         char buf[2 * ERR_MAX];
-        dataset_row_message(&ix, i, "x", buf, sizeof buf);
+        dataset_row_message(&ds, i, "x", buf, sizeof buf);
     }
-    for (uint32_t c = 0; c < ix.nclasses; c++) {
-        if (ix.names)
-            fuzz_csv_check_string(&ix, ix.class_names[c], "a class name");
+    for (uint32_t c = 0; c < ds.nclasses; c++) {
+        if (ds.names)
+            fuzz_csv_check_string(&ds, ds.class_names[c], "a class name");
         char buf[64];
-        if (!dataset_class_name(&ix, c, buf, sizeof buf))
+        if (!dataset_class_name(&ds, c, buf, sizeof buf))
             FUZZ_FAIL("fuzz_csv", "class %u has no name", c);
     }
-    dataset_print_classes(&ix, sink);
+    dataset_print_classes(&ds, sink);
     dataset again;
-    if (dataset_load(&again, path, &o, &e) != 0 || again.n != ix.n ||
-        again.nclasses != ix.nclasses || again.content_hash != ix.content_hash)
+    if (dataset_load(&again, path, &o, &e) != 0 || again.n != ds.n ||
+        again.nclasses != ds.nclasses || again.content_hash != ds.content_hash)
         FUZZ_FAIL("fuzz_csv", "a second load of the same bytes differs");
     dataset_free(&again);
-    dataset_free(&ix);
+    dataset_free(&ds);
     fclose(sink);
     return 0;
 }

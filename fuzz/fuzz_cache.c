@@ -80,7 +80,7 @@ static int seeds(const char *dir)
     preload_cache pc;
     errbuf e;
     unlink(fuzz_env.path);
-    if (cache_open_shared(&pc, fuzz_env.path, &fuzz_env.ix, FUZZ_CACHE_C, FUZZ_CACHE_H,
+    if (cache_open_shared(&pc, fuzz_env.path, &fuzz_env.ds, FUZZ_CACHE_C, FUZZ_CACHE_H,
                           FUZZ_CACHE_W, fuzz_env.key, 0, 0, &e) != 0) {
         fprintf(stderr, "%s\n", e.msg);
         return 1;

@@ -42,13 +42,13 @@ typedef struct file_stamp {
     int64_t mtime_ns, ctime_ns;
 } file_stamp;
 
-static void stamp_files(preload_cache *pc, const dataset *ix)
+static void stamp_files(preload_cache *pc, const dataset *ds)
 {
-    pc->stamps = xcalloc(ix->n ? ix->n : 1, sizeof(file_stamp));
+    pc->stamps = xcalloc(ds->n ? ds->n : 1, sizeof(file_stamp));
     file_stamp *fs = pc->stamps;
-    for (uint32_t i = 0; i < ix->n; i++) {
+    for (uint32_t i = 0; i < ds->n; i++) {
         struct stat st;
-        if (stat(dataset_path(ix, i), &st) != 0)
+        if (stat(dataset_path(ds, i), &st) != 0)
             continue;
         fs[i].size = (uint64_t)st.st_size;
         fs[i].ino = (uint64_t)st.st_ino;
@@ -73,12 +73,12 @@ static void describe_changed(preload_cache *pc, const file_stamp *old)
                       : a->size != b->size ? "size changed"
                                            : "modified (time stamps changed)";
     char what[ERR_MAX], where[2 * ERR_MAX];
-    snprintf(what, sizeof what, "%s, %s", dataset_path(pc->ix, first), how);
+    snprintf(what, sizeof what, "%s, %s", dataset_path(pc->ds, first), how);
     snprintf(pc->note, sizeof pc->note,
              "cache %s: %u image file%s changed since it was built (first: %s): "
              "rebuilding it",
              pc->path, changed, changed == 1 ? "" : "s",
-             dataset_row_message(pc->ix, first, what, where, sizeof where));
+             dataset_row_message(pc->ds, first, what, where, sizeof where));
 }
 
 static uint64_t header_sum(const cache_header *h)
@@ -86,7 +86,7 @@ static uint64_t header_sum(const cache_header *h)
     return hash64(h, offsetof(cache_header, header_sum), 0x68656164);
 }
 
-uint64_t cache_key(const dataset *ix, const img_params *p, int base_h, int base_w)
+uint64_t cache_key(const dataset *ds, const img_params *p, int base_h, int base_w)
 {
     /* the fields that change base images; not the augmentation */
     int32_t v[13] = {CACHE_VERSION,
@@ -98,11 +98,11 @@ uint64_t cache_key(const dataset *ix, const img_params *p, int base_h, int base_
                      p->random_crop ? 0 : p->crop_w,
                      base_h,
                      base_w,
-                     (int32_t)ix->n,
+                     (int32_t)ds->n,
                      p->decode,
                      p->full_decode,
                      p->exif};
-    return hash64(v, sizeof v, ix->content_hash);
+    return hash64(v, sizeof v, ds->content_hash);
 }
 
 /* The memory guard: one copy of the cache in memory must fit the limit. */
@@ -228,7 +228,7 @@ static int try_reuse(preload_cache *pc, errbuf *e)
         why = "has a corrupt header";
     else if (h.version != CACHE_VERSION)
         why = "was written by another version of train";
-    else if (h.csv_hash != pc->ix->content_hash)
+    else if (h.csv_hash != pc->ds->content_hash)
         why = "was built from another CSV (its content or --root changed)";
     else if (h.key != pc->key || h.n != pc->n || h.c != (uint32_t)pc->c || h.h != (uint32_t)pc->h ||
              h.w != (uint32_t)pc->w || h.data_bytes != bytes)
@@ -304,12 +304,12 @@ static int create_temp(preload_cache *pc, errbuf *e)
     return 0;
 }
 
-static void init_cache(preload_cache *pc, const dataset *ix, int c, int h, int w, uint64_t key)
+static void init_cache(preload_cache *pc, const dataset *ds, int c, int h, int w, uint64_t key)
 {
     memset(pc, 0, sizeof *pc);
     pc->fd = -1;
-    pc->ix = ix;
-    pc->n = ix->n;
+    pc->ds = ds;
+    pc->n = ds->n;
     pc->c = c;
     pc->h = h;
     pc->w = w;
@@ -317,14 +317,14 @@ static void init_cache(preload_cache *pc, const dataset *ix, int c, int h, int w
     pc->sample_bytes = (size_t)c * h * w;
 }
 
-int cache_open_shared(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w,
+int cache_open_shared(preload_cache *pc, const char *path, const dataset *ds, int c, int h, int w,
                       uint64_t key, uint64_t mem_limit, int shareable, errbuf *e)
 {
-    init_cache(pc, ix, c, h, w, key);
+    init_cache(pc, ds, c, h, w, key);
     if (!path)
         return map_anonymous(pc, mem_limit, shareable, e) == 0 ? 0 : (cache_close(pc), -1);
     pc->path = xstrdup(path);
-    stamp_files(pc, ix);
+    stamp_files(pc, ds);
     int rc = try_reuse(pc, e);
     if (rc == 0)
         return 0;
@@ -351,7 +351,7 @@ static int write_header(preload_cache *pc)
     h.data_bytes = (uint64_t)pc->n * pc->sample_bytes;
     if (cache_hash(&h.data_sum, pc->data, (size_t)h.data_bytes, 0x64617461) != 0)
         return -1;
-    h.csv_hash = pc->ix->content_hash;
+    h.csv_hash = pc->ds->content_hash;
     uint8_t *stamps = pc->data + h.data_bytes;
     if (pc->stamps && cache_copy(stamps, pc->stamps, stamps_bytes(pc)) != 0)
         return -1; /* none in a node's memory file */
@@ -480,13 +480,13 @@ static int map_node_file(preload_cache *pc, const char *node_path, double wait_s
 }
 
 int cache_open_node(preload_cache *pc, const char *path, const char *node_path, int leader,
-                    const dataset *ix, int c, int h, int w, uint64_t key, uint64_t mem_limit,
+                    const dataset *ds, int c, int h, int w, uint64_t key, uint64_t mem_limit,
                     double wait_s, errbuf *e)
 {
-    init_cache(pc, ix, c, h, w, key);
+    init_cache(pc, ds, c, h, w, key);
     if (path) {
         pc->path = xstrdup(path);
-        stamp_files(pc, ix);
+        stamp_files(pc, ds);
         int rc = try_reuse(pc, e);
         if (rc <= 0)
             return rc == 0 ? 0 : (cache_close(pc), -1);
@@ -538,13 +538,13 @@ int cache_node_check(preload_cache *pc, errbuf *e)
 
 int cache_share_fd(const preload_cache *pc) { return pc->fd; }
 
-int cache_attach(preload_cache *pc, int fd, const dataset *ix, int c, int h, int w, int file,
+int cache_attach(preload_cache *pc, int fd, const dataset *ds, int c, int h, int w, int file,
                  errbuf *e)
 {
     memset(pc, 0, sizeof *pc);
     pc->fd = fd;
-    pc->ix = ix;
-    pc->n = ix->n;
+    pc->ds = ds;
+    pc->n = ds->n;
     pc->c = c;
     pc->h = h;
     pc->w = w;

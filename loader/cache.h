@@ -47,29 +47,29 @@ typedef struct preload_cache {
     char *node_path;       /* the node's file in memory, while it has a name (cache_node_unlink) */
     int node_mem; /* the leader of a node's file in memory: cache_commit writes the header */
     int follower; /* mapped read-only from the node's leader; ready after cache_node_check */
-    const dataset *ix;
+    const dataset *ds;
     void *stamps;           /* file_stamp per sample (file caches) */
     char note[2 * ERR_MAX]; /* what happened, for the user ("reusing ...") */
 } preload_cache;
 
 /* Key of a cache: the CSV's content and every parameter that changes the
  * base images. */
-uint64_t cache_key(const dataset *ix, const img_params *p, int base_h, int base_w);
+uint64_t cache_key(const dataset *ds, const img_params *p, int base_h, int base_w);
 
-/* Map (or reuse) a cache for ix's n samples of c x h x w (ix must outlive
+/* Map (or reuse) a cache for ds's n samples of c x h x w (ds must outlive
  * the cache). mem_limit 0 means 80% of MemAvailable; it only limits
  * anonymous (file-less) caches. Call before forking the loader. With
  * shareable, a file-less cache is a memfd and a reused file's descriptor
  * is kept, so that cache_share_fd can hand the cache to a program spawned
  * later (the Python module's loader supervisor). */
-int cache_open_shared(preload_cache *pc, const char *path, const dataset *ix, int c, int h, int w,
+int cache_open_shared(preload_cache *pc, const char *path, const dataset *ds, int c, int h, int w,
                       uint64_t key, uint64_t mem_limit, int shareable, errbuf *e);
 /* The descriptor behind the cache's mapping (-1: an anonymous mapping). */
 int cache_share_fd(const preload_cache *pc);
 /* In the spawned program: map the cache behind fd (taken over; file: a
- * --cache file, whose data follow the header) for ix's samples of
+ * --cache file, whose data follow the header) for ds's samples of
  * c x h x w. Read-only when fd is. */
-int cache_attach(preload_cache *pc, int fd, const dataset *ix, int c, int h, int w, int file,
+int cache_attach(preload_cache *pc, int fd, const dataset *ds, int c, int h, int w, int file,
                  errbuf *e);
 
 /* One copy for the ranks of a node (data-parallel preload). The leader
@@ -82,7 +82,7 @@ int cache_attach(preload_cache *pc, int fd, const dataset *ix, int c, int h, int
  * each rank as by cache_open; else node_path is the build file that
  * cache_commit renames over FILE. */
 int cache_open_node(preload_cache *pc, const char *path, const char *node_path, int leader,
-                    const dataset *ix, int c, int h, int w, uint64_t key, uint64_t mem_limit,
+                    const dataset *ds, int c, int h, int w, uint64_t key, uint64_t mem_limit,
                     double wait_s, errbuf *e);
 /* The leader, once every rank of the node has mapped its file in memory:
  * its name goes, so that nothing is left in /dev/shm even if this process

@@ -624,18 +624,18 @@ static int check_sparse_labels(parser *p, const int32_t *ids, int64_t maxl)
 }
 
 /* Turn label text into ids: integers as they are, or names in sorted order. */
-static int assign_labels(parser *p, dataset *ix, int32_t *ids)
+static int assign_labels(parser *p, dataset *ds, int32_t *ids)
 {
     const char *lt = p->labels.p;
-    ix->names = p->label_mode == 2;
-    if (!ix->names) {
+    ds->names = p->label_mode == 2;
+    if (!ds->names) {
         int64_t maxl = -1;
         for (size_t i = 0; i < p->nrows; i++) {
             ids[i] = (int32_t)p->rows[i].label;
             if (ids[i] > maxl)
                 maxl = ids[i];
         }
-        ix->nclasses = (uint32_t)(maxl + 1);
+        ds->nclasses = (uint32_t)(maxl + 1);
         return check_sparse_labels(p, ids, maxl);
     }
     /* sort a copy of the rows by label text, walk the runs */
@@ -652,12 +652,12 @@ static int assign_labels(parser *p, dataset *ix, int32_t *ids)
         ids[sorted[i].path] = (int32_t)c;
         pos[c] = (uint32_t)i;
     }
-    ix->nclasses = c + 1;
+    ds->nclasses = c + 1;
     /* class names go after the paths in the final string buffer */
-    ix->class_names = (uint64_t *)(ix->rows + p->nrows);
-    for (uint32_t k = 0; k < ix->nclasses; k++) {
+    ds->class_names = (uint64_t *)(ds->rows + p->nrows);
+    for (uint32_t k = 0; k < ds->nclasses; k++) {
         const char *name = lt + sorted[pos[k]].label;
-        ix->class_names[k] = strbuf_add(&p->paths, name, strlen(name));
+        ds->class_names[k] = strbuf_add(&p->paths, name, strlen(name));
     }
     free(pos);
     free(sorted);
@@ -752,25 +752,25 @@ static void esc_msg(char *msg, size_t n)
     snprintf(msg, n, "%s", esc_path(msg, tmp, sizeof tmp));
 }
 
-static int csv_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf *e);
+static int csv_load(dataset *ds, const char *csv_path, const csv_opts *o, errbuf *e);
 
-int dataset_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf *e)
+int dataset_load(dataset *ds, const char *csv_path, const csv_opts *o, errbuf *e)
 {
-    int rc = csv_load(ix, csv_path, o, e);
+    int rc = csv_load(ds, csv_path, o, e);
     if (rc != 0 && e)
         esc_msg(e->msg, sizeof e->msg);
     return rc;
 }
 
-static int csv_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf *e)
+static int csv_load(dataset *ds, const char *csv_path, const csv_opts *o, errbuf *e)
 {
-    memset(ix, 0, sizeof *ix);
+    memset(ds, 0, sizeof *ds);
     csv_opts defaults = CSV_OPTS_DEFAULT;
     if (!o)
         o = &defaults;
     struct stat st;
     if (dataset_is_shards(csv_path)) /* names ending in .tar: WebDataset shards */
-        return dataset_shards_load(ix, csv_path, o, e);
+        return dataset_shards_load(ds, csv_path, o, e);
     if (stat(csv_path, &st) == 0 && S_ISDIR(st.st_mode)) {
         /* the CSV options may be meant for the other set (--val): a note */
         const char *unused = o->root          ? "--root"
@@ -783,7 +783,7 @@ static int csv_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf
                     "train: note: %s is a class folder: %s and the other CSV options do not "
                     "apply to it (they do to a CSV given with --val)\n",
                     csv_path, unused);
-        return dataset_folder_load(ix, csv_path, o, e);
+        return dataset_folder_load(ds, csv_path, o, e);
     }
     size_t len;
     errbuf re;
@@ -825,7 +825,7 @@ static int csv_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf
     if (rc != 0)
         goto out;
     rc = -1;
-    ix->had_header = p.nrecords < 0;
+    ds->had_header = p.nrecords < 0;
     if (p.nrows == 0) {
         if (p.bad)
             errf(e, "%s: no usable rows (%u bad; first: %s)", csv_path, p.bad, p.first_bad);
@@ -834,37 +834,37 @@ static int csv_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf
         goto out;
     }
 
-    ix->n = (uint32_t)p.nrows;
+    ds->n = (uint32_t)p.nrows;
     /* worst case: every row its own class name */
-    ix->rows = xmalloc(p.nrows * sizeof(dataset_row) + p.nrows * sizeof(uint64_t));
+    ds->rows = xmalloc(p.nrows * sizeof(dataset_row) + p.nrows * sizeof(uint64_t));
     int32_t *ids = xmalloc(p.nrows * sizeof *ids);
-    if (assign_labels(&p, ix, ids) != 0) {
+    if (assign_labels(&p, ds, ids) != 0) {
         free(ids);
-        free(ix->rows);
+        free(ds->rows);
         goto out;
     }
     for (size_t i = 0; i < p.nrows; i++) {
-        ix->rows[i].path = p.rows[i].path;
-        ix->rows[i].label = ids[i];
-        ix->rows[i].line = p.rows[i].line;
+        ds->rows[i].path = p.rows[i].path;
+        ds->rows[i].label = ids[i];
+        ds->rows[i].line = p.rows[i].line;
     }
     free(ids);
-    ix->rows = xrealloc(ix->rows, p.nrows * sizeof(dataset_row) +
-                                      (ix->names ? ix->nclasses * sizeof(uint64_t) : 0));
-    if (ix->names)
-        ix->class_names = (uint64_t *)(ix->rows + p.nrows);
-    ix->strs = xrealloc(p.paths.p, p.paths.len);
-    ix->strs_len = p.paths.len;
+    ds->rows = xrealloc(ds->rows, p.nrows * sizeof(dataset_row) +
+                                      (ds->names ? ds->nclasses * sizeof(uint64_t) : 0));
+    if (ds->names)
+        ds->class_names = (uint64_t *)(ds->rows + p.nrows);
+    ds->strs = xrealloc(p.paths.p, p.paths.len);
+    ds->strs_len = p.paths.len;
     p.paths.p = NULL;
-    ix->csv_path = xstrdup(csv_path);
-    ix->bad_rows = p.bad;
+    ds->csv_path = xstrdup(csv_path);
+    ds->bad_rows = p.bad;
     /* the rows as the checkpoint's fingerprint sees them (paths relative
      * to the base, lexically normal; class ids), then the base: a CRLF
      * copy, a reordered or extra column, a header or "./" in the paths is
      * the same CSV; other rows or another --root are not */
-    ix->content_hash = hash64("train-csv", 9, dataset_fingerprint(ix, o->root).hash);
+    ds->content_hash = hash64("train-csv", 9, dataset_fingerprint(ds, o->root).hash);
     if (p.base)
-        ix->content_hash = hash64(p.base, strlen(p.base), ix->content_hash);
+        ds->content_hash = hash64(p.base, strlen(p.base), ds->content_hash);
     if (p.bad && o->warn && !o->list_bad) { /* --check listed them */
         char a[ESC_MAX], b[ESC_MAX];
         fprintf(o->warn, "train: warning: %s: skipped %u bad row%s (first: %s)\n",
@@ -881,45 +881,45 @@ out:
     free(p.base);
     free(text);
     if (rc != 0)
-        memset(ix, 0, sizeof *ix);
+        memset(ds, 0, sizeof *ds);
     return rc;
 }
 
-void dataset_free(dataset *ix)
+void dataset_free(dataset *ds)
 {
-    free(ix->csv_path);
-    free(ix->strs);
-    free(ix->rows);
-    free(ix->members);
-    memset(ix, 0, sizeof *ix);
+    free(ds->csv_path);
+    free(ds->strs);
+    free(ds->rows);
+    free(ds->members);
+    memset(ds, 0, sizeof *ds);
 }
 
-const char *dataset_class_name(const dataset *ix, uint32_t c, char *buf, size_t len)
+const char *dataset_class_name(const dataset *ds, uint32_t c, char *buf, size_t len)
 {
-    if (ix->names && c < ix->nclasses)
-        return ix->strs + ix->class_names[c];
+    if (ds->names && c < ds->nclasses)
+        return ds->strs + ds->class_names[c];
     snprintf(buf, len, "%u", c);
     return buf;
 }
 
-void dataset_print_classes(const dataset *ix, FILE *out)
+void dataset_print_classes(const dataset *ds, FILE *out)
 {
-    if (!ix->names)
+    if (!ds->names)
         return;
-    fprintf(out, "classes (%u, sorted):", ix->nclasses);
+    fprintf(out, "classes (%u, sorted):", ds->nclasses);
     char esc[ESC_MAX];
-    for (uint32_t c = 0; c < ix->nclasses; c++)
+    for (uint32_t c = 0; c < ds->nclasses; c++)
         fprintf(out, "%s %u=%s", c ? "," : "", c,
-                esc_path(ix->strs + ix->class_names[c], esc, sizeof esc));
+                esc_path(ds->strs + ds->class_names[c], esc, sizeof esc));
     fputc('\n', out);
 }
 
-uint32_t dataset_check_files(const dataset *ix, FILE *out)
+uint32_t dataset_check_files(const dataset *ds, FILE *out)
 {
     uint32_t bad = 0;
-    for (uint32_t i = 0; i < ix->n; i++) {
+    for (uint32_t i = 0; i < ds->n; i++) {
         struct stat st;
-        const char *path = dataset_path(ix, i);
+        const char *path = dataset_path(ds, i);
         const char *why = NULL;
         if (stat(path, &st) != 0)
             why = strerror(errno);
@@ -934,7 +934,7 @@ uint32_t dataset_check_files(const dataset *ix, FILE *out)
             char msg[ERR_MAX], line[2 * ERR_MAX];
             snprintf(msg, sizeof msg, "%s: %s", path, why);
             if (out)
-                fprintf(out, "%s\n", dataset_row_message(ix, i, msg, line, sizeof line));
+                fprintf(out, "%s\n", dataset_row_message(ds, i, msg, line, sizeof line));
         }
     }
     return bad;

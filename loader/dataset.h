@@ -73,21 +73,21 @@ typedef struct csv_opts {
 
 /* Load and validate `csv_path`, a CSV or a folder (dataset_folder_load). On
  * failure returns -1 with e holding `FILE:LINE: reason` (or `FILE:
- * reason`) and leaves ix empty. */
-int dataset_load(dataset *ix, const char *csv_path, const csv_opts *o, errbuf *e);
+ * reason`) and leaves ds empty. */
+int dataset_load(dataset *ds, const char *csv_path, const csv_opts *o, errbuf *e);
 
 /* A folder with one sub-folder per class, as torchvision's ImageFolder
  * (rules in dataset_folder.c). Class names are the sorted folder names
  * (names = 1); skipped non-image files are counted in one note to o->warn.
  * The CSV options (header, columns, root) do not apply. */
-int dataset_folder_load(dataset *ix, const char *root, const csv_opts *o, errbuf *e);
+int dataset_folder_load(dataset *ds, const char *root, const csv_opts *o, errbuf *e);
 
 /* WebDataset tar shards (rules in dataset_shards.c): `spec` is one .tar, a
  * comma list of them, a pattern with brace ranges
  * (`shards/train-{000000..000009}.tar`), or a file listing them. Labels from each sample's .cls
  * member; class names from classes.txt beside the first shard, when there.
  * skip_bad drops bad samples with one counted warning. */
-int dataset_shards_load(dataset *ix, const char *spec, const csv_opts *o, errbuf *e);
+int dataset_shards_load(dataset *ds, const char *spec, const csv_opts *o, errbuf *e);
 
 /* Whether dataset_load reads `spec` as shards: every name it expands to
  * ends in ".tar", or it is a file whose first line names shards. */
@@ -97,30 +97,30 @@ int dataset_is_shards(const char *spec);
  * row's member (its byte range, named `SHARD: member NAME`, built in buf),
  * or any other row's whole file (s->file NULL, s->name its path).
  * Returns s. */
-const img_src *dataset_src(const dataset *ix, uint32_t i, img_src *s, char *buf, size_t len);
+const img_src *dataset_src(const dataset *ds, uint32_t i, img_src *s, char *buf, size_t len);
 
 /* One message about row i, in the form every site uses: `FILE:LINE: msg`
  * for a CSV; for a folder the image path itself is the location, so
  * `msg` when it already starts with the path, else `PATH: msg`; for
  * shards likewise with `SHARD: member NAME`. Returns buf. */
-const char *dataset_row_message(const dataset *ix, uint32_t i, const char *msg, char *buf,
+const char *dataset_row_message(const dataset *ds, uint32_t i, const char *msg, char *buf,
                                 size_t len);
-void dataset_free(dataset *ix);
+void dataset_free(dataset *ds);
 
-static inline const char *dataset_path(const dataset *ix, uint32_t i)
+static inline const char *dataset_path(const dataset *ds, uint32_t i)
 {
-    return ix->strs + ix->rows[i].path;
+    return ds->strs + ds->rows[i].path;
 }
 
 /* Class name for id c: the string label, or the number itself. */
-const char *dataset_class_name(const dataset *ix, uint32_t c, char *buf, size_t len);
+const char *dataset_class_name(const dataset *ds, uint32_t c, char *buf, size_t len);
 
 /* Print the class mapping (`class 0 = cat`, ...) when labels were strings. */
-void dataset_print_classes(const dataset *ix, FILE *out);
+void dataset_print_classes(const dataset *ds, FILE *out);
 
 /* stat() every path; print `FILE:LINE: path: reason` (a folder's: `path:
  * reason`) for each one that is missing or not a regular file. Returns the
  * number of such rows. */
-uint32_t dataset_check_files(const dataset *ix, FILE *out);
+uint32_t dataset_check_files(const dataset *ds, FILE *out);
 
 #endif

@@ -294,8 +294,8 @@ static char **class_folders(walker *w, size_t *nclasses)
     return names;
 }
 
-/* Pack the found files of every class into ix's two flat allocations. */
-static void pack(dataset *ix, found *files, const uint32_t *label, size_t n, char **classes,
+/* Pack the found files of every class into ds's two flat allocations. */
+static void pack(dataset *ds, found *files, const uint32_t *label, size_t n, char **classes,
                  size_t nclasses)
 {
     size_t bytes = 0;
@@ -303,38 +303,38 @@ static void pack(dataset *ix, found *files, const uint32_t *label, size_t n, cha
         bytes += strlen(files[i].path) + 1;
     for (size_t c = 0; c < nclasses; c++)
         bytes += strlen(classes[c]) + 1;
-    ix->strs = xmalloc(bytes);
-    ix->rows = xmalloc(n * sizeof(dataset_row) + nclasses * sizeof(uint64_t));
-    ix->class_names = (uint64_t *)(ix->rows + n);
+    ds->strs = xmalloc(bytes);
+    ds->rows = xmalloc(n * sizeof(dataset_row) + nclasses * sizeof(uint64_t));
+    ds->class_names = (uint64_t *)(ds->rows + n);
     size_t off = 0;
     uint64_t h = 0x666f6c64;
     for (size_t i = 0; i < n; i++) {
         size_t l = strlen(files[i].path) + 1;
-        memcpy(ix->strs + off, files[i].path, l);
-        ix->rows[i].path = off;
-        ix->rows[i].label = (int32_t)label[i];
-        ix->rows[i].line = (uint32_t)(i + 1); /* the sample's position, for order only */
+        memcpy(ds->strs + off, files[i].path, l);
+        ds->rows[i].path = off;
+        ds->rows[i].label = (int32_t)label[i];
+        ds->rows[i].line = (uint32_t)(i + 1); /* the sample's position, for order only */
         h = hash64(files[i].path, l, h);
         h = hash64(&label[i], sizeof label[i], h);
         off += l;
     }
     for (size_t c = 0; c < nclasses; c++) {
         size_t l = strlen(classes[c]) + 1;
-        memcpy(ix->strs + off, classes[c], l);
-        ix->class_names[c] = off;
+        memcpy(ds->strs + off, classes[c], l);
+        ds->class_names[c] = off;
         off += l;
     }
-    ix->strs_len = off;
-    ix->n = (uint32_t)n;
-    ix->nclasses = (uint32_t)nclasses;
-    ix->names = 1;
-    ix->folder = 1;
-    ix->content_hash = h;
+    ds->strs_len = off;
+    ds->n = (uint32_t)n;
+    ds->nclasses = (uint32_t)nclasses;
+    ds->names = 1;
+    ds->folder = 1;
+    ds->content_hash = h;
 }
 
-int dataset_folder_load(dataset *ix, const char *root, const csv_opts *o, errbuf *e)
+int dataset_folder_load(dataset *ds, const char *root, const csv_opts *o, errbuf *e)
 {
-    memset(ix, 0, sizeof *ix);
+    memset(ds, 0, sizeof *ds);
     walker w = {.root = root, .e = e};
     note_root_and_above(&w);
     size_t nclasses = 0;
@@ -378,9 +378,9 @@ int dataset_folder_load(dataset *ix, const char *root, const csv_opts *o, errbuf
             goto out;
         }
     }
-    pack(ix, w.files, label, w.n, classes, nclasses);
-    ix->csv_path = xstrdup(root);
-    ix->skipped_files = w.skipped;
+    pack(ds, w.files, label, w.n, classes, nclasses);
+    ds->csv_path = xstrdup(root);
+    ds->skipped_files = w.skipped;
     if (w.skipped && o && o->warn) {
         char a[ESC_MAX], b[ESC_MAX];
         fprintf(o->warn,
@@ -409,26 +409,26 @@ out:
 
 /* The message carries paths (the image code's messages start with one):
  * control bytes escaped (esc_path), whoever prints it. */
-const char *dataset_row_message(const dataset *ix, uint32_t i, const char *msg, char *buf,
+const char *dataset_row_message(const dataset *ds, uint32_t i, const char *msg, char *buf,
                                 size_t len)
 {
     char raw[2 * ERR_MAX + 64];
-    if (ix->members) { /* `SHARD: member NAME` is the location */
+    if (ds->members) { /* `SHARD: member NAME` is the location */
         char where[ERR_MAX];
         img_src src;
-        dataset_src(ix, i, &src, where, sizeof where);
+        dataset_src(ds, i, &src, where, sizeof where);
         size_t n = strlen(where);
         if (strncmp(msg, where, n) == 0 && (msg[n] == ':' || msg[n] == ' ' || msg[n] == '\0'))
             snprintf(raw, sizeof raw, "%s", msg);
         else
             snprintf(raw, sizeof raw, "%s: %s", where, msg);
-    } else if (!ix->folder) {
-        snprintf(raw, sizeof raw, "%s:%u: %s%s", ix->csv_path, ix->rows[i].line, msg,
-                 !ix->had_header && ix->rows[i].line == 1
+    } else if (!ds->folder) {
+        snprintf(raw, sizeof raw, "%s:%u: %s%s", ds->csv_path, ds->rows[i].line, msg,
+                 !ds->had_header && ds->rows[i].line == 1
                      ? " (line 1 was read as data: if it is a header, give --header)"
                      : "");
     } else {
-        const char *path = dataset_path(ix, i);
+        const char *path = dataset_path(ds, i);
         size_t n = strlen(path);
         if (strncmp(msg, path, n) == 0 && (msg[n] == ':' || msg[n] == ' ' || msg[n] == '\0'))
             snprintf(raw, sizeof raw, "%s", msg);

@@ -555,34 +555,34 @@ static long read_classes(const char *first_shard, builder *b, uint64_t **offs, c
 
 /* ---------------------------------------------------------------- load */
 
-static void pack(dataset *ix, builder *b, const uint64_t *cls, long ncls)
+static void pack(dataset *ds, builder *b, const uint64_t *cls, long ncls)
 {
     size_t n = b->n;
-    ix->rows = xmalloc(n * sizeof(dataset_row) + (size_t)ncls * sizeof(uint64_t));
+    ds->rows = xmalloc(n * sizeof(dataset_row) + (size_t)ncls * sizeof(uint64_t));
     int32_t maxl = -1;
     for (size_t i = 0; i < n; i++) {
-        ix->rows[i] =
+        ds->rows[i] =
             (dataset_row){.path = b->path[i], .label = b->label[i], .line = (uint32_t)(i + 1)};
         if (b->label[i] > maxl)
             maxl = b->label[i];
     }
     if (ncls > 0) {
-        ix->class_names = (uint64_t *)(ix->rows + n);
-        memcpy(ix->class_names, cls, (size_t)ncls * sizeof *cls);
-        ix->names = 1;
-        ix->nclasses = (uint32_t)ncls;
+        ds->class_names = (uint64_t *)(ds->rows + n);
+        memcpy(ds->class_names, cls, (size_t)ncls * sizeof *cls);
+        ds->names = 1;
+        ds->nclasses = (uint32_t)ncls;
     } else {
-        ix->nclasses = (uint32_t)(maxl + 1);
+        ds->nclasses = (uint32_t)(maxl + 1);
     }
-    ix->members = b->mem;
+    ds->members = b->mem;
     b->mem = NULL;
-    ix->strs = b->strs;
-    ix->strs_len = b->len;
+    ds->strs = b->strs;
+    ds->strs_len = b->len;
     b->strs = NULL;
-    ix->n = (uint32_t)n;
+    ds->n = (uint32_t)n;
 }
 
-static int shards_load(dataset *ix, const char *spec, const csv_opts *o, errbuf *e)
+static int shards_load(dataset *ds, const char *spec, const csv_opts *o, errbuf *e)
 {
     names l = {0};
     builder b = {0};
@@ -620,13 +620,13 @@ static int shards_load(dataset *ix, const char *spec, const csv_opts *o, errbuf 
                  b.strs + b.mem[i].name, b.label[i], cls_path, ncls);
             goto out;
         }
-    pack(ix, &b, cls, ncls);
-    ix->csv_path = xstrdup(spec);
-    ix->nshards = (uint32_t)l.n;
-    ix->bad_rows = bad;
-    ix->content_hash = hash64("train-shards", 12, dataset_fingerprint(ix, NULL).hash);
-    for (uint32_t i = 0; i < ix->n; i++)
-        ix->content_hash = hash64(&ix->members[i], 2 * sizeof(uint64_t), ix->content_hash);
+    pack(ds, &b, cls, ncls);
+    ds->csv_path = xstrdup(spec);
+    ds->nshards = (uint32_t)l.n;
+    ds->bad_rows = bad;
+    ds->content_hash = hash64("train-shards", 12, dataset_fingerprint(ds, NULL).hash);
+    for (uint32_t i = 0; i < ds->n; i++)
+        ds->content_hash = hash64(&ds->members[i], 2 * sizeof(uint64_t), ds->content_hash);
     if (bad && o->warn && !o->list_bad) { /* --check listed them */
         char a[ESC_MAX], c[ESC_MAX];
         fprintf(o->warn, "train: warning: %s: skipped %u bad sample%s (first: %s)\n",
@@ -644,15 +644,15 @@ out:
     free(cls);
     free(cls_path);
     if (rc != 0)
-        dataset_free(ix);
+        dataset_free(ds);
     return rc;
 }
 
-int dataset_shards_load(dataset *ix, const char *spec, const csv_opts *o, errbuf *e)
+int dataset_shards_load(dataset *ds, const char *spec, const csv_opts *o, errbuf *e)
 {
-    memset(ix, 0, sizeof *ix);
+    memset(ds, 0, sizeof *ds);
     csv_opts defaults = CSV_OPTS_DEFAULT;
-    int rc = shards_load(ix, spec, o ? o : &defaults, e);
+    int rc = shards_load(ds, spec, o ? o : &defaults, e);
     if (rc != 0 && e) {
         char tmp[ESC_MAX];
         snprintf(e->msg, sizeof e->msg, "%s", esc_path(e->msg, tmp, sizeof tmp));
@@ -660,15 +660,15 @@ int dataset_shards_load(dataset *ix, const char *spec, const csv_opts *o, errbuf
     return rc;
 }
 
-const img_src *dataset_src(const dataset *ix, uint32_t i, img_src *s, char *buf, size_t len)
+const img_src *dataset_src(const dataset *ds, uint32_t i, img_src *s, char *buf, size_t len)
 {
-    const char *path = dataset_path(ix, i);
-    if (!ix->members) {
+    const char *path = dataset_path(ds, i);
+    if (!ds->members) {
         *s = (img_src){.name = path};
         return s;
     }
-    const dataset_member *m = &ix->members[i];
-    snprintf(buf, len, "%s: member %s", path, ix->strs + m->name);
+    const dataset_member *m = &ds->members[i];
+    snprintf(buf, len, "%s: member %s", path, ds->strs + m->name);
     *s = (img_src){.file = path, .off = m->off, .len = m->len, .name = buf};
     return s;
 }

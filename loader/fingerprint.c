@@ -9,28 +9,28 @@
  * root without trailing slashes; shards: the first shard's folder): a
  * string and its length *len, or NULL
  * when paths were kept as written (a CSV named without a folder). */
-static const char *base_of(const dataset *ix, const char *root, size_t *len)
+static const char *base_of(const dataset *ds, const char *root, size_t *len)
 {
-    if (ix->members) { /* shards: the first one's folder, however they were named */
-        const char *first = ix->n ? dataset_path(ix, 0) : "";
+    if (ds->members) { /* shards: the first one's folder, however they were named */
+        const char *first = ds->n ? dataset_path(ds, 0) : "";
         const char *slash = strrchr(first, '/');
         *len = slash ? (slash > first ? (size_t)(slash - first) : 1) : 0;
         return slash ? first : NULL;
     }
-    const char *b = ix->folder ? ix->csv_path : root;
+    const char *b = ds->folder ? ds->csv_path : root;
     if (b) {
         size_t n = strlen(b);
-        if (ix->folder)
+        if (ds->folder)
             while (n > 1 && b[n - 1] == '/')
                 n--;
         *len = n;
         return b;
     }
-    const char *slash = strrchr(ix->csv_path, '/');
+    const char *slash = strrchr(ds->csv_path, '/');
     if (!slash)
         return NULL;
-    *len = slash > ix->csv_path ? (size_t)(slash - ix->csv_path) : 1;
-    return ix->csv_path;
+    *len = slash > ds->csv_path ? (size_t)(slash - ds->csv_path) : 1;
+    return ds->csv_path;
 }
 
 /* Hash `p` as its lexical normal form: "." segments dropped and runs of
@@ -63,21 +63,21 @@ static uint64_t hash_norm_path(const char *p, uint64_t h)
     return h;
 }
 
-data_fp dataset_fingerprint(const dataset *ix, const char *root)
+data_fp dataset_fingerprint(const dataset *ds, const char *root)
 {
-    data_fp fp = {.n = ix->n, .nclasses = ix->nclasses};
+    data_fp fp = {.n = ds->n, .nclasses = ds->nclasses};
     size_t bl = 0;
-    const char *base = base_of(ix, root, &bl);
+    const char *base = base_of(ds, root, &bl);
     uint64_t h = hash64("train-data-fp", 13, 1);
-    for (uint32_t i = 0; i < ix->n; i++) {
-        const char *p = dataset_path(ix, i);
+    for (uint32_t i = 0; i < ds->n; i++) {
+        const char *p = dataset_path(ds, i);
         /* base + "/" + relative path: hash the relative part */
         if (base && strncmp(p, base, bl) == 0 && p[bl] == '/')
             p += bl + 1;
         h = hash_norm_path(p, h);
-        if (ix->members) /* a shard's row: the member too */
-            h = hash_norm_path(ix->strs + ix->members[i].name, h);
-        int32_t label = ix->rows[i].label;
+        if (ds->members) /* a shard's row: the member too */
+            h = hash_norm_path(ds->strs + ds->members[i].name, h);
+        int32_t label = ds->rows[i].label;
         h = hash64(&label, sizeof label, h);
     }
     fp.hash = h;

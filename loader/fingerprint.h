@@ -27,8 +27,8 @@ typedef struct data_fp {
     uint64_t hash;     /* the rows: relative path and class id, in order */
 } data_fp;
 
-/* The fingerprint of ix, loaded from its csv_path with --root `root`
+/* The fingerprint of ds, loaded from its csv_path with --root `root`
  * (NULL: none; ignored for a folder). */
-data_fp dataset_fingerprint(const dataset *ix, const char *root);
+data_fp dataset_fingerprint(const dataset *ds, const char *root);
 
 #endif

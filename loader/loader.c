@@ -277,8 +277,8 @@ int loader_post(loader *p, const load_pass *pass)
     p->plan[id] = *pass;
     if (p->plan[id].batch == 0 || p->plan[id].batch > p->cfg.batch)
         p->plan[id].batch = p->cfg.batch;
-    const dataset *ix = p->cfg.src[pass->src];
-    p->plan_nb[id] = sampler_batches(ix->n, p->plan[id].batch, pass->drop_last);
+    const dataset *ds = p->cfg.src[pass->src];
+    p->plan_nb[id] = sampler_batches(ds->n, p->plan[id].batch, pass->drop_last);
     if (pass->max_batches && p->plan_nb[id] > pass->max_batches)
         p->plan_nb[id] = pass->max_batches;
     p->plan_first[id] = id ? p->plan_first[id - 1] + p->plan_nb[id - 1] : 0;

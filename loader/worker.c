@@ -37,10 +37,10 @@ static void tell_skipped(loader *p, int src, uint32_t idx, const errbuf *e)
 {
     if (atomic_exchange(&p->skip_told[(size_t)src * p->max_n + idx], 1))
         return;
-    const dataset *ix = p->cfg.src[src];
+    const dataset *ds = p->cfg.src[src];
     char line[3 * ERR_MAX], where[2 * ERR_MAX];
     int n = snprintf(line, sizeof line, "train: skipped %s\n",
-                     dataset_row_message(ix, idx, e->msg, where, sizeof where));
+                     dataset_row_message(ds, idx, e->msg, where, sizeof where));
     if (n > (int)sizeof line - 1)
         n = (int)sizeof line - 1, line[n - 1] = '\n';
     if (write(2, line, (size_t)n) < 0) {
@@ -54,7 +54,7 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
     int s = (int)(seq % (uint64_t)p->nslots);
     slot_hdr *h = &p->slots[s];
     const pass_entry *je = &p->passes[h->pass];
-    const dataset *ix = p->cfg.src[je->pass.src];
+    const dataset *ds = p->cfg.src[je->pass.src];
     const uint32_t *perm = p->perms + (size_t)h->pass * p->max_n;
     uint32_t B = je->pass.batch;
     uint32_t first;
@@ -111,12 +111,12 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
         if (rc != 0) {
             char where[2 * ERR_MAX];
             snprintf(h->msg, sizeof h->msg, "%s",
-                     dataset_row_message(ix, idx, e.msg, where, sizeof where));
+                     dataset_row_message(ds, idx, e.msg, where, sizeof where));
             h->status = rc == LOADER_LOAD_NO_MEMORY ? LOADER_NO_MEMORY : LOADER_BAD_SAMPLE;
             count = i;
             break;
         }
-        labels[i] = ix->rows[idx].label;
+        labels[i] = ds->rows[idx].label;
         indices[i] = idx;
     }
     h->count = count;

@@ -17,11 +17,11 @@ static void teardown(void) { tmpdir_remove(dir); }
 TestSuite(csv, .init = setup, .fini = teardown);
 
 /* Load `text` written as dir/name; expect success. */
-static void load_ok(dataset *ix, const char *name, const char *text, const csv_opts *o)
+static void load_ok(dataset *ds, const char *name, const char *text, const csv_opts *o)
 {
     char *p = write_text(dir, name, text);
     errbuf e = {{0}};
-    int rc = dataset_load(ix, p, o, &e);
+    int rc = dataset_load(ds, p, o, &e);
     cr_assert_eq(rc, 0, "load failed: %s", e.msg);
     free(p);
 }
@@ -30,20 +30,20 @@ static void load_ok(dataset *ix, const char *name, const char *text, const csv_o
 static void load_fails(const char *text, const csv_opts *o, const char *want)
 {
     char *p = write_text(dir, "bad.csv", text);
-    dataset ix;
+    dataset ds;
     errbuf e = {{0}};
-    cr_assert_eq(dataset_load(&ix, p, o, &e), -1, "expected failure: %s", want);
+    cr_assert_eq(dataset_load(&ds, p, o, &e), -1, "expected failure: %s", want);
     char *full;
     cr_assert(asprintf(&full, "%s%s", p, want) > 0);
     cr_assert_str_eq(e.msg, full);
-    cr_assert_null(ix.rows);
+    cr_assert_null(ds.rows);
     free(full);
     free(p);
 }
 
-static const char *rel(const dataset *ix, uint32_t i)
+static const char *rel(const dataset *ds, uint32_t i)
 {
-    const char *p = dataset_path(ix, i);
+    const char *p = dataset_path(ds, i);
     size_t n = strlen(dir);
     cr_assert(strncmp(p, dir, n) == 0 && p[n] == '/', "path %s is not under %s", p, dir);
     return p + n + 1;
@@ -54,22 +54,22 @@ static const char *rel(const dataset *ix, uint32_t i)
  * decimal numbers are the integers they equal, with or without a header. */
 Test(csv, whole_float_labels_are_integers)
 {
-    dataset ix;
-    load_ok(&ix, "data.csv", "path,label\na.png,1.0\nb.png,2.00\nc.png,3e0\nd.png,0\ne.png,1\n",
+    dataset ds;
+    load_ok(&ds, "data.csv", "path,label\na.png,1.0\nb.png,2.00\nc.png,3e0\nd.png,0\ne.png,1\n",
             NULL);
-    cr_assert(ix.had_header);
-    cr_assert_not(ix.names, "labels became names");
-    cr_assert_eq(ix.nclasses, 4);
+    cr_assert(ds.had_header);
+    cr_assert_not(ds.names, "labels became names");
+    cr_assert_eq(ds.nclasses, 4);
     const int32_t want[5] = {1, 2, 3, 0, 1};
     for (int i = 0; i < 5; i++)
-        cr_assert_eq(ix.rows[i].label, want[i], "row %d", i);
-    dataset_free(&ix);
-    load_ok(&ix, "nohdr.csv", "a.png,4.0\nb.png,0.0\n", NULL);
-    cr_assert_not(ix.had_header);
-    cr_assert_not(ix.names);
-    cr_assert_eq(ix.rows[0].label, 4);
-    cr_assert_eq(ix.nclasses, 5);
-    dataset_free(&ix);
+        cr_assert_eq(ds.rows[i].label, want[i], "row %d", i);
+    dataset_free(&ds);
+    load_ok(&ds, "nohdr.csv", "a.png,4.0\nb.png,0.0\n", NULL);
+    cr_assert_not(ds.had_header);
+    cr_assert_not(ds.names);
+    cr_assert_eq(ds.rows[0].label, 4);
+    cr_assert_eq(ds.nclasses, 5);
+    dataset_free(&ds);
 }
 
 /* A fraction is an error wherever it is, first row included: never
@@ -81,55 +81,55 @@ Test(csv, fractional_labels_are_an_error)
     load_fails("path,label\na.png,1\nb.png,0.25\n", NULL,
                ":3: label '0.25' is not a whole number (class labels are integers)");
     load_fails("path,label\na.png,-1.0\n", NULL, ":2: label '-1.0' is negative");
-    dataset ix;
-    load_ok(&ix, "names.csv", "path,label\na.png,cat\nb.png,1.5\n", NULL);
-    cr_assert(ix.names);
-    cr_assert_eq(ix.nclasses, 2);
-    dataset_free(&ix);
+    dataset ds;
+    load_ok(&ds, "names.csv", "path,label\na.png,cat\nb.png,1.5\n", NULL);
+    cr_assert(ds.names);
+    cr_assert_eq(ds.nclasses, 2);
+    dataset_free(&ds);
 }
 
 Test(csv, header_and_relative_paths)
 {
-    dataset ix;
-    load_ok(&ix, "data.csv", "path,label\nimg/a.png,0\nimg/b.png,2\n", NULL);
-    cr_assert_eq(ix.n, 2);
-    cr_assert(ix.had_header);
-    cr_assert_str_eq(rel(&ix, 0), "img/a.png");
-    cr_assert_str_eq(rel(&ix, 1), "img/b.png");
-    cr_assert_eq(ix.rows[0].label, 0);
-    cr_assert_eq(ix.rows[1].label, 2);
-    cr_assert_eq(ix.nclasses, 3);
-    cr_assert_eq(ix.rows[0].line, 2);
-    cr_assert_eq(ix.rows[1].line, 3);
-    cr_assert(!ix.names);
-    dataset_free(&ix);
+    dataset ds;
+    load_ok(&ds, "data.csv", "path,label\nimg/a.png,0\nimg/b.png,2\n", NULL);
+    cr_assert_eq(ds.n, 2);
+    cr_assert(ds.had_header);
+    cr_assert_str_eq(rel(&ds, 0), "img/a.png");
+    cr_assert_str_eq(rel(&ds, 1), "img/b.png");
+    cr_assert_eq(ds.rows[0].label, 0);
+    cr_assert_eq(ds.rows[1].label, 2);
+    cr_assert_eq(ds.nclasses, 3);
+    cr_assert_eq(ds.rows[0].line, 2);
+    cr_assert_eq(ds.rows[1].line, 3);
+    cr_assert(!ds.names);
+    dataset_free(&ds);
 }
 
 Test(csv, no_header_detected)
 {
-    dataset ix;
-    load_ok(&ix, "data.csv", "a.png,1\nb.png,0\n", NULL);
-    cr_assert_eq(ix.n, 2);
-    cr_assert(!ix.had_header);
-    cr_assert_eq(ix.rows[0].line, 1);
-    dataset_free(&ix);
+    dataset ds;
+    load_ok(&ds, "data.csv", "a.png,1\nb.png,0\n", NULL);
+    cr_assert_eq(ds.n, 2);
+    cr_assert(!ds.had_header);
+    cr_assert_eq(ds.rows[0].line, 1);
+    dataset_free(&ds);
 }
 
 Test(csv, quoted_fields_with_commas_quotes_and_newlines)
 {
-    dataset ix;
+    dataset ds;
     const char *text = "path,label,comment\n"
                        "\"x, y.png\",1,\"said \"\"hi\"\"\"\n"
                        "\"multi\nline.png\",0,\"a\nb\nc\"\n"
                        "z.png,1,plain\n";
-    load_ok(&ix, "data.csv", text, NULL);
-    cr_assert_eq(ix.n, 3);
-    cr_assert_str_eq(rel(&ix, 0), "x, y.png");
-    cr_assert_str_eq(rel(&ix, 1), "multi\nline.png");
-    cr_assert_str_eq(rel(&ix, 2), "z.png");
-    cr_assert_eq(ix.rows[1].line, 3);
-    cr_assert_eq(ix.rows[2].line, 7, "line numbers count the newlines inside quotes");
-    dataset_free(&ix);
+    load_ok(&ds, "data.csv", text, NULL);
+    cr_assert_eq(ds.n, 3);
+    cr_assert_str_eq(rel(&ds, 0), "x, y.png");
+    cr_assert_str_eq(rel(&ds, 1), "multi\nline.png");
+    cr_assert_str_eq(rel(&ds, 2), "z.png");
+    cr_assert_eq(ds.rows[1].line, 3);
+    cr_assert_eq(ds.rows[2].line, 7, "line numbers count the newlines inside quotes");
+    dataset_free(&ds);
 }
 
 Test(csv, line_numbers_after_quoted_newlines_in_errors)
@@ -140,118 +140,118 @@ Test(csv, line_numbers_after_quoted_newlines_in_errors)
 
 Test(csv, crlf_bom_trailing_blank_lines)
 {
-    dataset ix;
+    dataset ds;
     const char *text = "\xEF\xBB\xBFpath,label\r\na.png,3\r\nb.png,1\r\n\r\n\r\n,,\r\n  \r\n";
-    load_ok(&ix, "data.csv", text, NULL);
-    cr_assert_eq(ix.n, 2);
-    cr_assert(ix.had_header, "the BOM must not hide the header");
-    cr_assert_str_eq(rel(&ix, 0), "a.png");
-    cr_assert_str_eq(rel(&ix, 1), "b.png");
-    cr_assert_eq(ix.rows[1].line, 3);
-    cr_assert_eq(ix.nclasses, 4);
-    dataset_free(&ix);
+    load_ok(&ds, "data.csv", text, NULL);
+    cr_assert_eq(ds.n, 2);
+    cr_assert(ds.had_header, "the BOM must not hide the header");
+    cr_assert_str_eq(rel(&ds, 0), "a.png");
+    cr_assert_str_eq(rel(&ds, 1), "b.png");
+    cr_assert_eq(ds.rows[1].line, 3);
+    cr_assert_eq(ds.nclasses, 4);
+    dataset_free(&ds);
 }
 
 Test(csv, old_mac_line_endings)
 {
-    dataset ix;
-    load_ok(&ix, "data.csv", "path,label\ra.png,0\rb.png,1\r", NULL);
-    cr_assert_eq(ix.n, 2);
-    cr_assert_eq(ix.rows[1].line, 3);
-    dataset_free(&ix);
+    dataset ds;
+    load_ok(&ds, "data.csv", "path,label\ra.png,0\rb.png,1\r", NULL);
+    cr_assert_eq(ds.n, 2);
+    cr_assert_eq(ds.rows[1].line, 3);
+    dataset_free(&ds);
 }
 
 Test(csv, extra_columns_and_columns_by_name)
 {
-    dataset ix;
-    load_ok(&ix, "data.csv", "id,label,split,path\n7,4,train,a.png\n8,2,val,b.png\n", NULL);
-    cr_assert_eq(ix.n, 2);
-    cr_assert_str_eq(rel(&ix, 0), "a.png");
-    cr_assert_eq(ix.rows[0].label, 4);
-    dataset_free(&ix);
+    dataset ds;
+    load_ok(&ds, "data.csv", "id,label,split,path\n7,4,train,a.png\n8,2,val,b.png\n", NULL);
+    cr_assert_eq(ds.n, 2);
+    cr_assert_str_eq(rel(&ds, 0), "a.png");
+    cr_assert_eq(ds.rows[0].label, 4);
+    dataset_free(&ds);
 
     csv_opts o = CSV_OPTS_DEFAULT;
     o.path_col = "file";
     o.label_col = "Target"; /* case-insensitive fallback */
-    load_ok(&ix, "named.csv", "target,file\n5,x.png\n6,y.png\n", &o);
-    cr_assert_str_eq(rel(&ix, 1), "y.png");
-    cr_assert_eq(ix.rows[1].label, 6);
-    dataset_free(&ix);
+    load_ok(&ds, "named.csv", "target,file\n5,x.png\n6,y.png\n", &o);
+    cr_assert_str_eq(rel(&ds, 1), "y.png");
+    cr_assert_eq(ds.rows[1].label, 6);
+    dataset_free(&ds);
 }
 
 Test(csv, columns_by_number_without_header)
 {
-    dataset ix;
+    dataset ds;
     csv_opts o = CSV_OPTS_DEFAULT;
     o.path_col = "2";
     o.label_col = "0";
-    load_ok(&ix, "data.csv", "1,ignored,a.png\n0,ignored,b.png\n", &o);
-    cr_assert(!ix.had_header);
-    cr_assert_str_eq(rel(&ix, 0), "a.png");
-    cr_assert_eq(ix.rows[0].label, 1);
-    dataset_free(&ix);
+    load_ok(&ds, "data.csv", "1,ignored,a.png\n0,ignored,b.png\n", &o);
+    cr_assert(!ds.had_header);
+    cr_assert_str_eq(rel(&ds, 0), "a.png");
+    cr_assert_eq(ds.rows[0].label, 1);
+    dataset_free(&ds);
 }
 
 Test(csv, korean_names_and_spaces)
 {
-    dataset ix;
-    load_ok(&ix, "data.csv", "path,label\n사진/고양이 1.jpg,0\nmy photos/dog two.png,1\n", NULL);
-    cr_assert_str_eq(rel(&ix, 0), "사진/고양이 1.jpg");
-    cr_assert_str_eq(rel(&ix, 1), "my photos/dog two.png");
-    dataset_free(&ix);
+    dataset ds;
+    load_ok(&ds, "data.csv", "path,label\n사진/고양이 1.jpg,0\nmy photos/dog two.png,1\n", NULL);
+    cr_assert_str_eq(rel(&ds, 0), "사진/고양이 1.jpg");
+    cr_assert_str_eq(rel(&ds, 1), "my photos/dog two.png");
+    dataset_free(&ds);
 }
 
 Test(csv, absolute_paths_and_root)
 {
-    dataset ix;
-    load_ok(&ix, "data.csv", "path,label\n/abs/a.png,0\nrel/b.png,1\n", NULL);
-    cr_assert_str_eq(dataset_path(&ix, 0), "/abs/a.png");
-    dataset_free(&ix);
+    dataset ds;
+    load_ok(&ds, "data.csv", "path,label\n/abs/a.png,0\nrel/b.png,1\n", NULL);
+    cr_assert_str_eq(dataset_path(&ds, 0), "/abs/a.png");
+    dataset_free(&ds);
 
     csv_opts o = CSV_OPTS_DEFAULT;
     o.root = "/data/set";
-    load_ok(&ix, "data.csv", "path,label\n/abs/a.png,0\nrel/b.png,1\n", &o);
-    cr_assert_str_eq(dataset_path(&ix, 0), "/abs/a.png");
-    cr_assert_str_eq(dataset_path(&ix, 1), "/data/set/rel/b.png");
-    dataset_free(&ix);
+    load_ok(&ds, "data.csv", "path,label\n/abs/a.png,0\nrel/b.png,1\n", &o);
+    cr_assert_str_eq(dataset_path(&ds, 0), "/abs/a.png");
+    cr_assert_str_eq(dataset_path(&ds, 1), "/data/set/rel/b.png");
+    dataset_free(&ds);
 }
 
 Test(csv, string_labels_sorted)
 {
-    dataset ix;
-    load_ok(&ix, "data.csv", "path,label\na.png,dog\nb.png,cat\nc.png,zebra\nd.png,cat\n", NULL);
-    cr_assert(ix.names);
-    cr_assert_eq(ix.nclasses, 3);
+    dataset ds;
+    load_ok(&ds, "data.csv", "path,label\na.png,dog\nb.png,cat\nc.png,zebra\nd.png,cat\n", NULL);
+    cr_assert(ds.names);
+    cr_assert_eq(ds.nclasses, 3);
     char buf[16];
-    cr_assert_str_eq(dataset_class_name(&ix, 0, buf, sizeof buf), "cat");
-    cr_assert_str_eq(dataset_class_name(&ix, 1, buf, sizeof buf), "dog");
-    cr_assert_str_eq(dataset_class_name(&ix, 2, buf, sizeof buf), "zebra");
-    cr_assert_eq(ix.rows[0].label, 1);
-    cr_assert_eq(ix.rows[1].label, 0);
-    cr_assert_eq(ix.rows[2].label, 2);
-    cr_assert_eq(ix.rows[3].label, 0);
-    dataset_free(&ix);
+    cr_assert_str_eq(dataset_class_name(&ds, 0, buf, sizeof buf), "cat");
+    cr_assert_str_eq(dataset_class_name(&ds, 1, buf, sizeof buf), "dog");
+    cr_assert_str_eq(dataset_class_name(&ds, 2, buf, sizeof buf), "zebra");
+    cr_assert_eq(ds.rows[0].label, 1);
+    cr_assert_eq(ds.rows[1].label, 0);
+    cr_assert_eq(ds.rows[2].label, 2);
+    cr_assert_eq(ds.rows[3].label, 0);
+    dataset_free(&ds);
 }
 
 Test(csv, string_labels_header_detection)
 {
-    dataset ix;
+    dataset ds;
     /* "filename" does not look like a path: header */
-    load_ok(&ix, "a.csv", "filename,class\ncat/1.jpg,cat\ndog/2.jpg,dog\n", NULL);
-    cr_assert(ix.had_header);
-    cr_assert_eq(ix.n, 2);
-    dataset_free(&ix);
+    load_ok(&ds, "a.csv", "filename,class\ncat/1.jpg,cat\ndog/2.jpg,dog\n", NULL);
+    cr_assert(ds.had_header);
+    cr_assert_eq(ds.n, 2);
+    dataset_free(&ds);
     /* a path heading that looks like a path, and a label heading: still a
      * header (it was read as an image "file.path" of class "label") */
     const char *headings[] = {"file.path,label", "image/path,Class", "img.file,TARGET"};
     for (int k = 0; k < 3; k++) {
         char text[128];
         snprintf(text, sizeof text, "%s\ncat/1.jpg,cat\ndog/2.jpg,dog\n", headings[k]);
-        load_ok(&ix, "h.csv", text, NULL);
-        cr_expect(ix.had_header, "%s", headings[k]);
-        cr_expect_eq(ix.n, 2, "%s", headings[k]);
-        cr_expect_eq(ix.nclasses, 2, "%s", headings[k]);
-        dataset_free(&ix);
+        load_ok(&ds, "h.csv", text, NULL);
+        cr_expect(ds.had_header, "%s", headings[k]);
+        cr_expect_eq(ds.n, 2, "%s", headings[k]);
+        cr_expect_eq(ds.nclasses, 2, "%s", headings[k]);
+        dataset_free(&ds);
     }
     /* no column named path/label: one by a usual heading, or with two
      * columns the other one; three or more with neither is an error */
@@ -262,41 +262,41 @@ Test(csv, string_labels_header_detection)
                  {"Class,Image\ncat,cat/1.jpg\ndog,dog/2.jpg\n", 2},
                  {"filename,species\ncat/1.jpg,cat\ndog/2.jpg,dog\n", 2}};
     for (int k = 0; k < 3; k++) {
-        load_ok(&ix, "n.csv", named[k].text, NULL);
-        cr_expect_eq(ix.nclasses, named[k].classes, "%s", named[k].text);
+        load_ok(&ds, "n.csv", named[k].text, NULL);
+        cr_expect_eq(ds.nclasses, named[k].classes, "%s", named[k].text);
         char buf[16];
-        cr_expect_str_eq(dataset_class_name(&ix, 0, buf, sizeof buf), "cat", "%s", named[k].text);
-        cr_expect(strstr(dataset_path(&ix, 0), "cat/1.jpg"), "%s", named[k].text);
-        dataset_free(&ix);
+        cr_expect_str_eq(dataset_class_name(&ds, 0, buf, sizeof buf), "cat", "%s", named[k].text);
+        cr_expect(strstr(dataset_path(&ds, 0), "cat/1.jpg"), "%s", named[k].text);
+        dataset_free(&ds);
     }
     load_fails("a,b,c\n1,x.png,0\n2,y.png,1\n", NULL,
                ":1: no path column in the header (it has 'a', 'b', 'c'): name it with --path-col");
     /* no header: the first row is data */
-    load_ok(&ix, "b.csv", "cat/1.jpg,cat\ndog/2.jpg,dog\n", NULL);
-    cr_assert(!ix.had_header);
-    cr_assert_eq(ix.n, 2);
-    dataset_free(&ix);
+    load_ok(&ds, "b.csv", "cat/1.jpg,cat\ndog/2.jpg,dog\n", NULL);
+    cr_assert(!ds.had_header);
+    cr_assert_eq(ds.n, 2);
+    dataset_free(&ds);
     /* forced */
     csv_opts o = CSV_OPTS_DEFAULT;
     o.header = 0;
-    load_ok(&ix, "c.csv", "path,label\n", &o);
-    cr_assert_eq(ix.n, 1, "--no-header keeps the first row as data");
-    cr_assert(ix.names);
-    dataset_free(&ix);
+    load_ok(&ds, "c.csv", "path,label\n", &o);
+    cr_assert_eq(ds.n, 1, "--no-header keeps the first row as data");
+    cr_assert(ds.names);
+    dataset_free(&ds);
 }
 
 Test(csv, class_mapping_printed)
 {
-    dataset ix;
-    load_ok(&ix, "data.csv", "path,label\na.png,b\nb.png,a\n", NULL);
+    dataset ds;
+    load_ok(&ds, "data.csv", "path,label\na.png,b\nb.png,a\n", NULL);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    dataset_print_classes(&ix, f);
+    dataset_print_classes(&ds, f);
     fclose(f);
     cr_assert_str_eq(buf, "classes (2, sorted): 0=a, 1=b\n");
     free(buf);
-    dataset_free(&ix);
+    dataset_free(&ds);
 }
 
 Test(csv, errors_name_file_line_and_reason)
@@ -325,10 +325,10 @@ Test(csv, errors_name_file_line_and_reason)
 
 Test(csv, missing_file)
 {
-    dataset ix;
+    dataset ds;
     errbuf e;
     char *p = path_join(dir, "nope.csv");
-    cr_assert_eq(dataset_load(&ix, p, NULL, &e), -1);
+    cr_assert_eq(dataset_load(&ds, p, NULL, &e), -1);
     char *want;
     cr_assert(asprintf(&want, "%s: No such file or directory", p) > 0);
     cr_assert_str_eq(e.msg, want);
@@ -338,42 +338,42 @@ Test(csv, missing_file)
 
 Test(csv, skip_bad_counts_and_warns)
 {
-    dataset ix;
+    dataset ds;
     char *wbuf = NULL;
     size_t wlen = 0;
     FILE *w = open_memstream(&wbuf, &wlen);
     csv_opts o = CSV_OPTS_DEFAULT;
     o.skip_bad = 1;
     o.warn = w;
-    load_ok(&ix, "data.csv", "path,label\na.png,1\nb.png,x\nc.png\nd.png,0\n", &o);
+    load_ok(&ds, "data.csv", "path,label\na.png,1\nb.png,x\nc.png\nd.png,0\n", &o);
     fclose(w);
-    cr_assert_eq(ix.n, 2);
-    cr_assert_eq(ix.bad_rows, 2);
-    cr_assert_str_eq(rel(&ix, 1), "d.png");
+    cr_assert_eq(ds.n, 2);
+    cr_assert_eq(ds.bad_rows, 2);
+    cr_assert_str_eq(rel(&ds, 1), "d.png");
     cr_assert(strstr(wbuf, "skipped 2 bad rows (first: ") != NULL, "%s", wbuf);
     cr_assert(strstr(wbuf, "data.csv:3: label 'x' is not an integer") != NULL, "%s", wbuf);
     free(wbuf);
-    dataset_free(&ix);
+    dataset_free(&ds);
 }
 
 Test(csv, check_files_reports_missing_with_lines)
 {
-    dataset ix;
+    dataset ds;
     free(write_text(dir, "img/ok.png", "x"));
     free(write_text(dir, "img/empty.png", ""));
-    load_ok(&ix, "data.csv", "path,label\nimg/ok.png,0\nimg/gone.png,1\nimg,0\nimg/empty.png,1\n",
+    load_ok(&ds, "data.csv", "path,label\nimg/ok.png,0\nimg/gone.png,1\nimg,0\nimg/empty.png,1\n",
             NULL);
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
-    cr_assert_eq(dataset_check_files(&ix, f), 3);
+    cr_assert_eq(dataset_check_files(&ds, f), 3);
     fclose(f);
     cr_assert(strstr(buf, "data.csv:3: ") && strstr(buf, "img/gone.png: No such file or directory"),
               "%s", buf);
     cr_assert(strstr(buf, "data.csv:4: ") && strstr(buf, "/img: is a directory"), "%s", buf);
     cr_assert(strstr(buf, "data.csv:5: ") && strstr(buf, "img/empty.png: empty file"), "%s", buf);
     free(buf);
-    dataset_free(&ix);
+    dataset_free(&ds);
 }
 
 Test(csv, big_csv_is_flat)
@@ -384,15 +384,15 @@ Test(csv, big_csv_is_flat)
     len += (size_t)sprintf(text, "path,label\n");
     for (int i = 0; i < 50000; i++)
         len += (size_t)sprintf(text + len, "im/%05d.png,%d\n", i, i % 7);
-    dataset ix;
-    load_ok(&ix, "big.csv", text, NULL);
-    cr_assert_eq(ix.n, 50000);
-    cr_assert_eq(ix.nclasses, 7);
-    cr_assert_str_eq(rel(&ix, 49999), "im/49999.png");
-    cr_assert_eq(ix.rows[49999].line, 50001);
-    cr_assert_eq(ix.rows[49999].label, 49999 % 7);
+    dataset ds;
+    load_ok(&ds, "big.csv", text, NULL);
+    cr_assert_eq(ds.n, 50000);
+    cr_assert_eq(ds.nclasses, 7);
+    cr_assert_str_eq(rel(&ds, 49999), "im/49999.png");
+    cr_assert_eq(ds.rows[49999].line, 50001);
+    cr_assert_eq(ds.rows[49999].label, 49999 % 7);
     free(text);
-    dataset_free(&ix);
+    dataset_free(&ds);
 }
 
 Test(csv, content_hash_changes_with_content)

@@ -29,9 +29,9 @@ static void jpeg(const char *name, int h, int w, uint64_t seed)
     free(px);
 }
 
-static const char *rel(const dataset *ix, uint32_t i)
+static const char *rel(const dataset *ds, uint32_t i)
 {
-    const char *p = dataset_path(ix, i);
+    const char *p = dataset_path(ds, i);
     size_t n = strlen(dir);
     cr_assert(strncmp(p, dir, n) == 0 && p[n] == '/', "path %s is not under %s", p, dir);
     return p + n + 1;
@@ -49,35 +49,35 @@ Test(folder, classes_are_sorted_folder_names_and_images_are_found_at_any_depth)
     free(write_text(dir, "set/.git/config", "hidden folder\n"));
     free(write_text(dir, "set/list.csv", "a file beside the classes\n"));
     char *root = path_join(dir, "set");
-    dataset ix;
+    dataset ds;
     errbuf e = {{0}};
     char *notes = NULL;
     size_t notes_len = 0;
     FILE *warn = open_memstream(&notes, &notes_len);
     csv_opts o = CSV_OPTS_DEFAULT;
     o.warn = warn;
-    cr_assert_eq(dataset_load(&ix, root, &o, &e), 0, "%s", e.msg);
+    cr_assert_eq(dataset_load(&ds, root, &o, &e), 0, "%s", e.msg);
     fclose(warn);
-    cr_assert(ix.folder && ix.names);
-    cr_assert_eq(ix.nclasses, 3);
+    cr_assert(ds.folder && ds.names);
+    cr_assert_eq(ds.nclasses, 3);
     char buf[16];
-    cr_assert_str_eq(dataset_class_name(&ix, 0, buf, sizeof buf), "ant");
-    cr_assert_str_eq(dataset_class_name(&ix, 1, buf, sizeof buf), "cat");
-    cr_assert_str_eq(dataset_class_name(&ix, 2, buf, sizeof buf), "zebra");
-    cr_assert_eq(ix.n, 5, "hidden and non-image files are not samples");
+    cr_assert_str_eq(dataset_class_name(&ds, 0, buf, sizeof buf), "ant");
+    cr_assert_str_eq(dataset_class_name(&ds, 1, buf, sizeof buf), "cat");
+    cr_assert_str_eq(dataset_class_name(&ds, 2, buf, sizeof buf), "zebra");
+    cr_assert_eq(ds.n, 5, "hidden and non-image files are not samples");
     /* folder path, then name: cat's own files before cat/x's (os.walk sorted) */
     const char *want[5] = {"set/ant/p.png.jpg", "set/cat/1.jpg", "set/cat/x/deep.jpg",
                            "set/zebra/a.JPEG", "set/zebra/b.jpg"};
     const int labels[5] = {0, 1, 1, 2, 2};
     for (uint32_t i = 0; i < 5; i++) {
-        cr_assert_str_eq(rel(&ix, i), want[i]);
-        cr_assert_eq(ix.rows[i].label, labels[i], "row %u", i);
+        cr_assert_str_eq(rel(&ds, i), want[i]);
+        cr_assert_eq(ds.rows[i].label, labels[i], "row %u", i);
     }
-    cr_assert_eq(ix.skipped_files, 2, "readme.txt and list.csv, not the hidden ones");
+    cr_assert_eq(ds.skipped_files, 2, "readme.txt and list.csv, not the hidden ones");
     cr_assert(strstr(notes, "skipped 2 files that are not images in a class folder") &&
                   strstr(notes, "set/list.csv: not in a class folder"),
               "%s", notes);
-    dataset_free(&ix);
+    dataset_free(&ds);
     free(notes), free(root);
 }
 
@@ -94,16 +94,16 @@ Test(folder, symlinks_are_followed_and_a_loop_is_skipped)
     char *catdir = path_join(dir, "set/cat");
     cr_assert_eq(symlink(catdir, loop), 0);
     char *root = path_join(dir, "set");
-    dataset ix;
+    dataset ds;
     errbuf e = {{0}};
-    cr_assert_eq(dataset_load(&ix, root, NULL, &e), 0, "%s", e.msg);
-    cr_assert_eq(ix.nclasses, 2);
-    cr_assert_eq(ix.n, 3, "b.jpg through its link, dog through its link, and the loop once");
-    cr_assert_str_eq(rel(&ix, 0), "set/cat/b.jpg");
-    cr_assert_str_eq(rel(&ix, 1), "set/cat/c.jpg");
-    cr_assert_str_eq(rel(&ix, 2), "set/dog/a.jpg");
-    cr_assert_eq(ix.skipped_files, 0, "the loop is not a skipped file (its own note)");
-    dataset_free(&ix);
+    cr_assert_eq(dataset_load(&ds, root, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(ds.nclasses, 2);
+    cr_assert_eq(ds.n, 3, "b.jpg through its link, dog through its link, and the loop once");
+    cr_assert_str_eq(rel(&ds, 0), "set/cat/b.jpg");
+    cr_assert_str_eq(rel(&ds, 1), "set/cat/c.jpg");
+    cr_assert_str_eq(rel(&ds, 2), "set/dog/a.jpg");
+    cr_assert_eq(ds.skipped_files, 0, "the loop is not a skipped file (its own note)");
+    dataset_free(&ds);
     free(src), free(link), free(fsrc), free(flink), free(loop), free(catdir), free(root);
 }
 
@@ -112,14 +112,14 @@ Test(folder, an_empty_class_or_no_class_folders_is_an_error_naming_the_folder)
     jpeg("set/cat/a.jpg", 16, 16, 1);
     free(write_text(dir, "set/dog/notes.txt", "no images here\n"));
     char *root = path_join(dir, "set");
-    dataset ix;
+    dataset ds;
     errbuf e = {{0}};
-    cr_assert_eq(dataset_load(&ix, root, NULL, &e), -1);
+    cr_assert_eq(dataset_load(&ds, root, NULL, &e), -1);
     cr_assert(strstr(e.msg, "set/dog: no image files in this class folder"), "%s", e.msg);
-    cr_assert_null(ix.rows);
+    cr_assert_null(ds.rows);
     jpeg("flat/a.jpg", 16, 16, 1);
     char *flat = path_join(dir, "flat");
-    cr_assert_eq(dataset_load(&ix, flat, NULL, &e), -1);
+    cr_assert_eq(dataset_load(&ds, flat, NULL, &e), -1);
     cr_assert(strstr(e.msg, "flat: no class folders"), "%s", e.msg);
     free(root), free(flat);
 }
@@ -128,17 +128,17 @@ Test(folder, row_messages_name_the_image_where_a_csv_names_its_line)
 {
     jpeg("set/cat/a.jpg", 16, 16, 1);
     char *root = path_join(dir, "set");
-    dataset ix;
+    dataset ds;
     errbuf e = {{0}};
-    cr_assert_eq(dataset_load(&ix, root, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(dataset_load(&ds, root, NULL, &e), 0, "%s", e.msg);
     char msg[ERR_MAX], out[2 * ERR_MAX];
-    snprintf(msg, sizeof msg, "%s: corrupt JPEG", dataset_path(&ix, 0));
-    cr_assert_str_eq(dataset_row_message(&ix, 0, msg, out, sizeof out), msg,
+    snprintf(msg, sizeof msg, "%s: corrupt JPEG", dataset_path(&ds, 0));
+    cr_assert_str_eq(dataset_row_message(&ds, 0, msg, out, sizeof out), msg,
                      "the path is not said twice");
     char *want;
-    cr_assert(asprintf(&want, "%s: class 'x' is odd", dataset_path(&ix, 0)) > 0);
-    cr_assert_str_eq(dataset_row_message(&ix, 0, "class 'x' is odd", out, sizeof out), want);
-    dataset_free(&ix);
+    cr_assert(asprintf(&want, "%s: class 'x' is odd", dataset_path(&ds, 0)) > 0);
+    cr_assert_str_eq(dataset_row_message(&ds, 0, "class 'x' is odd", out, sizeof out), want);
+    dataset_free(&ds);
     free(want), free(root);
 }
 

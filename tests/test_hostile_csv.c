@@ -85,9 +85,9 @@ Test(hostile_csv, a_csv_larger_than_the_cap_is_refused_with_the_cap)
     cr_assert_geq(fd, 0);
     cr_assert_eq(ftruncate(fd, (off_t)(1ll << 30) + 1), 0); /* sparse: costs no disk */
     close(fd);
-    dataset ix;
+    dataset ds;
     errbuf e;
-    cr_assert_neq(dataset_load(&ix, big, NULL, &e), 0);
+    cr_assert_neq(dataset_load(&ds, big, NULL, &e), 0);
     cr_assert(strstr(e.msg, big) && strstr(e.msg, "1073741825 bytes") &&
                   strstr(e.msg, "limit 1 GiB"),
               "%s", e.msg);
@@ -218,9 +218,9 @@ Test(hostile_csv, control_bytes_in_names_are_escaped_in_every_message)
     }
     /* a CSV cell in the CSV's own errors, and a class name */
     char *bad = write_text(dir, "label.csv", "path,label\nimg/a.png,1\nimg/a.png,\"2\x1b[1m\"\n");
-    dataset ix;
+    dataset ds;
     errbuf e;
-    cr_assert_neq(dataset_load(&ix, bad, NULL, &e), 0);
+    cr_assert_neq(dataset_load(&ds, bad, NULL, &e), 0);
     cr_assert(strstr(e.msg, "label '2\\x1b[1m' is not an integer"), "%s", e.msg);
     free(bad);
     free(csv);
@@ -247,11 +247,11 @@ Test(hostile_csv, esc_path_keeps_utf8_and_escapes_the_rest)
 static void load_fails(const char *name, const char *text, size_t len, const char *want)
 {
     char *csv = write_file(dir, name, text, len);
-    dataset ix;
+    dataset ds;
     errbuf e;
-    int rc = dataset_load(&ix, csv, NULL, &e);
+    int rc = dataset_load(&ds, csv, NULL, &e);
     if (rc == 0)
-        dataset_free(&ix);
+        dataset_free(&ds);
     cr_assert_neq(rc, 0, "%s loaded", name);
     cr_assert(strstr(e.msg, csv) && strstr(e.msg, want), "%s: want '%s' in: %s", name, want, e.msg);
     free(csv);
@@ -314,16 +314,16 @@ Test(hostile_csv, labels_that_only_look_whole_are_fractions_and_huge_ones_too_la
     char *ok = write_text(dir, "whole.csv",
                           "path,label\na.png,0\nb.png,1.0\nc.png,2.00\nd.png,3e0\ne.png,0.4e1\n"
                           "f.png,1000000\ng.png,500e-2\nh.png,-0\n");
-    dataset ix;
+    dataset ds;
     errbuf e;
     csv_opts o = CSV_OPTS_DEFAULT;
     o.sparse_labels = 1; /* 1000000 among 0..5 is an outlier */
-    cr_assert_eq(dataset_load(&ix, ok, &o, &e), 0, "%s", e.msg);
+    cr_assert_eq(dataset_load(&ds, ok, &o, &e), 0, "%s", e.msg);
     int32_t want[] = {0, 1, 2, 3, 4, 1000000, 5, 0};
-    cr_assert_eq(ix.n, 8);
-    for (uint32_t i = 0; i < ix.n; i++)
-        cr_assert_eq(ix.rows[i].label, want[i], "row %u: %d", i, ix.rows[i].label);
-    dataset_free(&ix);
+    cr_assert_eq(ds.n, 8);
+    for (uint32_t i = 0; i < ds.n; i++)
+        cr_assert_eq(ds.rows[i].label, want[i], "row %u: %d", i, ds.rows[i].label);
+    dataset_free(&ds);
     free(ok);
 }
 
@@ -438,9 +438,9 @@ static char *label_csv(const char *name, int n, int used, int at, long outlier, 
 Test(hostile_csv, one_outlier_label_making_mostly_unused_classes_is_refused)
 {
     char *csv = label_csv("typo.csv", 40, 2, 17, 1000000, 1); /* 0, 1 and the typo */
-    dataset ix;
+    dataset ds;
     errbuf e;
-    cr_assert_neq(dataset_load(&ix, csv, NULL, &e), 0, "loaded");
+    cr_assert_neq(dataset_load(&ds, csv, NULL, &e), 0, "loaded");
     cr_assert(strstr(e.msg, "typo.csv:17: label 1000000 makes 1000001 classes, of which 3 are "
                             "used; a typo?") &&
                   strstr(e.msg, "--sparse-labels"),
@@ -452,9 +452,9 @@ Test(hostile_csv, one_outlier_label_making_mostly_unused_classes_is_refused)
     csv_opts o = CSV_OPTS_DEFAULT;
     o.sparse_labels = 1;
     o.warn = warn;
-    cr_assert_eq(dataset_load(&ix, csv, &o, &e), 0, "%s", e.msg);
-    cr_assert_eq(ix.nclasses, 1000001);
-    dataset_free(&ix);
+    cr_assert_eq(dataset_load(&ds, csv, &o, &e), 0, "%s", e.msg);
+    cr_assert_eq(ds.nclasses, 1000001);
+    dataset_free(&ds);
     fclose(warn);
     char *notes = read_whole_file(warn_path, NULL, &e);
     cr_assert(notes, "%s", e.msg);
@@ -466,9 +466,9 @@ Test(hostile_csv, one_outlier_label_making_mostly_unused_classes_is_refused)
     char *val = label_csv("val.csv", 60, 60, 0, 0, 33); /* 0, 33, .. 1947 */
     for (int i = 0; i < 2; i++) {
         char *ok = i ? label_csv("dense.csv", 1001, 1001, 0, 0, 1) : val;
-        cr_assert_eq(dataset_load(&ix, ok, NULL, &e), 0, "%s", e.msg);
-        cr_assert_eq(ix.nclasses, i ? 1001u : 1948u);
-        dataset_free(&ix);
+        cr_assert_eq(dataset_load(&ds, ok, NULL, &e), 0, "%s", e.msg);
+        cr_assert_eq(ds.nclasses, i ? 1001u : 1948u);
+        dataset_free(&ds);
         if (i)
             free(ok);
     }
@@ -505,21 +505,21 @@ Test(hostile_csv, the_same_rows_written_differently_have_one_fingerprint)
         char name[32];
         snprintf(name, sizeof name, "same%d.csv", i);
         char *csv = write_text(dir, name, texts[i]);
-        dataset ix;
+        dataset ds;
         errbuf e;
-        cr_assert_eq(dataset_load(&ix, csv, NULL, &e), 0, "%s", e.msg);
-        data_fp fp = dataset_fingerprint(&ix, NULL);
+        cr_assert_eq(dataset_load(&ds, csv, NULL, &e), 0, "%s", e.msg);
+        data_fp fp = dataset_fingerprint(&ds, NULL);
         if (i == 0) {
             fp0 = fp;
-            key0 = ix.content_hash;
+            key0 = ds.content_hash;
         } else if (i < 5) {
             cr_assert_eq(fp.hash, fp0.hash, "csv %d: another fingerprint", i);
-            cr_assert_eq(ix.content_hash, key0, "csv %d: another cache key", i);
+            cr_assert_eq(ds.content_hash, key0, "csv %d: another cache key", i);
         } else {
             cr_assert_neq(fp.hash, fp0.hash, "csv %d: the same fingerprint", i);
-            cr_assert_neq(ix.content_hash, key0, "csv %d: the same cache key", i);
+            cr_assert_neq(ds.content_hash, key0, "csv %d: the same cache key", i);
         }
-        dataset_free(&ix);
+        dataset_free(&ds);
         free(csv);
     }
     /* end to end: a checkpoint of the plain CSV resumes on the "./" one */
@@ -599,19 +599,19 @@ Test(hostile_csv, a_symlinked_folder_back_into_the_data_is_not_followed)
     cr_assert(warn);
     csv_opts o = CSV_OPTS_DEFAULT;
     o.warn = warn;
-    dataset ix;
+    dataset ds;
     errbuf e;
-    cr_assert_eq(dataset_load(&ix, root, &o, &e), 0, "%s", e.msg);
+    cr_assert_eq(dataset_load(&ds, root, &o, &e), 0, "%s", e.msg);
     fclose(warn);
-    cr_assert_eq(ix.nclasses, 3);
+    cr_assert_eq(ds.nclasses, 3);
     int per_class[3] = {0};
-    for (uint32_t i = 0; i < ix.n; i++)
-        per_class[ix.rows[i].label]++;
-    cr_assert_eq(ix.n, 5, "%u samples", ix.n);
+    for (uint32_t i = 0; i < ds.n; i++)
+        per_class[ds.rows[i].label]++;
+    cr_assert_eq(ds.n, 5, "%u samples", ds.n);
     cr_assert(per_class[0] == 2 && per_class[1] == 2 && per_class[2] == 1,
               "cat %d, dog %d (c.jpg and the outside e.jpg), zebra %d", per_class[0], per_class[1],
               per_class[2]);
-    dataset_free(&ix);
+    dataset_free(&ds);
     char *notes = read_whole_file(warn_path, NULL, &e);
     cr_assert(notes, "%s", e.msg);
     cr_assert_eq(count_lines(notes), 1, "said once: %s", notes);

@@ -27,7 +27,7 @@
 #define NSAMPLES 57
 
 static char *dir;
-static dataset ix;
+static dataset ds;
 
 static void make_set(int bad_index)
 {
@@ -49,14 +49,14 @@ static void make_set(int bad_index)
     char *p = write_text(dir, "data.csv", csv);
     free(csv);
     errbuf e;
-    cr_assert_eq(dataset_load(&ix, p, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(dataset_load(&ds, p, NULL, &e), 0, "%s", e.msg);
     free(p);
 }
 
 static void setup(void) { make_set(-1); }
 static void teardown(void)
 {
-    dataset_free(&ix);
+    dataset_free(&ds);
     tmpdir_remove(dir);
 }
 
@@ -78,7 +78,7 @@ static int load(void *wc, int src, uint32_t index, load_pass_kind kind, rng *r, 
                 errbuf *e)
 {
     wctx *w = wc;
-    const char *path = dataset_path(&ix, index);
+    const char *path = dataset_path(&ds, index);
     (void)src;
     int fd = open(path, O_RDONLY);
     if (fd < 0)
@@ -108,7 +108,7 @@ static loader_config config(int workers, int prefetch, uint32_t batch)
                        .load = load,
                        .worker_init = winit,
                        .worker_fini = wfini};
-    c.src[0] = &ix;
+    c.src[0] = &ds;
     return c;
 }
 
@@ -138,7 +138,7 @@ static uint64_t run_digest(loader_config c, int epochs, int drop_last, int *nbat
         h = hash64(b.labels, b.count * sizeof *b.labels, h);
         h = hash64(b.data, b.count * SAMPLE, h);
         for (uint32_t i = 0; i < b.count; i++)
-            cr_assert_eq(b.labels[i], ix.rows[b.indices[i]].label);
+            cr_assert_eq(b.labels[i], ds.rows[b.indices[i]].label);
         loader_release(p, &b);
         n++;
     }
@@ -397,7 +397,7 @@ Test(loader, bad_sample_names_csv_line_and_file)
         loader_destroy(p);
         cr_assert_eq(rc, LOADER_BAD_SAMPLE);
         char *want;
-        cr_assert(asprintf(&want, "%s:19: %s: corrupt sample", ix.csv_path, dataset_path(&ix, 17)) >
+        cr_assert(asprintf(&want, "%s:19: %s: corrupt sample", ds.csv_path, dataset_path(&ds, 17)) >
                   0);
         cr_assert_str_eq(e.msg, want, "workers %d", workers);
         free(want);

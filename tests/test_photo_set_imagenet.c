@@ -168,15 +168,15 @@ Test(photo_set_imagenet, sizes_oddities_determinism_and_train_reads_them_all)
     make_set(out2, "7");
     make_set(out3, "8");
     char *train = path_join(out, "train");
-    dataset ix;
+    dataset ds;
     errbuf e = {{0}};
-    cr_assert_eq(dataset_load(&ix, train, NULL, &e), 0, "%s", e.msg);
-    cr_assert_eq(ix.n, NFILES);
+    cr_assert_eq(dataset_load(&ds, train, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(ds.n, NFILES);
     int shorter[NFILES], longer[NFILES], portrait = 0, over1200 = 0, mid = 0;
     int grey11 = 0, grey22 = 0, cmyk = 0, ycck = 0, png_jpeg = 0, png_png = 0, exif6 = 0, exif8 = 0,
         progressive = 0, jpegs = 0, other_seed_differs = 0;
-    for (uint32_t i = 0; i < ix.n; i++) {
-        const char *path = dataset_path(&ix, i);
+    for (uint32_t i = 0; i < ds.n; i++) {
+        const char *path = dataset_path(&ds, i);
         size_t n, n2;
         uint8_t *d = (uint8_t *)read_whole_file(path, &n, NULL);
         cr_assert_not_null(d, "%s", path);
@@ -262,7 +262,7 @@ Test(photo_set_imagenet, sizes_oddities_determinism_and_train_reads_them_all)
               "%d of %d JPEGs progressive (about 15%%)", progressive, jpegs);
     cr_assert(other_seed_differs > NFILES / 2, "another seed, the same set (%d files differ)",
               other_seed_differs);
-    dataset_free(&ix);
+    dataset_free(&ds);
 
     /* train reads every file: --check=decode, then one epoch of the loader */
     run_result r;

@@ -410,13 +410,13 @@ Test(shards, a_truncated_shard_names_shard_and_member_and_skip_bad_keeps_the_who
     char *csv = make_set();
     shard(csv, "s", "--shard-samples", "5");
     /* 40 bytes into the third sample's image, 000002.png */
-    dataset ix;
+    dataset ds;
     errbuf e;
     char *first = path_join(dir, "s/train-000000.tar");
-    cr_assert_eq(dataset_load(&ix, first, NULL, &e), 0, "%s", e.msg);
-    cr_assert_str_eq(ix.strs + ix.members[2].name, "000002.png");
-    char *cut = cut_shard("cut.tar", (off_t)ix.members[2].off + 40);
-    dataset_free(&ix);
+    cr_assert_eq(dataset_load(&ds, first, NULL, &e), 0, "%s", e.msg);
+    cr_assert_str_eq(ds.strs + ds.members[2].name, "000002.png");
+    char *cut = cut_shard("cut.tar", (off_t)ds.members[2].off + 40);
+    dataset_free(&ds);
     free(first);
     run_result r;
     run_train(&r, "--loader-only", "--no-progress", cut, NULL);

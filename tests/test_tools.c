@@ -31,17 +31,17 @@ Test(tools, fashion_mnist_limit)
     const char *splits[] = {"train.csv", "test.csv"};
     for (int s = 0; s < 2; s++) {
         char *csv = path_join(out, splits[s]);
-        dataset ix;
+        dataset ds;
         errbuf e;
-        cr_assert_eq(dataset_load(&ix, csv, NULL, &e), 0, "%s", e.msg);
-        cr_assert_eq(ix.n, 40);
-        cr_assert_leq(ix.nclasses, 10);
-        for (uint32_t i = 0; i < ix.n; i++) {
+        cr_assert_eq(dataset_load(&ds, csv, NULL, &e), 0, "%s", e.msg);
+        cr_assert_eq(ds.n, 40);
+        cr_assert_leq(ds.nclasses, 10);
+        for (uint32_t i = 0; i < ds.n; i++) {
             int w, h, c;
-            cr_assert(stbi_info(dataset_path(&ix, i), &w, &h, &c), "%s", dataset_path(&ix, i));
+            cr_assert(stbi_info(dataset_path(&ds, i), &w, &h, &c), "%s", dataset_path(&ds, i));
             cr_assert(w == 28 && h == 28 && c == 1);
         }
-        dataset_free(&ix);
+        dataset_free(&ds);
         free(csv);
     }
     /* the first training item of Fashion-MNIST is an ankle boot (9) */
@@ -75,14 +75,14 @@ Test(tools, jpeg_set_counts_sizes_and_determinism)
     run_free(&r);
 
     char *csv = path_join(a, "train.csv"), *vcsv = path_join(a, "val.csv");
-    dataset ix, vx;
+    dataset ds, vx;
     errbuf e;
-    cr_assert_eq(dataset_load(&ix, csv, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(dataset_load(&ds, csv, NULL, &e), 0, "%s", e.msg);
     cr_assert_eq(dataset_load(&vx, vcsv, NULL, &e), 0, "%s", e.msg);
-    cr_assert_eq(ix.n, 12);
+    cr_assert_eq(ds.n, 12);
     cr_assert_eq(vx.n, 3);
-    for (uint32_t i = 0; i < ix.n; i++) {
-        const char *p = dataset_path(&ix, i);
+    for (uint32_t i = 0; i < ds.n; i++) {
+        const char *p = dataset_path(&ds, i);
         int w, h, c;
         cr_assert(stbi_info(p, &w, &h, &c), "%s", p);
         cr_assert(w == 512 && h == 384 && c == 3, "%s: %dx%dx%d", p, w, h, c);
@@ -99,7 +99,7 @@ Test(tools, jpeg_set_counts_sizes_and_determinism)
         free(db);
         free(other);
     }
-    dataset_free(&ix);
+    dataset_free(&ds);
     dataset_free(&vx);
     free(csv);
     free(vcsv);

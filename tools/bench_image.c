@@ -47,27 +47,27 @@ typedef struct set {
 
 static int set_load(set *s, const char *csv, int n)
 {
-    dataset ix;
+    dataset ds;
     errbuf e;
-    if (dataset_load(&ix, csv, NULL, &e) != 0) {
+    if (dataset_load(&ds, csv, NULL, &e) != 0) {
         fprintf(stderr, "bench_image: %s\n", e.msg);
         return -1;
     }
     s->csv = csv;
-    s->n = (int)ix.n < n ? (int)ix.n : n;
+    s->n = (int)ds.n < n ? (int)ds.n : n;
     s->paths = xcalloc((size_t)s->n, sizeof *s->paths);
     s->bytes = xcalloc((size_t)s->n, sizeof *s->bytes);
     s->len = xcalloc((size_t)s->n, sizeof *s->len);
     for (int i = 0; i < s->n; i++) {
-        s->paths[i] = xstrdup(dataset_path(&ix, (uint32_t)i));
+        s->paths[i] = xstrdup(dataset_path(&ds, (uint32_t)i));
         s->bytes[i] = (uint8_t *)read_whole_file(s->paths[i], &s->len[i], &e);
         if (!s->bytes[i]) {
             fprintf(stderr, "bench_image: %s\n", e.msg);
-            dataset_free(&ix);
+            dataset_free(&ds);
             return -1;
         }
     }
-    dataset_free(&ix);
+    dataset_free(&ds);
     return 0;
 }
 

@@ -64,22 +64,22 @@ typedef struct set {
 
 static int set_load(set *s, const char *where, int n)
 {
-    dataset ix;
+    dataset ds;
     errbuf e;
-    if (dataset_load(&ix, where, NULL, &e) != 0) {
+    if (dataset_load(&ds, where, NULL, &e) != 0) {
         fprintf(stderr, "bench_photos: %s\n", e.msg);
         return -1;
     }
-    const int want = (int)ix.n < n ? (int)ix.n : n;
+    const int want = (int)ds.n < n ? (int)ds.n : n;
     s->n = 0;
     s->paths = xcalloc((size_t)want, sizeof *s->paths);
     s->bytes = xcalloc((size_t)want, sizeof *s->bytes);
     s->len = xcalloc((size_t)want, sizeof *s->len);
     int other = 0;
     for (int k = 0; k < want; k++) {
-        uint32_t i = (uint32_t)((uint64_t)k * ix.n / (uint64_t)want);
+        uint32_t i = (uint32_t)((uint64_t)k * ds.n / (uint64_t)want);
         size_t len;
-        uint8_t *bytes = (uint8_t *)read_whole_file(dataset_path(&ix, i), &len, &e);
+        uint8_t *bytes = (uint8_t *)read_whole_file(dataset_path(&ds, i), &len, &e);
         if (!bytes) {
             fprintf(stderr, "bench_photos: %s\n", e.msg);
             return -1;
@@ -91,14 +91,14 @@ static int set_load(set *s, const char *where, int n)
             free(bytes);
             continue;
         }
-        s->paths[s->n] = xstrdup(dataset_path(&ix, i));
+        s->paths[s->n] = xstrdup(dataset_path(&ds, i));
         s->bytes[s->n] = bytes;
         s->len[s->n++] = len;
     }
     if (other)
         fprintf(stderr, "bench_photos: %s: %d of %d files are not JPEGs; measuring the %d JPEGs\n",
                 where, other, want, s->n);
-    dataset_free(&ix);
+    dataset_free(&ds);
     return s->n ? 0 : -1;
 }
 

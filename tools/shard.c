@@ -192,11 +192,11 @@ static void image_ext(const char *name, const uint8_t *d, size_t n, char *ext, s
 }
 
 /* Row i's image bytes (a file, or a member of a shard). */
-static uint8_t *read_image(const dataset *ix, uint32_t i, size_t *n, char *name, size_t nlen,
+static uint8_t *read_image(const dataset *ds, uint32_t i, size_t *n, char *name, size_t nlen,
                            errbuf *e)
 {
     img_src s;
-    dataset_src(ix, i, &s, name, nlen);
+    dataset_src(ds, i, &s, name, nlen);
     if (!s.file) {
         snprintf(name, nlen, "%s", s.name);
         return (uint8_t *)read_regular_file(s.name, IMG_MAX_FILE_BYTES, n, e);
@@ -226,11 +226,11 @@ static uint8_t *read_image(const dataset *ix, uint32_t i, size_t *n, char *name,
     return d;
 }
 
-static int write_sample(writer *w, const dataset *ix, uint32_t i, errbuf *e)
+static int write_sample(writer *w, const dataset *ds, uint32_t i, errbuf *e)
 {
     size_t n = 0;
     char where[ERR_MAX];
-    uint8_t *d = read_image(ix, i, &n, where, sizeof where, e);
+    uint8_t *d = read_image(ds, i, &n, where, sizeof where, e);
     if (!d)
         return -1;
     char ext[16], key[32], img[64], cls[64], label[16];
@@ -238,7 +238,7 @@ static int write_sample(writer *w, const dataset *ix, uint32_t i, errbuf *e)
     snprintf(key, sizeof key, "%0*u", w->key_width, i);
     snprintf(img, sizeof img, "%s.%s", key, ext);
     snprintf(cls, sizeof cls, "%s.cls", key);
-    int ll = snprintf(label, sizeof label, "%d", ix->rows[i].label);
+    int ll = snprintf(label, sizeof label, "%d", ds->rows[i].label);
     uint64_t bytes = 3 * BLOCK + n + (size_t)ll;
     int rc = 0;
     if (w->open && w->samples > 0 &&
@@ -261,20 +261,20 @@ static int write_sample(writer *w, const dataset *ix, uint32_t i, errbuf *e)
     return rc;
 }
 
-static int write_classes(const writer *w, const dataset *ix, errbuf *e)
+static int write_classes(const writer *w, const dataset *ds, errbuf *e)
 {
     size_t n = strlen(w->out) + 16;
     char *p = xmalloc(n);
     snprintf(p, n, "%s/classes.txt", w->out);
-    if (!ix->names) {
+    if (!ds->names) {
         unlink(p); /* an older set's names must not relabel this one */
         free(p);
         return 0;
     }
     size_t len = 0, cap = 0;
     char *text = NULL;
-    for (uint32_t c = 0; c < ix->nclasses; c++) {
-        const char *name = ix->strs + ix->class_names[c];
+    for (uint32_t c = 0; c < ds->nclasses; c++) {
+        const char *name = ds->strs + ds->class_names[c];
         if (strchr(name, '\n') || strchr(name, '\r') || !*name) {
             free(text);
             free(p);
@@ -379,22 +379,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "shard: %s: %s\n", w.out, strerror(errno));
         return 1;
     }
-    dataset ix;
+    dataset ds;
     errbuf e;
-    if (dataset_load(&ix, data, &o, &e) != 0) {
+    if (dataset_load(&ds, data, &o, &e) != 0) {
         fprintf(stderr, "shard: %s\n", e.msg);
         return 2;
     }
     w.key_width = 6;
-    for (uint64_t m = 1000000; m <= ix.n - 1 && w.key_width < 10; m *= 10)
+    for (uint64_t m = 1000000; m <= ds.n - 1 && w.key_width < 10; m *= 10)
         w.key_width++;
     int rc = 0;
-    for (uint32_t i = 0; i < ix.n && rc == 0; i++)
-        rc = write_sample(&w, &ix, i, &e);
+    for (uint32_t i = 0; i < ds.n && rc == 0; i++)
+        rc = write_sample(&w, &ds, i, &e);
     if (rc == 0 && w.open)
         rc = shard_close(&w, &e);
     if (rc == 0)
-        rc = write_classes(&w, &ix, &e);
+        rc = write_classes(&w, &ds, &e);
     if (rc != 0) {
         if (w.open) {
             fclose(w.idx);
@@ -402,16 +402,16 @@ int main(int argc, char **argv)
             atomic_file_abort(&w.tar);
         }
         fprintf(stderr, "shard: %s\n", e.msg);
-        dataset_free(&ix);
+        dataset_free(&ds);
         return 1;
     }
     remove_stale(&w);
-    printf("%u samples, %u classes in %u shard%s: %s/%s-", ix.n, ix.nclasses, w.shard,
+    printf("%u samples, %u classes in %u shard%s: %s/%s-", ds.n, ds.nclasses, w.shard,
            w.shard == 1 ? "" : "s", w.out, w.prefix);
     if (w.shard == 1)
         printf("000000.tar\n");
     else
         printf("{000000..%06u}.tar\n", w.shard - 1);
-    dataset_free(&ix);
+    dataset_free(&ds);
     return 0;
 }

@@ -33,7 +33,7 @@
 enum { NSAMPLES = 40, SB = 48, BATCH = 4 }; /* sample bytes: 1 x 48 "pixels" */
 
 static char *dir;
-static dataset ix;
+static dataset ds;
 
 static void setup(void)
 {
@@ -51,7 +51,7 @@ static void setup(void)
         len += (size_t)sprintf(csv + len, "s/%03d.bin,%d\n", i, i % 3);
     char *p = write_text(dir, "data.csv", csv);
     errbuf e;
-    cr_assert_eq(dataset_load(&ix, p, NULL, &e), 0, "%s", e.msg);
+    cr_assert_eq(dataset_load(&ds, p, NULL, &e), 0, "%s", e.msg);
     free(p);
 }
 
@@ -59,7 +59,7 @@ static void teardown(void)
 {
     if (!dir)
         return;
-    dataset_free(&ix);
+    dataset_free(&ds);
     tmpdir_remove(dir);
 }
 
@@ -137,7 +137,7 @@ static void check_case(int workers, int non_blocking, int pin, int eager, int sy
                        .load = load,
                        .worker_init = winit,
                        .worker_fini = wfini};
-    c.src[0] = &ix;
+    c.src[0] = &ds;
     errbuf e = {{0}};
     run r = {.sync_steps = sync_steps, .workers = workers};
     r.ldr = loader_create(&c, &e); /* before the device, as in run.c */
