@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "common/assert.h"
 #include "loader/sampler.h"
 #include "loader/shared.h"
 
@@ -296,7 +297,7 @@ static uint64_t plan_end(const loader *p)
 }
 
 /* The plan index of the pass holding `seq`. */
-static int job_of(const loader *p, uint64_t seq)
+static int pass_of(const loader *p, uint64_t seq)
 {
     int lo = 0, hi = p->nplan - 1;
     while (lo < hi) {
@@ -343,14 +344,16 @@ static void raise_limit(loader *p)
         lim = p->posted_end;
     /* a pass that must wait for everything before it caps the limit at its
      * first batch until all earlier batches are back */
-    for (int j = job_of(p, p->released); j < p->active_end; j++)
+    for (int j = pass_of(p, p->released); j < p->active_end; j++)
         if (p->plan[j].after_previous && p->plan_first[j] > p->released && p->plan_first[j] < lim)
             lim = p->plan_first[j];
     uint64_t old = atomic_load(&p->ctl->limit);
     if (lim <= old)
         return;
+    /* a slot is armed again only once its last batch is back */
+    ASSERT(lim <= p->released + (uint64_t)p->nslots);
     for (uint64_t seq = old; seq < lim; seq++) {
-        int j = job_of(p, seq);
+        int j = pass_of(p, seq);
         slot_hdr *h = &p->slots[seq % (uint64_t)p->nslots];
         h->seq = seq;
         h->pass = (uint32_t)(j % LOADER_PASSQ);
@@ -372,7 +375,7 @@ static void *main_ctx(loader *p)
 
 static void describe_seq(const loader *p, uint64_t seq, char *buf, size_t len)
 {
-    int j = job_of(p, seq);
+    int j = pass_of(p, seq);
     const load_pass *pass = &p->plan[j];
     snprintf(buf, len, "%s batch %llu of epoch %u",
              pass->kind == LOAD_PASS_EVAL    ? "validation"
@@ -519,9 +522,12 @@ int loader_next(loader *p, loader_batch *b, errbuf *e)
     }
     int s = (int)(seq % (uint64_t)p->nslots);
     slot_hdr *h = &p->slots[s];
+    /* the slot holds this batch: armed for seq, and none of its ring's
+     * batches taken and not yet given back is in it */
+    ASSERT(h->seq == seq && p->consumed - p->released < (uint64_t)p->nslots);
     if (h->status != 0)
         return errf(e, "%s", h->msg), h->status;
-    int j = job_of(p, seq);
+    int j = pass_of(p, seq);
     memset(b, 0, sizeof *b);
     b->seq = seq;
     b->pass = j;
@@ -544,6 +550,9 @@ int loader_next(loader *p, loader_batch *b, errbuf *e)
 
 void loader_release(loader *p, const loader_batch *b)
 {
+    /* a batch taken by loader_next and not given back yet, once */
+    ASSERT(b->slot >= 0 && b->slot < p->nslots && !p->release_mark[b->slot]);
+    ASSERT(b->seq >= p->released && b->seq < p->consumed);
     p->release_mark[b->slot] = 1;
     while (p->released < p->consumed && p->release_mark[p->released % (uint64_t)p->nslots]) {
         p->release_mark[p->released % (uint64_t)p->nslots] = 0;

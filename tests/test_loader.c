@@ -167,6 +167,24 @@ Test(loader, same_batches_for_any_workers_and_prefetch)
 
 /* Digest of the training batches of epoch `epoch` alone (same size for
  * every epoch and seed, so two digests differ only through their bytes). */
+/* The ring's invariants are ASSERTs (common/assert.h), live in this
+ * sanitized build: a batch given back twice is a caller's bug that would
+ * let a worker refill a slot the caller still reads; it stops the
+ * process. (Workers 0: no other process to leave behind.) */
+Test(loader, a_batch_released_twice_fails_its_assert, .signal = SIGABRT)
+{
+    errbuf e;
+    loader_config c = config(0, 1, 8);
+    loader *p = loader_create(&c, &e);
+    load_pass j = {.kind = LOAD_PASS_TRAIN, .batch = 8};
+    loader_post(p, &j);
+    loader_batch b;
+    cr_assert_eq(loader_next(p, &b, &e), LOADER_OK, "%s", e.msg);
+    loader_release(p, &b);
+    loader_release(p, &b); /* b is back already: the second release aborts */
+    loader_destroy(p);
+}
+
 static uint64_t epoch_digest(loader_config c, uint32_t epoch)
 {
     errbuf e;
