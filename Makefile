@@ -346,6 +346,8 @@ build/lint/tidy/%.ok: %.c .clang-tidy FORCE
 	@clang-tidy --quiet $(if $(TIDY_OFF_$<),--checks=-$(subst $(comma),$(comma)-,$(TIDY_OFF_$<))) \
 	  $< -- $(call tidy_flags,$<) >$@.log 2>&1 || { cat $@.log >&2; exit 1; }
 	@touch $@
+# the generated header run_header.c includes (a fresh clone has none yet)
+build/lint/tidy/app/run_header.ok: build/version.h
 lint-analyzer: $(patsubst %.c,build/lint/analyzer/%.ok,$(ANALYZE_SRC))
 	@echo "lint: gcc -fanalyzer finds nothing in $(ANALYZE_SRC)"
 build/lint/analyzer/%.ok: %.c FORCE
