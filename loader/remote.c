@@ -122,7 +122,10 @@ static int target_make(target *t, const char *url, const char *query, const remo
         t->hostport = xmalloc(hl + 1);
         memcpy(t->hostport, h, hl);
         t->hostport[hl] = 0;
-        rc = asprintf(&t->path, "/%s/%s", t->bucket, key);
+        /* the bucket itself (a listing) as /bucket, as boto3 sends it: moto's
+         * signature check refuses /bucket/ */
+        rc = *key ? asprintf(&t->path, "/%s/%s", t->bucket, key)
+                  : asprintf(&t->path, "/%s", t->bucket);
         if (rc >= 0)
             rc = asprintf(&t->url, "%.*s%s%s%s", (int)(h + hl - ep), ep, t->path,
                           query && *query ? "?" : "", query ? query : "");
@@ -597,8 +600,9 @@ int remote_list(const char *s3_prefix, const remote_opts *o, char ***urls, size_
         return errf(e, "%s: only s3:// prefixes can be listed", s3_prefix);
     const char *b = s3_prefix + 5, *slash = strchr(b, '/');
     size_t blen = slash ? (size_t)(slash - b) : strlen(b);
-    char *bucket_url;
-    if (asprintf(&bucket_url, "s3://%.*s/", (int)blen, b) < 0)
+    char *bucket_url, *bucket;
+    if (asprintf(&bucket_url, "s3://%.*s/", (int)blen, b) < 0 ||
+        asprintf(&bucket, "s3://%.*s", (int)blen, b) < 0)
         abort();
     char *prefix = sigv4_uri_encode(slash ? slash + 1 : "", 0), *token = NULL;
     size_t cap = 0;
@@ -613,7 +617,7 @@ int remote_list(const char *s3_prefix, const remote_opts *o, char ***urls, size_
             abort();
         free(tok);
         sink s = {.fd = -1};
-        rc = request(bucket_url, query, REQ_GET, 0, 0, &s, NULL, o, e);
+        rc = request(bucket, query, REQ_GET, 0, 0, &s, NULL, o, e);
         free(query);
         free(token);
         token = NULL;
@@ -621,6 +625,8 @@ int remote_list(const char *s3_prefix, const remote_opts *o, char ***urls, size_
             free(s.grow);
             if (rc == REMOTE_MISSING) /* no bucket */
                 rc = -1;
+            errbuf why = *e;
+            errf(e, "listing %s: %s", s3_prefix, why.msg);
             break;
         }
         const char *p = s.grow ? s.grow : "";
@@ -651,6 +657,7 @@ int remote_list(const char *s3_prefix, const remote_opts *o, char ***urls, size_
     free(token);
     free(prefix);
     free(bucket_url);
+    free(bucket);
     if (rc != 0) {
         remote_list_free(*urls, *n);
         *urls = NULL;

@@ -61,6 +61,41 @@ void sigv4_amz_date(long long t, char d[17])
     strftime(d, 17, "%Y%m%dT%H%M%SZ", &tm);
 }
 
+/* n bytes of s with %XX sequences decoded, malloc'd */
+static char *uri_decode(const char *s, size_t n)
+{
+    char *out = xmalloc(n + 1), *o = out;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        if (s[i] == '%' && i + 2 < n && isxdigit((unsigned char)s[i + 1]) &&
+            isxdigit((unsigned char)s[i + 2]) && sscanf(s + i + 1, "%2x", &v) == 1) {
+            *o++ = (char)v;
+            i += 2;
+        } else
+            *o++ = s[i];
+    }
+    *o = 0;
+    return out;
+}
+
+/* a query's pair as SigV4 canonicalises it: name and value decoded, then
+ * encoded again by its rule (so "/" in a value, sent as is or as %2F,
+ * signs as %2F either way), joined by '=' */
+static char *canonical_pair(const char *pair)
+{
+    size_t nl = strcspn(pair, "=");
+    const char *v = pair[nl] ? pair + nl + 1 : "";
+    char *dn = uri_decode(pair, nl), *dv = uri_decode(v, strlen(v));
+    char *en = sigv4_uri_encode(dn, 0), *ev = sigv4_uri_encode(dv, 0), *out;
+    if (asprintf(&out, "%s=%s", en, ev) < 0)
+        abort();
+    free(dn);
+    free(dv);
+    free(en);
+    free(ev);
+    return out;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -119,7 +154,7 @@ int sigv4_sign(const sigv4_req *r, const sigv4_creds *c, sigv4_out *out, errbuf 
     size_t nq = 0;
     char **qs = xcalloc(strlen(q) / 2 + 2, sizeof *qs);
     for (char *save = NULL, *t = strtok_r(q, "&", &save); t; t = strtok_r(NULL, "&", &save))
-        qs[nq++] = t;
+        qs[nq++] = canonical_pair(t);
     for (size_t i = 1; i < nq; i++) /* insertion sort on (name, value) */
         for (size_t j = i; j > 0; j--) {
             const char *a = qs[j - 1], *b = qs[j];
@@ -137,8 +172,10 @@ int sigv4_sign(const sigv4_req *r, const sigv4_creds *c, sigv4_out *out, errbuf 
     size_t creq_len = 0, sh_len = 0;
     FILE *f = open_memstream(&creq, &creq_len), *sh = open_memstream(&signed_h, &sh_len);
     fprintf(f, "%s\n%s\n", r->method, r->path && *r->path ? r->path : "/");
-    for (size_t i = 0; i < nq; i++)
-        fprintf(f, "%s%s%s", i ? "&" : "", qs[i], strchr(qs[i], '=') ? "" : "=");
+    for (size_t i = 0; i < nq; i++) {
+        fprintf(f, "%s%s", i ? "&" : "", qs[i]);
+        free(qs[i]);
+    }
     fprintf(f, "\n");
     for (size_t i = 0; i < r->nheaders; i++) {
         fprintf(f, "%s\n", hs[i]);

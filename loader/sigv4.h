@@ -28,8 +28,9 @@ const char *sigv4_region(void);
 
 /* One request to sign. `path` is the URI path as sent (already
  * URI-encoded: S3 signs it as is, without a second encoding); `query` the
- * query string as sent (pairs k=v joined by '&', already encoded; NULL or
- * "" for none), sorted here; `headers` "Name:value" strings, every header
+ * query string as sent (pairs k=v joined by '&'; NULL or "" for none),
+ * each name and value decoded and encoded again by SigV4's rule, then
+ * sorted (a '/' sent as is or as %2F signs as %2F); `headers` "Name:value" strings, every header
  * to sign, host and x-amz-date included (names are lowercased, values
  * trimmed and inner runs of spaces folded); `payload_sha256` the hex
  * SHA-256 of the body (or "UNSIGNED-PAYLOAD"); `amz_date` the request's

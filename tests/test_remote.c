@@ -572,3 +572,89 @@ Test(remote, s3_signed_listing_pages_reads_and_missing_keys)
     free(body);
     free(ep);
 }
+
+/* moto with its signature check on (INITIAL_NO_AUTH_ACTION_COUNT: the
+ * setup's first three IAM calls go unsigned, then every request is
+ * checked, by botocore's signer inside moto): a user's key made and
+ * allowed everything, a bucket and three shards put with boto3; then our
+ * signed listing (two pages) and reads pass, and a wrong secret or an
+ * unknown key is refused with S3's reason named. (moto re-signs a query
+ * as it decodes it, so a prefix with a '/' cannot pass its check even
+ * from boto3: the prefix here has none.) */
+Test(remote, s3_signatures_checked_by_moto)
+{
+    if (system("python3 -c 'import moto.server, boto3' >/dev/null 2>&1") != 0)
+        cr_skip_test("python3 has no moto and boto3 (the test rig's pinned moto server)");
+    int port = dead_port();
+    char cmd[512], *log = path_join(dir, "moto.log");
+    snprintf(cmd, sizeof cmd,
+             "INITIAL_NO_AUTH_ACTION_COUNT=3 exec python3 -m moto.server -H 127.0.0.1 -p %d", port);
+    char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    spawn_bg(argv, log, log);
+    char ep[64];
+    snprintf(ep, sizeof ep, "http://127.0.0.1:%d", port);
+    static const char setup_py[] =
+        "import boto3, sys, time\n"
+        "ep = sys.argv[1]\n"
+        "kw = dict(endpoint_url=ep, region_name='us-east-1')\n"
+        "iam = boto3.client('iam', aws_access_key_id='x', aws_secret_access_key='y', **kw)\n"
+        "for i in range(100):\n"
+        "    try:\n"
+        "        iam.create_user(UserName='t'); break\n"
+        "    except Exception:\n"
+        "        time.sleep(0.1)\n"
+        "k = iam.create_access_key(UserName='t')['AccessKey']\n"
+        "iam.put_user_policy(UserName='t', PolicyName='all', PolicyDocument='{\"Version\":"
+        "\"2012-10-17\",\"Statement\":[{\"Effect\":\"Allow\",\"Action\":\"*\",\"Resource\":\"*\"}]}"
+        "')\n"
+        "s3 = boto3.client('s3', aws_access_key_id=k['AccessKeyId'],\n"
+        "                  aws_secret_access_key=k['SecretAccessKey'], **kw)\n"
+        "s3.create_bucket(Bucket='bkt')\n"
+        "for i in range(3):\n"
+        "    s3.put_object(Bucket='bkt', Key='shards/train-%06d.tar' % i, Body=bytes([65 + i]) * "
+        "1000)\n"
+        "print(k['AccessKeyId'], k['SecretAccessKey'])\n";
+    char *py = write_text(dir, "setup.py", setup_py);
+    char *pargv[] = {"/bin/sh", "-c", "exec python3 \"$0\" \"$1\"", py, ep, NULL};
+    run_result r;
+    run_argv(pargv, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    char id[128], secret[128];
+    cr_assert_eq(sscanf(r.out, "%127s %127s", id, secret), 2, "%s", r.out);
+    run_free(&r);
+
+    setenv("AWS_ACCESS_KEY_ID", id, 1);
+    setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
+    unsetenv("AWS_SESSION_TOKEN");
+    remote_opts o = {
+        .timeout_s = 10, .retries = 1, .backoff_s = 0.01, .s3_endpoint = ep, .list_page = 2};
+    errbuf e;
+    char **urls;
+    size_t nu;
+    cr_assert_eq(remote_list("s3://bkt/shards", &o, &urls, &nu, &e), 0, "%s", e.msg);
+    cr_assert_eq(nu, 3);
+    cr_assert_str_eq(urls[2], "s3://bkt/shards/train-000002.tar");
+    remote_list_free(urls, nu);
+    char buf[10];
+    size_t got;
+    cr_assert_eq(remote_get_range("s3://bkt/shards/train-000001.tar", 990, 10, buf, &got, &o, &e),
+                 0, "%s", e.msg);
+    cr_assert(got == 10 && !memcmp(buf, "BBBBBBBBBB", 10));
+    uint64_t size;
+    cr_assert_eq(remote_head("s3://bkt/shards/train-000002.tar", &o, &size, NULL, 0, &e), 0, "%s",
+                 e.msg);
+    cr_assert_eq(size, 1000);
+
+    setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret", 1);
+    cr_assert_eq(remote_get_range("s3://bkt/shards/train-000001.tar", 0, 10, buf, &got, &o, &e),
+                 -1);
+    cr_assert(strcasestr(e.msg, "s3://bkt/shards/train-000001.tar: HTTP 403 Forbidden "
+                                "(SignatureDoesNotMatch) after 1 try"),
+              "%s", e.msg);
+    setenv("AWS_ACCESS_KEY_ID", "AKIANOSUCHKEY0000000", 1);
+    cr_assert_eq(remote_list("s3://bkt/shards", &o, &urls, &nu, &e), -1);
+    cr_assert(strstr(e.msg, "listing s3://bkt/shards") && strstr(e.msg, "InvalidAccessKeyId"), "%s",
+              e.msg);
+    free(py);
+    free(log);
+}

@@ -365,3 +365,28 @@ Test(sigv4, credentials_from_env_then_file_profiles)
     cr_assert_str_eq(sigv4_region(), "ap-south-1");
     tmpdir_remove(dir);
 }
+
+/* A query is canonicalised from what it means, not how it was sent: '/'
+ * as is or as %2F, a token's '+' and '=' encoded or not, sign alike; a
+ * name without '=' signs with an empty value. */
+Test(sigv4, query_pairs_sign_by_meaning)
+{
+    static const char *same[][2] = {
+        {"list-type=2&prefix=shards/", "prefix=shards%2F&list-type=2"},
+        {"continuation-token=a+b=c/d", "continuation-token=a%2Bb%3Dc%2Fd"},
+        {"acl", "acl="},
+    };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        sigv4_out a, b;
+        sign_suite("GET", "/", same[i][0], &a);
+        sign_suite("GET", "/", same[i][1], &b);
+        cr_assert_str_eq(a.canonical_request, b.canonical_request);
+        sigv4_out_free(&a);
+        sigv4_out_free(&b);
+    }
+    sigv4_out o;
+    sign_suite("GET", "/", "prefix=shards/&list-type=2", &o);
+    cr_assert(strstr(o.canonical_request, "\nlist-type=2&prefix=shards%2F\n"), "%s",
+              o.canonical_request);
+    sigv4_out_free(&o);
+}
