@@ -323,10 +323,15 @@ static int retriable_curl(CURLcode cc)
 }
 
 static uint64_t jitter_state;
-static double jitter(void) /* in [0.5, 1) */
+static pid_t jitter_pid;
+/* in [0.5, 1); seeded again in each process, so workers forked from one
+ * parent do not retry in step */
+static double jitter(void)
 {
-    if (!jitter_state)
-        jitter_state = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ 0x9e3779b97f4a7c15ull;
+    if (jitter_pid != getpid()) {
+        jitter_pid = getpid();
+        jitter_state = ((uint64_t)jitter_pid << 32) ^ (uint64_t)time(NULL) ^ 0x9e3779b97f4a7c15ull;
+    }
     jitter_state ^= jitter_state << 13;
     jitter_state ^= jitter_state >> 7;
     jitter_state ^= jitter_state << 17;
