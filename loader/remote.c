@@ -367,6 +367,9 @@ static int request(const char *url, const char *query, int method, uint64_t off,
     double timeout = o && o->timeout_s > 0 ? o->timeout_s : 30;
     int retries = o && o->retries >= 0 ? o->retries : 5;
     double backoff = o && o->backoff_s > 0 ? o->backoff_s : 0.25;
+    const char *ca = getenv("AWS_CA_BUNDLE");
+    if (!ca || !*ca)
+        ca = getenv("CURL_CA_BUNDLE");
     char range[64], cerr[CURL_ERROR_SIZE];
     int rc = -1;
     s->h = h;
@@ -387,6 +390,8 @@ static int request(const char *url, const char *query, int method, uint64_t off,
         curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
         curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
         curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+        if (ca && *ca) /* a private store's certificate authority */
+            curl_easy_setopt(h, CURLOPT_CAINFO, ca);
         curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
         curl_easy_setopt(h, CURLOPT_HEADERDATA, s);
         curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);

@@ -5,8 +5,11 @@
  * AWS_ENDPOINT_URL or remote_opts.s3_endpoint, path-style, else
  * https://BUCKET.s3.REGION.amazonaws.com). Failures that may pass
  * (timeouts, refused or cut connections, HTTP 5xx and 429) are retried
- * with exponential backoff and jitter; others (4xx) are not. Messages name
- * the URL and the HTTP status or curl's error, and the tries:
+ * with exponential backoff and jitter; others (4xx, a certificate that
+ * does not verify) are not. https:// checks the server's certificate
+ * against the system's authorities, or against the file AWS_CA_BUNDLE
+ * (else CURL_CA_BUNDLE) names: a private store's own authority. Errors
+ * name the URL, the HTTP status or curl's error, and the tries:
  *   s3://bkt/train-000003.tar: HTTP 404 Not Found after 1 try
  *   http://h/x.tar: timed out after 6 tries (30 s each)
  * One process at a time: no threads; a forked child gets its own

@@ -224,6 +224,40 @@ Test(remote, file_urls_size_range_whole_and_missing)
 
 /* ---------------------------------------------------------------- nginx */
 
+/* nginx serving www on loopback (with TLS when cert and key are given):
+ * its port, once it answers a HEAD of url_path */
+static int start_nginx(const char *www, const char *cert, const char *key, const char *url_path)
+{
+    int port = dead_port();
+    char conf[8192], tls[1024] = "";
+    if (cert)
+        snprintf(tls, sizeof tls, " ssl; ssl_certificate %s; ssl_certificate_key %s", cert, key);
+    snprintf(conf, sizeof conf,
+             "daemon off; master_process off; pid %s/nginx.pid; error_log %s/error.log;\n"
+             "events { worker_connections 64; }\n"
+             "http { access_log off; client_body_temp_path %s/tmp; proxy_temp_path %s/tmp;\n"
+             "  fastcgi_temp_path %s/tmp; uwsgi_temp_path %s/tmp; scgi_temp_path %s/tmp;\n"
+             "  server { listen 127.0.0.1:%d%s; root %s; } }\n",
+             dir, dir, dir, dir, dir, dir, dir, port, tls, www);
+    char *cf = write_text(dir, "nginx.conf", conf), *out = path_join(dir, "nginx.out");
+    char *argv[] = {"/usr/sbin/nginx", "-c", cf, "-p", dir, NULL};
+    spawn_bg(argv, out, out);
+    char url[256];
+    snprintf(url, sizeof url, "%s://127.0.0.1:%d%s", cert ? "https" : "http", port, url_path);
+    errbuf e;
+    uint64_t size;
+    int rc = -1;
+    for (int i = 0; i < 100 && rc != 0; i++) { /* until nginx listens */
+        rc = remote_head(url, &(remote_opts){.timeout_s = 5, .retries = 0}, &size, NULL, 0, &e);
+        if (rc)
+            usleep(50000);
+    }
+    cr_assert_eq(rc, 0, "%s", e.msg);
+    free(cf);
+    free(out);
+    return port;
+}
+
 Test(remote, nginx_ranges_etag_and_404)
 {
     if (access("/usr/sbin/nginx", X_OK) != 0)
@@ -231,30 +265,13 @@ Test(remote, nginx_ranges_etag_and_404)
     size_t n = 3 << 20;
     char *body = pattern(n), *www = path_join(dir, "www");
     free(write_file(www, "shards/train-000000.tar", body, n));
-    int port = dead_port();
-    char conf[8192];
-    snprintf(conf, sizeof conf,
-             "daemon off; master_process off; pid %s/nginx.pid; error_log %s/error.log;\n"
-             "events { worker_connections 64; }\n"
-             "http { access_log off; client_body_temp_path %s/tmp; proxy_temp_path %s/tmp;\n"
-             "  fastcgi_temp_path %s/tmp; uwsgi_temp_path %s/tmp; scgi_temp_path %s/tmp;\n"
-             "  server { listen 127.0.0.1:%d; root %s; } }\n",
-             dir, dir, dir, dir, dir, dir, dir, port, www);
-    char *cf = write_text(dir, "nginx.conf", conf), *out = path_join(dir, "nginx.out");
-    char *argv[] = {"/usr/sbin/nginx", "-c", cf, "-p", dir, NULL};
-    spawn_bg(argv, out, out);
+    int port = start_nginx(www, NULL, NULL, "/shards/train-000000.tar");
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/shards/train-000000.tar", port);
     errbuf e;
     uint64_t size = 0;
     char etag[128];
-    int rc = -1;
-    for (int i = 0; i < 100 && rc != 0; i++) { /* until nginx listens */
-        rc = remote_head(url, &(remote_opts){.timeout_s = 5, .retries = 0}, &size, etag,
-                         sizeof etag, &e);
-        if (rc)
-            usleep(50000);
-    }
+    int rc = remote_head(url, &quick, &size, etag, sizeof etag, &e);
     cr_assert_eq(rc, 0, "%s", e.msg);
     cr_assert_eq(size, n);
     cr_assert(etag[0] == '"', "ETag %s", etag);
@@ -285,10 +302,63 @@ Test(remote, nginx_ranges_etag_and_404)
     cr_assert_eq(remote_stats_get().retries, 0);
     free(copy);
     free(dest);
-    free(cf);
-    free(out);
     free(www);
     free(body);
+}
+
+/* https:// with a certificate of its own (a private store's): refused
+ * without its authority (once: a certificate does not get better), read
+ * with AWS_CA_BUNDLE naming it. */
+Test(remote, https_checks_the_certificate_against_the_named_authority)
+{
+    if (access("/usr/sbin/nginx", X_OK) != 0 || access("/usr/bin/openssl", X_OK) != 0)
+        cr_skip_test("no /usr/sbin/nginx or /usr/bin/openssl");
+    char *cert = path_join(dir, "cert.pem"), *key = path_join(dir, "key.pem");
+    char *argv[] = {"/usr/bin/openssl",
+                    "req",
+                    "-x509",
+                    "-newkey",
+                    "rsa:2048",
+                    "-nodes",
+                    "-keyout",
+                    key,
+                    "-out",
+                    cert,
+                    "-days",
+                    "2",
+                    "-subj",
+                    "/CN=127.0.0.1",
+                    "-addext",
+                    "subjectAltName=IP:127.0.0.1",
+                    NULL};
+    run_result r;
+    run_argv(argv, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    run_free(&r);
+    size_t n = 5000;
+    char *body = pattern(n), *www = path_join(dir, "www");
+    free(write_file(www, "t.tar", body, n));
+    unsetenv("CURL_CA_BUNDLE");
+    setenv("AWS_CA_BUNDLE", cert, 1);
+    int port = start_nginx(www, cert, key, "/t.tar");
+    char url[128], buf[100];
+    snprintf(url, sizeof url, "https://127.0.0.1:%d/t.tar", port);
+    errbuf e;
+    size_t got;
+    cr_assert_eq(remote_get_range(url, 4000, 100, buf, &got, &quick, &e), 0, "%s", e.msg);
+    cr_assert(got == 100 && !memcmp(buf, body + 4000, 100));
+
+    unsetenv("AWS_CA_BUNDLE");
+    remote_stats_reset();
+    cr_assert_eq(remote_get_range(url, 0, 100, buf, &got, &quick, &e), -1);
+    cr_assert(strstr(e.msg, url) && strcasestr(e.msg, "certificate") &&
+                  strstr(e.msg, "after 1 try"),
+              "%s", e.msg);
+    cr_assert_eq(remote_stats_get().retries, 0);
+    free(www);
+    free(body);
+    free(cert);
+    free(key);
 }
 
 /* ---------------------------------------------------------------- faults */
