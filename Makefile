@@ -99,6 +99,10 @@ WARN     := -Wall -Wextra -Werror
 # developer warnings; -Wshadow caught a loop's `first` hiding a parameter
 WARN_C   := -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wvla -Wold-style-definition
 BASE_CFLAGS := -std=c11 $(WARN) $(WARN_C) -MMD -MP -I. -DTRAIN_JPEGINT=$(JPEGINT)
+# loader/remote.c and loader/sigv4.c (URLs, S3 signatures): linked only
+# into what calls them, so ./train and the bundle need no libcurl until
+# a data set is read from a URL
+NET_LIBS := -lcurl -lcrypto
 LIBS     := -lturbojpeg -ljpeg -lwebp -lpng16 -lstb -lcsv -lopenblas -lpthread -ldl -lm
 # nvcc 13 supports compute_75 and newer; list targets explicitly, never native
 GENCODE  := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
@@ -250,7 +254,7 @@ fuzz:
 # ---------------------------------------------------------------- tests
 TEST_OBJS := $(patsubst %.c,build/asan/%.o,$(TEST_SRC) $(TEST_SUPPORT_SRC))
 build/asan/tests/run: $(TEST_OBJS) $(call variant_libs,asan)
-	$(CC) -o $@ $^ $(LDFLAGS_asan) $(LIBS) -lcriterion -lz
+	$(CC) -o $@ $^ $(LDFLAGS_asan) $(LIBS) $(NET_LIBS) -lcriterion -lz
 
 # tools: dataset generators and benchmark helpers (optimised, no sanitizers)
 # (+ the image fuzz driver, whose source is in fuzz/ with its harness)
@@ -378,7 +382,7 @@ format-check:
 	@echo "format-check: $(words $(FORMAT_SRC)) files as .clang-format lays them out"
 
 # ---------------------------------------------------------------- dependencies
-DEB_PKGS := build-essential pkg-config zlib1g-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libstb-dev libcsv-dev \
+DEB_PKGS := build-essential pkg-config zlib1g-dev libcurl4-openssl-dev libssl-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libstb-dev libcsv-dev \
             libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist webp libwebp-dev \
             clang-format cppcheck libopenmpi-dev openmpi-bin \
             python3-dev python3-pytest python3-numpy python3-torch libdlpack-dev \
