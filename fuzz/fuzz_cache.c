@@ -54,20 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 #else
 
-static int put(const char *dir, const char *name, uint8_t sel, const uint8_t *d, size_t n)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    uint8_t *buf = xmalloc(n + 1);
-    buf[0] = sel;
-    memcpy(buf + 1, d, n);
-    errbuf e;
-    int rc = write_file_atomic(path, buf, n + 1, &e);
-    if (rc)
-        fprintf(stderr, "%s\n", e.msg);
-    free(buf);
-    return rc;
-}
+#include "fuzz/driver.h"
 
 static int seeds(const char *dir)
 {
@@ -98,51 +85,31 @@ static int seeds(const char *dir)
         fprintf(stderr, "%s\n", e.msg);
         return 1;
     }
-    int rc = put(dir, "valid", 0x00, d, n);
-    rc |= put(dir, "valid-shareable", 0x10, d, n);
-    rc |= put(dir, "valid-repaired", 0x0f, d, n);
+    int rc = fuzz_put_seed(dir, "valid", 0x00, d, n);
+    rc |= fuzz_put_seed(dir, "valid-shareable", 0x10, d, n);
+    rc |= fuzz_put_seed(dir, "valid-repaired", 0x0f, d, n);
     d[FUZZ_CACHE_HEADER + 1] ^= 1; /* a flipped data bit: rebuilt, committed */
-    rc |= put(dir, "data-flipped-commit", 0x20, d, n);
-    rc |= put(dir, "data-flipped-repaired", 0x04, d, n);
+    rc |= fuzz_put_seed(dir, "data-flipped-commit", 0x20, d, n);
+    rc |= fuzz_put_seed(dir, "data-flipped-repaired", 0x04, d, n);
     d[FUZZ_CACHE_HEADER + 1] ^= 1;
-    rc |= put(dir, "truncated", 0x00, d, n - 40);
-    rc |= put(dir, "truncated-padded", 0x0f, d, n - 40);
-    rc |= put(dir, "header-only", 0x03, d, FUZZ_CACHE_HEADER);
+    rc |= fuzz_put_seed(dir, "truncated", 0x00, d, n - 40);
+    rc |= fuzz_put_seed(dir, "truncated-padded", 0x0f, d, n - 40);
+    rc |= fuzz_put_seed(dir, "header-only", 0x03, d, FUZZ_CACHE_HEADER);
     d[12] ^= 1; /* another sample count, its header checksum repaired */
-    rc |= put(dir, "other-count", 0x01, d, n);
+    rc |= fuzz_put_seed(dir, "other-count", 0x01, d, n);
     free(d);
     if (rc == 0)
         printf("fuzz_cache: seeds written to %s\n", dir);
     return rc ? 1 : 0;
 }
 
+static int one(const uint8_t *d, size_t n) { return fuzz_cache_one(&fuzz_env, d, n); }
+
 int main(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "--seeds") == 0)
-        return seeds(argv[2]);
-    if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: fuzz_cache FILE...   |   fuzz_cache --seeds DIR\n");
-        return 2;
-    }
-    setup();
-    int reused = 0, other = 0;
-    for (int i = 1; i < argc; i++) {
-        size_t n;
-        errbuf e;
-        char *d = read_whole_file(argv[i], &n, &e);
-        if (!d) {
-            fprintf(stderr, "%s\n", e.msg);
-            return 1;
-        }
-        if (fuzz_cache_one(&fuzz_env, (const uint8_t *)d, n) == 0)
-            reused++;
-        else
-            other++;
-        free(d);
-    }
-    printf("fuzz_cache: %d inputs: %d reused, %d rebuilt or refused, no invariant broken\n",
-           argc - 1, reused, other);
-    return 0;
+    static const fuzz_driver t = {"fuzz_cache",        seeds, setup, one, NULL, "reused",
+                                  "rebuilt or refused"};
+    return fuzz_driver_main(&t, argc, argv);
 }
 
 #endif

@@ -39,20 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 #else
 
-static int put(const char *dir, const char *name, uint8_t sel, const uint8_t *d, size_t n)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    uint8_t *buf = xmalloc(n + 1);
-    buf[0] = sel;
-    memcpy(buf + 1, d, n);
-    errbuf e;
-    int rc = write_file_atomic(path, buf, n + 1, &e);
-    if (rc)
-        fprintf(stderr, "%s\n", e.msg);
-    free(buf);
-    return rc;
-}
+#include "fuzz/driver.h"
 
 static int seeds(const char *dir)
 {
@@ -85,10 +72,10 @@ static int seeds(const char *dir)
         fprintf(stderr, "%s\n", e.msg);
         return 1;
     }
-    int rc = put(dir, "probe-read", 0x00, d, n);
-    rc |= put(dir, "probe-load", 0x02, d, n);
-    rc |= put(dir, "probe-load-repaired", 0x03, d, n);
-    rc |= put(dir, "probe-load-no-classes", 0x07, d, n);
+    int rc = fuzz_put_seed(dir, "probe-read", 0x00, d, n);
+    rc |= fuzz_put_seed(dir, "probe-load", 0x02, d, n);
+    rc |= fuzz_put_seed(dir, "probe-load-repaired", 0x03, d, n);
+    rc |= fuzz_put_seed(dir, "probe-load-no-classes", 0x07, d, n);
     /* version 1: no data fingerprint (24 bytes fewer), repaired */
     if (n > 24 + 32) {
         uint8_t *v1 = xmalloc(n);
@@ -97,7 +84,7 @@ static int seeds(const char *dir)
         memcpy(v1 + cut, d + cut + 24, n - cut - 24);
         uint32_t one = 1;
         memcpy(v1 + 8, &one, 4);
-        rc |= put(dir, "probe-v1-repaired", 0x03, v1, n - 24);
+        rc |= fuzz_put_seed(dir, "probe-v1-repaired", 0x03, v1, n - 24);
         free(v1);
     }
     free(d);
@@ -106,35 +93,22 @@ static int seeds(const char *dir)
     return rc ? 1 : 0;
 }
 
-int main(int argc, char **argv)
+static int one(const uint8_t *d, size_t n)
 {
-    if (argc == 3 && strcmp(argv[1], "--seeds") == 0)
-        return seeds(argv[2]);
-    if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: fuzz_checkpoint FILE...   |   fuzz_checkpoint --seeds DIR\n");
-        return 2;
-    }
-    setup();
-    int read = 0, refused = 0;
-    for (int i = 1; i < argc; i++) {
-        size_t n;
-        errbuf e;
-        char *d = read_whole_file(argv[i], &n, &e);
-        if (!d) {
-            fprintf(stderr, "%s\n", e.msg);
-            return 1;
-        }
-        if (fuzz_checkpoint_one(&fuzz_model, fuzz_path, (const uint8_t *)d, n) == 0)
-            read++;
-        else
-            refused++;
-        free(d);
-    }
+    return fuzz_checkpoint_one(&fuzz_model, fuzz_path, d, n);
+}
+
+static void teardown(void)
+{
     model_free(&fuzz_model);
     fuzz_be->ops->destroy(fuzz_be);
-    printf("fuzz_checkpoint: %d inputs: %d read, %d refused, no invariant broken\n", argc - 1, read,
-           refused);
-    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const fuzz_driver t = {"fuzz_checkpoint", seeds,  setup,    one,
+                                  teardown,          "read", "refused"};
+    return fuzz_driver_main(&t, argc, argv);
 }
 
 #endif

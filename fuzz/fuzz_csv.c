@@ -29,20 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 #else
 
-static int put(const char *dir, const char *name, uint8_t sel, const char *text, size_t n)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    uint8_t *buf = xmalloc(n + 1);
-    buf[0] = sel;
-    memcpy(buf + 1, text, n);
-    errbuf e;
-    int rc = write_file_atomic(path, buf, n + 1, &e);
-    if (rc)
-        fprintf(stderr, "%s\n", e.msg);
-    free(buf);
-    return rc;
-}
+#include "fuzz/driver.h"
 
 static int seeds(const char *dir)
 {
@@ -79,39 +66,19 @@ static int seeds(const char *dir)
     }
     int rc = 0;
     for (size_t i = 0; i < sizeof s / sizeof *s; i++)
-        rc |= put(dir, s[i].name, s[i].sel, s[i].text, s[i].n);
+        rc |= fuzz_put_seed(dir, s[i].name, s[i].sel, s[i].text, s[i].n);
     if (rc == 0)
         printf("fuzz_csv: %zu seeds written to %s\n", sizeof s / sizeof *s, dir);
     return rc ? 1 : 0;
 }
 
+static void setup(void) { fuzz_scratch_file("fuzz_csv", fuzz_path, sizeof fuzz_path); }
+static int one(const uint8_t *d, size_t n) { return fuzz_csv_one(fuzz_path, d, n); }
+
 int main(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "--seeds") == 0)
-        return seeds(argv[2]);
-    if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: fuzz_csv FILE...   |   fuzz_csv --seeds DIR\n");
-        return 2;
-    }
-    fuzz_scratch_file("fuzz_csv", fuzz_path, sizeof fuzz_path);
-    int loaded = 0, refused = 0;
-    for (int i = 1; i < argc; i++) {
-        size_t n;
-        errbuf e;
-        char *d = read_whole_file(argv[i], &n, &e);
-        if (!d) {
-            fprintf(stderr, "%s\n", e.msg);
-            return 1;
-        }
-        if (fuzz_csv_one(fuzz_path, (const uint8_t *)d, n) == 0)
-            loaded++;
-        else
-            refused++;
-        free(d);
-    }
-    printf("fuzz_csv: %d inputs: %d loaded, %d refused, no invariant broken\n", argc - 1, loaded,
-           refused);
-    return 0;
+    static const fuzz_driver t = {"fuzz_csv", seeds, setup, one, NULL, "loaded", "refused"};
+    return fuzz_driver_main(&t, argc, argv);
 }
 
 #endif

@@ -63,21 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #include <stb/stb_image_write.h>
 
 #include "common/util.h"
-
-static int put(const char *dir, const char *name, uint8_t sel, const void *d, size_t n)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    uint8_t *buf = xmalloc(n + 1);
-    buf[0] = sel;
-    memcpy(buf + 1, d, n);
-    errbuf e;
-    int rc = write_file_atomic(path, buf, n + 1, &e);
-    if (rc)
-        fprintf(stderr, "%s\n", e.msg);
-    free(buf);
-    return rc;
-}
+#include "fuzz/driver.h"
 
 typedef struct mem {
     uint8_t *d;
@@ -103,7 +89,7 @@ static int seed_jpeg(const char *dir, const char *name, uint8_t sel, const uint8
     unsigned long n = 0;
     int rc = tjCompress2(tj, px, w, 0, h, pf, &j, &n, samp, 75, flags);
     if (rc == 0)
-        rc = put(dir, name, sel, j, n);
+        rc = fuzz_put_seed(dir, name, sel, j, n);
     tjFree(j);
     tjDestroy(tj);
     return rc;
@@ -133,71 +119,51 @@ static int seeds(const char *dir)
     for (int k = 0; k < 4; k++) {
         mem m = {0};
         stbi_write_png_to_func(mem_write, &m, W, H, pngs[k].comp, px, W * pngs[k].comp);
-        rc |= put(dir, pngs[k].name, pngs[k].sel, m.d, m.n);
+        rc |= fuzz_put_seed(dir, pngs[k].name, pngs[k].sel, m.d, m.n);
         free(m.d);
     }
     mem m = {0};
     stbi_write_bmp_to_func(mem_write, &m, W, H, 3, px);
-    rc |= put(dir, "bmp", 0x0a, m.d, m.n);
+    rc |= fuzz_put_seed(dir, "bmp", 0x0a, m.d, m.n);
     m.n = 0;
     stbi_write_tga_with_rle = 1;
     stbi_write_tga_to_func(mem_write, &m, W, H, 3, px);
-    rc |= put(dir, "tga-rle", 0x3a, m.d, m.n);
+    rc |= fuzz_put_seed(dir, "tga-rle", 0x3a, m.d, m.n);
     m.n = 0;
     stbi_write_tga_with_rle = 0;
     stbi_write_tga_to_func(mem_write, &m, W, H, 1, px);
-    rc |= put(dir, "tga-gray", 0x03, m.d, m.n);
+    rc |= fuzz_put_seed(dir, "tga-gray", 0x03, m.d, m.n);
     free(m.d);
     static const uint8_t gif[] = "GIF89a\x01\x00\x01\x00\x80\x00\x00\xff\xff\xff\x00\x00\x00"
                                  "\x21\xf9\x04\x01\x00\x00\x00\x00\x2c\x00\x00\x00\x00\x01\x00"
                                  "\x01\x00\x00\x02\x02\x44\x01\x00\x3b";
-    rc |= put(dir, "gif", 0x20, gif, sizeof gif - 1);
+    rc |= fuzz_put_seed(dir, "gif", 0x20, gif, sizeof gif - 1);
     /* PSD: version 1, 3 channels, H x W, 8 bits, RGB; empty colour data,
      * resources and layers; raw planar pixels */
     memcpy(psd, "8BPS\0\1", 6);
     psd[13] = 3, psd[17] = H, psd[21] = W, psd[23] = 8, psd[25] = 3;
     memcpy(psd + 40, px, H * W * 3);
-    rc |= put(dir, "psd", 0x0c, psd, sizeof psd);
+    rc |= fuzz_put_seed(dir, "psd", 0x0c, psd, sizeof psd);
     char pnm[32 + H * W * 3];
     int n = snprintf(pnm, 32, "P6\n%d %d\n255\n", W, H);
     memcpy(pnm + n, px, H * W * 3);
-    rc |= put(dir, "ppm", 0x42, pnm, (size_t)n + H * W * 3);
+    rc |= fuzz_put_seed(dir, "ppm", 0x42, pnm, (size_t)n + H * W * 3);
     n = snprintf(pnm, 32, "P5\n%d %d\n65535\n", W, H / 2);
     memcpy(pnm + n, px, H * W);
-    rc |= put(dir, "pgm16", 0x05, pnm, (size_t)n + H * W);
+    rc |= fuzz_put_seed(dir, "pgm16", 0x05, pnm, (size_t)n + H * W);
     if (rc == 0)
         printf("fuzz_image: seeds written to %s\n", dir);
     return rc ? 1 : 0;
 }
 
+static int one(const uint8_t *d, size_t n) { return fuzz_image_one(fuzz_ctx, fuzz_path, d, n); }
+static void teardown(void) { img_ctx_free(fuzz_ctx); }
+
 int main(int argc, char **argv)
 {
-    if (argc == 3 && strcmp(argv[1], "--seeds") == 0)
-        return seeds(argv[2]);
-    if (argc < 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: fuzz_image FILE...   |   fuzz_image --seeds DIR\n");
-        return 2;
-    }
-    fuzz_setup();
-    int loaded = 0, refused = 0;
-    for (int i = 1; i < argc; i++) {
-        size_t n;
-        errbuf e;
-        char *d = read_whole_file(argv[i], &n, &e);
-        if (!d) {
-            fprintf(stderr, "%s\n", e.msg);
-            return 1;
-        }
-        if (fuzz_image_one(fuzz_ctx, fuzz_path, (const uint8_t *)d, n) == 0)
-            loaded++;
-        else
-            refused++;
-        free(d);
-    }
-    img_ctx_free(fuzz_ctx);
-    printf("fuzz_image: %d inputs: %d loaded, %d refused, no invariant broken\n", argc - 1, loaded,
-           refused);
-    return 0;
+    static const fuzz_driver t = {"fuzz_image", seeds,    fuzz_setup, one,
+                                  teardown,     "loaded", "refused"};
+    return fuzz_driver_main(&t, argc, argv);
 }
 
 #endif
