@@ -433,6 +433,22 @@ int open_regular(const char *path, int flags, unsigned mode, errbuf *e)
     return fd;
 }
 
+long pread_full(int fd, void *buf, size_t n, uint64_t off)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (long)got;
+}
+
 char *read_regular_file(const char *path, size_t max, size_t *len, errbuf *e)
 {
     int fd = open_regular(path, O_RDONLY, 0, e);

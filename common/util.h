@@ -116,6 +116,10 @@ int open_regular(const char *path, int flags, unsigned mode, errbuf *e);
  * *len excludes the NUL): refused up front when larger, and never more
  * than its size read. */
 char *read_regular_file(const char *path, size_t max, size_t *len, errbuf *e);
+/* pread(2) of n bytes at off, retried after EINTR and short reads: the
+ * bytes read (fewer than n only at the end of the file), or -1 with errno
+ * when a read failed. */
+long pread_full(int fd, void *buf, size_t n, uint64_t off);
 
 /* The process's umask, without changing it (/proc/self/status). */
 unsigned umask_now(void);

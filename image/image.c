@@ -165,28 +165,16 @@ static long read_range(img_ctx *c, const img_src *s, const char *name, int cold,
     } else if (!S_ISREG(st.st_mode)) {
         errf(e, "%s: not a regular file", name);
     } else {
-        size_t want = (size_t)s->len, got = 0;
+        size_t want = (size_t)s->len;
         uint8_t *buf = img_grow(&c->file, &c->file_cap, want);
-        int err = 0;
-        while (got < want) {
-            ssize_t r = pread(fd, buf + got, want - got, (off_t)(s->off + got));
-            if (r < 0 && errno == EINTR)
-                continue;
-            if (r < 0) {
-                err = errno;
-                break;
-            }
-            if (r == 0)
-                break;
-            got += (size_t)r;
-        }
-        if (err)
-            errf(e, "%s: read error: %s", name, strerror(err));
-        else if (got < want) /* a shard cut short after it was indexed */
-            errf(e, "%s: truncated (the file ends %zu bytes into its %zu)", name, got, want);
+        long got = pread_full(fd, buf, want, s->off);
+        if (got < 0)
+            errf(e, "%s: read error: %s", name, strerror(errno));
+        else if ((size_t)got < want) /* a shard cut short after it was indexed */
+            errf(e, "%s: truncated (the file ends %ld bytes into its %zu)", name, got, want);
         else {
-            c->file_len = got;
-            rc = (long)got;
+            c->file_len = (size_t)got;
+            rc = got;
         }
         if (cold)
             (void)posix_fadvise(fd, (off_t)s->off, (off_t)s->len, POSIX_FADV_DONTNEED);

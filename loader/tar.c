@@ -50,19 +50,10 @@ static char *concat(const char *a, size_t an, const char *b)
 /* n bytes at off, all of them (0), or -1 with errno (0 for end of file). */
 int tar_pread(int fd, void *buf, size_t n, uint64_t off)
 {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0) {
-            if (r == 0)
-                errno = 0;
-            return -1;
-        }
-        got += (size_t)r;
-    }
-    return 0;
+    long got = pread_full(fd, buf, n, off);
+    if (got >= 0 && (size_t)got < n)
+        errno = 0; /* the file ends first */
+    return got == (long)n ? 0 : -1;
 }
 
 /* A numeric header field: octal text (NUL or space ended), or GNU's

@@ -207,22 +207,14 @@ static uint8_t *read_image(const dataset *ds, uint32_t i, size_t *n, char *name,
         return NULL;
     }
     uint8_t *d = xmalloc(s.len ? (size_t)s.len : 1);
-    size_t got = 0;
-    while (got < s.len) {
-        ssize_t r = pread(fd, d + got, (size_t)s.len - got, (off_t)(s.off + got));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
-        got += (size_t)r;
-    }
+    long got = pread_full(fd, d, (size_t)s.len, s.off);
     close(fd);
-    if (got < s.len) {
+    if (got < 0 || (uint64_t)got < s.len) {
         free(d);
         errf(e, "%s: truncated", s.name);
         return NULL;
     }
-    *n = got;
+    *n = (size_t)got;
     return d;
 }
 
