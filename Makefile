@@ -392,10 +392,10 @@ format-check:
 # ---------------------------------------------------------------- dependencies
 DEB_PKGS := build-essential pkg-config zlib1g-dev libcurl4-openssl-dev libssl-dev libturbojpeg0-dev libjpeg62-turbo-dev libpng-dev libstb-dev libcsv-dev \
             libopenblas-dev libcriterion-dev gnuplot-nox dataset-fashion-mnist webp libwebp-dev \
-            clang-format cppcheck libopenmpi-dev openmpi-bin \
+            clang-format clang-tidy cppcheck libopenmpi-dev openmpi-bin \
             python3-dev python3-pytest python3-numpy python3-torch libdlpack-dev \
             patchelf xz-utils busybox-static python3-venv python3-pil valgrind ccache unzip procps \
-            nginx curl iproute2 util-linux
+            nginx curl openssl iproute2 util-linux
 BENCH_PKGS := python3-torch python3-torchvision python3-pil hyperfine
 FUZZ_PKGS := clang libclang-rt-dev
 
