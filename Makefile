@@ -99,11 +99,9 @@ WARN     := -Wall -Wextra -Werror
 # developer warnings; -Wshadow caught a loop's `first` hiding a parameter
 WARN_C   := -Wshadow -Wmissing-prototypes -Wstrict-prototypes -Wvla -Wold-style-definition
 BASE_CFLAGS := -std=c11 $(WARN) $(WARN_C) -MMD -MP -I. -DTRAIN_JPEGINT=$(JPEGINT)
-# loader/remote.c and loader/sigv4.c (URLs, S3 signatures): linked only
-# into what calls them, so ./train and the bundle need no libcurl until
-# a data set is read from a URL
+# loader/remote.c and loader/sigv4.c (shards behind URLs, S3 signatures)
 NET_LIBS := -lcurl -lcrypto
-LIBS     := -lturbojpeg -ljpeg -lwebp -lpng16 -lstb -lcsv -lopenblas -lpthread -ldl -lm
+LIBS     := -lturbojpeg -ljpeg -lwebp -lpng16 -lstb -lcsv -lopenblas $(NET_LIBS) -lpthread -ldl -lm
 # nvcc 13 supports compute_75 and newer; list targets explicitly, never native
 GENCODE  := -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
             -gencode arch=compute_90,code=compute_90
@@ -254,7 +252,7 @@ fuzz:
 # ---------------------------------------------------------------- tests
 TEST_OBJS := $(patsubst %.c,build/asan/%.o,$(TEST_SRC) $(TEST_SUPPORT_SRC))
 build/asan/tests/run: $(TEST_OBJS) $(call variant_libs,asan)
-	$(CC) -o $@ $^ $(LDFLAGS_asan) $(LIBS) $(NET_LIBS) -lcriterion -lz
+	$(CC) -o $@ $^ $(LDFLAGS_asan) $(LIBS) -lcriterion -lz
 
 # tools: dataset generators and benchmark helpers (optimised, no sanitizers)
 # (+ the image fuzz driver, whose source is in fuzz/ with its harness)

@@ -34,13 +34,17 @@ static void *check_thread(void *arg)
         pthread_mutex_unlock(&j->lock);
         if (i == UINT32_MAX)
             break;
+        if (j->msg[i])
+            continue; /* its shard did not download */
         const uint8_t *base;
         int bh, bw;
         errbuf e;
         img_src at;
-        char where[ERR_MAX];
-        if (img_load_base_src(c, dataset_src(j->ds, i, &at, where, sizeof where), &p, &base, &bh,
-                              &bw, &e) != 0)
+        char where[ERR_MAX], local[4096];
+        /* remote shards: check_images fetched them (no downloads on threads) */
+        if (dataset_src_local(j->ds, i, &at, where, sizeof where, local, sizeof local, 0, &e) !=
+                0 ||
+            img_load_base_src(c, &at, &p, &base, &bh, &bw, &e) != 0)
             j->msg[i] = xstrdup(e.msg);
     }
     img_ctx_free(c);
@@ -57,6 +61,13 @@ static uint32_t check_images(const dataset *ds, int decode, int threads)
 {
     uint32_t bad = 0;
     char **msg = xcalloc(ds->n ? ds->n : 1, sizeof *msg);
+    for (uint32_t i = 0; ds->remote && i < ds->n; i++) { /* each shard into the cache, here */
+        img_src at;
+        char where[ERR_MAX], local[4096];
+        errbuf e;
+        if (dataset_src_local(ds, i, &at, where, sizeof where, local, sizeof local, 1, &e) != 0)
+            msg[i] = xstrdup(e.msg);
+    }
     if (decode) {
         check_job j = {.ds = ds, .msg = msg};
         pthread_mutex_init(&j.lock, NULL);
@@ -74,8 +85,12 @@ static uint32_t check_images(const dataset *ds, int decode, int threads)
             int w, h, c;
             errbuf e;
             img_src at;
-            char where[ERR_MAX];
-            if (img_probe_src(dataset_src(ds, i, &at, where, sizeof where), 0, &w, &h, &c, &e) != 0)
+            char where[ERR_MAX], local[4096];
+            if (msg[i])
+                continue; /* its shard did not download */
+            if (dataset_src_local(ds, i, &at, where, sizeof where, local, sizeof local, 0, &e) !=
+                    0 ||
+                img_probe_src(&at, 0, &w, &h, &c, &e) != 0)
                 msg[i] = xstrdup(e.msg);
         }
     }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 
 #include "app/feed.h"
 #include "comm/dist.h"
@@ -66,9 +67,9 @@ static int probe_first_good(feed *f, uint32_t *first, int *w, int *h, int *ch, e
     errbuf pe, first_err = {{0}};
     for (uint32_t i = 0; i < t->n; i++) {
         img_src at;
-        char where[ERR_MAX];
-        if (img_probe_src(dataset_src(t, i, &at, where, sizeof where), f->o->img.exif, w, h, ch,
-                          &pe) == 0) {
+        char where[ERR_MAX], local[4096];
+        if (dataset_src_local(t, i, &at, where, sizeof where, local, sizeof local, 1, &pe) == 0 &&
+            img_probe_src(&at, f->o->img.exif, w, h, ch, &pe) == 0) {
             *first = i;
             return 0;
         }
@@ -123,9 +124,10 @@ static int check_sizes(feed *f, uint32_t first, errbuf *e)
         int w, h, ch, oh, ow, bh, bw;
         errbuf pe;
         img_src at;
-        char where[ERR_MAX];
-        if (img_probe_src(dataset_src(t, i, &at, where, sizeof where), p->exif, &w, &h, &ch, &pe) !=
-            0)
+        char where[ERR_MAX], local[4096];
+        /* a remote shard not downloaded yet is not fetched for this */
+        if (dataset_src_local(t, i, &at, where, sizeof where, local, sizeof local, 0, &pe) != 0 ||
+            img_probe_src(&at, p->exif, &w, &h, &ch, &pe) != 0)
             continue; /* a bad file is the loader's to report */
         img_output_size(p, h, w, &oh, &ow);
         img_base_size(p, h, w, &bh, &bw);
@@ -166,13 +168,51 @@ int feed_data(feed *f, errbuf *e)
     return rc;
 }
 
+/* The shard cache's folder for data behind URLs: --shard-cache (%h
+ * expanded), else a temporary one of this feed's; its size limit:
+ * --shard-cache-size, else half the free space there. */
+static int shard_cache_setup(feed *f, errbuf *e)
+{
+    const options *o = f->o;
+    f->shards = o->shards;
+    if (o->shard_cache) {
+        f->shards.dir = shard_cache_dir_expand(o->shard_cache);
+    } else {
+        const char *tmp = getenv("TMPDIR");
+        char *t = xmalloc(strlen(tmp && *tmp ? tmp : "/tmp") + 32);
+        sprintf(t, "%s/train-shards-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(t)) {
+            int rc = errf(e, "cannot make a shard cache folder %s: %s (give --shard-cache DIR)", t,
+                          strerror(errno));
+            free(t);
+            return rc;
+        }
+        f->shards.dir = t;
+        f->shards_temp = 1;
+    }
+    if (shard_cache_prepare(&f->shards, e) != 0)
+        return -1;
+    if (!f->shards.limit) {
+        struct statvfs sv;
+        f->shards.limit = statvfs(f->shards.dir, &sv) == 0 ? (uint64_t)sv.f_bavail * sv.f_frsize / 2
+                                                           : (uint64_t)10 << 30;
+    }
+    return 0;
+}
+
 static int feed_data_(feed *f, errbuf *e)
 {
     const options *o = f->o;
-    if (dataset_load(&f->train, o->csv, &o->csv_o, e) != 0)
+    csv_opts co = o->csv_o;
+    if (dataset_is_remote(o->csv) || (o->val_csv && dataset_is_remote(o->val_csv))) {
+        if (shard_cache_setup(f, e) != 0)
+            return RUN_BAD_INPUT;
+        co.shard_cache = &f->shards;
+    }
+    if (dataset_load(&f->train, o->csv, &co, e) != 0)
         return RUN_BAD_INPUT;
     if (o->val_csv) {
-        if (dataset_load(&f->val, o->val_csv, &o->csv_o, e) != 0)
+        if (dataset_load(&f->val, o->val_csv, &co, e) != 0)
             return RUN_BAD_INPUT;
         f->have_val = 1;
         if (map_val_classes(f, e) != 0)
@@ -357,6 +397,11 @@ void feed_close(feed *f)
     f->use_cache = 0;
     dataset_free(&f->train);
     dataset_free(&f->val);
+    if (f->shards_temp)
+        shard_cache_remove_dir(f->shards.dir);
+    free(f->shards.dir);
+    f->shards.dir = NULL;
+    f->shards_temp = 0;
 }
 
 /* ---------------------------------------------------------------- passes */

@@ -47,6 +47,8 @@ typedef struct feed {
     const struct dist *node; /* the launcher's ranks, for one preload cache per
                                 node (train), or NULL */
     /* feed_data */
+    shard_cache_opts shards; /* remote shards' cache (o->shards, its folder set) */
+    int shards_temp;         /* that folder is this feed's own: removed by feed_close */
     dataset train, val;
     int have_val;
     sample_setup ss;

@@ -29,9 +29,9 @@ static int model_list_print(const options *o, backend *cpu)
     }
     int w, h, c, oh, ow;
     img_src at;
-    char where[ERR_MAX];
-    if (img_probe_src(dataset_src(&ds, 0, &at, where, sizeof where), o->img.exif, &w, &h, &c, &e) !=
-        0) {
+    char where[ERR_MAX], local[4096];
+    if (dataset_src_local(&ds, 0, &at, where, sizeof where, local, sizeof local, 1, &e) != 0 ||
+        img_probe_src(&at, o->img.exif, &w, &h, &c, &e) != 0) {
         char line[2 * ERR_MAX];
         fprintf(stderr, "%s\n", dataset_row_message(&ds, 0, e.msg, line, sizeof line));
         dataset_free(&ds);

@@ -28,6 +28,7 @@ enum opt_id {
     O_JSON, O_TRACE, O_WARMUP, O_DIAGNOSE, O_PROGRESS, O_NO_PROGRESS, O_HELP,
     O_SWEEP_CHILD, O_SUMMARY_OUT, O_TEST_SLOW_LOAD, O_TEST_SLOW_RANK, O_TEST_SLOW_STEP, O_MAX_BATCHES, O_DIAG_PHASE,
     O_DIAG_BATCHES, O_DIAG_SECONDS, O_MAX_SECONDS, O_GRAD_CHUNKS, O_DUMP_BATCHES, O_SPARSE_LABELS,
+    O_SHARD_CACHE, O_SHARD_CACHE_SIZE, O_IO_TIMEOUT, O_IO_RETRIES, O_S3_ENDPOINT,
 };
 /* clang-format on */
 
@@ -70,6 +71,18 @@ static const opt_spec table[] = {
      "file training would refuse",
      0},
     {"val", ARG_REQ, O_VAL, "CSV|FOLDER|SHARDS", "validation set, evaluated after every epoch", 0},
+    SECTION("Shards behind URLs (http://, https://, s3://bucket/key or s3://bucket/prefix/)"),
+    {"shard-cache", ARG_REQ, O_SHARD_CACHE, "DIR",
+     "keep downloaded shards here, shared by the node's processes and runs; %h: the host's name "
+     "(default: a temporary folder, removed at exit)", 0},
+    {"shard-cache-size", ARG_REQ, O_SHARD_CACHE_SIZE, "BYTES",
+     "evict least recently used shards past this (default: half the folder's free space)", 0},
+    {"io-timeout", ARG_REQ, O_IO_TIMEOUT, "SEC", "a request with no byte for this long fails its try "
+     "(default 30)", 0},
+    {"io-retries", ARG_REQ, O_IO_RETRIES, "N", "tries after a timeout, a cut or refused connection, "
+     "HTTP 5xx or 429, with backoff (default 5)", 0},
+    {"s3-endpoint", ARG_REQ, O_S3_ENDPOINT, "URL", "an S3-compatible store (default: "
+     "AWS_ENDPOINT_URL, else AWS; keys from AWS_ACCESS_KEY_ID/..., or ~/.aws/credentials)", 0},
     SECTION("Images"),
     {"channels", ARG_REQ, O_CHANNELS, "1|3|auto", "output channels (default 3; auto: the first image's)", 0},
     {"resize", ARG_REQ, O_RESIZE, "HxW|N", "resize to HxW, or the shorter side to N (bilinear, antialiased)", 0},
@@ -443,6 +456,22 @@ static int set(options *o, const opt_spec *s, const char *v)
             return bad(n, v, "is not a byte count such as 2G, 512M or 1000000");
         break;
     case O_LOADER_ONLY: o->loader_only = 1; break;
+    case O_SHARD_CACHE: o->shard_cache = v; break;
+    case O_SHARD_CACHE_SIZE:
+        if (parse_bytes(v, &o->shards.limit) != 0 || o->shards.limit == 0)
+            return bad(n, v, "is not a byte count such as 50G, 512M or 1000000");
+        break;
+    case O_IO_TIMEOUT: return parse_num(n, v, 0.001, 1e6, &o->shards.ro.timeout_s);
+    case O_IO_RETRIES: {
+        double r;
+        if (parse_num(n, v, 0, 100, &r) != 0)
+            return -1;
+        if (r != (int)r)
+            return bad(n, v, "is not a whole number of retries");
+        o->shards.ro.retries = (int)r;
+        break;
+    }
+    case O_S3_ENDPOINT: o->shards.ro.s3_endpoint = v; break;
     case O_MODEL: o->model = v; break;
     case O_DEVICE:
         if (device_parse(v, &o->device_want, NULL) != 0)
@@ -606,6 +635,7 @@ static void defaults(options *o)
     csv_opts c = CSV_OPTS_DEFAULT;
     o->csv_o = c;
     o->csv_o.warn = stderr;
+    o->shards.ro.retries = -1; /* remote.c's default */
     o->channels = 3;
     o->img.hflip = -1;
     o->workers = (int_list){1, {2}};

@@ -15,6 +15,7 @@
 #include "app/device.h"
 #include "image/image.h"
 #include "loader/dataset.h"
+#include "loader/shard_cache.h"
 #include "nn/schedule.h"
 
 #define LIST_MAX 16
@@ -43,7 +44,10 @@ typedef struct options {
     /* data */
     csv_opts csv_o;
     const char *val_csv;
-    int check; /* --check: 1 headers, 2 decode every image */
+    const char *shard_cache; /* --shard-cache as given (NULL: a temporary folder) */
+    shard_cache_opts shards; /* --shard-cache-size, --io-timeout, --io-retries,
+                                --s3-endpoint (its dir is the feed's to set) */
+    int check;               /* --check: 1 headers, 2 decode every image */
 
     /* images */
     int channels;     /* 0 = auto (what the first image has), 1, 3 */

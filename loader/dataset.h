@@ -47,6 +47,10 @@ typedef struct dataset {
     dataset_member *members; /* read from tar shards: one per row (whose path is
                                 its shard's); NULL for a CSV or a folder */
     uint32_t nshards;
+    int remote; /* rows are URLs of shards (http://, https://, s3://), read
+                   through the shard cache */
+    const struct shard_cache_opts *cache; /* where remote shards are kept (the
+                                             csv_opts' shard_cache), or NULL */
     uint64_t content_hash; /* of the rows (dataset_fingerprint) and the resolved root */
 } dataset;
 
@@ -61,6 +65,8 @@ typedef struct csv_opts {
     FILE *list_bad;        /* --check: every bad row's problem (the first CSV_LIST_BAD) goes
                               here, the good rows load and bad_rows counts the rest; NULL:
                               the first bad row fails the load (unless skip_bad) */
+    const struct shard_cache_opts *shard_cache; /* where shards named by URL are kept
+                                                   (NULL: URLs are refused) */
 } csv_opts;
 
 #define CSV_LIST_BAD 20
@@ -68,7 +74,7 @@ typedef struct csv_opts {
 #define CSV_OPTS_DEFAULT                                                                           \
     {                                                                                              \
         .header = -1, .path_col = NULL, .label_col = NULL, .root = NULL, .skip_bad = 0,            \
-        .warn = NULL, .sparse_labels = 0, .list_bad = NULL                                         \
+        .warn = NULL, .sparse_labels = 0, .list_bad = NULL, .shard_cache = NULL                    \
     }
 
 /* Load and validate `csv_path`, a CSV or a folder (dataset_folder_load). On
@@ -93,11 +99,21 @@ int dataset_shards_load(dataset *ds, const char *spec, const csv_opts *o, errbuf
  * ends in ".tar", or it is a file whose first line names shards. */
 int dataset_is_shards(const char *spec);
 
+/* Whether `spec` names shards behind URLs (the shard cache is needed). */
+int dataset_is_remote(const char *spec);
+
 /* Where row i's image is, for the image layer's _src functions: a shard
  * row's member (its byte range, named `SHARD: member NAME`, built in buf),
  * or any other row's whole file (s->file NULL, s->name its path).
  * Returns s. */
 const img_src *dataset_src(const dataset *ds, uint32_t i, img_src *s, char *buf, size_t len);
+
+/* dataset_src, with a remote shard row's file replaced by its copy in the
+ * shard cache (in local, llen bytes): downloaded first when `fetch`;
+ * without it, 1 when the shard is not in the cache now. 0, 1, or -1 with
+ * e naming the shard and why (after the download's retries). */
+int dataset_src_local(const dataset *ds, uint32_t i, img_src *s, char *buf, size_t len, char *local,
+                      size_t llen, int fetch, errbuf *e);
 
 /* One message about row i, in the form every site uses: `FILE:LINE: msg`
  * for a CSV; for a folder the image path itself is the location, so

@@ -51,10 +51,13 @@
 
 #include "loader/dataset.h"
 #include "loader/fingerprint.h"
+#include "loader/remote.h"
+#include "loader/shard_cache.h"
 #include "loader/tar.h"
 
 #define SHARDS_MAX 1000000 /* names a spec may expand to */
 #define LABEL_LIMIT 1000000
+#define SIDECAR_MAX (1u << 30) /* the largest index or labels file fetched */
 
 /* ---------------------------------------------------------------- names */
 
@@ -252,7 +255,33 @@ static int is_list_file(const char *spec)
     return line && (*pos || (size_t)n < 4096) && !strchr(line, ',') && names_are_shards(line);
 }
 
-int dataset_is_shards(const char *spec) { return names_are_shards(spec) || is_list_file(spec); }
+/* s3://bucket/prefix/: every .tar under the prefix */
+static int is_s3_prefix(const char *spec)
+{
+    size_t n = strlen(spec);
+    return !strncmp(spec, "s3://", 5) && n > 5 && spec[n - 1] == '/';
+}
+
+int dataset_is_shards(const char *spec)
+{
+    return names_are_shards(spec) || is_s3_prefix(spec) || is_list_file(spec);
+}
+
+static int expand_list_file(const char *list, names *out, errbuf *e);
+
+int dataset_is_remote(const char *spec)
+{
+    if (is_s3_prefix(spec))
+        return 1;
+    names l = {0};
+    errbuf e;
+    int yes = 0;
+    if (names_are_shards(spec) ? expand_spec(spec, &l, &e) == 0
+                               : is_list_file(spec) && expand_list_file(spec, &l, &e) == 0)
+        yes = l.n && remote_is_url(l.v[0]);
+    names_free(&l);
+    return yes;
+}
 
 /* The names of a list file's lines, expanded; relative ones start from the
  * file's folder, as a CSV's paths do. */
@@ -285,8 +314,19 @@ static int expand_list_file(const char *list, names *out, errbuf *e)
 
 /* ---------------------------------------------------------------- shards */
 
+/* A shard's .labels sidecar (tools/shard writes it): per sample, in
+ * order, its label and key. */
+typedef struct label_list {
+    int32_t *label;
+    char **key;
+    size_t n;
+} label_list;
+
 typedef struct shard_read {
-    const char *path;
+    const char *path;         /* the shard as named (a URL for a remote one) */
+    const char *local;        /* the file read, when not path (a cached remote shard) */
+    const label_list *labels; /* the sidecar's labels, or NULL: read the .cls members */
+    size_t next_label;
     int fd;
     uint64_t size;
     const csv_opts *o;
@@ -412,6 +452,18 @@ static int64_t read_cls(shard_read *s, const tar_member *m, char *why, size_t n)
 static int add_sample(shard_read *s, builder *b, uint64_t path, const tar_members *m, size_t a,
                       size_t k)
 {
+    int64_t side = -1; /* the sidecar's label */
+    if (s->labels) {   /* its next line is this sample's, good or bad */
+        const char *ext;
+        size_t kl = key_len(m->v[a].name, &ext);
+        const char *want = s->next_label < s->labels->n ? s->labels->key[s->next_label] : NULL;
+        if (!want || strlen(want) != kl || memcmp(want, m->v[a].name, kl) != 0)
+            return errf(s->e,
+                        "%s: sample %.*s is not the next in its .labels file (%s): the index and "
+                        "the labels do not belong together (write both again with tools/shard)",
+                        s->path, (int)kl, m->v[a].name, want ? want : "it has no more");
+        side = s->labels->label[s->next_label++];
+    }
     size_t image = SIZE_MAX, cls = SIZE_MAX;
     for (size_t i = a; i < k; i++) {
         const char *ext;
@@ -430,11 +482,11 @@ static int add_sample(shard_read *s, builder *b, uint64_t path, const tar_member
                               "member %s: a sample without an image (no member ending in .jpg "
                               ".jpeg .png .ppm .pgm .pnm .bmp .gif .tga .webp)",
                               m->v[a].name);
-    if (cls == SIZE_MAX)
+    if (cls == SIZE_MAX && !s->labels)
         return sample_problem(s, "member %s: no label (no .cls member with the same key)",
                               m->v[image].name);
     char why[ERR_MAX - 64];
-    int64_t label = read_cls(s, &m->v[cls], why, sizeof why);
+    int64_t label = s->labels ? side : read_cls(s, &m->v[cls], why, sizeof why);
     if (label < 0)
         return sample_problem(s, "%s", why);
     if (b->n >= UINT32_MAX - 1)
@@ -490,9 +542,10 @@ static int scan_shard(shard_read *s, tar_members *m)
 
 static int read_shard(shard_read *s, builder *b, tar_members *m)
 {
-    s->fd = open(s->path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    const char *file = s->local ? s->local : s->path;
+    s->fd = open(file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (s->fd < 0)
-        return errf(s->e, "%s: cannot open the shard: %s", s->path, strerror(errno));
+        return errf(s->e, "%s: cannot open the shard: %s", file, strerror(errno));
     struct stat st;
     int rc = -1;
     if (fstat(s->fd, &st) != 0) {
@@ -503,7 +556,7 @@ static int read_shard(shard_read *s, builder *b, tar_members *m)
         s->size = (uint64_t)st.st_size;
         uint64_t path = builder_str(b, s->path);
         tar_members_clear(m);
-        int ir = tar_read_index(s->fd, &st, s->path, m);
+        int ir = tar_read_index(s->fd, &st, file, m);
         if (ir == 1)
             ir = scan_shard(s, m);
         rc = ir == 0 ? group_samples(s, b, path, m) : -1;
@@ -514,32 +567,46 @@ static int read_shard(shard_read *s, builder *b, tar_members *m)
 
 /* ---------------------------------------------------------------- classes */
 
-/* classes.txt beside the first shard: its names into the string buffer
- * and their offsets into *names; the count, 0 when absent, -1 bad. */
-static long read_classes(const char *first_shard, builder *b, uint64_t **offs, char **where,
-                         errbuf *e)
+/* classes.txt beside the first shard (fetched when it is a URL): its
+ * names into the string buffer and their offsets into *offs; the count,
+ * 0 when absent, -1 bad. */
+static long read_classes(const char *first_shard, int remote, const remote_opts *ro, builder *b,
+                         uint64_t **offs, char **where, errbuf *e)
 {
     const char *slash = strrchr(first_shard, '/');
     size_t dl = slash ? (size_t)(slash - first_shard) + 1 : 0;
     char *path = concat3(first_shard, dl, "classes.txt", 11, "");
-    FILE *f = fopen(path, "re");
-    if (!f) {
-        free(path);
-        return 0;
+    char *text = NULL;
+    size_t len = 0;
+    if (remote) {
+        int rc = remote_get_mem(path, SIDECAR_MAX, &text, &len, ro, e);
+        if (rc != 0) {
+            free(path);
+            return rc == REMOTE_MISSING ? 0 : -1;
+        }
+    } else {
+        errbuf ignore; /* none there, or not readable: no class names */
+        if (!(text = read_regular_file(path, SIDECAR_MAX, &len, &ignore))) {
+            free(path);
+            return 0;
+        }
     }
     long n = 0, cap = 0;
-    char line[4096];
-    while (fgets(line, sizeof line, f)) {
+    char *pos = text;
+    while (*pos) {
+        char *line = pos, *end = strchr(line, '\n');
+        pos = end ? end + 1 : line + strlen(line);
+        if (end)
+            *end = '\0';
         size_t l = strlen(line);
-        while (l && (line[l - 1] == '\n' || line[l - 1] == '\r'))
+        while (l && line[l - 1] == '\r')
             line[--l] = '\0';
         if (!l) {
-            fclose(f);
             free(*offs);
             *offs = NULL;
-            long k = n + 1;
-            errf(e, "%s:%ld: an empty class name", path, k);
+            errf(e, "%s:%ld: an empty class name", path, n + 1);
             free(path);
+            free(text);
             return -1;
         }
         if (n == cap) {
@@ -548,9 +615,105 @@ static long read_classes(const char *first_shard, builder *b, uint64_t **offs, c
         }
         (*offs)[n++] = builder_str(b, line);
     }
-    fclose(f);
+    free(text);
     *where = path;
     return n;
+}
+
+/* ---------------------------------------------------------------- remote */
+
+static void label_list_free(label_list *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        free(l->key[i]);
+    free(l->key);
+    free(l->label);
+    memset(l, 0, sizeof *l);
+}
+
+/* A .labels sidecar's text: `train-labels v1 N`, then N lines `LABEL KEY`. */
+static int parse_labels(char *text, const char *url, label_list *l, errbuf *e)
+{
+    char *pos = text, *line = list_line(&pos);
+    unsigned long long want;
+    char magic[16], ver[8];
+    if (!line || sscanf(line, "%15s %7s %llu", magic, ver, &want) != 3 ||
+        strcmp(magic, "train-labels") || strcmp(ver, "v1"))
+        return errf(e, "%s: not a labels file (its first line is not `train-labels v1 N`)", url);
+    size_t cap = 0;
+    for (int k = 2; (line = list_line(&pos)) != NULL; k++) {
+        char *sp = strchr(line, ' ');
+        long long v;
+        if (sp)
+            *sp = '\0';
+        if (!sp || !sp[1] || parse_i64(line, &v) != 0 || v < 0 || v > LABEL_LIMIT)
+            return errf(e, "%s:%d: not `LABEL KEY` with a class id 0..%d", url, k, LABEL_LIMIT);
+        if (l->n == cap) {
+            cap = cap ? 2 * cap : 1024;
+            l->label = xrealloc(l->label, cap * sizeof *l->label);
+            l->key = xrealloc(l->key, cap * sizeof *l->key);
+        }
+        l->label[l->n] = (int32_t)v;
+        l->key[l->n++] = xstrdup(sp + 1);
+    }
+    if (l->n != want)
+        return errf(e, "%s: %zu labels, but its first line says %llu", url, l->n, want);
+    return 0;
+}
+
+static char *sidecar_name(const char *tar, const char *ext)
+{
+    char *idx = tar_index_name(tar); /* NAME.idx */
+    size_t n = strlen(idx) - 3;
+    char *out = concat3(idx, n, ext, strlen(ext), "");
+    free(idx);
+    return out;
+}
+
+/* A shard behind a URL: its members from the .idx and its labels from the
+ * .labels beside it, two small requests; a shard without them is
+ * downloaded into the shard cache now and read like a local one (its
+ * first epoch then reads it from there). *slow counts those. */
+static int read_remote_shard(shard_read *s, builder *b, tar_members *m, const shard_cache_opts *c,
+                             uint32_t *slow)
+{
+    char *idx_url = tar_index_name(s->path), *lab_url = sidecar_name(s->path, "labels");
+    char *idx = NULL, *lab = NULL;
+    size_t il = 0, ll = 0;
+    label_list labels = {0};
+    int rc = remote_get_mem(idx_url, SIDECAR_MAX, &idx, &il, &c->ro, s->e);
+    if (rc == 0)
+        rc = remote_get_mem(lab_url, SIDECAR_MAX, &lab, &ll, &c->ro, s->e);
+    if (rc == 0) {
+        tar_members_clear(m);
+        if (tar_parse_index(idx, UINT64_MAX, m) != 0)
+            rc = errf(s->e, "%s: not a wds2idx v1.2 index", idx_url);
+        else if ((rc = parse_labels(lab, lab_url, &labels, s->e)) == 0) {
+            s->labels = &labels;
+            uint64_t path = builder_str(b, s->path);
+            rc = group_samples(s, b, path, m);
+            if (rc == 0 && s->next_label != labels.n)
+                rc =
+                    errf(s->e, "%s: %zu labels for %zu samples (write both again with tools/shard)",
+                         lab_url, labels.n, s->next_label);
+            s->labels = NULL;
+        }
+    } else if (rc == REMOTE_MISSING) { /* no sidecars: the shard itself */
+        char local[4096];
+        (*slow)++;
+        rc = shard_cache_get(c, s->path, 0, local, sizeof local, s->e);
+        if (rc == 0) {
+            s->local = local;
+            rc = read_shard(s, b, m);
+            s->local = NULL;
+        }
+    }
+    label_list_free(&labels);
+    free(idx);
+    free(lab);
+    free(idx_url);
+    free(lab_url);
+    return rc == 0 ? 0 : -1;
 }
 
 /* ---------------------------------------------------------------- load */
@@ -591,22 +754,61 @@ static int shards_load(dataset *ds, const char *spec, const csv_opts *o, errbuf 
     char *cls_path = NULL, first_bad[ERR_MAX] = "";
     uint32_t bad = 0;
     int rc = -1;
-    if (names_are_shards(spec) ? expand_spec(spec, &l, e) != 0 : expand_list_file(spec, &l, e) != 0)
+    if (is_s3_prefix(spec)) {
+        if (!o->shard_cache) {
+            errf(e, "%s: URLs are not read here", spec);
+            goto out;
+        }
+        char **urls;
+        size_t nu;
+        if (remote_list(spec, &o->shard_cache->ro, &urls, &nu, e) != 0)
+            goto out;
+        for (size_t i = 0; i < nu; i++)
+            if (ends_with_tar(urls[i]))
+                names_add(&l, urls[i]);
+            else
+                free(urls[i]);
+        free(urls);
+        if (!l.n) {
+            errf(e, "%s: no .tar objects under this prefix (%zu other objects)", spec, nu);
+            goto out;
+        }
+    } else if (names_are_shards(spec) ? expand_spec(spec, &l, e) != 0
+                                      : expand_list_file(spec, &l, e) != 0)
         goto out;
+    const int remote = remote_is_url(l.v[0]);
+    for (size_t i = 1; i < l.n; i++)
+        if (remote_is_url(l.v[i]) != remote) {
+            errf(e, "%s: mixes URLs and local files (%s, %s)", spec, l.v[0], l.v[i]);
+            goto out;
+        }
+    if (remote && !o->shard_cache) {
+        errf(e, "%s: URLs are not read here", spec);
+        goto out;
+    }
     if (o->root || o->path_col || o->label_col || o->header >= 0)
         if (o->warn)
             fprintf(o->warn,
                     "train: note: %s names tar shards: the CSV options (--root, --path-col, "
                     "--label-col, --header) do not apply to them\n",
                     spec);
-    long ncls = read_classes(l.v[0], &b, &cls, &cls_path, e);
+    long ncls =
+        read_classes(l.v[0], remote, remote ? &o->shard_cache->ro : NULL, &b, &cls, &cls_path, e);
     if (ncls < 0)
         goto out;
+    uint32_t slow = 0;
     for (size_t i = 0; i < l.n; i++) {
         shard_read s = {.path = l.v[i], .o = o, .bad = &bad, .first_bad = first_bad, .e = e};
-        if (read_shard(&s, &b, &m) != 0)
+        if (remote ? read_remote_shard(&s, &b, &m, o->shard_cache, &slow) != 0
+                   : read_shard(&s, &b, &m) != 0)
             goto out;
     }
+    if (slow && o->warn)
+        fprintf(o->warn,
+                "train: note: %u of %zu shards have no .idx and .labels beside them: each was "
+                "downloaded whole to list its samples (tools/shard writes both; then only they "
+                "are read before training)\n",
+                slow, l.n);
     if (b.n == 0) {
         if (bad)
             errf(e, "%s: no usable samples (%u bad; first: %s)", spec, bad, first_bad);
@@ -623,6 +825,8 @@ static int shards_load(dataset *ds, const char *spec, const csv_opts *o, errbuf 
     pack(ds, &b, cls, ncls);
     ds->csv_path = xstrdup(spec);
     ds->nshards = (uint32_t)l.n;
+    ds->remote = remote;
+    ds->cache = remote ? o->shard_cache : NULL;
     ds->bad_rows = bad;
     ds->content_hash = hash64("train-shards", 12, dataset_fingerprint(ds, NULL).hash);
     for (uint32_t i = 0; i < ds->n; i++)
@@ -658,6 +862,25 @@ int dataset_shards_load(dataset *ds, const char *spec, const csv_opts *o, errbuf
         snprintf(e->msg, sizeof e->msg, "%s", esc_path(e->msg, tmp, sizeof tmp));
     }
     return rc;
+}
+
+int dataset_src_local(const dataset *ds, uint32_t i, img_src *s, char *buf, size_t len, char *local,
+                      size_t llen, int fetch, errbuf *e)
+{
+    dataset_src(ds, i, s, buf, len);
+    if (!ds->remote)
+        return 0;
+    if (!fetch)
+        return shard_cache_peek(ds->cache, s->file, local, llen) ? (s->file = local, 0) : 1;
+    errbuf ce;
+    if (shard_cache_get(ds->cache, s->file, 0, local, llen, &ce) != 0) {
+        size_t ul = strlen(s->file); /* `URL: why` -> `URL: member NAME: why` */
+        const char *why =
+            !strncmp(ce.msg, s->file, ul) && ce.msg[ul] == ':' ? ce.msg + ul + 2 : ce.msg;
+        return errf(e, "%s: %s", s->name, why);
+    }
+    s->file = local;
+    return 0;
 }
 
 const img_src *dataset_src(const dataset *ds, uint32_t i, img_src *s, char *buf, size_t len)

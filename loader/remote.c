@@ -200,6 +200,8 @@ typedef struct sink {
     size_t cap; /* ... of this size, or 0 */
     char *grow; /* or a growing one (listings) */
     size_t grow_len;
+    size_t grow_max; /* a larger body is cut and too_big set (0: no limit) */
+    int too_big;
     uint64_t skip; /* bytes to drop first (a server that ignored Range) */
     uint64_t got;  /* bytes kept */
     int full;      /* the fixed buffer filled: the transfer was cut on purpose */
@@ -295,6 +297,10 @@ static size_t on_body(char *p, size_t size, size_t n, void *arg)
             return k < len ? 0 : size * n; /* cut the rest */
         }
     } else {
+        if (s->grow_max && s->grow_len + len > s->grow_max) {
+            s->too_big = 1;
+            return 0;
+        }
         s->grow = xrealloc(s->grow, s->grow_len + len + 1);
         memcpy(s->grow + s->grow_len, p, len);
         s->grow_len += len;
@@ -516,6 +522,24 @@ int remote_get_range(const char *url, uint64_t off, size_t len, void *buf, size_
     int rc = request(url, NULL, REQ_GET, off, len, &s, NULL, o, e);
     if (rc == 0)
         *got = (size_t)s.got;
+    free(s.grow);
+    return rc;
+}
+
+int remote_get_mem(const char *url, size_t max, char **buf, size_t *len, const remote_opts *o,
+                   errbuf *e)
+{
+    *buf = NULL;
+    *len = 0;
+    sink s = {.fd = -1, .grow_max = max};
+    int rc = request(url, NULL, REQ_GET, 0, 0, &s, NULL, o, e);
+    if (s.too_big)
+        rc = errf(e, "%s: larger than %zu bytes", url, max);
+    if (rc == 0) {
+        *buf = s.grow ? s.grow : xcalloc(1, 1);
+        *len = s.grow_len;
+        return 0;
+    }
     free(s.grow);
     return rc;
 }

@@ -66,6 +66,12 @@ int remote_get_file(const char *url, const char *dest, const remote_opts *o, uin
 int remote_get_range(const char *url, uint64_t off, size_t len, void *buf, size_t *got,
                      const remote_opts *o, errbuf *e);
 
+/* A small whole object (an index, a class list) into memory: *buf is
+ * malloc'd and NUL-terminated after its *len bytes; one larger than max
+ * bytes is an error. */
+int remote_get_mem(const char *url, size_t max, char **buf, size_t *len, const remote_opts *o,
+                   errbuf *e);
+
 /* The keys under s3://bucket/prefix, as full s3:// URLs, sorted; every
  * page of ListObjectsV2 (continuation tokens). *urls is malloc'd, each
  * string too (remote_list_free). */

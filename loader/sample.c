@@ -52,8 +52,14 @@ int sample_load(void *wctx, int src, uint32_t index, load_pass_kind kind, rng *r
     load_ctx *c = wctx;
     const sample_setup *s = c->s;
     img_src at; /* where the image is: a file, or a shard's member */
-    char where[ERR_MAX];
-    dataset_src(s->src[src], index, &at, where, sizeof where);
+    char where[ERR_MAX], local[4096];
+    /* a remote shard: its copy in the shard cache, downloaded now when no
+     * process of the node has */
+    int from_cache = (kind == LOAD_PASS_TRAIN || kind == LOAD_PASS_EVAL) && s->cache && src == 0;
+    if (!from_cache)
+        if (dataset_src_local(s->src[src], index, &at, where, sizeof where, local, sizeof local, 1,
+                              e) != 0)
+            return -1;
     /* the preload build makes the training base: with --random-crop that
      * is the uncropped resize, which evaluation's centre crop is not */
     const img_params *p = kind == LOAD_PASS_EVAL ? &s->eval : &s->train;
@@ -87,7 +93,7 @@ int sample_load(void *wctx, int src, uint32_t index, load_pass_kind kind, rng *r
     }
     case LOAD_PASS_TRAIN:
     case LOAD_PASS_EVAL:
-        if (s->cache && src == 0) { /* copied under the SIGBUS guard: a mapped file can shrink */
+        if (from_cache) { /* copied under the SIGBUS guard: a mapped file can shrink */
             if (!c->base)
                 c->base = xmalloc(s->base_bytes);
             if (cache_copy(c->base, s->cache + (size_t)index * s->base_bytes, s->base_bytes) != 0)

@@ -263,7 +263,7 @@ int tar_scan(int fd, uint64_t size_all, const char *path, tar_members *m, char *
 
 /* wds2idx's index name: up to the first '.' after the last '/' plus one
  * character, then ".idx". */
-static char *index_name(const char *tar)
+char *tar_index_name(const char *tar)
 {
     const char *slash = strrchr(tar, '/');
     size_t from = slash ? (size_t)(slash - tar) + 2 : 1;
@@ -296,9 +296,54 @@ static int header_names(int fd, const tar_member *x)
  * the shard, the shard too short for its end-of-archive blocks after the
  * last one, or the first or last member's tar header not the index's:
  * header_names): then the headers are read, which say what is wrong. */
+int tar_parse_index(char *text, uint64_t size, tar_members *m)
+{
+    char *save = NULL, *line = strtok_r(text, "\n", &save);
+    unsigned long long want = 0, samples = 0;
+    char ver[8];
+    if (!line || sscanf(line, "%7s %llu", ver, &want) != 2 || strcmp(ver, "v1.2") != 0)
+        goto bad;
+    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
+        samples++;
+        char *tok_save = NULL, *f[4];
+        int k = 0;
+        for (char *tok = strtok_r(line, " ", &tok_save); tok;
+             tok = strtok_r(NULL, " ", &tok_save)) {
+            f[k++ % 4] = tok;
+            if (k % 4)
+                continue;
+            char *eo, *es; /* f: ext offset size name */
+            unsigned long long off = strtoull(f[1], &eo, 10), len = strtoull(f[2], &es, 10);
+            if (*eo || *es || off % TAR_BLOCK || off > size || len > size - off)
+                goto bad;
+            members_add(m, xstrdup(f[3]), off, len);
+        }
+        if (k == 0 || k % 4 != 0)
+            goto bad;
+    }
+    if (samples == want && m->n)
+        return 0;
+bad:
+    tar_members_clear(m);
+    return 1;
+}
+
+uint64_t tar_members_end(const tar_members *m)
+{
+    uint64_t end = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        uint64_t x = (m->v[i].off + m->v[i].len + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
+        if (x > end)
+            end = x;
+    }
+    return end;
+}
+
+int tar_header_names(int fd, const tar_member *x) { return header_names(fd, x); }
+
 int tar_read_index(int tfd, const struct stat *tst, const char *path, tar_members *m)
 {
-    char *idx = index_name(path);
+    char *idx = tar_index_name(path);
     const uint64_t size = (uint64_t)tst->st_size;
     struct stat st;
     int fd = open(idx, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
@@ -315,33 +360,8 @@ int tar_read_index(int tfd, const struct stat *tst, const char *path, tar_member
     if (tar_pread(fd, text, (size_t)st.st_size, 0) != 0)
         goto out;
     text[st.st_size] = '\0';
-    char *save = NULL, *line = strtok_r(text, "\n", &save);
-    unsigned long long want = 0, samples = 0, end = 0;
-    char ver[8];
-    if (!line || sscanf(line, "%7s %llu", ver, &want) != 2 || strcmp(ver, "v1.2") != 0)
-        goto out;
-    while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
-        samples++;
-        char *tok_save = NULL, *f[4];
-        int k = 0;
-        for (char *tok = strtok_r(line, " ", &tok_save); tok;
-             tok = strtok_r(NULL, " ", &tok_save)) {
-            f[k++ % 4] = tok;
-            if (k % 4)
-                continue;
-            char *eo, *es; /* f: ext offset size name */
-            unsigned long long off = strtoull(f[1], &eo, 10), len = strtoull(f[2], &es, 10);
-            if (*eo || *es || off % TAR_BLOCK || off > size || len > size - off)
-                goto out;
-            members_add(m, xstrdup(f[3]), off, len);
-            if ((off + len + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK > end)
-                end = (off + len + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
-        }
-        if (k == 0 || k % 4 != 0)
-            goto out;
-    }
-    if (samples == want && end + 2 * TAR_BLOCK <= size && m->n && header_names(tfd, &m->v[0]) &&
-        header_names(tfd, &m->v[m->n - 1]))
+    if (tar_parse_index(text, size, m) == 0 && tar_members_end(m) + 2 * TAR_BLOCK <= size &&
+        header_names(tfd, &m->v[0]) && header_names(tfd, &m->v[m->n - 1]))
         rc = 0;
 out:
     if (rc != 0)

@@ -49,4 +49,20 @@ int tar_scan(int fd, uint64_t size, const char *path, tar_members *m, char **cut
  * headers. */
 int tar_read_index(int fd, const struct stat *st, const char *path, tar_members *m);
 
+/* The index's name for a tar file (train-000003.tar -> train-000003.idx:
+ * up to the first '.' after the last '/' plus one character), malloc'd. */
+char *tar_index_name(const char *tar);
+
+/* Parse a wds2idx v1.2 index's text (changed in place) into m, every member
+ * inside a file of `size` bytes (UINT64_MAX: not known): 0, or 1 when it
+ * is not such an index (m left empty). */
+int tar_parse_index(char *text, uint64_t size, tar_members *m);
+
+/* The end of the last member's data, rounded up to whole blocks. */
+uint64_t tar_members_end(const tar_members *m);
+
+/* 1 when the tar header before x's data in the file open on fd is a
+ * regular file's of x's size and name (an index that fits its shard). */
+int tar_header_names(int fd, const tar_member *x);
+
 #endif

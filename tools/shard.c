@@ -19,6 +19,11 @@
  *   NAME-000000.idx ...  each shard's index in DALI's wds2idx v1.2 format
  *                        (`v1.2 SAMPLES`, then per sample `ext offset size
  *                        name` for each member), written after its shard;
+ *   NAME-000000.labels   each shard's labels (`train-labels v1 SAMPLES`, then
+ *                        per sample `LABEL KEY`), so train reading the
+ *                        shards over a network learns every label from
+ *                        one small file per shard, not one request per
+ *                        sample; webdataset and DALI pass it over;
  *   classes.txt          the class names in id order, when the labels
  *                        were names (a folder's, or a CSV's text labels).
  * A shard is closed before it would pass --shard-size MB (10^6 bytes;
@@ -30,7 +35,7 @@
  * one written are removed, so the brace range printed at the end is
  * exactly the set.
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -55,6 +60,9 @@ typedef struct writer {
     FILE *idx; /* the index's lines, kept in memory until the shard closes */
     char *idx_text;
     size_t idx_len;
+    FILE *lab; /* the labels sidecar's lines, likewise */
+    char *lab_text;
+    size_t lab_len;
     uint64_t pos, samples; /* in the open shard */
     unsigned shard;        /* the open shard's number */
     int open;
@@ -127,6 +135,7 @@ static int shard_open(writer *w, errbuf *e)
     if (rc != 0)
         return -1;
     w->idx = open_memstream(&w->idx_text, &w->idx_len);
+    w->lab = open_memstream(&w->lab_text, &w->lab_len);
     w->pos = w->samples = 0;
     w->open = 1;
     return 0;
@@ -139,6 +148,8 @@ static int shard_close(writer *w, errbuf *e)
         return -1;
     fclose(w->idx);
     w->idx = NULL;
+    fclose(w->lab);
+    w->lab = NULL;
     w->open = 0;
     if (atomic_file_commit(&w->tar, e) != 0)
         return -1;
@@ -158,6 +169,19 @@ static int shard_close(writer *w, errbuf *e)
     free(p);
     free(w->idx_text);
     w->idx_text = NULL;
+    if (rc == 0) { /* the labels, so a reader over a network needs no member read */
+        p = shard_path(w, w->shard, "labels");
+        char *all;
+        int al = asprintf(&all, "train-labels v1 %llu\n%s", (unsigned long long)w->samples,
+                          w->lab_text ? w->lab_text : "");
+        if (al < 0)
+            abort();
+        rc = write_file_atomic(p, all, (size_t)al, e);
+        free(all);
+        free(p);
+    }
+    free(w->lab_text);
+    w->lab_text = NULL;
     w->shard++;
     return rc;
 }
@@ -240,6 +264,7 @@ static int write_sample(writer *w, const dataset *ds, uint32_t i, errbuf *e)
         rc = shard_open(w, e);
     if (rc == 0) {
         fprintf(w->idx, "\n");
+        fprintf(w->lab, "%d %s\n", ds->rows[i].label, key);
         /* members in their extensions' order, as webdataset's writer puts them */
         int cls_first = strcmp("cls", ext) < 0;
         rc = cls_first ? put_member(w, cls, "cls", label, (size_t)ll, e)
@@ -291,11 +316,14 @@ static int write_classes(const writer *w, const dataset *ds, errbuf *e)
 static void remove_stale(const writer *w)
 {
     for (unsigned k = w->shard;; k++) {
-        char *t = shard_path(w, k, "tar"), *x = shard_path(w, k, "idx");
+        char *t = shard_path(w, k, "tar"), *x = shard_path(w, k, "idx"),
+             *l = shard_path(w, k, "labels");
         int gone = unlink(t) != 0 && errno == ENOENT;
         unlink(x);
+        unlink(l);
         free(t);
         free(x);
+        free(l);
         if (gone)
             break;
     }
@@ -391,6 +419,8 @@ int main(int argc, char **argv)
         if (w.open) {
             fclose(w.idx);
             free(w.idx_text);
+            fclose(w.lab);
+            free(w.lab_text);
             atomic_file_abort(&w.tar);
         }
         fprintf(stderr, "shard: %s\n", e.msg);

@@ -1,0 +1,392 @@
+/* test_remote_shards.c — train reading WebDataset shards behind URLs: the
+ * same shards served by nginx over HTTP and by moto's S3 server (checking
+ * signatures) give batches byte-identical to the shards read from local
+ * disk, and to the CSV they were written from, for 0 and 2 workers; the
+ * shard cache downloads each shard once per node (two concurrent runs
+ * sharing it), keeps to its size, and leaves nothing half-written;
+ * failures (a shard gone, a server down, a cut connection, a silent
+ * server, a wrong key) name the shard, the member and the reason. */
+#define _GNU_SOURCE
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <turbojpeg.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "tests/support/helpers.h"
+#include "tests/support/images.h"
+#include "tests/support/servers.h"
+
+static char *dir;
+static pid_t server = -1;
+static _Atomic int *seen;
+
+static void setup(void)
+{
+    dir = tmpdir_make();
+    seen = mmap(NULL, sizeof *seen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+}
+static void teardown(void)
+{
+    if (server > 0) {
+        kill(server, SIGKILL);
+        waitpid(server, NULL, 0);
+    }
+    spawn_kill_all();
+    munmap((void *)seen, sizeof *seen);
+    tmpdir_remove(dir);
+}
+TestSuite(remote_shards, .init = setup, .fini = teardown, .timeout = 180);
+
+#define NIMG 40
+#define PER_SHARD 8 /* 5 shards */
+#define SPEC "/shards/train-{000000..000004}.tar"
+
+/* dir/set: NIMG 40x48 JPEGs of 4 classes (numbers) and set.csv; shards
+ * of them written by tools/shard into dir/www/shards. Returns the CSV. */
+static char *make_shards(void)
+{
+    char *csv = xstrdup("path,label\n");
+    for (int i = 0; i < NIMG; i++) {
+        char name[64], *line;
+        uint8_t *px = ti_picture(40, 48, 3, 700 + (uint64_t)i);
+        snprintf(name, sizeof name, "set/%02d.jpg", i);
+        free(ti_write_jpeg(dir, name, px, 40, 48, TJPF_RGB, TJSAMP_420, 85, 0));
+        free(px);
+        if (asprintf(&line, "%s%s,%d\n", csv, name + 4, (i * 5) % 4) < 0)
+            abort();
+        free(csv);
+        csv = line;
+    }
+    char *path = write_text(dir, "set/set.csv", csv);
+    free(csv);
+    char *bin = path_join(tools_dir(), "shard"), *out = path_join(dir, "www/shards");
+    char *www = path_join(dir, "www");
+    mkdir(www, 0755);
+    char *argv[] = {bin, "--out", out, "--shard-samples", "8", path, NULL};
+    run_result r;
+    run_argv(argv, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "shard: %s", r.err);
+    run_free(&r);
+    free(bin), free(out), free(www);
+    return path;
+}
+
+/* train --loader-only over data (2 epochs, random crops and flips) with
+ * extra arguments (NULL-ended, at most 8): the dump's path; the run's
+ * result in *r when r is given (then its status is not checked). */
+static char *dump_run(const char *data, const char *tag, run_result *out, ...)
+{
+    char name[64];
+    snprintf(name, sizeof name, "dump-%s", tag);
+    char *dump = path_join(dir, name);
+    char *argv[40];
+    int n = 0;
+    argv[n++] = path_join(source_root(), "build/asan/train");
+    const char *bin = getenv("TRAIN_BIN");
+    if (bin) {
+        free(argv[0]);
+        argv[0] = xstrdup(bin);
+    }
+    const char *fixed[] = {"--loader-only", "--epochs", "2",     "--batch",       "4",
+                           "--seed",        "3",        "--crop", "32",           "--random-crop",
+                           "--hflip",       "0.5",      "--no-progress", "--dump-batches"};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        argv[n++] = (char *)fixed[i];
+    argv[n++] = dump;
+    va_list ap;
+    va_start(ap, out);
+    for (const char *a; n < 38 && (a = va_arg(ap, const char *));)
+        argv[n++] = (char *)a;
+    va_end(ap);
+    argv[n++] = (char *)data;
+    argv[n] = NULL;
+    run_result r;
+    run_argv(argv, NULL, 120, &r);
+    free(argv[0]);
+    if (out) {
+        *out = r;
+    } else {
+        cr_assert_eq(r.status, 0, "%s (%s): %s", data, tag, r.err);
+        run_free(&r);
+    }
+    return dump;
+}
+
+static int same_bytes(const char *a, const char *b)
+{
+    size_t la, lb;
+    errbuf e;
+    char *x = read_whole_file(a, &la, &e), *y = read_whole_file(b, &lb, &e);
+    int same = x && y && la == lb && !memcmp(x, y, la);
+    free(x), free(y);
+    return same;
+}
+
+/* files in d whose names end with `suffix`, and their bytes */
+static int count_files(const char *d, const char *suffix, uint64_t *bytes)
+{
+    DIR *dd = opendir(d);
+    int n = 0;
+    if (bytes)
+        *bytes = 0;
+    for (struct dirent *de; dd && (de = readdir(dd));) {
+        size_t l = strlen(de->d_name), sl = strlen(suffix);
+        if (de->d_name[0] == '.' || l < sl || strcmp(de->d_name + l - sl, suffix))
+            continue;
+        n++;
+        struct stat st;
+        char p[8192];
+        snprintf(p, sizeof p, "%s/%s", d, de->d_name);
+        if (bytes && stat(p, &st) == 0)
+            *bytes += (uint64_t)st.st_size;
+    }
+    if (dd)
+        closedir(dd);
+    return n;
+}
+
+/* GET requests in nginx's access log (dir/access.log) for paths ending
+ * in `suffix` */
+static int gets_of(const char *suffix)
+{
+    char *log = path_join(dir, "access.log");
+    size_t len;
+    errbuf e;
+    char *text = read_whole_file(log, &len, &e);
+    int n = 0;
+    char pat[64];
+    snprintf(pat, sizeof pat, "%s HTTP/", suffix);
+    for (char *p = text; p && (p = strstr(p, "\"GET ")); p++) {
+        char *eol = strchr(p, '\n'), *hit = strstr(p, pat);
+        n += hit && (!eol || hit < eol);
+    }
+    free(text);
+    free(log);
+    return n;
+}
+
+static int start_www(const char *extra)
+{
+    char *www = path_join(dir, "www");
+    int port = server_nginx_start(dir, www, NULL, NULL, "/shards/train-000000.tar", extra);
+    free(www);
+    return port;
+}
+
+Test(remote_shards, http_shards_give_the_batches_of_local_shards_and_the_csv_for_0_and_2_workers)
+{
+    if (access("/usr/sbin/nginx", X_OK) != 0)
+        cr_skip_test("no /usr/sbin/nginx (Debian's nginx; make deps of the test rig)");
+    char *csv = make_shards();
+    int port = start_www(NULL);
+    char url[256], *local = path_join(dir, "www" SPEC);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d" SPEC, port);
+    char *cache = path_join(dir, "cache");
+
+    char *want = dump_run(csv, "csv", NULL, "--workers", "2", NULL);
+    char *disk = dump_run(local, "disk", NULL, "--workers", "2", NULL);
+    cr_assert(same_bytes(want, disk), "local shards differ from the CSV");
+    char *w0 = dump_run(url, "http0", NULL, "--workers", "0", "--shard-cache", cache, NULL);
+    cr_assert(same_bytes(want, w0), "HTTP shards, 0 workers: batches differ from the CSV's");
+    /* before training: two small files a shard, not the shards */
+    int tars_first = gets_of(".tar");
+    cr_assert_eq(gets_of(".idx"), 5);
+    cr_assert_eq(gets_of(".labels"), 5);
+    cr_assert_eq(tars_first, 5, "each shard once (the first probed into the cache): %d",
+                 tars_first);
+    cr_assert_eq(count_files(cache, ".tar", NULL), 5);
+    /* a second run over the same cache: nothing downloaded, the same batches */
+    char *w2 = dump_run(url, "http2", NULL, "--workers", "2", "--shard-cache", cache, NULL);
+    cr_assert(same_bytes(want, w2), "HTTP shards, 2 workers: batches differ from the CSV's");
+    cr_assert_eq(gets_of(".tar"), tars_first, "the cache's shards were downloaded again");
+    /* without --shard-cache: a temporary folder, gone after the run */
+    char *tmp = path_join(dir, "tmp");
+    mkdir(tmp, 0755);
+    setenv("TMPDIR", tmp, 1);
+    char *w3 = dump_run(url, "http-tmp", NULL, "--workers", "2", NULL);
+    unsetenv("TMPDIR");
+    cr_assert(same_bytes(want, w3));
+    cr_assert_eq(count_files(tmp, "", NULL), 0, "the run's temporary shard cache is left");
+    free(csv), free(local), free(cache), free(want), free(disk), free(w0), free(w2), free(w3);
+    free(tmp);
+}
+
+Test(remote_shards, two_runs_sharing_a_cache_download_each_shard_once_and_the_size_is_kept)
+{
+    if (access("/usr/sbin/nginx", X_OK) != 0)
+        cr_skip_test("no /usr/sbin/nginx (Debian's nginx; make deps of the test rig)");
+    char *csv = make_shards();
+    /* slow enough (a shard takes about a second) that the two runs want
+     * the same shard while it downloads */
+    int port = start_www("limit_rate 16k;");
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d" SPEC, port);
+    char *cache = path_join(dir, "shared");
+    /* a dead process's half download, to be cleared */
+    mkdir(cache, 0755);
+    free(write_text(cache, "0000000000000000-train-000009.tar.part-999999999", "half"));
+
+    char *bin = getenv("TRAIN_BIN") ? xstrdup(getenv("TRAIN_BIN"))
+                                    : path_join(source_root(), "build/asan/train");
+    pid_t p[2];
+    for (int k = 0; k < 2; k++) {
+        char *argv[] = {bin,  "--loader-only", "--workers", "2", "--crop",  "32", "--no-progress",
+                        "--shard-cache", cache, url, NULL};
+        char o[64];
+        snprintf(o, sizeof o, "%s/run%d.out", dir, k);
+        p[k] = spawn_bg(argv, o, o);
+    }
+    for (int k = 0; k < 2; k++)
+        cr_assert_eq(spawn_wait(p[k], 120), 0, "run %d failed (see run%d.out)", k, k);
+    cr_assert_eq(gets_of(".tar"), 5, "two runs on one cache: %d shard downloads, not 5",
+                 gets_of(".tar"));
+    cr_assert_eq(count_files(cache, "part-999999999", NULL), 0, "a dead process's .part is left");
+
+    /* room for about two shards: least recently used ones go, the run still passes */
+    uint64_t all;
+    count_files(cache, ".tar", &all);
+    char limit[32];
+    snprintf(limit, sizeof limit, "%llu", (unsigned long long)(all * 2 / 5 + 100));
+    char *small = path_join(dir, "small");
+    char *d = dump_run(url, "small", NULL, "--workers", "2", "--shard-cache", small,
+                       "--shard-cache-size", limit, NULL);
+    uint64_t kept;
+    int n = count_files(small, ".tar", &kept);
+    cr_assert(kept <= all * 2 / 5 + 100 + all / 5, "the cache holds %llu bytes over a %s limit",
+              (unsigned long long)kept, limit);
+    cr_assert(n >= 1 && n <= 3, "%d shards kept", n);
+    cr_assert_gt(gets_of(".tar"), 5 + 5, "epoch 2 found every shard although most were evicted");
+    cr_assert_eq(count_files(small, ".part", NULL) + count_files(cache, ".part", NULL), 0);
+    char *want = dump_run(csv, "csv", NULL, "--workers", "0", NULL);
+    cr_assert(same_bytes(want, d), "evicted and fetched again: other batches");
+    free(csv), free(cache), free(bin), free(small), free(d), free(want);
+}
+
+Test(remote_shards, a_lost_shard_names_shard_member_and_status_and_skip_bad_skips_its_samples)
+{
+    if (access("/usr/sbin/nginx", X_OK) != 0)
+        cr_skip_test("no /usr/sbin/nginx (Debian's nginx; make deps of the test rig)");
+    free(make_shards());
+    /* the shard goes after its index and labels were written: the load
+     * succeeds, its samples cannot be read */
+    char *gone = path_join(dir, "www/shards/train-000002.tar");
+    cr_assert_eq(unlink(gone), 0);
+    int port = start_www(NULL);
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d" SPEC, port);
+    run_result r;
+    free(dump_run(url, "lost", &r, "--workers", "2", NULL));
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "/shards/train-000002.tar: member 0000") &&
+                  strstr(r.err, "HTTP 404 Not Found after 1 try"),
+              "%s", r.err);
+    run_free(&r);
+    free(dump_run(url, "lost-skip", &r, "--workers", "2", "--skip-bad", NULL));
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "   8 ") || strstr(r.out, " 8 "), "%s", r.out);
+    cr_assert(strstr(r.err, "skipped http://127.0.0.1"), "%s", r.err);
+    /* one try per process, not one per sample */
+    cr_assert_leq(gets_of("train-000002.tar"), 3 * 2, "%d requests", gets_of("train-000002.tar"));
+    run_free(&r);
+    free(gone);
+
+    /* another shard's labels beside a shard: refused, not mislabelled */
+    char *a = path_join(dir, "www/shards/train-000003.labels"),
+         *b = path_join(dir, "www/shards/train-000004.labels");
+    cr_assert_eq(rename(b, a), 0);
+    free(dump_run(url, "swapped", &r, "--workers", "0", NULL));
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "train-000003.tar: sample 000024 is not the next in its .labels file "
+                            "(000032)"),
+              "%s", r.err);
+    run_free(&r);
+    free(a), free(b);
+}
+
+Test(remote_shards, a_server_down_or_silent_stops_the_run_naming_the_url)
+{
+    free(make_shards());
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d" SPEC, server_dead_port());
+    run_result r;
+    free(dump_run(url, "down", &r, "--io-retries", "1", NULL));
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "127.0.0.1") && strstr(r.err, "after 2 tries"), "%s", r.err);
+    run_free(&r);
+
+    fault f = {.hang = 1, .body = "", .len = 0};
+    snprintf(url, sizeof url, "http://127.0.0.1:%d" SPEC, server_fault_start(seen, &server, &f));
+    double t0 = now_sec();
+    free(dump_run(url, "silent", &r, "--io-timeout", "0.5", "--io-retries", "1", NULL));
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "timed out after 2 tries (0.5 s each)"), "%s", r.err);
+    cr_assert_lt(now_sec() - t0, 30, "the timeout did not end the wait");
+    run_free(&r);
+}
+
+Test(remote_shards, a_connection_cut_mid_shard_is_retried_and_the_batches_are_whole)
+{
+    free(make_shards());
+    /* a shard with no index beside it: the load downloads it whole, and
+     * the first try is cut a third of the way in */
+    char *tar = path_join(dir, "www/shards/train-000001.tar");
+    size_t len;
+    errbuf e;
+    char *body = read_whole_file(tar, &len, &e);
+    cr_assert(body, "%s", e.msg);
+    /* requests: classes.txt and the .idx (404s), the shard cut, the shard */
+    fault f = {.cut_first = 3, .cut_bytes = len / 3, .only_tar = 1, .body = body, .len = len};
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/any/train-000001.tar",
+             server_fault_start(seen, &server, &f));
+    char *want = dump_run(tar, "disk", NULL, "--workers", "2", NULL);
+    run_result r;
+    char *got = dump_run(url, "cut", &r, "--workers", "2", NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.err, "have no .idx and .labels beside them"), "%s", r.err);
+    cr_assert(same_bytes(want, got), "a shard cut and fetched again gives other batches");
+    /* classes.txt, .idx, the cut try, the whole one (.labels is not asked
+     * for without an .idx) */
+    cr_assert_eq(*seen, 4, "%d requests", *seen);
+    run_free(&r);
+    free(got), free(want), free(body), free(tar);
+}
+
+Test(remote_shards, s3_shards_signed_give_the_batches_of_local_disk_and_a_wrong_key_is_refused)
+{
+    char *csv = make_shards();
+    char *up = path_join(dir, "www/shards");
+    char ep[64], id[128], secret[128];
+    const char *why =
+        server_moto_signed(dir, up, "data/", ep, sizeof ep, id, sizeof id, secret, sizeof secret);
+    if (why)
+        cr_skip_test("%s", why);
+    setenv("AWS_ACCESS_KEY_ID", id, 1);
+    setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
+    unsetenv("AWS_SESSION_TOKEN");
+    char *want = dump_run(csv, "csv", NULL, "--workers", "2", NULL);
+    /* a prefix: its .tar objects, listed (the sidecars beside them are not shards) */
+    char *got = dump_run("s3://bkt/data/", "s3", NULL, "--workers", "2", "--s3-endpoint", ep, NULL);
+    cr_assert(same_bytes(want, got), "S3 shards: batches differ from the CSV's");
+    char *got0 = dump_run("s3://bkt/data/train-{000000..000004}.tar", "s3-0", NULL, "--workers",
+                          "0", "--s3-endpoint", ep, NULL);
+    cr_assert(same_bytes(want, got0), "S3 shards by name, 0 workers: batches differ");
+
+    setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret", 1);
+    run_result r;
+    free(dump_run("s3://bkt/data/", "s3-bad", &r, "--s3-endpoint", ep, "--io-retries", "0", NULL));
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "s3://bkt/data/") && strstr(r.err, "HTTP 403") &&
+                  strstr(r.err, "SignatureDoesNotMatch"),
+              "%s", r.err);
+    run_free(&r);
+    free(csv), free(up), free(want), free(got), free(got0);
+}
