@@ -341,6 +341,11 @@ static loader_config feed_config(feed *f)
                         .arg = &f->ss};
     pc.src[0] = &f->train;
     pc.src[1] = &f->val;
+    if (f->train.remote || (f->have_val && f->val.remote)) {
+        pc.fetch_unit = sample_fetch_unit;
+        pc.fetch = sample_fetch;
+        pc.read_ahead = f->o->read_ahead;
+    }
     return pc;
 }
 

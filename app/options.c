@@ -28,7 +28,7 @@ enum opt_id {
     O_JSON, O_TRACE, O_WARMUP, O_DIAGNOSE, O_PROGRESS, O_NO_PROGRESS, O_HELP,
     O_SWEEP_CHILD, O_SUMMARY_OUT, O_TEST_SLOW_LOAD, O_TEST_SLOW_RANK, O_TEST_SLOW_STEP, O_MAX_BATCHES, O_DIAG_PHASE,
     O_DIAG_BATCHES, O_DIAG_SECONDS, O_MAX_SECONDS, O_GRAD_CHUNKS, O_DUMP_BATCHES, O_SPARSE_LABELS,
-    O_SHARD_CACHE, O_SHARD_CACHE_SIZE, O_IO_TIMEOUT, O_IO_RETRIES, O_S3_ENDPOINT,
+    O_SHARD_CACHE, O_SHARD_CACHE_SIZE, O_IO_TIMEOUT, O_IO_RETRIES, O_S3_ENDPOINT, O_READ_AHEAD,
 };
 /* clang-format on */
 
@@ -77,6 +77,8 @@ static const opt_spec table[] = {
      "(default: a temporary folder, removed at exit)", 0},
     {"shard-cache-size", ARG_REQ, O_SHARD_CACHE_SIZE, "BYTES",
      "evict least recently used shards past this (default: half the folder's free space)", 0},
+    {"read-ahead", ARG_REQ, O_READ_AHEAD, "N", "shards a fetcher process downloads ahead of the "
+     "workers, in the order they will be read (default 2; 0: none)", 0},
     {"io-timeout", ARG_REQ, O_IO_TIMEOUT, "SEC", "a request with no byte for this long fails its try "
      "(default 30)", 0},
     {"io-retries", ARG_REQ, O_IO_RETRIES, "N", "tries after a timeout, a cut or refused connection, "
@@ -472,6 +474,15 @@ static int set(options *o, const opt_spec *s, const char *v)
         break;
     }
     case O_S3_ENDPOINT: o->shards.ro.s3_endpoint = v; break;
+    case O_READ_AHEAD: {
+        double r;
+        if (parse_num(n, v, 0, 1000, &r) != 0)
+            return -1;
+        if (r != (int)r)
+            return bad(n, v, "is not a whole number of shards");
+        o->read_ahead = (int)r;
+        break;
+    }
     case O_MODEL: o->model = v; break;
     case O_DEVICE:
         if (device_parse(v, &o->device_want, NULL) != 0)
@@ -636,6 +647,7 @@ static void defaults(options *o)
     o->csv_o = c;
     o->csv_o.warn = stderr;
     o->shards.ro.retries = -1; /* remote.c's default */
+    o->read_ahead = 2;
     o->channels = 3;
     o->img.hflip = -1;
     o->workers = (int_list){1, {2}};

@@ -47,6 +47,7 @@ typedef struct options {
     const char *shard_cache; /* --shard-cache as given (NULL: a temporary folder) */
     shard_cache_opts shards; /* --shard-cache-size, --io-timeout, --io-retries,
                                 --s3-endpoint (its dir is the feed's to set) */
+    int read_ahead;          /* --read-ahead: shards fetched ahead of the workers */
     int check;               /* --check: 1 headers, 2 decode every image */
 
     /* images */

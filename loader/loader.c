@@ -33,7 +33,7 @@ static size_t align_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
 /* Where each part of the shared mapping starts, in bytes from its start;
  * the control block is at 0, the ring last and page-aligned. */
 typedef struct map_layout {
-    size_t workers, slots, passes, perms, labels, indices, skip_told, ring, end;
+    size_t workers, slots, passes, perms, labels, indices, skip_told, fplan, ring, end;
 } map_layout;
 
 static map_layout layout(loader *p)
@@ -49,7 +49,8 @@ static map_layout layout(loader *p)
     l.labels = align_up(l.perms + sizeof(uint32_t) * LOADER_PASSQ * (size_t)p->max_n, 64);
     l.indices = align_up(l.labels + sizeof(int32_t) * batch, 64);
     l.skip_told = align_up(l.indices + sizeof(uint32_t) * batch, 64);
-    l.ring = align_up(l.skip_told + (size_t)LOADER_MAX_SOURCES * p->max_n, page);
+    l.fplan = align_up(l.skip_told + (size_t)LOADER_MAX_SOURCES * p->max_n, 64);
+    l.ring = align_up(l.fplan + sizeof(fetch_plan) * LOADER_FETCH_PLANQ, page);
     p->slot_stride = align_up(p->cfg.batch * p->cfg.sample_bytes, page);
     p->ring_len = p->slot_stride * (size_t)p->nslots;
     l.end = l.ring + p->ring_len;
@@ -91,6 +92,7 @@ static void loader_place(loader *p, uint8_t *m)
     p->labels = (int32_t *)(p->map + off.labels);
     p->indices = (uint32_t *)(p->map + off.indices);
     p->skip_told = (_Atomic uint8_t *)(p->map + off.skip_told);
+    p->fplan = (fetch_plan *)(p->map + off.fplan);
     p->ring = p->map + off.ring;
 }
 
@@ -194,8 +196,21 @@ loader *loader_create(const loader_config *cfg, errbuf *e)
         atomic_store(&p->workers[i].current, -1);
         p->workers[i].held = -1;
     }
-    if (cfg->workers == 0)
+    if (cfg->workers == 0) { /* no supervisor: the read-ahead is this process's child */
+        if (cfg->fetch && cfg->fetch_unit && cfg->read_ahead > 0) {
+            fflush(NULL);
+            pid_t main_pid = getpid(), pid = fork();
+            if (pid == 0) {
+                die_with_parent(main_pid);
+                loader_fetch_main(p);
+            }
+            if (pid > 0) { /* one that cannot start only costs its read-ahead */
+                atomic_store(&p->ctl->fetch_pid, pid);
+                p->fetch_child = pid;
+            }
+        }
         return p;
+    }
 
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -283,6 +298,7 @@ int loader_post(loader *p, const load_pass *pass)
     if (pass->max_batches && p->plan_nb[id] > pass->max_batches)
         p->plan_nb[id] = pass->max_batches;
     p->plan_first[id] = id ? p->plan_first[id - 1] + p->plan_nb[id - 1] : 0;
+    loader_fetch_post(p, id);
     return id;
 }
 
@@ -312,6 +328,12 @@ static int pass_of(const loader *p, uint64_t seq)
     return lo;
 }
 
+void loader_pass_perm(const loader *p, const load_pass *j, uint32_t *perm)
+{
+    sampler_permutation(perm, p->cfg.src[j->src]->n, p->cfg.seed, j->epoch, (uint32_t)j->src,
+                        j->shuffle);
+}
+
 /* Give plan passes entries in the shared table while entries are free: an
  * entry is free once every batch of its previous pass has been released. */
 static void activate(loader *p)
@@ -329,8 +351,7 @@ static void activate(loader *p)
         je->nbatches = p->plan_nb[j];
         je->n = p->cfg.src[p->plan[j].src]->n;
         je->id = j;
-        sampler_permutation(p->perms + (size_t)(j % LOADER_PASSQ) * p->max_n, je->n, p->cfg.seed,
-                            p->plan[j].epoch, (uint32_t)p->plan[j].src, p->plan[j].shuffle);
+        loader_pass_perm(p, &p->plan[j], p->perms + (size_t)(j % LOADER_PASSQ) * p->max_n);
         p->posted_end = je->first + je->nbatches;
         p->active_end++;
     }
@@ -514,6 +535,7 @@ int loader_next(loader *p, loader_batch *b, errbuf *e)
                     "internal: every ring slot is held; release batches before asking for more");
     double t0 = now_sec();
     if (p->cfg.workers == 0) {
+        atomic_store(&p->ctl->next_claim, seq); /* where the fetcher reads ahead from */
         loader_fill(p, seq, main_ctx(p));
     } else {
         int rc = wait_ready(p, seq, e);
@@ -595,6 +617,10 @@ void loader_destroy(loader *p)
         close(p->cmd_fd);
     if (p->sup_pid > 0)
         reap_bounded(p->sup_pid, LOADER_REAP_WAIT_S, "the loader supervisor");
+    if (p->fetch_child > 0) {
+        kill(p->fetch_child, SIGKILL); /* it holds nothing but a .part-PID, cleared later */
+        reap_bounded(p->fetch_child, LOADER_REAP_WAIT_S, "the loader's fetcher");
+    }
     if (p->main_wctx_made && p->cfg.worker_fini)
         p->cfg.worker_fini(p->main_wctx);
     if (p->map && !p->map_disowned)
@@ -627,6 +653,9 @@ int loader_pids(const loader *p, int *pids, int max)
     int n = 0;
     if (p->sup_pid > 0 && n < max)
         pids[n++] = p->sup_pid;
+    int fp = p->ctl ? atomic_load(&p->ctl->fetch_pid) : 0;
+    if (fp > 0 && n < max)
+        pids[n++] = fp;
     for (int i = 0; i < p->cfg.workers && n < max; i++) {
         int pid = atomic_load(&p->workers[i].pid);
         if (pid > 0 && atomic_load(&p->workers[i].state) != WORKER_DEAD)

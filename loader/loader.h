@@ -78,6 +78,15 @@ typedef struct loader_config {
     char *const *spawn_argv;
     int spawn_cache_fd; /* with spawn_argv: also handed over, as LOADER_SERVE_CACHE_FD
                            (the preload cache); 0 or -1: none */
+    /* optional, read-ahead (remote shards): a fetcher process walks the
+     * samples of the coming batches in order, and for each new `unit`
+     * (a shard: fetch_unit's value for the sample, UINT32_MAX for a
+     * sample with nothing to fetch) calls fetch, which makes it local;
+     * it keeps `read_ahead` units beyond the one the workers are at.
+     * Both get loader_config.arg. read_ahead 0 or fetch NULL: none. */
+    uint32_t (*fetch_unit)(void *arg, int src, load_pass_kind kind, uint32_t index);
+    void (*fetch)(void *arg, int src, uint32_t index);
+    int read_ahead;
     /* optional: asked at least every 0.1 s while loader_next waits for a
      * worker; nonzero ends the wait with LOADER_INTERRUPTED (the Python
      * module's Ctrl-C: its handler runs only when asked) */

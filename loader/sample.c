@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "loader/sample.h"
 #include "loader/cache.h"
+#include "loader/shard_cache.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,24 @@ void sample_phase_times(void *wctx, double *read_s, double *decode_s)
 {
     load_ctx *c = wctx;
     img_ctx_times(c->img, read_s, decode_s);
+}
+
+uint32_t sample_fetch_unit(void *arg, int src, load_pass_kind kind, uint32_t index)
+{
+    const sample_setup *s = arg;
+    const dataset *ds = s->src[src];
+    int from_cache = (kind == LOAD_PASS_TRAIN || kind == LOAD_PASS_EVAL) && s->cache && src == 0;
+    if (!ds->remote || from_cache)
+        return UINT32_MAX;
+    return (uint32_t)(ds->rows[index].path % UINT32_MAX); /* one string per shard */
+}
+
+void sample_fetch(void *arg, int src, uint32_t index)
+{
+    const sample_setup *s = arg;
+    const dataset *ds = s->src[src];
+    errbuf e; /* a failure is the worker's to meet and report */
+    shard_cache_prefetch(ds->cache, dataset_path(ds, index), &e);
 }
 
 int sample_load(void *wctx, int src, uint32_t index, load_pass_kind kind, rng *r, uint8_t *out,

@@ -28,6 +28,11 @@ void *sample_worker_init(void *arg);
 void sample_worker_fini(void *wctx);
 int sample_load(void *wctx, int src, uint32_t index, load_pass_kind kind, rng *r, uint8_t *out,
                 errbuf *e);
+/* loader_config.fetch_unit / fetch: a remote row's shard (the offset of
+ * its URL), UINT32_MAX for a local row or a pass served by the preload
+ * cache; and making that shard local ahead of the workers. */
+uint32_t sample_fetch_unit(void *arg, int src, load_pass_kind kind, uint32_t index);
+void sample_fetch(void *arg, int src, uint32_t index);
 /* loader_config.phase_times: the image context's read and decode seconds */
 void sample_phase_times(void *wctx, double *read_s, double *decode_s);
 

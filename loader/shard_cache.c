@@ -38,7 +38,10 @@ static struct held {
 } held[OPEN_MAX];
 static int nheld;
 
-static void held_path(int fd, char *path, size_t len) { snprintf(path, len, "/proc/self/fd/%d", fd); }
+static void held_path(int fd, char *path, size_t len)
+{
+    snprintf(path, len, "/proc/self/fd/%d", fd);
+}
 
 /* the held descriptor of key, moved to the front, or -1 */
 static int held_find(uint64_t key)
@@ -246,7 +249,7 @@ static void evict(const shard_cache_opts *c, uint64_t coming, const char *keep)
 /* The cache's file for url, present now or downloaded by this process or
  * another: 0 with its name in path, or -1 / REMOTE_MISSING with e. */
 static int fetch(const shard_cache_opts *c, const char *url, uint64_t size_hint, char *path,
-                 size_t len, errbuf *e)
+                 size_t len, int nowait, errbuf *e)
 {
     char lock[4200];
     if (entry_path(c, url, "", path, len) != 0 || entry_path(c, url, ".lock", lock, sizeof lock))
@@ -269,6 +272,10 @@ static int fetch(const shard_cache_opts *c, const char *url, uint64_t size_hint,
         return errf(e, "%s: cannot create %s: %s", url, lock, strerror(errno));
     int waited = 0;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) { /* another process downloads it */
+        if (nowait) {
+            close(fd);
+            return 0;
+        }
         waited = 1;
         while (flock(fd, LOCK_EX) != 0 && errno == EINTR)
             ;
@@ -312,7 +319,7 @@ int shard_cache_get(const shard_cache_opts *c, const char *url, uint64_t size_hi
     }
     /* evicted between fetch and open (another process made room): again */
     for (int tries = 0; tries < 5; tries++) {
-        int rc = fetch(c, url, size_hint, path, len, e);
+        int rc = fetch(c, url, size_hint, path, len, 0, e);
         if (rc != 0)
             return rc;
         fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -324,7 +331,14 @@ int shard_cache_get(const shard_cache_opts *c, const char *url, uint64_t size_hi
         if (errno != ENOENT)
             return errf(e, "%s: cannot open %s: %s", url, path, strerror(errno));
     }
-    return errf(e, "%s: evicted from %s before it could be read, 5 times (--shard-cache-size "
-                   "too small for the shards being read at once?)",
+    return errf(e,
+                "%s: evicted from %s before it could be read, 5 times (--shard-cache-size "
+                "too small for the shards being read at once?)",
                 url, c->dir);
+}
+
+int shard_cache_prefetch(const shard_cache_opts *c, const char *url, errbuf *e)
+{
+    char path[4200];
+    return fetch(c, url, 0, path, sizeof path, 1, e);
 }

@@ -54,6 +54,10 @@ void shard_cache_stats_reset(void);
 int shard_cache_get(const shard_cache_opts *c, const char *url, uint64_t size_hint, char *path,
                     size_t len, errbuf *e);
 
+/* Read-ahead: download `url` into the cache unless it is there or another
+ * process is downloading it (then return at once). 0, or -1 with e. */
+int shard_cache_prefetch(const shard_cache_opts *c, const char *url, errbuf *e);
+
 /* The local file for `url` when it is in the cache now (1, path filled),
  * else 0; downloads nothing. */
 int shard_cache_peek(const shard_cache_opts *c, const char *url, char *path, size_t len);

@@ -31,7 +31,8 @@
 
 #include "loader/loader.h"
 
-#define LOADER_PASSQ 4 /* passes active at once (perm buffers) */
+#define LOADER_PASSQ 4        /* passes active at once (perm buffers) */
+#define LOADER_FETCH_PLANQ 64 /* posted passes the fetcher can be behind by */
 
 enum worker_state { WORKER_STARTING = 0, WORKER_ALIVE, WORKER_DEAD };
 
@@ -69,6 +70,14 @@ typedef struct pass_entry {
     int id;
 } pass_entry;
 
+/* A posted pass as the fetcher sees it (fetch.c): main writes record
+ * k % LOADER_FETCH_PLANQ, then raises ctl.plan_posted to k + 1. */
+typedef struct fetch_plan {
+    load_pass pass;
+    uint64_t first; /* first global seq */
+    uint32_t nbatches;
+} fetch_plan;
+
 typedef struct loader_ctl {
     _Atomic uint64_t next_claim; /* next seq a worker may claim */
     _Atomic uint64_t limit;      /* workers claim seq < limit */
@@ -77,6 +86,8 @@ typedef struct loader_ctl {
     _Atomic uint32_t stop;
     _Atomic uint32_t deaths; /* workers that died so far */
     _Atomic uint32_t interrupted;
+    _Atomic uint64_t plan_posted; /* fetch_plan records written */
+    _Atomic int32_t fetch_pid;    /* the fetcher process, or 0 */
 } loader_ctl;
 
 struct loader {
@@ -95,6 +106,7 @@ struct loader {
     uint32_t *indices;
     _Atomic uint8_t *skip_told; /* LOADER_MAX_SOURCES x max_n: a skipped
                                    sample's reason was printed */
+    fetch_plan *fplan;          /* LOADER_FETCH_PLANQ records */
     uint8_t *ring;
     size_t ring_len;
     /* supervisor started by loader_serve: it also leaves when this
@@ -104,6 +116,7 @@ struct loader {
 
     /* main process only */
     int sup_pid;
+    int fetch_child; /* the fetcher, forked by main when there is no supervisor */
     int cmd_fd;      /* write end of the supervisor's command pipe */
     load_pass *plan; /* every posted pass */
     uint64_t *plan_first;
@@ -136,6 +149,15 @@ static inline long futex_wake_shared(_Atomic uint32_t *addr, int n)
 /* Fill the batch of `seq` into its slot (worker, or main for 0 workers and
  * redone batches) and publish it. */
 void loader_fill(loader *p, uint64_t seq, void *wctx);
+
+/* perm[0..n) of pass j (sampler.h): what activate() puts in the shared
+ * table, and what the fetcher computes for itself. */
+void loader_pass_perm(const loader *p, const load_pass *j, uint32_t *perm);
+
+/* main: tell the fetcher about posted pass `id` (fetch.c). */
+void loader_fetch_post(loader *p, int id);
+/* The fetcher process (loader_config.fetch): never returns. */
+void loader_fetch_main(loader *p) __attribute__((noreturn));
 
 /* The supervisor process: never returns. */
 void loader_supervisor_main(loader *p, int cmd_fd) __attribute__((noreturn));

@@ -127,7 +127,7 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
     h->fill_s = now_sec() - t0;
     atomic_store(&h->ready_tag, loader_tag(seq));
     atomic_fetch_add(&p->ctl->main_seq, 1);
-    futex_wake_shared(&p->ctl->main_seq, 1);
+    futex_wake_shared(&p->ctl->main_seq, INT_MAX); /* main, and the fetcher */
 }
 
 /* ---------------------------------------------------------------- workers */
@@ -192,6 +192,24 @@ static pid_t spawn_worker(loader *p, int i, sigset_t *oldmask, int cmd_fd, int s
     return pid;
 }
 
+/* The read-ahead process (fetch.c), when there is one to run. */
+static void spawn_fetcher(loader *p, sigset_t *oldmask, int cmd_fd, int sfd)
+{
+    if (!p->cfg.fetch || !p->cfg.fetch_unit || p->cfg.read_ahead <= 0)
+        return;
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        die_with_parent(parent);
+        close(cmd_fd);
+        close(sfd);
+        sigprocmask(SIG_SETMASK, oldmask, NULL);
+        loader_fetch_main(p);
+    }
+    if (pid > 0) /* a fetcher that cannot start only costs its read-ahead */
+        atomic_store(&p->ctl->fetch_pid, pid);
+}
+
 static void record_death(loader *p, pid_t pid, int status)
 {
     for (int i = 0; i < p->cfg.workers; i++) {
@@ -220,7 +238,12 @@ static void reap(loader *p)
 static void shut_down(loader *p) __attribute__((noreturn));
 static void shut_down(loader *p)
 {
-    /* workers hold nothing but shared memory and open files: kill them */
+    /* workers and the fetcher hold nothing but shared memory and open
+     * files (a fetcher's half download is a .part-PID the next eviction
+     * clears): kill them */
+    pid_t fp = atomic_load(&p->ctl->fetch_pid);
+    if (fp > 0)
+        kill(fp, SIGKILL);
     for (int i = 0; i < p->cfg.workers; i++) {
         pid_t pid = atomic_load(&p->workers[i].pid);
         if (pid > 0 && atomic_load(&p->workers[i].state) != WORKER_DEAD)
@@ -256,6 +279,7 @@ void loader_supervisor_main(loader *p, int cmd_fd)
     for (int i = 0; i < p->cfg.workers; i++)
         if (spawn_worker(p, i, &old, cmd_fd, sfd) < 0)
             shut_down(p);
+    spawn_fetcher(p, &old, cmd_fd, sfd);
     struct pollfd fds[2] = {{.fd = cmd_fd, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
     for (;;) {
         int n = poll(fds, 2, p->watch_parent ? 500 : -1);

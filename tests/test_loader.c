@@ -10,12 +10,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "loader/dataset.h"
@@ -749,4 +751,104 @@ Test(loader, slice_bounds_cover_a_batch_once)
             }
             cr_assert_eq(next, count, "count %u over %u ranks", count, ranks);
         }
+}
+
+/* ---------------------------------------------------------------- read-ahead */
+
+/* What the fetcher and the workers did, in shared memory: per unit
+ * (samples index / 8), when the fetcher made it local and when its first
+ * sample was loaded, and how often it was fetched. */
+typedef struct fetch_log {
+    _Atomic int fetches[8];
+    _Atomic long long fetched_at[8], loaded_at[8]; /* ns, 0: not yet */
+    _Atomic int order[16], norder;
+    _Atomic int fetcher_pid;
+} fetch_log;
+static fetch_log *flog;
+
+static long long ns_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static uint32_t unit_of(void *arg, int src, load_pass_kind kind, uint32_t index)
+{
+    (void)arg, (void)src, (void)kind;
+    return index / 8;
+}
+
+static void fetch_unit(void *arg, int src, uint32_t index)
+{
+    (void)arg, (void)src;
+    uint32_t u = index / 8;
+    atomic_store(&flog->fetcher_pid, getpid());
+    long long zero = 0;
+    atomic_compare_exchange_strong(&flog->fetched_at[u], &zero, ns_now());
+    atomic_fetch_add(&flog->fetches[u], 1);
+    int k = atomic_fetch_add(&flog->norder, 1);
+    if (k < 16)
+        flog->order[k] = (int)u;
+}
+
+static int load_logged(void *wc, int src, uint32_t index, load_pass_kind kind, rng *r, uint8_t *out,
+                       errbuf *e)
+{
+    long long zero = 0;
+    atomic_compare_exchange_strong(&flog->loaded_at[index / 8], &zero, ns_now());
+    usleep(10000); /* slow storage's share of a sample: the fetcher has 80 ms a batch */
+    return load(wc, src, index, kind, r, out, e);
+}
+
+Test(loader, the_fetcher_makes_each_unit_local_once_before_its_first_sample_is_loaded)
+{
+    flog = mmap(NULL, sizeof *flog, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    cr_assert_neq(flog, MAP_FAILED);
+    for (int workers = 0; workers <= 2; workers += 2) {
+        memset(flog, 0, sizeof *flog);
+        loader_config c = config(workers, 2, 8);
+        c.load = load_logged;
+        c.fetch_unit = unit_of;
+        c.fetch = fetch_unit;
+        c.read_ahead = 2;
+        errbuf e;
+        loader *p = loader_create(&c, &e);
+        cr_assert_not_null(p, "%s", e.msg);
+        /* in order (no shuffle): units 0..7 one after another */
+        load_pass j = {.src = 0, .kind = LOAD_PASS_EVAL, .batch = 8, .shuffle = 0};
+        loader_post(p, &j);
+        loader_batch b;
+        int n = 0;
+        while (loader_next(p, &b, &e) == LOADER_OK) {
+            loader_release(p, &b);
+            n++;
+        }
+        cr_assert_eq(n, 8);
+        int fpid = atomic_load(&flog->fetcher_pid);
+        cr_assert_gt(fpid, 0, "workers %d: no fetcher ran", workers);
+        loader_destroy(p);
+        cr_assert(kill(fpid, 0) != 0, "the fetcher outlived its loader");
+        /* the units of the batches the workers claim at once (one ring,
+         * workers x prefetch batches of one unit each) race the fetcher;
+         * every later one is read ahead while the workers are busy */
+        int ring = workers ? workers * 2 : 1, nf = atomic_load(&flog->norder);
+        for (int k = 1; k < nf && k < 16; k++)
+            cr_assert_lt(flog->order[k - 1], flog->order[k],
+                         "workers %d: fetched out of order: unit %d after %d", workers,
+                         flog->order[k], flog->order[k - 1]);
+        for (int u = 0; u < 8; u++) {
+            int f = atomic_load(&flog->fetches[u]);
+            cr_assert_leq(f, 1, "workers %d: unit %d fetched %d times", workers, u, f);
+            if (u < ring)
+                continue;
+            cr_assert_eq(f, 1, "workers %d: unit %d was not read ahead", workers, u);
+            cr_assert_lt(
+                atomic_load(&flog->fetched_at[u]), atomic_load(&flog->loaded_at[u]),
+                "workers %d: unit %d was loaded %.1f ms before it was fetched", workers, u,
+                (double)(atomic_load(&flog->fetched_at[u]) - atomic_load(&flog->loaded_at[u])) /
+                    1e6);
+        }
+    }
+    munmap(flog, sizeof *flog);
 }

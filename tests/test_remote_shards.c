@@ -95,9 +95,20 @@ static char *dump_run(const char *data, const char *tag, run_result *out, ...)
         free(argv[0]);
         argv[0] = xstrdup(bin);
     }
-    const char *fixed[] = {"--loader-only", "--epochs", "2",     "--batch",       "4",
-                           "--seed",        "3",        "--crop", "32",           "--random-crop",
-                           "--hflip",       "0.5",      "--no-progress", "--dump-batches"};
+    const char *fixed[] = {"--loader-only",
+                           "--epochs",
+                           "2",
+                           "--batch",
+                           "4",
+                           "--seed",
+                           "3",
+                           "--crop",
+                           "32",
+                           "--random-crop",
+                           "--hflip",
+                           "0.5",
+                           "--no-progress",
+                           "--dump-batches"};
     for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
         argv[n++] = (char *)fixed[i];
     argv[n++] = dump;
@@ -238,8 +249,9 @@ Test(remote_shards, two_runs_sharing_a_cache_download_each_shard_once_and_the_si
                                     : path_join(source_root(), "build/asan/train");
     pid_t p[2];
     for (int k = 0; k < 2; k++) {
-        char *argv[] = {bin,  "--loader-only", "--workers", "2", "--crop",  "32", "--no-progress",
-                        "--shard-cache", cache, url, NULL};
+        char *argv[] = {bin,  "--loader-only", "--workers",     "2",   "--crop",
+                        "32", "--no-progress", "--shard-cache", cache, url,
+                        NULL};
         char o[64];
         snprintf(o, sizeof o, "%s/run%d.out", dir, k);
         p[k] = spawn_bg(argv, o, o);

@@ -18,7 +18,6 @@
 #include "loader/remote.h"
 #include "tests/support/helpers.h"
 
-
 static const char *reason(int st)
 {
     return st == 200   ? "OK"
@@ -127,13 +126,14 @@ int server_nginx_start(const char *dir, const char *www, const char *cert, const
     char conf[8192], tls[1024] = "";
     if (cert)
         snprintf(tls, sizeof tls, " ssl; ssl_certificate %s; ssl_certificate_key %s", cert, key);
-    snprintf(conf, sizeof conf,
-             "daemon off; master_process off; pid %s/nginx.pid; error_log %s/error.log;\n"
-             "events { worker_connections 64; }\n"
-             "http { access_log %s/access.log; client_body_temp_path %s/tmp; proxy_temp_path %s/tmp;\n"
-             "  fastcgi_temp_path %s/tmp; uwsgi_temp_path %s/tmp; scgi_temp_path %s/tmp;\n"
-             "  server { listen 127.0.0.1:%d%s; root %s; %s } }\n",
-             dir, dir, dir, dir, dir, dir, dir, dir, port, tls, www, extra ? extra : "");
+    snprintf(
+        conf, sizeof conf,
+        "daemon off; master_process off; pid %s/nginx.pid; error_log %s/error.log;\n"
+        "events { worker_connections 64; }\n"
+        "http { access_log %s/access.log; client_body_temp_path %s/tmp; proxy_temp_path %s/tmp;\n"
+        "  fastcgi_temp_path %s/tmp; uwsgi_temp_path %s/tmp; scgi_temp_path %s/tmp;\n"
+        "  server { listen 127.0.0.1:%d%s; root %s; %s } }\n",
+        dir, dir, dir, dir, dir, dir, dir, dir, port, tls, www, extra ? extra : "");
     char *cf = write_text(dir, "nginx.conf", conf), *out = path_join(dir, "nginx.out");
     char *argv[] = {"/usr/sbin/nginx", "-c", cf, "-p", (char *)dir, NULL};
     spawn_bg(argv, out, out);
@@ -220,7 +220,6 @@ char *server_moto_start(const char *dir)
     cr_assert_eq(code, 200, "moto did not start (see moto.log)");
     return ep;
 }
-
 
 const char *server_moto_signed(const char *dir, const char *upload, const char *prefix, char *ep,
                                size_t eplen, char *id, size_t idlen, char *secret, size_t slen)
