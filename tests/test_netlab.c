@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -650,4 +651,116 @@ Test(netlab, killing_the_rank_on_nodeb_ends_the_job_on_nodea_leaving_nothing)
     free(err);
     free(csv);
     free(fm);
+}
+
+/* GETs of paths ending in `suffix` in an nginx access log */
+static int gets_in_log(const char *log, const char *suffix)
+{
+    size_t len;
+    char *text = read_whole(log, &len), pat[64];
+    snprintf(pat, sizeof pat, "%s HTTP/", suffix);
+    int n = 0;
+    for (char *p = text; p && (p = strstr(p, "\"GET ")); p++) {
+        char *eol = strchr(p, '\n'), *hit = strstr(p, pat);
+        n += hit && (!eol || hit < eol);
+    }
+    free(text);
+    return n;
+}
+
+/* files in d ending in `suffix` */
+static int files_in(const char *d, const char *suffix)
+{
+    char cmd[4300];
+    snprintf(cmd, sizeof cmd, "ls '%s' 2>/dev/null | grep -c -- '%s$'", d, suffix);
+    FILE *f = popen(cmd, "r");
+    int n = 0;
+    if (f && fscanf(f, "%d", &n) != 1)
+        n = 0;
+    if (f)
+        pclose(f);
+    return n;
+}
+
+Test(netlab, shards_over_http_on_two_nodes_download_once_per_node_and_end_with_one_node_bits,
+     .timeout = 150)
+{
+    NEED_NODES();
+    if (access("/usr/sbin/nginx", X_OK) != 0)
+        cr_skip_test("no /usr/sbin/nginx");
+    mpi_test_env();
+    char *fm = make_fashion_subset(dir, 385), *csv = path_join(fm, "train.csv");
+    char *www = path_join(dir, "www"), *out = path_join(dir, "www/shards");
+    mkdir(www, 0755);
+    char *shard = path_join(tools_dir(), "shard");
+    char *sargv[] = {shard, "--out", out, "--shard-samples", "50", csv, NULL};
+    run_result r;
+    run_argv(sargv, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "shard: %s", r.err);
+    run_free(&r);
+    nodes_up();
+    /* nginx in node A, reached from both nodes by A's name */
+    char conf[4096], *log = path_join(dir, "access.log");
+    snprintf(conf, sizeof conf,
+             "daemon off; master_process off; pid %s/nginx.pid; error_log %s/error.log;\n"
+             "events { worker_connections 64; }\n"
+             "http { access_log %s; client_body_temp_path %s; proxy_temp_path %s;\n"
+             "  fastcgi_temp_path %s; uwsgi_temp_path %s; scgi_temp_path %s;\n"
+             "  server { listen 0.0.0.0:8095; root %s; } }\n",
+             dir, dir, log, dir, dir, dir, dir, dir, www);
+    char *cf = write_text(dir, "nginx.conf", conf), *nlog = path_join(dir, "nginx.out");
+    char *nargv[] = {"/usr/sbin/ip", "netns", "exec", node_a, "/usr/sbin/nginx",
+                     "-c",           cf,      "-p",   dir,    NULL};
+    spawn_bg(nargv, nlog, nlog);
+    char url[256], probe[300];
+    snprintf(url, sizeof url, "http://%s:8095/shards/train-{000000..000007}.tar", node_a);
+    snprintf(probe, sizeof probe,
+             "ip netns exec %s curl -sf -o /dev/null http://%s:8095/shards/"
+             "train-000000.idx",
+             node_b, node_a);
+    int up = 0;
+    for (int i = 0; i < 100 && !up; i++)
+        if (!(up = system(probe) == 0))
+            usleep(50000);
+    cr_assert(up, "nginx in %s does not answer %s (see nginx.out)", node_a, node_b);
+
+    char *ck1 = path_join(dir, "one.ckpt"), *ck2 = path_join(dir, "two.ckpt");
+    char *cache = path_join(dir, "cache-%h");
+#define SHARD_ARGS(ck)                                                                             \
+    "--epochs", "2", "--batch", "64", "--lr", "0.005", "--workers", "2", "--channels", "1",        \
+        "--shard-cache", cache, "--save", ck, url
+    /* one process on node A, then one rank on each node */
+    char rsh[512];
+    snprintf(rsh, sizeof rsh, "%s/tools/netlab-rsh", source_root());
+    char *oargv[] = {rsh, node_a, (char *)train_bin(), SHARD_ARGS(ck1), NULL};
+    run_argv(oargv, NULL, 60, &r);
+    cr_assert_eq(r.status, 0, "1 process: %s", r.err);
+    run_free(&r);
+    int first = gets_in_log(log, ".tar");
+    cr_assert_eq(first, 8, "one process: %d shard downloads for 8 shards", first);
+    /* the nodes' caches start empty: that one process's folder is node A's */
+    char *cache_a = path_join(dir, node_a), *cmd;
+    if (asprintf(&cmd, "rm -rf '%s/cache-%s'", dir, node_a) < 0)
+        abort();
+    cr_assert_eq(system(cmd), 0);
+    free(cmd);
+    char *targs[] = {SHARD_ARGS(ck2), NULL};
+    char *argv[64];
+    two_node_argv(argv, targs);
+    run_argv(argv, NULL, 90, &r);
+    cr_assert_eq(r.status, 0, "2 ranks on two nodes: %s", r.err);
+    run_free(&r);
+    /* every shard once per node, though each node's rank has 2 workers and
+     * a fetcher reading it */
+    int both = gets_in_log(log, ".tar") - first;
+    cr_assert_eq(both, 16, "two nodes: %d shard downloads for 8 shards, not 8 per node", both);
+    char ca[512], cb[512];
+    snprintf(ca, sizeof ca, "%s/cache-%s", dir, node_a);
+    snprintf(cb, sizeof cb, "%s/cache-%s", dir, node_b);
+    cr_assert_eq(files_in(ca, ".tar"), 8, "node A's cache");
+    cr_assert_eq(files_in(cb, ".tar"), 8, "node B's cache");
+    cr_assert(same_bytes(ck1, ck2), "two nodes over HTTP end with other bits than one process");
+#undef SHARD_ARGS
+    free(fm), free(csv), free(www), free(out), free(shard), free(log), free(cf), free(nlog);
+    free(ck1), free(ck2), free(cache), free(cache_a);
 }
