@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "app/check.h"
+#include "app/feed.h"
 #include "common/util.h"
 #include "image/image.h"
 #include "loader/dataset.h"
@@ -117,8 +118,18 @@ int check_main(const options *o)
         errbuf e;
         csv_opts co = o->csv_o;
         co.list_bad = stderr; /* every bad row, not only the first */
+        shard_cache_opts sc = {0};
+        int temp = 0;
+        if (dataset_is_remote(csvs[i])) {
+            if (feed_shard_cache_open(o, &sc, &temp, &e) != 0) {
+                fprintf(stderr, "%s\n", e.msg);
+                return 2;
+            }
+            co.shard_cache = &sc;
+        }
         if (dataset_load(&ds, csvs[i], &co, &e) != 0) {
             fprintf(stderr, "%s\n", e.msg);
+            feed_shard_cache_close(&sc, temp);
             return 2;
         }
         char name[ESC_MAX];
@@ -146,6 +157,7 @@ int check_main(const options *o)
             threads = o->workers.v[k] > threads ? o->workers.v[k] : threads;
         bad += check_images(&ds, o->check == 2, threads);
         dataset_free(&ds);
+        feed_shard_cache_close(&sc, temp);
     }
     char rows[64] = "";
     if (bad_rows)

@@ -168,15 +168,12 @@ int feed_data(feed *f, errbuf *e)
     return rc;
 }
 
-/* The shard cache's folder for data behind URLs: --shard-cache (%h
- * expanded), else a temporary one of this feed's; its size limit:
- * --shard-cache-size, else half the free space there. */
-static int shard_cache_setup(feed *f, errbuf *e)
+int feed_shard_cache_open(const options *o, shard_cache_opts *sc, int *temp, errbuf *e)
 {
-    const options *o = f->o;
-    f->shards = o->shards;
+    *sc = o->shards;
+    *temp = 0;
     if (o->shard_cache) {
-        f->shards.dir = shard_cache_dir_expand(o->shard_cache);
+        sc->dir = shard_cache_dir_expand(o->shard_cache);
     } else {
         const char *tmp = getenv("TMPDIR");
         char *t = xmalloc(strlen(tmp && *tmp ? tmp : "/tmp") + 32);
@@ -185,19 +182,31 @@ static int shard_cache_setup(feed *f, errbuf *e)
             int rc = errf(e, "cannot make a shard cache folder %s: %s (give --shard-cache DIR)", t,
                           strerror(errno));
             free(t);
+            sc->dir = NULL;
             return rc;
         }
-        f->shards.dir = t;
-        f->shards_temp = 1;
+        sc->dir = t;
+        *temp = 1;
     }
-    if (shard_cache_prepare(&f->shards, e) != 0)
+    if (shard_cache_prepare(sc, e) != 0) {
+        feed_shard_cache_close(sc, *temp);
+        *temp = 0;
         return -1;
-    if (!f->shards.limit) {
+    }
+    if (!sc->limit) {
         struct statvfs sv;
-        f->shards.limit = statvfs(f->shards.dir, &sv) == 0 ? (uint64_t)sv.f_bavail * sv.f_frsize / 2
-                                                           : (uint64_t)10 << 30;
+        sc->limit = statvfs(sc->dir, &sv) == 0 ? (uint64_t)sv.f_bavail * sv.f_frsize / 2
+                                               : (uint64_t)10 << 30;
     }
     return 0;
+}
+
+void feed_shard_cache_close(shard_cache_opts *sc, int temp)
+{
+    if (temp && sc->dir)
+        shard_cache_remove_dir(sc->dir);
+    free(sc->dir);
+    sc->dir = NULL;
 }
 
 static int feed_data_(feed *f, errbuf *e)
@@ -205,7 +214,7 @@ static int feed_data_(feed *f, errbuf *e)
     const options *o = f->o;
     csv_opts co = o->csv_o;
     if (dataset_is_remote(o->csv) || (o->val_csv && dataset_is_remote(o->val_csv))) {
-        if (shard_cache_setup(f, e) != 0)
+        if (feed_shard_cache_open(o, &f->shards, &f->shards_temp, e) != 0)
             return RUN_BAD_INPUT;
         co.shard_cache = &f->shards;
     }
@@ -402,10 +411,7 @@ void feed_close(feed *f)
     f->use_cache = 0;
     dataset_free(&f->train);
     dataset_free(&f->val);
-    if (f->shards_temp)
-        shard_cache_remove_dir(f->shards.dir);
-    free(f->shards.dir);
-    f->shards.dir = NULL;
+    feed_shard_cache_close(&f->shards, f->shards_temp);
     f->shards_temp = 0;
 }
 

@@ -4,11 +4,14 @@
  * convolution algorithms the CPU backend would pick for each model. */
 #include <stdio.h>
 
+#include "app/feed.h"
 #include "app/model_list.h"
 #include "cpu/cpu.h"
 #include "image/image.h"
 #include "loader/dataset.h"
 #include "nn/model.h"
+
+static int model_list_data(const options *o, backend *cpu, const csv_opts *co);
 
 /* --model list's lines for the data's inputs (or two usual ones); cpu
  * (may be NULL) names each model's convolutions' algorithms */
@@ -21,9 +24,27 @@ static int model_list_print(const options *o, backend *cpu)
         model_print_list(stdout, 3, 64, 64, 10, cpu);
         return 0;
     }
+    errbuf e;
+    csv_opts co = o->csv_o;
+    shard_cache_opts sc = {0};
+    int temp = 0;
+    if (dataset_is_remote(o->csv)) {
+        if (feed_shard_cache_open(o, &sc, &temp, &e) != 0) {
+            fprintf(stderr, "%s\n", e.msg);
+            return 2;
+        }
+        co.shard_cache = &sc;
+    }
+    int rc = model_list_data(o, cpu, &co);
+    feed_shard_cache_close(&sc, temp);
+    return rc;
+}
+
+static int model_list_data(const options *o, backend *cpu, const csv_opts *co)
+{
     dataset ds;
     errbuf e;
-    if (dataset_load(&ds, o->csv, &o->csv_o, &e) != 0) {
+    if (dataset_load(&ds, o->csv, co, &e) != 0) {
         fprintf(stderr, "%s\n", e.msg);
         return 2;
     }

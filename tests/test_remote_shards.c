@@ -226,6 +226,12 @@ Test(remote_shards, http_shards_give_the_batches_of_local_shards_and_the_csv_for
     unsetenv("TMPDIR");
     cr_assert(same_bytes(want, w3));
     cr_assert_eq(count_files(tmp, "", NULL), 0, "the run's temporary shard cache is left");
+    /* --check reads them too (downloading each shard into its cache) */
+    run_result r;
+    run_train(&r, "--check", "--shard-cache", cache, url, NULL);
+    cr_assert_eq(r.status, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "40 samples in 5 shards, 4 classes"), "%s", r.out);
+    run_free(&r);
     free(csv), free(local), free(cache), free(want), free(disk), free(w0), free(w2), free(w3);
     free(tmp);
 }
