@@ -39,11 +39,11 @@ __all__ = ["Loader", "Array", "LoaderError", "BadInput", "WorkerLost"]
 
 _SUPERVISOR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "trainloader-supervisor")
 
-# the loader's options are those of train --help's sections Data, Images and
-# Loader (read from train's own option table), less what makes no sense for
+# the loader's options are those of train --help's sections Data, Shards
+# behind URLs, Images and Loader (read from train's own option table), less what makes no sense for
 # one Loader, plus pin; anything else is refused, so that a typo or a
 # training option does not pass silently
-_LOADER_SECTIONS = ("Data", "Images", "Loader")
+_LOADER_SECTIONS = ("Data", "Shards", "Images", "Loader")
 _NOT_LOADER = {"check", "val", "loader-only"}
 _ALSO_LOADER = {"pin", "no-pin"}
 
@@ -74,7 +74,7 @@ def _argv(path, options, extra=()):
         if kind < 0 or not _is_loader_option(name):
             why = "is not a loader option" if kind >= 0 else "is not an option of train"
             raise TypeError(f"Loader() got an unexpected keyword argument '{key}': "
-                            f"--{name} {why} (see train --help, sections Data, Images, Loader)")
+                            f"--{name} {why} (see train --help, sections Data, Shards, Images, Loader)")
         if kind == 0:  # a flag: True sets it, False sets its --no- twin when there is one
             if _bool_kw(key, value):
                 argv.append("--" + name)
