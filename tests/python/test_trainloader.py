@@ -153,6 +153,43 @@ def test_tar_shards_give_the_batches_of_their_csv(jpegs, tmp_path):
         assert a[0] == b[0] and a[1] == b[1] and np.array_equal(a[2], b[2])
 
 
+def test_shards_over_http_give_the_batches_of_local_shards(jpegs, tmp_path):
+    """The same shards behind http:// (Python's http.server on loopback),
+    read through the shard cache with the read-ahead fetcher."""
+    import socket
+    from conftest import TOOLS
+    www = tmp_path / "www"
+    subprocess.run([os.path.join(TOOLS, "shard"), "--out", str(www / "s"), "--shard-samples", "16",
+                    jpegs], check=True, stdout=subprocess.DEVNULL)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "http.server", str(port), "--bind",
+                               "127.0.0.1", "--directory", str(www)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        runs = []
+        for data, extra in ((str(www / "s/train-{000000..000003}.tar"), {}),
+                            (f"http://127.0.0.1:{port}/s/train-{{000000..000003}}.tar",
+                             dict(shard_cache=str(tmp_path / "cache"), read_ahead=2))):
+            with trainloader.Loader(data, batch=8, workers=2, random_resized_crop=48, seed=3,
+                                    **extra) as loader:
+                runs.append(pass_of(loader))
+        assert len(runs[0]) == len(runs[1]) == 8
+        for a, b in zip(*runs):
+            assert a[0] == b[0] and a[1] == b[1] and np.array_equal(a[2], b[2])
+        assert len(list((tmp_path / "cache").glob("*.tar"))) == 4
+    finally:
+        server.kill()
+        server.wait()
+
+
 @pytest.mark.parametrize("recipe", [dict(random_resized_crop=48), dict(train=False, resize=56, crop=48)])
 def test_odd_photos_give_the_same_batches_for_any_worker_count(odd_photos, recipe):
     """Grey 2x2-sampled, progressive, 4:2:0 JPEGs and PNGs: the same bytes
