@@ -32,3 +32,17 @@ build/netlab/venv.stamp: tools/netlab-requirements.txt
 	else echo "$@: tools/netlab-requirements.txt did not install: the S3 tests of tests/test_netlab.c skip" >&2; \
 	  echo absent > $@; fi
 DEPS_EXTRA += build/netlab/venv.stamp
+
+# E4 over a link (tools/bench-e4, docs/EXPERIMENTS.md "E4 over a link"):
+# small files over HTTP vs shards streamed vs the local shard cache vs
+# preload, train against webdataset + PyTorch's DataLoader and DALI (pyenv's
+# python3: make bench-deps; webdataset 1.0.2, pinned in mk/loader.mk's
+# build/shard-peers.stamp), through netlab labs.
+# Root; about 10 minutes; writes build/e4/e4.json and e4.png, the table on
+# stdout. A benchmark: in neither make test nor make bench (it needs root).
+# bench-e4-smoke: a tiny set, one link, one repeat, under a minute.
+.PHONY: bench-e4 bench-e4-smoke
+bench-e4: build/cpu/train build/tools/shard build/shard-peers.stamp
+	tools/bench-e4 $(BENCH_E4_ARGS)
+bench-e4-smoke: build/cpu/train build/tools/shard build/shard-peers.stamp
+	tools/bench-e4 --smoke
