@@ -588,6 +588,7 @@ static int shards_load(dataset *ds, const char *spec, const csv_opts *o, errbuf 
     builder b = {0};
     tar_members m = {0};
     uint64_t *cls = NULL;
+    uint32_t *first = NULL; /* shard_first */
     char *cls_path = NULL, first_bad[ERR_MAX] = "";
     uint32_t bad = 0;
     int rc = -1;
@@ -602,11 +603,14 @@ static int shards_load(dataset *ds, const char *spec, const csv_opts *o, errbuf 
     long ncls = read_classes(l.v[0], &b, &cls, &cls_path, e);
     if (ncls < 0)
         goto out;
-    for (size_t i = 0; i < l.n; i++) {
+    first = xmalloc((l.n + 1) * sizeof *first);
+    for (size_t i = 0; i < l.n; i++) { /* a shard's rows are contiguous */
         shard_read s = {.path = l.v[i], .o = o, .bad = &bad, .first_bad = first_bad, .e = e};
+        first[i] = (uint32_t)b.n;
         if (read_shard(&s, &b, &m) != 0)
             goto out;
     }
+    first[l.n] = (uint32_t)b.n;
     if (b.n == 0) {
         if (bad)
             errf(e, "%s: no usable samples (%u bad; first: %s)", spec, bad, first_bad);
@@ -623,6 +627,8 @@ static int shards_load(dataset *ds, const char *spec, const csv_opts *o, errbuf 
     pack(ds, &b, cls, ncls);
     ds->csv_path = xstrdup(spec);
     ds->nshards = (uint32_t)l.n;
+    ds->shard_first = first;
+    first = NULL;
     ds->bad_rows = bad;
     ds->content_hash = hash64("train-shards", 12, dataset_fingerprint(ds, NULL).hash);
     for (uint32_t i = 0; i < ds->n; i++)
@@ -642,6 +648,7 @@ out:
     free(b.path);
     free(b.label);
     free(cls);
+    free(first);
     free(cls_path);
     if (rc != 0)
         dataset_free(ds);

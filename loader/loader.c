@@ -327,10 +327,17 @@ static void activate(loader *p)
         je->pass = p->plan[j];
         je->first = p->plan_first[j];
         je->nbatches = p->plan_nb[j];
-        je->n = p->cfg.src[p->plan[j].src]->n;
+        const dataset *ds = p->cfg.src[p->plan[j].src];
+        const load_pass *lp = &p->plan[j];
+        uint32_t *perm = p->perms + (size_t)(j % LOADER_PASSQ) * p->max_n;
+        je->n = ds->n;
         je->id = j;
-        sampler_permutation(p->perms + (size_t)(j % LOADER_PASSQ) * p->max_n, je->n, p->cfg.seed,
-                            p->plan[j].epoch, (uint32_t)p->plan[j].src, p->plan[j].shuffle);
+        if (lp->order == LOAD_ORDER_SHARDS && ds->shard_first)
+            sampler_shard_order(perm, je->n, ds->shard_first, ds->nshards, p->cfg.seed, lp->epoch,
+                                (uint32_t)lp->src, lp->shuffle, lp->shuffle_buffer);
+        else
+            sampler_permutation(perm, je->n, p->cfg.seed, lp->epoch, (uint32_t)lp->src,
+                                lp->shuffle);
         p->posted_end = je->first + je->nbatches;
         p->active_end++;
     }
