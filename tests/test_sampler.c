@@ -31,9 +31,9 @@ typedef struct cfg {
 } cfg;
 
 static const cfg cases[] = {
-    {{5, 5, 4}, 3, 0},        {{5, 5, 4}, 3, 1},     {{5, 5, 4}, 3, 3},
-    {{1, 9, 0, 3, 7}, 5, 4},  {{0, 0, 6}, 3, 2},     {{10, 1, 1, 1, 10, 0, 2}, 7, 5},
-    {{3, 4, 5}, 3, 100},      {{40}, 1, 8},          {{2, 2, 2, 2, 2, 2, 2, 2}, 8, 2},
+    {{5, 5, 4}, 3, 0},       {{5, 5, 4}, 3, 1}, {{5, 5, 4}, 3, 3},
+    {{1, 9, 0, 3, 7}, 5, 4}, {{0, 0, 6}, 3, 2}, {{10, 1, 1, 1, 10, 0, 2}, 7, 5},
+    {{3, 4, 5}, 3, 100},     {{40}, 1, 8},      {{2, 2, 2, 2, 2, 2, 2, 2}, 8, 2},
 };
 
 Test(sampler, the_shard_order_holds_every_row_once_and_stays_within_its_window)
@@ -63,8 +63,8 @@ Test(sampler, the_shard_order_holds_every_row_once_and_stays_within_its_window)
             for (uint32_t k = 0; k < n; k++) {
                 uint32_t last = k + w - 1 < n ? k + w - 1 : n - 1;
                 cr_assert_leq(rank[shard_of(first, ns, perm[k])], stream_rank[last],
-                              "case %zu seed %u: output %u reads a shard past its window", c,
-                              seed, k);
+                              "case %zu seed %u: output %u reads a shard past its window", c, seed,
+                              k);
             }
         }
     }
