@@ -209,6 +209,28 @@ void feed_shard_cache_close(shard_cache_opts *sc, int temp)
     sc->dir = NULL;
 }
 
+/* --order and --shuffle-buffer for the training set: auto streams remote
+ * shards (each shard needed once per epoch, in a known order) and shuffles
+ * everything else globally; the buffer's default is 4 shards' worth. */
+static int feed_order(feed *f, errbuf *e)
+{
+    const options *o = f->o;
+    const dataset *t = &f->train;
+    f->order = o->order == ORDER_AUTO     ? (t->remote ? LOAD_ORDER_SHARDS : LOAD_ORDER_GLOBAL)
+               : o->order == ORDER_SHARDS ? LOAD_ORDER_SHARDS
+                                          : LOAD_ORDER_GLOBAL;
+    if (f->order == LOAD_ORDER_SHARDS && !t->shard_first)
+        return errf(e,
+                    "--order shards: %s is a %s, not tar shards (use --order global, or shards "
+                    "written by build/tools/shard)",
+                    o->csv, t->folder ? "folder" : "CSV");
+    uint64_t buf = o->shuffle_buffer;
+    if (buf == 0 && t->nshards)
+        buf = (4 * (uint64_t)t->n + t->nshards - 1) / t->nshards;
+    f->shuffle_buffer = (uint32_t)(buf < 1 ? 1 : buf > t->n ? t->n : buf);
+    return 0;
+}
+
 static int feed_data_(feed *f, errbuf *e)
 {
     const options *o = f->o;
@@ -229,6 +251,8 @@ static int feed_data_(feed *f, errbuf *e)
         if (!f->train.names && f->val.nclasses > f->train.nclasses)
             f->train.nclasses = f->val.nclasses; /* model classes cover both */
     }
+    if (feed_order(f, e) != 0)
+        return RUN_BAD_INPUT;
     int w, h, ch;
     uint32_t first = 0;
     if (probe_first_good(f, &first, &w, &h, &ch, e) != 0)
@@ -428,6 +452,10 @@ int feed_post_build(feed *f)
 int feed_post_pass(feed *f, load_pass j)
 {
     j.batch = (uint32_t)f->batch;
+    if (j.src == 0 && j.kind != LOAD_PASS_BUILD) {
+        j.order = f->order;
+        j.shuffle_buffer = f->shuffle_buffer;
+    }
     if (j.kind != LOAD_PASS_BUILD) { /* every rank builds the whole cache */
         j.rank = (uint32_t)f->rank;
         j.ranks = (uint32_t)(f->ranks > 0 ? f->ranks : 1);

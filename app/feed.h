@@ -53,7 +53,9 @@ typedef struct feed {
     int have_val;
     sample_setup ss;
     size_t sample_bytes;
-    int fixed_h, fixed_w; /* the first good image's size */
+    int fixed_h, fixed_w;    /* the first good image's size */
+    int order;               /* training passes' LOAD_ORDER_* (--order, resolved) */
+    uint32_t shuffle_buffer; /* --order shards: the buffer in samples */
     /* feed_cache (--mode preload) */
     preload_cache cache;
     int use_cache;

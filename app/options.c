@@ -20,7 +20,7 @@
 enum opt_id {
     O_HEADER, O_NO_HEADER, O_PATH_COL, O_LABEL_COL, O_ROOT, O_SKIP_BAD, O_CHECK, O_VAL,
     O_CHANNELS, O_RESIZE, O_CROP, O_RANDOM_CROP, O_PAD, O_HFLIP, O_RRC, O_DECODE, O_JITTER, O_EXIF,
-    O_WORKERS, O_PREFETCH, O_BATCH, O_SHUFFLE, O_NO_SHUFFLE, O_SEED, O_DROP_LAST, O_TIMEOUT,
+    O_WORKERS, O_PREFETCH, O_BATCH, O_SHUFFLE, O_NO_SHUFFLE, O_ORDER, O_SHUFFLE_BUFFER, O_SEED, O_DROP_LAST, O_TIMEOUT,
     O_RESPAWN, O_MODE, O_CACHE, O_COLD, O_MEM_LIMIT, O_LOADER_ONLY,
     O_MODEL, O_DEVICE, O_THREADS, O_LR, O_MOMENTUM, O_WD, O_LR_SCHEDULE, O_EPOCHS, O_SAVE,
     O_RESUME, O_RESUME_ANY_DATA, O_MEAN, O_STD, O_NORMALIZE,
@@ -106,6 +106,10 @@ static const opt_spec table[] = {
     {"mode", ARG_REQ, O_MODE, "lazy|preload[,..]", "decode per fetch, or once into memory (default lazy)", 1},
     {"shuffle", ARG_NONE, O_SHUFFLE, NULL, "shuffle the training set every epoch (default)", 0},
     {"no-shuffle", ARG_NONE, O_NO_SHUFFLE, NULL, "keep the CSV order", 0},
+    {"order", ARG_REQ, O_ORDER, "global|shards|auto",
+     "shuffle all rows, or shard by shard through a buffer (default auto: shards if remote)", 0},
+    {"shuffle-buffer", ARG_REQ, O_SHUFFLE_BUFFER, "N",
+     "--order shards: samples in the buffer (default 4 shards' worth, 4*rows/shards)", 0},
     {"seed", ARG_REQ, O_SEED, "S", "seed of shuffling, augmentation and init (default 1)", 0},
     {"drop-last", ARG_NONE, O_DROP_LAST, NULL, "drop the last partial training batch", 0},
     {"timeout", ARG_REQ, O_TIMEOUT, "SEC", "fail when a batch takes longer (default: no limit)", 0},
@@ -441,6 +445,23 @@ static int set(options *o, const opt_spec *s, const char *v)
     case O_MODE: return parse_list(n, v, &o->mode, item_mode);
     case O_SHUFFLE: o->shuffle = 1; break;
     case O_NO_SHUFFLE: o->shuffle = 0; break;
+    case O_ORDER:
+        if (!strcmp(v, "auto"))
+            o->order = ORDER_AUTO;
+        else if (!strcmp(v, "global"))
+            o->order = ORDER_GLOBAL;
+        else if (!strcmp(v, "shards"))
+            o->order = ORDER_SHARDS;
+        else
+            return bad(n, v, "is not global, shards or auto");
+        break;
+    case O_SHUFFLE_BUFFER: {
+        long long x;
+        if (parse_i64(v, &x) != 0 || x < 1 || x > UINT32_MAX)
+            return bad(n, v, "is not a positive integer (samples)");
+        o->shuffle_buffer = (uint32_t)x;
+        break;
+    }
     case O_SEED: {
         long long x;
         if (parse_i64(v, &x) != 0 || x < 0)
@@ -658,6 +679,7 @@ static void defaults(options *o)
     o->non_blocking = (int_list){1, {0}};
     o->gpu_activity = 1;
     o->shuffle = 1;
+    o->order = ORDER_AUTO;
     o->seed = 1;
     o->test_slow_rank = -1;
     o->device = "auto";

@@ -38,6 +38,10 @@ enum diag_phase {
     DIAG_REFEED,    /* the model trains on a few batches kept in device memory */
 };
 
+/* --order: the training order (loader.h LOAD_ORDER_*); auto is shards for
+ * remote shards, global otherwise */
+enum { ORDER_AUTO = -1, ORDER_GLOBAL = 0, ORDER_SHARDS = 1 };
+
 typedef struct options {
     const char *csv; /* the training CSV (positional) */
 
@@ -62,6 +66,8 @@ typedef struct options {
     int_list batch;
     int_list mode; /* enum load_mode */
     int shuffle;
+    int order;               /* ORDER_*: --order */
+    uint32_t shuffle_buffer; /* --shuffle-buffer; 0: 4 shards' worth */
     uint64_t seed;
     int drop_last;
     double timeout;

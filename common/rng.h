@@ -25,6 +25,7 @@ enum rng_purpose {
     RNG_INIT = 3,
     RNG_SKIP = 4,
     RNG_TOOL = 5,
+    RNG_SHARDS = 6, /* the streaming order (sampler_shard_order) */
 };
 
 static inline uint64_t rng_mix(uint64_t z)

@@ -891,6 +891,7 @@ void dataset_free(dataset *ds)
     free(ds->strs);
     free(ds->rows);
     free(ds->members);
+    free(ds->shard_first);
     memset(ds, 0, sizeof *ds);
 }
 

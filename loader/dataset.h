@@ -4,7 +4,8 @@
  *
  * The whole CSV is read and validated before any work starts; every problem
  * is reported as `FILE:LINE: reason`. The result is two flat allocations
- * (a row array and one string buffer) so forked workers share it
+ * (a row array and one string buffer; shards add their members and
+ * shard_first) so forked workers share it
  * copy-on-write without touching it: nothing in here is written after load.
  */
 #ifndef TRAIN_DATASET_H
@@ -47,7 +48,10 @@ typedef struct dataset {
     dataset_member *members; /* read from tar shards: one per row (whose path is
                                 its shard's); NULL for a CSV or a folder */
     uint32_t nshards;
-    int remote; /* rows are URLs of shards (http://, https://, s3://), read
+    uint32_t *shard_first; /* shards: nshards + 1 entries, shard s holding rows
+                              [shard_first[s], shard_first[s+1]) (a third flat
+                              allocation); NULL for a CSV or a folder */
+    int remote;            /* rows are URLs of shards (http://, https://, s3://), read
                    through the shard cache */
     const struct shard_cache_opts *cache; /* where remote shards are kept (the
                                              csv_opts' shard_cache), or NULL */

@@ -751,6 +751,7 @@ static int shards_load(dataset *ds, const char *spec, const csv_opts *o, errbuf 
     builder b = {0};
     tar_members m = {0};
     uint64_t *cls = NULL;
+    uint32_t *first = NULL; /* shard_first */
     char *cls_path = NULL, first_bad[ERR_MAX] = "";
     uint32_t bad = 0;
     int rc = -1;
@@ -797,12 +798,15 @@ static int shards_load(dataset *ds, const char *spec, const csv_opts *o, errbuf 
     if (ncls < 0)
         goto out;
     uint32_t slow = 0;
-    for (size_t i = 0; i < l.n; i++) {
+    first = xmalloc((l.n + 1) * sizeof *first);
+    for (size_t i = 0; i < l.n; i++) { /* a shard's rows are contiguous */
         shard_read s = {.path = l.v[i], .o = o, .bad = &bad, .first_bad = first_bad, .e = e};
+        first[i] = (uint32_t)b.n;
         if (remote ? read_remote_shard(&s, &b, &m, o->shard_cache, &slow) != 0
                    : read_shard(&s, &b, &m) != 0)
             goto out;
     }
+    first[l.n] = (uint32_t)b.n;
     if (slow && o->warn)
         fprintf(o->warn,
                 "train: note: %u of %zu shards have no .idx and .labels beside them: each was "
@@ -827,6 +831,8 @@ static int shards_load(dataset *ds, const char *spec, const csv_opts *o, errbuf 
     ds->nshards = (uint32_t)l.n;
     ds->remote = remote;
     ds->cache = remote ? o->shard_cache : NULL;
+    ds->shard_first = first;
+    first = NULL;
     ds->bad_rows = bad;
     ds->content_hash = hash64("train-shards", 12, dataset_fingerprint(ds, NULL).hash);
     for (uint32_t i = 0; i < ds->n; i++)
@@ -846,6 +852,7 @@ out:
     free(b.path);
     free(b.label);
     free(cls);
+    free(first);
     free(cls_path);
     if (rc != 0)
         dataset_free(ds);

@@ -330,8 +330,12 @@ static int pass_of(const loader *p, uint64_t seq)
 
 void loader_pass_perm(const loader *p, const load_pass *j, uint32_t *perm)
 {
-    sampler_permutation(perm, p->cfg.src[j->src]->n, p->cfg.seed, j->epoch, (uint32_t)j->src,
-                        j->shuffle);
+    const dataset *ds = p->cfg.src[j->src];
+    if (j->order == LOAD_ORDER_SHARDS && ds->shard_first)
+        sampler_shard_order(perm, ds->n, ds->shard_first, ds->nshards, p->cfg.seed, j->epoch,
+                            (uint32_t)j->src, j->shuffle, j->shuffle_buffer);
+    else
+        sampler_permutation(perm, ds->n, p->cfg.seed, j->epoch, (uint32_t)j->src, j->shuffle);
 }
 
 /* Give plan passes entries in the shared table while entries are free: an

@@ -96,6 +96,14 @@ typedef struct loader_config {
 
 enum { LOADER_SERVE_MAP_FD = 3, LOADER_SERVE_CMD_FD = 4, LOADER_SERVE_CACHE_FD = 5 };
 
+/* load_pass.order: the order of a shuffled pass */
+enum {
+    LOAD_ORDER_GLOBAL = 0, /* one permutation of all rows (sampler_permutation) */
+    LOAD_ORDER_SHARDS = 1, /* shard by shard through a shuffle buffer
+                              (sampler_shard_order); a source without
+                              shards (shard_first NULL) falls back to global */
+};
+
 typedef struct load_pass {
     int src; /* index into loader_config.src */
     load_pass_kind kind;
@@ -110,6 +118,8 @@ typedef struct load_pass {
      * of `ranks` of every batch; ranks 0 or 1 loads whole batches. A slice
      * may be empty (a batch with fewer samples than ranks): count 0. */
     uint32_t rank, ranks;
+    int order;               /* LOAD_ORDER_* */
+    uint32_t shuffle_buffer; /* LOAD_ORDER_SHARDS: samples in the shuffle buffer */
 } load_pass;
 
 typedef struct loader_batch {

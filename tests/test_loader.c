@@ -672,6 +672,8 @@ Test(loader, after_previous_waits_for_every_earlier_batch)
 /* Data-parallel ranks: every batch of one epoch as rank `rank` of `ranks`
  * loads it — per batch its count, then its sample indices and bytes
  * appended to idx / bytes. Returns the number of batches. */
+static int rank_order; /* LOAD_ORDER_* of rank_epoch's pass */
+
 static int rank_epoch(uint32_t rank, uint32_t ranks, int workers, uint32_t *counts, uint32_t *idx,
                       uint8_t *bytes)
 {
@@ -684,7 +686,9 @@ static int rank_epoch(uint32_t rank, uint32_t ranks, int workers, uint32_t *coun
                    .batch = 8,
                    .shuffle = 1,
                    .rank = rank,
-                   .ranks = ranks};
+                   .ranks = ranks,
+                   .order = rank_order,
+                   .shuffle_buffer = 5};
     loader_post(p, &j);
     loader_batch b;
     int n = 0, rc;
@@ -701,14 +705,16 @@ static int rank_epoch(uint32_t rank, uint32_t ranks, int workers, uint32_t *coun
     return n;
 }
 
-Test(loader, ranks_slice_every_batch_into_contiguous_parts_with_the_same_augmentation)
+/* 57 samples in batches of 8: the last batch holds one sample, so with
+ * 2 or 3 ranks some slices of it are empty (and nothing is padded) */
+static void ranks_slice(const uint32_t *want)
 {
-    /* 57 samples in batches of 8: the last batch holds one sample, so with
-     * 2 or 3 ranks some slices of it are empty (and nothing is padded) */
     uint32_t counts[8], idx[NSAMPLES];
     uint8_t bytes[NSAMPLES * SAMPLE];
     int nb = rank_epoch(0, 1, 0, counts, idx, bytes);
     cr_assert_eq(nb, 8);
+    if (want)
+        cr_assert_arr_eq(idx, want, sizeof idx, "one rank: not the order asked for");
     for (uint32_t ranks = 2; ranks <= 3; ranks++) {
         uint32_t rc[3][8], ri[3][NSAMPLES], at[3] = {0};
         static uint8_t rb[3][NSAMPLES * SAMPLE];
@@ -736,6 +742,27 @@ Test(loader, ranks_slice_every_batch_into_contiguous_parts_with_the_same_augment
         }
         cr_assert_eq(pos, NSAMPLES, "every sample once per epoch over the ranks");
     }
+}
+
+Test(loader, ranks_slice_every_batch_into_contiguous_parts_with_the_same_augmentation)
+{
+    ranks_slice(NULL);
+}
+
+Test(loader, the_streaming_order_over_shards_is_sliced_across_ranks_like_the_global_one)
+{
+    static const uint32_t first[] = {0, 10, 10, 23, 30, 51, NSAMPLES};
+    ds.nshards = 6;
+    ds.shard_first = malloc(sizeof first); /* dataset_free frees it */
+    memcpy(ds.shard_first, first, sizeof first);
+    uint32_t want[NSAMPLES], glob[NSAMPLES];
+    sampler_shard_order(want, NSAMPLES, first, 6, 1234, 3, 0, 1, 5);
+    sampler_permutation(glob, NSAMPLES, 1234, 3, 0, 1);
+    cr_assert(memcmp(want, glob, sizeof want) != 0);
+    rank_order = LOAD_ORDER_SHARDS;
+    ranks_slice(want);
+    rank_order = LOAD_ORDER_GLOBAL;
+    ranks_slice(glob);
 }
 
 Test(loader, slice_bounds_cover_a_batch_once)

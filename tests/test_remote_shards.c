@@ -211,8 +211,14 @@ Test(remote_shards, http_shards_give_the_batches_of_local_shards_and_the_csv_for
     char *want = dump_run(csv, "csv", NULL, "--workers", "2", NULL);
     char *disk = dump_run(local, "disk", NULL, "--workers", "2", NULL);
     cr_assert(same_bytes(want, disk), "local shards differ from the CSV");
-    char *w0 = dump_run(url, "http0", NULL, "--workers", "0", "--shard-cache", cache, NULL);
+    /* the CSV's order over all samples ... */
+    char *w0 = dump_run(url, "http0", NULL, "--workers", "0", "--order", "global", "--shard-cache",
+                        cache, NULL);
     cr_assert(same_bytes(want, w0), "HTTP shards, 0 workers: batches differ from the CSV's");
+    /* ... and remote shards' default, the streaming order, as on local disk */
+    char *stream =
+        dump_run(local, "disk-stream", NULL, "--workers", "0", "--order", "shards", NULL);
+    cr_assert(!same_bytes(want, stream), "--order shards gave the global order's batches");
     /* before training: two small files a shard, not the shards */
     int tars_first = gets_of(".tar");
     cr_assert_eq(gets_of(".idx"), 5);
@@ -222,7 +228,7 @@ Test(remote_shards, http_shards_give_the_batches_of_local_shards_and_the_csv_for
     cr_assert_eq(count_files(cache, ".tar", NULL), 5);
     /* a second run over the same cache: nothing downloaded, the same batches */
     char *w2 = dump_run(url, "http2", NULL, "--workers", "2", "--shard-cache", cache, NULL);
-    cr_assert(same_bytes(want, w2), "HTTP shards, 2 workers: batches differ from the CSV's");
+    cr_assert(same_bytes(stream, w2), "HTTP shards, 2 workers: batches differ from local disk's");
     cr_assert_eq(gets_of(".tar"), tars_first, "the cache's shards were downloaded again");
     /* without --shard-cache: a temporary folder, gone after the run */
     char *tmp = path_join(dir, "tmp");
@@ -230,7 +236,7 @@ Test(remote_shards, http_shards_give_the_batches_of_local_shards_and_the_csv_for
     setenv("TMPDIR", tmp, 1);
     char *w3 = dump_run(url, "http-tmp", NULL, "--workers", "2", NULL);
     unsetenv("TMPDIR");
-    cr_assert(same_bytes(want, w3));
+    cr_assert(same_bytes(stream, w3));
     cr_assert_eq(count_files(tmp, "", NULL), 0, "the run's temporary shard cache is left");
     /* --check reads them too (downloading each shard into its cache) */
     run_result r;
@@ -239,6 +245,7 @@ Test(remote_shards, http_shards_give_the_batches_of_local_shards_and_the_csv_for
     cr_assert(strstr(r.out, "40 samples in 5 shards, 4 classes"), "%s", r.out);
     run_free(&r);
     free(csv), free(local), free(cache), free(want), free(disk), free(w0), free(w2), free(w3);
+    free(stream);
     free(tmp);
 }
 
@@ -292,8 +299,10 @@ Test(remote_shards, two_runs_sharing_a_cache_download_each_shard_once_and_the_si
     cr_assert(n >= 1 && n <= 3, "%d shards kept", n);
     cr_assert_gt(gets_in(fast, ".tar"), 5, "epoch 2 found every shard although most were evicted");
     cr_assert_eq(count_files(small, ".part", NULL) + count_files(cache, ".part", NULL), 0);
-    char *want = dump_run(csv, "csv", NULL, "--workers", "0", NULL);
+    char *local = path_join(dir, "www" SPEC);
+    char *want = dump_run(local, "disk", NULL, "--workers", "0", "--order", "shards", NULL);
     cr_assert(same_bytes(want, d), "evicted and fetched again: other batches");
+    free(local);
     free(csv), free(cache), free(bin), free(small), free(fast), free(d), free(want);
 }
 
@@ -374,7 +383,7 @@ Test(remote_shards, a_connection_cut_mid_shard_is_retried_and_the_batches_are_wh
     char url[256];
     snprintf(url, sizeof url, "http://127.0.0.1:%d/any/train-000001.tar",
              server_fault_start(seen, &server, &f));
-    char *want = dump_run(tar, "disk", NULL, "--workers", "2", NULL);
+    char *want = dump_run(tar, "disk", NULL, "--workers", "2", "--order", "shards", NULL);
     run_result r;
     char *got = dump_run(url, "cut", &r, "--workers", "2", NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
@@ -400,12 +409,14 @@ Test(remote_shards, s3_shards_signed_give_the_batches_of_local_disk_and_a_wrong_
     setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
     unsetenv("AWS_SESSION_TOKEN");
     char *want = dump_run(csv, "csv", NULL, "--workers", "2", NULL);
+    char *local = path_join(dir, "www" SPEC);
+    char *stream = dump_run(local, "disk", NULL, "--workers", "2", "--order", "shards", NULL);
     /* a prefix: its .tar objects, listed (the sidecars beside them are not shards) */
     char *got = dump_run("s3://bkt/data/", "s3", NULL, "--workers", "2", "--s3-endpoint", ep, NULL);
-    cr_assert(same_bytes(want, got), "S3 shards: batches differ from the CSV's");
+    cr_assert(same_bytes(stream, got), "S3 shards: batches differ from local disk's");
     char *got0 = dump_run("s3://bkt/data/train-{000000..000004}.tar", "s3-0", NULL, "--workers",
-                          "0", "--s3-endpoint", ep, NULL);
-    cr_assert(same_bytes(want, got0), "S3 shards by name, 0 workers: batches differ");
+                          "0", "--order", "global", "--s3-endpoint", ep, NULL);
+    cr_assert(same_bytes(want, got0), "S3 shards by name, 0 workers, global order: not the CSV's");
 
     /* an object gone after the listing (here: deleted, its index and
      * labels left): its samples fail naming it and S3's code */
@@ -437,5 +448,5 @@ Test(remote_shards, s3_shards_signed_give_the_batches_of_local_disk_and_a_wrong_
                   strstr(r.err, "SignatureDoesNotMatch"),
               "%s", r.err);
     run_free(&r);
-    free(csv), free(up), free(want), free(got), free(got0);
+    free(csv), free(up), free(want), free(got), free(got0), free(local), free(stream);
 }

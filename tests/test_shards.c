@@ -492,3 +492,38 @@ Test(shards, a_sample_without_a_label_a_missing_shard_and_a_corrupt_jpeg_are_nam
     run_free(&r);
     free(btar), free(bcsv), free(j), free(missing), free(nolabel), free(tar), free(csv);
 }
+
+/* dump_run with --order ORDER (and --shuffle-buffer 3 for shards) */
+static char *dump_order(const char *data, const char *workers, const char *order)
+{
+    char name[64];
+    snprintf(name, sizeof name, "dump-order-%s-%s", order, workers);
+    char *dump = path_join(dir, name);
+    run_result r;
+    run_train(&r, "--loader-only", "--epochs", "2", "--batch", "4", "--seed", "5", "--workers",
+              workers, "--order", order, "--shuffle-buffer", "3", "--no-progress", "--dump-batches",
+              dump, data, NULL);
+    cr_assert_eq(r.status, 0, "%s, workers %s, --order %s: %s", data, workers, order, r.err);
+    run_free(&r);
+    return dump;
+}
+
+Test(shards, the_streaming_order_gives_the_same_batches_for_any_workers_and_not_the_global_ones)
+{
+    char *csv = make_set();
+    shard(csv, "s", "--shard-samples", "5");
+    char *spec = path_join(dir, "s/train-{000000..000002}.tar");
+    char *a = dump_order(spec, "0", "shards"), *b = dump_order(spec, "2", "shards");
+    char *g = dump_order(spec, "2", "global");
+    cr_assert(same_file_bytes(a, b), "--order shards: workers 0 and 2 give other batches");
+    cr_assert(!same_file_bytes(a, g), "--order shards gave the global order's batches");
+    free(a), free(b), free(g), free(spec);
+    /* a CSV has no shards to stream */
+    run_result r;
+    run_train(&r, "--loader-only", "--epochs", "1", "--order", "shards", "--no-progress", csv,
+              NULL);
+    cr_assert_eq(r.status, 2, "--order shards on a CSV: status %d", r.status);
+    cr_assert(strstr(r.err, "--order shards") && strstr(r.err, "not tar shards"), "%s", r.err);
+    run_free(&r);
+    free(csv);
+}

@@ -175,7 +175,7 @@ def test_shards_over_http_give_the_batches_of_local_shards(jpegs, tmp_path):
             except OSError:
                 time.sleep(0.05)
         runs = []
-        for data, extra in ((str(www / "s/train-{000000..000003}.tar"), {}),
+        for data, extra in ((str(www / "s/train-{000000..000003}.tar"), dict(order="shards")),
                             (f"http://127.0.0.1:{port}/s/train-{{000000..000003}}.tar",
                              dict(shard_cache=str(tmp_path / "cache"), read_ahead=2))):
             with trainloader.Loader(data, batch=8, workers=2, random_resized_crop=48, seed=3,
