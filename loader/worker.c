@@ -170,6 +170,22 @@ static void worker_main(loader *p, int i)
 
 /* ---------------------------------------------------------------- supervisor */
 
+/* fork a child of the supervisor: in the child (0 returned) it dies with
+ * the supervisor, holds none of its descriptors and has the signal mask
+ * the supervisor started with */
+static pid_t fork_child(sigset_t *oldmask, int cmd_fd, int sfd)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid == 0) {
+        die_with_parent(parent);
+        close(cmd_fd);
+        close(sfd);
+        sigprocmask(SIG_SETMASK, oldmask, NULL);
+    }
+    return pid;
+}
+
 static pid_t spawn_worker(loader *p, int i, sigset_t *oldmask, int cmd_fd, int sfd)
 {
     worker_rec *w = &p->workers[i];
@@ -178,15 +194,9 @@ static pid_t spawn_worker(loader *p, int i, sigset_t *oldmask, int cmd_fd, int s
     w->exit_status = -1;
     w->term_signal = 0;
     w->held = -1;
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) {
-        die_with_parent(parent);
-        close(cmd_fd);
-        close(sfd);
-        sigprocmask(SIG_SETMASK, oldmask, NULL);
+    pid_t pid = fork_child(oldmask, cmd_fd, sfd);
+    if (pid == 0)
         worker_main(p, i);
-    }
     if (pid > 0)
         atomic_store(&w->pid, pid);
     return pid;
@@ -197,15 +207,9 @@ static void spawn_fetcher(loader *p, sigset_t *oldmask, int cmd_fd, int sfd)
 {
     if (!p->cfg.fetch || !p->cfg.fetch_unit || p->cfg.read_ahead <= 0)
         return;
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid == 0) {
-        die_with_parent(parent);
-        close(cmd_fd);
-        close(sfd);
-        sigprocmask(SIG_SETMASK, oldmask, NULL);
+    pid_t pid = fork_child(oldmask, cmd_fd, sfd);
+    if (pid == 0)
         loader_fetch_main(p);
-    }
     if (pid > 0) /* a fetcher that cannot start only costs its read-ahead */
         atomic_store(&p->ctl->fetch_pid, pid);
 }

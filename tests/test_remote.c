@@ -476,9 +476,6 @@ Test(remote, s3_signatures_checked_by_moto)
         server_moto_signed(dir, up, "shards/", ep, sizeof ep, id, sizeof id, secret, sizeof secret);
     if (why)
         cr_skip_test("%s", why);
-    setenv("AWS_ACCESS_KEY_ID", id, 1);
-    setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
-    unsetenv("AWS_SESSION_TOKEN");
     remote_opts o = {
         .timeout_s = 10, .retries = 1, .backoff_s = 0.01, .s3_endpoint = ep, .list_page = 2};
     errbuf e;

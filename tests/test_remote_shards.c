@@ -405,9 +405,6 @@ Test(remote_shards, s3_shards_signed_give_the_batches_of_local_disk_and_a_wrong_
         server_moto_signed(dir, up, "data/", ep, sizeof ep, id, sizeof id, secret, sizeof secret);
     if (why)
         cr_skip_test("%s", why);
-    setenv("AWS_ACCESS_KEY_ID", id, 1);
-    setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
-    unsetenv("AWS_SESSION_TOKEN");
     char *want = dump_run(csv, "csv", NULL, "--workers", "2", NULL);
     char *local = path_join(dir, "www" SPEC);
     char *stream = dump_run(local, "disk", NULL, "--workers", "2", "--order", "shards", NULL);

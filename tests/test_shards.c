@@ -81,19 +81,55 @@ static int same_file_bytes(const char *a, const char *b)
 }
 
 /* train --loader-only over data with a random crop and flips, batches
- * into dir/dump; returns the dump's path. */
-static char *dump_run(const char *data, const char *workers, const char *mode, const char *tag)
+ * into dir/dump, under --order ORDER (NULL: the default; shards: with
+ * --shuffle-buffer 3); returns the dump's path. */
+static char *dump_with(const char *data, const char *workers, const char *mode, const char *order,
+                       const char *tag)
 {
     char name[64];
-    snprintf(name, sizeof name, "dump-%s-%s-%s", tag, workers, mode);
+    snprintf(name, sizeof name, "dump-%s-%s-%s-%s", tag, workers, mode, order ? order : "");
     char *dump = path_join(dir, name);
+    char *argv[] = {(char *)train_bin(),
+                    "--loader-only",
+                    "--epochs",
+                    "2",
+                    "--batch",
+                    "4",
+                    "--seed",
+                    "5",
+                    "--workers",
+                    (char *)workers,
+                    "--mode",
+                    (char *)mode,
+                    "--random-crop",
+                    "--crop",
+                    "20",
+                    "--hflip",
+                    "0.5",
+                    "--no-progress",
+                    "--dump-batches",
+                    dump,
+                    (char *)data,
+                    "--order",
+                    (char *)order,
+                    "--shuffle-buffer",
+                    "3",
+                    NULL};
+    if (!order) /* the default order: the arguments end at the data */
+        argv[21] = NULL;
+    else if (strcmp(order, "shards"))
+        argv[23] = NULL;
     run_result r;
-    run_train(&r, "--loader-only", "--epochs", "2", "--batch", "4", "--seed", "5", "--workers",
-              workers, "--mode", mode, "--random-crop", "--crop", "20", "--hflip", "0.5",
-              "--no-progress", "--dump-batches", dump, data, NULL);
-    cr_assert_eq(r.status, 0, "%s, workers %s, %s: %s", data, workers, mode, r.err);
+    run_argv(argv, NULL, 120, &r);
+    cr_assert_eq(r.status, 0, "%s, workers %s, %s, --order %s: %s", data, workers, mode,
+                 order ? order : "(default)", r.err);
     run_free(&r);
     return dump;
+}
+
+static char *dump_run(const char *data, const char *workers, const char *mode, const char *tag)
+{
+    return dump_with(data, workers, mode, NULL, tag);
 }
 
 Test(shards, the_tool_writes_deterministic_ustar_shards_with_a_wds2idx_index_and_the_classes)
@@ -493,19 +529,9 @@ Test(shards, a_sample_without_a_label_a_missing_shard_and_a_corrupt_jpeg_are_nam
     free(btar), free(bcsv), free(j), free(missing), free(nolabel), free(tar), free(csv);
 }
 
-/* dump_run with --order ORDER (and --shuffle-buffer 3 for shards) */
 static char *dump_order(const char *data, const char *workers, const char *order)
 {
-    char name[64];
-    snprintf(name, sizeof name, "dump-order-%s-%s", order, workers);
-    char *dump = path_join(dir, name);
-    run_result r;
-    run_train(&r, "--loader-only", "--epochs", "2", "--batch", "4", "--seed", "5", "--workers",
-              workers, "--order", order, "--shuffle-buffer", "3", "--no-progress", "--dump-batches",
-              dump, data, NULL);
-    cr_assert_eq(r.status, 0, "%s, workers %s, --order %s: %s", data, workers, order, r.err);
-    run_free(&r);
-    return dump;
+    return dump_with(data, workers, "lazy", order, "order");
 }
 
 Test(shards, the_streaming_order_gives_the_same_batches_for_any_workers_and_not_the_global_ones)

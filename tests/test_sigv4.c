@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "loader/sigv4.h"
 #include "tests/support/helpers.h"
+#include "tests/support/servers.h"
 
 TestSuite(sigv4, .timeout = 60);
 
@@ -169,16 +170,7 @@ static pid_t one_shot_server(int *port)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         int c = accept(s, NULL, NULL);
         char buf[8192];
-        size_t n = 0;
-        while (n < sizeof buf - 1) {
-            ssize_t k = read(c, buf + n, sizeof buf - 1 - n);
-            if (k <= 0)
-                break;
-            n += (size_t)k;
-            buf[n] = 0;
-            if (strstr(buf, "\r\n\r\n"))
-                break;
-        }
+        server_read_head(c, buf, sizeof buf);
         static const char ok[] =
             "HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
         if (write(c, ok, sizeof ok - 1) < 0)

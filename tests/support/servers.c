@@ -28,19 +28,27 @@ static const char *reason(int st)
                        : "Other";
 }
 
+size_t server_read_head(int c, char *buf, size_t cap)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    while (n < cap - 1) {
+        ssize_t k = read(c, buf + n, cap - 1 - n);
+        if (k <= 0)
+            return 0;
+        n += (size_t)k;
+        buf[n] = 0;
+        if (strstr(buf, "\r\n\r\n"))
+            break;
+    }
+    return n;
+}
+
 static void serve_one(int c, const fault *f, _Atomic int *seen)
 {
     char req[4096];
-    size_t n = 0;
-    while (n < sizeof req - 1) {
-        ssize_t k = read(c, req + n, sizeof req - 1 - n);
-        if (k <= 0)
-            return;
-        n += (size_t)k;
-        req[n] = 0;
-        if (strstr(req, "\r\n\r\n"))
-            break;
-    }
+    if (!server_read_head(c, req, sizeof req))
+        return;
     int i = atomic_fetch_add(seen, 1);
     if (f->hang) {
         pause();
@@ -272,6 +280,9 @@ const char *server_moto_signed(const char *dir, const char *upload, const char *
     snprintf(fmt, sizeof fmt, "%%%zus %%%zus", idlen - 1, slen - 1);
     cr_assert_eq(sscanf(r.out, fmt, id, secret), 2, "%s", r.out);
     run_free(&r);
+    setenv("AWS_ACCESS_KEY_ID", id, 1); /* for this process and what it starts */
+    setenv("AWS_SECRET_ACCESS_KEY", secret, 1);
+    unsetenv("AWS_SESSION_TOKEN");
     free(py);
     free(log);
     return NULL;

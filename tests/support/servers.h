@@ -28,6 +28,11 @@ typedef struct fault {
  * port. */
 int server_fault_start(_Atomic int *seen, pid_t *server, const fault *f);
 
+/* Read a request's head (up to the blank line, or cap - 1 bytes) from
+ * socket c into buf, NUL-terminated: its length, 0 when the peer closed
+ * first. */
+size_t server_read_head(int c, char *buf, size_t cap);
+
 /* A loopback port nothing listens on (bound, then closed). */
 int server_dead_port(void);
 
@@ -52,7 +57,8 @@ char *server_moto_start(const char *dir);
 
 /* moto's S3 server checking signatures, with bucket "bkt" holding every
  * file of the folder `upload` as PREFIX+NAME, and a user allowed
- * everything: its endpoint in ep, the user's key in id and secret. NULL,
+ * everything: its endpoint in ep, the user's key in id and secret, and
+ * in the environment (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY). NULL,
  * or why it cannot run (no moto or boto3: the caller skips). */
 const char *server_moto_signed(const char *dir, const char *upload, const char *prefix, char *ep,
                                size_t eplen, char *id, size_t idlen, char *secret, size_t slen);
