@@ -550,3 +550,42 @@ Test(remote_shards, the_report_counts_bytes_requests_and_cache_hits_per_epoch)
     run_free(&r);
     free(json), free(csv), free(cache), free(shards);
 }
+
+/* --diagnose over a slow server: the loader waits for shards, and says so */
+Test(remote_shards, diagnose_over_a_slow_server_says_io_bound)
+{
+    if (access("/usr/sbin/nginx", X_OK) != 0)
+        cr_skip_test("no /usr/sbin/nginx (Debian's nginx; make deps of the test rig)");
+    free(make_shards());
+    /* shards of about 20 KB: about a second each at 20 KB/s */
+    int port = start_www("limit_rate 20k;");
+    char url[256], host[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d" SPEC, port);
+    snprintf(host, sizeof host, "waiting for shards from http://127.0.0.1:%d: ", port);
+    run_result r;
+    /* 2 workers, 2 batches of 2: a shard each at a time, about a second
+     * each (about 14 s in all under ASan: every phase opens the data set,
+     * fetching the first shard) */
+    char *argv[] = {(char *)train_bin(),
+                    "--diagnose",
+                    "--diagnose-batches",
+                    "2",
+                    "--batch",
+                    "2",
+                    "--crop",
+                    "32",
+                    "--workers",
+                    "2",
+                    "--no-progress",
+                    url,
+                    NULL};
+    run_argv(argv, NULL, 120, &r);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_assert(strstr(r.out, "verdict: I/O-bound: "), "%s", r.out);
+    cr_assert(strstr(r.out, host), "%s", r.out);
+    cr_assert(strstr(r.out, "--shard-cache DIR") && strstr(r.out, "--mode preload") &&
+                  strstr(r.out, ": downloads run in parallel, one per worker"),
+              "%s", r.out);
+    cr_assert(strstr(r.out, "bigger shards"), "shards of a few KB: %s", r.out);
+    run_free(&r);
+}
