@@ -493,7 +493,9 @@ Test(remote_shards, the_report_counts_bytes_requests_and_cache_hits_per_epoch)
     cr_assert_eq(count_files(shards, ".tar", &tar_bytes), 5);
 
     run_result r;
-    char *json = json_run(url, "http", &r, "--shard-cache", cache, NULL);
+    /* the workers' own downloads: no read-ahead process (loader_fetch_io,
+     * whose counters the epochs add, counts nothing yet) */
+    char *json = json_run(url, "http", &r, "--shard-cache", cache, "--read-ahead", "0", NULL);
     const char *cols[] = {" io_MB ", " MB/s ", " req ", " retry ", " hit% "};
     for (size_t i = 0; i < 5; i++)
         cr_assert(strstr(r.out, cols[i]), "no%s column for HTTP shards:\n%s", cols[i], r.out);
@@ -520,8 +522,12 @@ Test(remote_shards, the_report_counts_bytes_requests_and_cache_hits_per_epoch)
     cr_assert_geq(hits[1], 5, "epoch 2: every shard from the cache (%.0f lookups)", hits[1]);
     cr_assert_eq(bytes[1], 0, "epoch 2 read %.0f bytes from the server", bytes[1]);
     cr_assert_eq(req[1], 0);
-    /* the table's hit% is the JSON's share: epoch 2 all hits */
-    cr_assert(strstr(r.out, " 100.0 "), "epoch 2's hit%% is not 100.0:\n%s", r.out);
+    /* the table's hit% is the share of lookups the cache answered */
+    for (int k = 0; k < 2; k++) {
+        char want[32];
+        snprintf(want, sizeof want, " %5.1f ", 100 * hits[k] / (hits[k] + dl[k]));
+        cr_assert(strstr(r.out, want), "epoch %d's hit%% is not%s:\n%s", k + 1, want, r.out);
+    }
     run_free(&r);
 
     /* a second run over the same cache: no download in epoch 1 either */
