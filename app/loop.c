@@ -120,8 +120,8 @@ static void emit_epoch(run_ctx *r, int tid)
     er.data_wait_pct = 100 * a->wait / t;
     er.copy_pct = 100 * a->copy / t;
     er.compute_pct = o->loader_only ? NAN : 100 * a->compute / t;
-    epoch_io(r, a, &er);
     ranks_epoch(r, tid, &er); /* with several ranks: the whole pass's numbers */
+    epoch_io(r, a, &er);      /* this process's loader's, over the epoch's time */
     er.gpu_util_avg = er.gpu_util_max = er.gpu_util_n = NAN;
     er.gpu_sm_pct = er.gpu_occ_pct = er.gpu_proc_mb = er.gpu_dev_mem_mb = NAN;
     /* busy%: the device's records when on, else the step spans (events) */
