@@ -13,6 +13,9 @@
 #define DIAG_BATCHES 200  /* per phase, unless --diagnose-batches */
 #define DIAG_SECONDS 15.0 /* per phase, unless --diagnose-seconds */
 #define AUTO_BATCHES 30
+/* --diagnose's I/O verdict advises bigger shards below this many bytes
+ * per request */
+#define IO_SMALL_REQUEST (16.0 * 1024 * 1024)
 
 diag_verdict diagnose_verdict(const diag_rates *r, char *text, size_t len)
 {
@@ -37,6 +40,26 @@ diag_verdict diagnose_verdict(const diag_rates *r, char *text, size_t len)
         snprintf(advice, sizeof advice,
                  "--workers %d would be needed but there are %d cores: use --mode preload", need,
                  r->cores);
+    if (r->remote && r->fill_s > 0 && r->io_wait_s >= 0.5 * r->fill_s) {
+        /* the workers wait for downloads, not the CPU: workers past the
+         * core count still help (latency hiding), so no cap here */
+        char more[96] = "";
+        double per_req = r->io_requests > 0 ? r->io_bytes / r->io_requests : 0;
+        if (r->io_requests > 0 && per_req < IO_SMALL_REQUEST)
+            snprintf(more, sizeof more,
+                     ", or bigger shards (%.2f MB per request now; aim for 100 MB)",
+                     per_req / (1024.0 * 1024.0));
+        snprintf(text, len,
+                 "I/O-bound: the loader delivers %.0f img/s, the model consumes %.0f img/s; the "
+                 "loader spent %.0f%% of its fill time waiting for shards from %s: %.2f MB/s over "
+                 "%.0f requests -> more workers (--workers %d: downloads run in parallel, one per "
+                 "worker), a shard cache on local disk kept across runs (--shard-cache DIR), "
+                 "--mode preload%s",
+                 r->loader, r->model, 100.0 * r->io_wait_s / r->fill_s,
+                 r->host ? r->host : "the server", r->io_mb_s, r->io_requests,
+                 need > 2 * w ? need : 2 * w, more);
+        return VERDICT_IO_BOUND;
+    }
     if (!isnan(r->read_only) && r->read_only <= 1.3 * r->loader) {
         double read_pct = 100.0 * r->loader / r->read_only;
         snprintf(text, len,
@@ -69,9 +92,9 @@ static void first_values(const options *o, char *pf, char *bt, char *md)
 
 /* One measured phase; NaN when it failed. *images gets the images it
  * read, when images is not NULL (and *batch the batch size, when batch
- * is not NULL). */
-static double phase(const options *o, const char *what, char *const extra[], int *status,
-                    double *images, int *batch)
+ * is not NULL; *got its summary, when got is not NULL). */
+static double phase_sum(const options *o, const char *what, char *const extra[], int *status,
+                        double *images, int *batch, summary_rec *got)
 {
     summary_rec s;
     char strs[256];
@@ -88,8 +111,26 @@ static double phase(const options *o, const char *what, char *const extra[], int
         *images = n;
     if (batch)
         *batch = s.cfg.batch;
+    if (got) { /* its numbers: its strings lie in strs, gone on return */
+        *got = s;
+        got->cfg.device = got->cfg.model = got->cfg.mode = got->note = NULL;
+    }
     fflush(stdout);
     return s.images_per_s;
+}
+
+static double phase(const options *o, const char *what, char *const extra[], int *status,
+                    double *images, int *batch)
+{
+    return phase_sum(o, what, extra, status, images, batch, NULL);
+}
+
+/* scheme://host of a URL (the host of the training set's shards) */
+static void url_host(const char *url, char *out, size_t len)
+{
+    const char *p = strstr(url, "://");
+    size_t n = p ? (size_t)(strcspn(p + 3, "/{") + (size_t)(p + 3 - url)) : strlen(url);
+    snprintf(out, len, "%.*s", (int)n, url);
 }
 
 int diagnose_run(const options *o)
@@ -135,7 +176,19 @@ int diagnose_run(const options *o)
     r.full = phase(o, "(a) full pipeline", full, &status, NULL, NULL);
     if (status == 2 || reexec_signal_received())
         return reexec_signal_received() ? 128 + reexec_signal_received() : status;
-    r.loader = phase(o, "(b) loader only", loader, &status, NULL, NULL);
+    summary_rec ls;
+    char host[160];
+    r.loader = phase_sum(o, "(b) loader only", loader, &status, NULL, NULL, &ls);
+    if (!isnan(r.loader) && ls.io_remote) {
+        url_host(o->csv, host, sizeof host);
+        r.remote = 1;
+        r.host = host;
+        r.io_wait_s = ls.io_wait_s;
+        r.fill_s = ls.fill_s;
+        r.io_bytes = (double)ls.io_bytes;
+        r.io_requests = (double)ls.io_requests;
+        r.io_mb_s = ls.epoch_s_median > 0 ? r.io_bytes / (1024.0 * 1024.0) / ls.epoch_s_median : 0;
+    }
     r.read_only = phase(o, "(c) loader, read only", reads, &status, NULL, NULL);
     r.model = phase(o, "(d) model only", model, &status, NULL, NULL);
     if (reexec_signal_received())

@@ -371,6 +371,7 @@ static loader_config feed_config(feed *f)
                         .worker_init = sample_worker_init,
                         .worker_fini = sample_worker_fini,
                         .phase_times = sample_phase_times,
+                        .io_counts = sample_io_counts,
                         .arg = &f->ss};
     pc.src[0] = &f->train;
     pc.src[1] = &f->val;
@@ -391,6 +392,7 @@ int feed_loader(feed *f, const loader_config *extra, errbuf *e)
         pc.should_stop = extra->should_stop;
         pc.stop_ctx = extra->stop_ctx;
     }
+    sample_io_counts(NULL, &f->setup_io);
     f->ldr = loader_create(&pc, e);
     return f->ldr ? RUN_OK : RUN_BAD_INPUT;
 }

@@ -63,6 +63,9 @@ typedef struct feed {
     double build_s; /* the build's seconds (feed_cache_built) */
     /* feed_loader */
     loader *ldr;
+    loader_io setup_io; /* this process's I/O before the loader began (opening
+                           the data set: listing, indexes, probes); counted in
+                           the first epoch's */
 } feed;
 
 /* f zeroed, then the choice c (its batch, else FEED_DEFAULT_BATCH). */

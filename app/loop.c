@@ -55,6 +55,48 @@ void run_post_passes(run_ctx *r)
 
 /* ---------------------------------------------------------------- report */
 
+/* *sum += sign * d, counter by counter */
+static void io_add(loader_io *sum, const loader_io *d, int sign)
+{
+    sum->bytes += (uint64_t)sign * d->bytes;
+    sum->requests += (uint64_t)sign * d->requests;
+    sum->retries += (uint64_t)sign * d->retries;
+    sum->hits += (uint64_t)sign * d->hits;
+    sum->downloads += (uint64_t)sign * d->downloads;
+    sum->wait_s += sign * d->wait_s;
+}
+
+/* The epoch's I/O: its batches' (each filler's share) and the loader's
+ * read-ahead over the epoch (loader_fetch_io, from the pass's start);
+ * the first epoch reported also has what came before it: opening the
+ * data set (feed.setup_io) and the preload build. */
+static void epoch_io(run_ctx *r, const pass_acc *a, epoch_rec *er)
+{
+    loader_io io = a->io, f1;
+    loader_fetch_io(r->f.ldr, &f1);
+    io_add(&io, &f1, 1);
+    io_add(&io, &a->fetch0, -1);
+    double fill = a->fill;
+    if (r->nrecs == 0) {
+        loader_io setup = r->f.setup_io;
+        setup.wait_s = 0; /* not within any batch's fill time */
+        io_add(&io, &setup, 1);
+        if (r->build_pass >= 0) {
+            io_add(&io, &r->acc[r->build_pass].io, 1);
+            fill += r->acc[r->build_pass].fill;
+        }
+    }
+    er->io_remote = r->f.train.remote;
+    er->io_bytes = io.bytes;
+    er->io_requests = io.requests;
+    er->io_retries = io.retries;
+    er->cache_hits = io.hits;
+    er->cache_downloads = io.downloads;
+    er->io_wait_s = io.wait_s;
+    er->fill_s = fill;
+    er->io_mb_s = er->epoch_s > 0 ? (double)io.bytes / (1024.0 * 1024.0) / er->epoch_s : 0;
+}
+
 static void emit_epoch(run_ctx *r, int tid)
 {
     const options *o = r->o;
@@ -79,6 +121,7 @@ static void emit_epoch(run_ctx *r, int tid)
     er.copy_pct = 100 * a->copy / t;
     er.compute_pct = o->loader_only ? NAN : 100 * a->compute / t;
     ranks_epoch(r, tid, &er); /* with several ranks: the whole pass's numbers */
+    epoch_io(r, a, &er);      /* this process's loader's, over the epoch's time */
     er.gpu_util_avg = er.gpu_util_max = er.gpu_util_n = NAN;
     er.gpu_sm_pct = er.gpu_occ_pct = er.gpu_proc_mb = er.gpu_dev_mem_mb = NAN;
     /* busy%: the device's records when on, else the step spans (events) */
@@ -225,11 +268,14 @@ static int fetch(run_ctx *r, loader_batch *b, const uint8_t **dev, int *status, 
         a->started = 1;
         a->t0 = t0;
         a->made0 = b->fill_t0;
+        loader_fetch_io(r->f.ldr, &a->fetch0);
         if (r->monitor && r->passes[b->pass].kind != LOAD_PASS_EVAL)
             device_monitor_start(r->monitor);
     }
     a->wait += b->wait_s;
     a->skipped += b->skipped;
+    a->fill += b->fill_s;
+    io_add(&a->io, &b->io, 1);
     if (b->fill_t0 + b->fill_s > a->made1)
         a->made1 = b->fill_t0 + b->fill_s;
     dump_batch(r, b);

@@ -14,6 +14,11 @@
 
 static const char *onoff(int v) { return v ? "on" : "off"; }
 
+double report_hit_pct(uint64_t hits, uint64_t downloads)
+{
+    return hits + downloads ? 100.0 * (double)hits / (double)(hits + downloads) : NAN;
+}
+
 double report_other_pct(double wait, double copy, double compute, double comm)
 {
     if (isnan(wait))
@@ -49,6 +54,11 @@ enum col {
     C_COMM,
     C_OTHER,
     C_RKWAIT,
+    C_IOMB,
+    C_IORATE,
+    C_IOREQ,
+    C_IORETRY,
+    C_IOHIT,
     C_GPU,
     C_BUSY,
     C_H2D,
@@ -65,20 +75,21 @@ enum col {
     C_CACHE,
     NCOLS
 };
-/* the columns to hide are one unsigned's bits */
-_Static_assert(NCOLS <= 32, "more columns than bits in the hide mask");
+/* the columns to hide are one uint64_t's bits */
+_Static_assert(NCOLS <= 64, "more columns than bits in the hide mask");
+#define COL(c) ((uint64_t)1 << (c))
 
 static const struct {
     const char *name;
     int width;
 } cols[NCOLS] = {
-    {"dev", -5},   {"model", -8}, {"mode", -7},    {"wk", 2},          {"pf", 2},
-    {"pin", 3},    {"nb", 3},     {"batch", 5},    {"|", 1},           {"ep", 3},
-    {"time_s", 8}, {"img/s", 8},  {"wait%", 5},    {"copy%", 5},       {"comp%", 5},
-    {"comm%", 5},  {"other%", 6}, {"wmax%@rk", 8}, {"gpu%avg/mx", 10}, {"busy%", 5},
-    {"h2d%", 5},   {"ovl%", 5},   {"sm%/occ", 7},  {"loss", 7},        {"acc", 6},
-    {"val", 6},    {"rss_MB", 7}, {"pss_MB", 7},   {"pin_MB", 6},      {"gpu_MB", 6},
-    {"skip", 4},   {"cache", 0},
+    {"dev", -5},  {"model", -8}, {"mode", -7},  {"wk", 2},      {"pf", 2},     {"pin", 3},
+    {"nb", 3},    {"batch", 5},  {"|", 1},      {"ep", 3},      {"time_s", 8}, {"img/s", 8},
+    {"wait%", 5}, {"copy%", 5},  {"comp%", 5},  {"comm%", 5},   {"other%", 6}, {"wmax%@rk", 8},
+    {"io_MB", 7}, {"MB/s", 6},   {"req", 5},    {"retry", 5},   {"hit%", 5},   {"gpu%avg/mx", 10},
+    {"busy%", 5}, {"h2d%", 5},   {"ovl%", 5},   {"sm%/occ", 7}, {"loss", 7},   {"acc", 6},
+    {"val", 6},   {"rss_MB", 7}, {"pss_MB", 7}, {"pin_MB", 6},  {"gpu_MB", 6}, {"skip", 4},
+    {"cache", 0},
 };
 
 /* h2d% and ovl% exist only with the device's activity records */
@@ -87,7 +98,7 @@ static int from_activity(const epoch_rec *r)
     return r->gpu_busy_from && !strcmp(r->gpu_busy_from, "activity");
 }
 
-static void print_cells(FILE *f, char cell[NCOLS][32], unsigned hide)
+static void print_cells(FILE *f, char cell[NCOLS][32], uint64_t hide)
 {
     int first = 1;
     for (int c = 0; c < NCOLS; c++) {
@@ -155,6 +166,11 @@ static void epoch_cells(const epoch_rec *r, char cell[NCOLS][32])
         snprintf(cell[C_RKWAIT], n, "%.1f@%d", r->wait_max_pct, r->wait_max_rank);
     else
         snprintf(cell[C_RKWAIT], n, "n/a");
+    snprintf(cell[C_IOMB], n, "%.1f", (double)r->io_bytes / (1024.0 * 1024.0));
+    snprintf(cell[C_IORATE], n, "%.1f", r->io_mb_s);
+    snprintf(cell[C_IOREQ], n, "%llu", (unsigned long long)r->io_requests);
+    snprintf(cell[C_IORETRY], n, "%llu", (unsigned long long)r->io_retries);
+    fmt_num(cell[C_IOHIT], n, "%.1f", report_hit_pct(r->cache_hits, r->cache_downloads), "n/a");
     if (isnan(r->gpu_util_avg))
         snprintf(cell[C_GPU], n, "n/a");
     else
@@ -189,7 +205,7 @@ int report_width(FILE *f)
     return 0;
 }
 
-static int table_width(const epoch_rec *r, unsigned hide)
+static int table_width(const epoch_rec *r, uint64_t hide)
 {
     char cell[NCOLS][32];
     epoch_cells(r, cell);
@@ -201,15 +217,17 @@ static int table_width(const epoch_rec *r, unsigned hide)
     return w;
 }
 
-unsigned report_columns(const epoch_rec *first, int width)
+uint64_t report_columns(const epoch_rec *first, int width)
 {
-    /* one process: the ranks' columns do not exist */
-    unsigned solo = first->ranks > 1 ? 0 : 1u << C_COMM | 1u << C_RKWAIT;
+    /* one process: the ranks' columns do not exist; local data: the I/O's */
+    uint64_t solo = first->ranks > 1 ? 0 : COL(C_COMM) | COL(C_RKWAIT);
+    if (!first->io_remote)
+        solo |= COL(C_IOMB) | COL(C_IORATE) | COL(C_IOREQ) | COL(C_IORETRY) | COL(C_IOHIT);
     if (width <= 0 || table_width(first, solo) <= width)
         return solo;
-    unsigned hide = solo;
+    uint64_t hide = solo;
     if (!strcmp(first->cfg.device, "cpu")) /* GPU staging: nothing to pin, copy or overlap */
-        hide |= 1u << C_PIN | 1u << C_NB | 1u << C_COPY | 1u << C_PINMB;
+        hide |= COL(C_PIN) | COL(C_NB) | COL(C_COPY) | COL(C_PINMB);
     /* n/a in the first epoch stays n/a: no NVML, no device timing, no
      * model (--loader-only), no validation set */
     const struct {
@@ -221,13 +239,13 @@ unsigned report_columns(const epoch_rec *first, int width)
               {C_ACC, first->train_acc},    {C_VAL, first->val_acc}};
     for (size_t i = 0; i < sizeof na / sizeof na[0]; i++)
         if (isnan(na[i].v))
-            hide |= 1u << na[i].c;
+            hide |= COL(na[i].c);
     if (!from_activity(first)) /* copy engines and overlap: activity records only */
-        hide |= 1u << C_H2D | 1u << C_OVL;
+        hide |= COL(C_H2D) | COL(C_OVL);
     return hide;
 }
 
-void report_header(FILE *f, unsigned hide)
+void report_header(FILE *f, uint64_t hide)
 {
     char cell[NCOLS][32];
     for (int c = 0; c < NCOLS; c++)
@@ -235,7 +253,7 @@ void report_header(FILE *f, unsigned hide)
     print_cells(f, cell, hide);
 }
 
-void report_epoch_line(FILE *f, const epoch_rec *r, unsigned hide)
+void report_epoch_line(FILE *f, const epoch_rec *r, uint64_t hide)
 {
     char cell[NCOLS][32];
     epoch_cells(r, cell);
@@ -486,6 +504,15 @@ int report_epoch_json(FILE *f, const epoch_rec *r, const machine_info *m)
     json_num(f, "pinned_mb", r->pinned_mb);
     if (r->ranks > 1)
         json_ranks(f, r);
+    fprintf(f,
+            ",\"io_bytes\":%llu,\"io_requests\":%llu,\"io_retries\":%llu,\"cache_hits\":%llu,"
+            "\"cache_downloads\":%llu",
+            (unsigned long long)r->io_bytes, (unsigned long long)r->io_requests,
+            (unsigned long long)r->io_retries, (unsigned long long)r->cache_hits,
+            (unsigned long long)r->cache_downloads);
+    json_num(f, "io_mb_s", r->io_mb_s);
+    json_num(f, "io_wait_s", r->io_wait_s);
+    json_num(f, "fill_s", r->fill_s);
     fprintf(f, ",\"procs\":%d,\"skipped\":%llu,", r->procs, (unsigned long long)r->skipped);
     json_str(f, "cache", r->cache);
     json_machine(f, m);
@@ -519,6 +546,11 @@ int report_summary_json(FILE *f, const summary_rec *s, const machine_info *m)
     json_num(f, "final_val_acc", s->final_val_acc);
     json_num(f, "pss_mb_max", s->pss_mb_max);
     json_num(f, "preload_build_s", s->preload_build_s);
+    fprintf(f, ",\"io_remote\":%s,\"io_bytes\":%llu,\"io_requests\":%llu",
+            s->io_remote ? "true" : "false", (unsigned long long)s->io_bytes,
+            (unsigned long long)s->io_requests);
+    json_num(f, "io_wait_s", s->io_wait_s);
+    json_num(f, "fill_s", s->fill_s);
     json_machine(f, m);
     fputs("}\n", f);
     return json_done(f);
@@ -551,6 +583,11 @@ void report_summarise(const epoch_rec *recs, int n, double build_s, summary_rec 
         s->final_val_acc = r->val_acc;
         if (r->warmup)
             continue;
+        s->io_remote = r->io_remote;
+        s->io_bytes += r->io_bytes;
+        s->io_requests += r->io_requests;
+        s->io_wait_s += r->io_wait_s;
+        s->fill_s += r->fill_s;
         t[m++] = r->epoch_s;
         secs += r->epoch_s;
         images += (double)r->images;
@@ -599,6 +636,13 @@ static double json_get_num(const char *line, const char *key)
     return strtod(p, NULL);
 }
 
+/* a count: 0 when absent (a record from before it existed) */
+static uint64_t json_get_u64(const char *line, const char *key)
+{
+    const char *p = json_find(line, key);
+    return p && *p >= '0' && *p <= '9' ? strtoull(p, NULL, 10) : 0;
+}
+
 static const char *json_get_str(const char *line, const char *key, char **buf, size_t *left)
 {
     const char *p = json_find(line, key);
@@ -645,6 +689,11 @@ int report_parse_summary(const char *line, summary_rec *s, char *strbuf, size_t 
     s->final_val_acc = json_get_num(line, "final_val_acc");
     s->pss_mb_max = json_get_num(line, "pss_mb_max");
     s->preload_build_s = json_get_num(line, "preload_build_s");
+    s->io_remote = json_get_num(line, "io_remote") == 1;
+    s->io_bytes = json_get_u64(line, "io_bytes");
+    s->io_requests = json_get_u64(line, "io_requests");
+    s->io_wait_s = json_get_num(line, "io_wait_s");
+    s->fill_s = json_get_num(line, "fill_s");
     s->note = json_find(line, "note") ? json_get_str(line, "note", &strbuf, &len) : NULL;
     s->asked_pin = s->asked_nb = -1;
     return 0;

@@ -45,6 +45,13 @@ typedef struct epoch_rec {
     uint64_t skipped;
     const char *cache; /* warm | cold | preload */
     double lr;
+    /* I/O of the training pass (loader_io: its batches' and the read-ahead's);
+     * zeros for local data */
+    int io_remote; /* the training set is remote (URLs): the table shows the I/O */
+    uint64_t io_bytes, io_requests, io_retries, cache_hits, cache_downloads;
+    double io_wait_s; /* seconds the fillers waited for shards */
+    double io_mb_s;   /* io_bytes (MiB) / epoch_s */
+    double fill_s;    /* the batches' fill times summed, io_wait_s's whole */
     /* data-parallel ranks (ranks 1: the rest is unused and not reported) */
     int ranks;
     double comm_pct;           /* time in gradient sums, mean over the ranks */
@@ -64,7 +71,11 @@ typedef struct summary_rec {
     double comm_pct; /* NaN for one process */
     double final_loss, final_train_acc, final_val_acc;
     double pss_mb_max;
-    double preload_build_s;  /* NaN when not preloading */
+    double preload_build_s; /* NaN when not preloading */
+    /* I/O over the counted epochs (epoch_rec's, summed) */
+    int io_remote;
+    uint64_t io_bytes, io_requests;
+    double io_wait_s, fill_s;
     int status;              /* exit status of the run */
     const char *reason;      /* why it failed (NULL when status is 0) */
     const char *note;        /* the note the run printed on stderr (--pin without a GPU), or NULL */
@@ -77,20 +88,25 @@ typedef struct summary_rec {
  * table fits, nothing is hidden; else the columns that do not apply to
  * this run are: on the CPU pin, nb, copy% and pin_MB, and any column that
  * is n/a in the first epoch (gpu%avg/mx, busy%, sm%/occ, gpu_MB, comp%,
- * loss, acc, val).
+ * loss, acc, val). The I/O columns (io_MB MB/s req retry hit%) exist
+ * only for a remote training set, the ranks' (comm%, wmax%@rk) only with
+ * several ranks.
  * The JSON records always carry everything. */
-unsigned report_columns(const epoch_rec *first, int width);
+uint64_t report_columns(const epoch_rec *first, int width);
 /* The columns of f: its terminal's when f is one, else $COLUMNS when set
  * to a positive number, else 0 (a pipe or file: unlimited). */
 int report_width(FILE *f);
-void report_header(FILE *f, unsigned hide);
+void report_header(FILE *f, uint64_t hide);
 /* The share of an epoch (percent) that is none of waiting for data,
  * copying, computing and the gradient sum (NaN terms count 0): the main
  * process's own work between batches, and the time the loader took to
  * make the epoch's batches beyond the main process's span (it filled the
  * ring before the epoch was asked for). Never below 0; NaN when wait is. */
 double report_other_pct(double wait, double copy, double compute, double comm);
-void report_epoch_line(FILE *f, const epoch_rec *r, unsigned hide);
+/* hit%: the share (percent) of shard lookups the shard cache answered
+ * without a download; NaN when there were none */
+double report_hit_pct(uint64_t hits, uint64_t downloads);
+void report_epoch_line(FILE *f, const epoch_rec *r, uint64_t hide);
 /* The first record of a --json file (one per configuration in a sweep):
  * what was run, on what, when. */
 typedef struct run_header {

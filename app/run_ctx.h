@@ -27,6 +27,9 @@ typedef struct pass_acc {
                             that long, whatever the ring held ahead) */
     step_stats stats;
     uint64_t images, skipped;
+    double fill;      /* the batches' fill times summed (every filler's) */
+    loader_io io;     /* the batches' I/O summed ... */
+    loader_io fetch0; /* ... and the read-ahead's counters at the pass's start */
     int started;
 } pass_acc;
 
@@ -76,7 +79,7 @@ typedef struct run_ctx {
     int progress;
     int said_util_na;
     int said_sm_na;      /* sm%/occ n/a: the reason said once (it can differ per epoch) */
-    unsigned table_hide; /* epoch-table columns left out (report_columns) */
+    uint64_t table_hide; /* epoch-table columns left out (report_columns) */
     /* data-parallel ranks (one process: rank 0 of 1, inactive) */
     dist dist;
     int chunks;       /* canonical gradient sums in this many chunks per batch (0: none) */

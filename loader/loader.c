@@ -568,6 +568,7 @@ int loader_next(loader *p, loader_batch *b, errbuf *e)
     b->fill_s = h->fill_s;
     b->read_s = h->read_s;
     b->decode_s = h->decode_s;
+    b->io = h->io;
     b->filler = h->filler;
     b->slot = s;
     p->consumed++;
@@ -669,3 +670,9 @@ int loader_pids(const loader *p, int *pids, int max)
 }
 
 void loader_get_stats(const loader *p, loader_stats *s) { *s = p->stats; }
+
+void loader_fetch_io(const loader *p, loader_io *io)
+{
+    (void)p; /* no read-ahead process yet */
+    memset(io, 0, sizeof *io);
+}

@@ -52,6 +52,18 @@ typedef enum load_pass_kind {
 typedef int (*loader_load_fn)(void *wctx, int src, uint32_t index, load_pass_kind kind, rng *r,
                               uint8_t *out, errbuf *e);
 
+/* I/O counters (remote shards and the shard cache): cumulative for a
+ * process from loader_config.io_counts and loader_fetch_io, one batch's
+ * share in loader_batch.io. */
+typedef struct loader_io {
+    uint64_t bytes;     /* body bytes received from remote storage */
+    uint64_t requests;  /* requests made (each try counted) */
+    uint64_t retries;   /* ... of which retries of a failed try */
+    uint64_t hits;      /* shard lookups the shard cache answered */
+    uint64_t downloads; /* shard lookups that downloaded the shard */
+    double wait_s;      /* seconds spent waiting for shards (downloads included) */
+} loader_io;
+
 typedef struct loader_config {
     int workers;         /* 0: the main process loads */
     int prefetch;        /* batches in flight per worker; ring = max(1, workers * prefetch) */
@@ -69,6 +81,9 @@ typedef struct loader_config {
     /* optional: the seconds wctx has spent so far reading files and
      * decoding them (cumulative); a batch's share is in loader_batch */
     void (*phase_times)(void *wctx, double *read_s, double *decode_s);
+    /* optional: the calling process's I/O counters so far (cumulative);
+     * a batch's share is in loader_batch.io */
+    void (*io_counts)(void *wctx, loader_io *io);
     void *arg;
     /* optional: run this program as the supervisor instead of forking this
      * process (a caller that has threads already: the Python module). The
@@ -136,6 +151,7 @@ typedef struct loader_batch {
     double fill_s;     /* time the filling process spent on it */
     double read_s;     /* ... of which reading files (phase_times; else 0) */
     double decode_s;   /* ... and decoding them; the rest is transformation */
+    loader_io io;      /* the filling process's I/O for it (io_counts; else 0) */
     int filler;        /* pid of the process that filled it */
     int slot;
 } loader_batch;
@@ -210,5 +226,9 @@ typedef struct loader_stats {
     uint64_t redone;   /* batches the main process redid for a dead worker */
 } loader_stats;
 void loader_get_stats(const loader *p, loader_stats *s);
+
+/* The I/O of the loader's read-ahead of shards so far (cumulative; zeros
+ * while it has none), which no batch's io holds. */
+void loader_fetch_io(const loader *p, loader_io *io);
 
 #endif

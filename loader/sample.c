@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "loader/sample.h"
 #include "loader/cache.h"
+#include "loader/remote.h"
 #include "loader/shard_cache.h"
 
 #include <stdlib.h>
@@ -63,6 +64,19 @@ void sample_fetch(void *arg, int src, uint32_t index)
     const dataset *ds = s->src[src];
     errbuf e; /* a failure is the worker's to meet and report */
     shard_cache_prefetch(ds->cache, dataset_path(ds, index), &e);
+}
+
+void sample_io_counts(void *wctx, loader_io *io)
+{
+    (void)wctx; /* the counters are the process's */
+    remote_stats rs = remote_stats_get();
+    shard_cache_stats cs = shard_cache_stats_get();
+    *io = (loader_io){.bytes = rs.bytes,
+                      .requests = rs.requests,
+                      .retries = rs.retries,
+                      .hits = cs.hits,
+                      .downloads = cs.downloads,
+                      .wait_s = cs.wait_s};
 }
 
 int sample_load(void *wctx, int src, uint32_t index, load_pass_kind kind, rng *r, uint8_t *out,

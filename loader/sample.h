@@ -35,5 +35,8 @@ uint32_t sample_fetch_unit(void *arg, int src, load_pass_kind kind, uint32_t ind
 void sample_fetch(void *arg, int src, uint32_t index);
 /* loader_config.phase_times: the image context's read and decode seconds */
 void sample_phase_times(void *wctx, double *read_s, double *decode_s);
+/* loader_config.io_counts: this process's remote requests (remote.h) and
+ * shard-cache lookups (shard_cache.h) so far */
+void sample_io_counts(void *wctx, loader_io *io);
 
 #endif

@@ -58,6 +58,7 @@ typedef struct slot_hdr {
                                    for every process: CLOCK_MONOTONIC) */
     double fill_s;
     double read_s, decode_s; /* of fill_s: the batch's sums (phase_times) */
+    loader_io io;            /* the filler's I/O for the batch (io_counts) */
     int32_t filler;          /* pid of the process that filled it */
     char msg[2 * ERR_MAX];   /* `csv:line: ` + the loader's message */
 } slot_hdr;

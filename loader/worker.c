@@ -68,6 +68,9 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
     double read0 = 0, decode0 = 0, read1 = 0, decode1 = 0;
     if (p->cfg.phase_times)
         p->cfg.phase_times(wctx, &read0, &decode0);
+    loader_io io0 = {0}, io1 = {0};
+    if (p->cfg.io_counts)
+        p->cfg.io_counts(wctx, &io0);
     h->fill_t0 = t0;
     h->filler = (int32_t)getpid();
     h->status = 0;
@@ -124,6 +127,14 @@ void loader_fill(loader *p, uint64_t seq, void *wctx)
         p->cfg.phase_times(wctx, &read1, &decode1);
     h->read_s = read1 - read0;
     h->decode_s = decode1 - decode0;
+    if (p->cfg.io_counts)
+        p->cfg.io_counts(wctx, &io1);
+    h->io = (loader_io){.bytes = io1.bytes - io0.bytes,
+                        .requests = io1.requests - io0.requests,
+                        .retries = io1.retries - io0.retries,
+                        .hits = io1.hits - io0.hits,
+                        .downloads = io1.downloads - io0.downloads,
+                        .wait_s = io1.wait_s - io0.wait_s};
     h->fill_s = now_sec() - t0;
     atomic_store(&h->ready_tag, loader_tag(seq));
     atomic_fetch_add(&p->ctl->main_seq, 1);

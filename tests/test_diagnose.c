@@ -115,6 +115,47 @@ Test(verdict, storage_bound_when_reading_alone_is_as_slow)
     cr_assert(strstr(t, "storage-bound"), "%s", t);
 }
 
+/* Remote shards: a loader that spent at least half of its fill time
+ * waiting for shards is I/O-bound, naming the server, the rate and the
+ * requests; below half, the verdict is the local one. */
+Test(verdict, io_bound_when_the_loader_waits_for_shards)
+{
+    diag_rates r = {.full = 300,
+                    .loader = 320,
+                    .read_only = 2000,
+                    .model = 9000,
+                    .workers = 4,
+                    .cores = 8,
+                    .remote = 1,
+                    .host = "https://data.example",
+                    .io_wait_s = 5,
+                    .fill_s = 10,
+                    .io_mb_s = 12.5,
+                    .io_requests = 40,
+                    .io_bytes = 40 * 1024.0 * 1024.0};
+    char t[512];
+    cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_IO_BOUND, "%s", t);
+    cr_assert(strstr(t, "I/O-bound: the loader delivers 320 img/s, the model consumes 9000 img/s; "
+                        "the loader spent 50% of its fill time waiting for shards from "
+                        "https://data.example: 12.50 MB/s over 40 requests"),
+              "%s", t);
+    /* 4 x 9000 / 320 = 113 workers: more than the cores, which waiting does not need */
+    cr_assert(strstr(t, "--workers 113: downloads run in parallel"), "%s", t);
+    cr_assert(strstr(t, "--shard-cache DIR") && strstr(t, "--mode preload"), "%s", t);
+    cr_assert(strstr(t, "bigger shards (1.00 MB per request now"), "1 MB requests: %s", t);
+    r.io_bytes = 40 * 64 * 1024.0 * 1024.0; /* 64 MB shards: big enough */
+    diagnose_verdict(&r, t, sizeof t);
+    cr_assert(!strstr(t, "bigger shards"), "%s", t);
+    r.io_wait_s = 4.9; /* under half: not I/O */
+    cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_DECODE_BOUND, "%s", t);
+    r.io_wait_s = 9;
+    r.remote = 0; /* local data: the I/O counters say nothing */
+    cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_DECODE_BOUND, "%s", t);
+    r.remote = 1;
+    r.full = 8000; /* the model is the limit: waiting loaders do not matter */
+    cr_assert_eq(diagnose_verdict(&r, t, sizeof t), VERDICT_COMPUTE_BOUND, "%s", t);
+}
+
 Test(verdict, unknown_when_a_phase_failed)
 {
     diag_rates r = {.full = NAN, .loader = 320, .read_only = 350, .model = 9000};

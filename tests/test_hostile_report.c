@@ -413,7 +413,7 @@ Test(hostile_report, table_columns_line_up_for_every_model_name)
         char *text = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
-        unsigned hide = report_columns(&er, 0);
+        uint64_t hide = report_columns(&er, 0);
         report_header(f, hide);
         report_epoch_line(f, &er, hide);
         fclose(f);
@@ -615,7 +615,7 @@ Test(hostile_report, table_loss_column_keeps_its_width_for_any_loss)
         char *text = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
-        unsigned hide = report_columns(&er, 0);
+        uint64_t hide = report_columns(&er, 0);
         report_header(f, hide);
         report_epoch_line(f, &er, hide);
         fclose(f);

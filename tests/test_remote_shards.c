@@ -447,3 +447,159 @@ Test(remote_shards, s3_shards_signed_give_the_batches_of_local_disk_and_a_wrong_
     run_free(&r);
     free(csv), free(up), free(want), free(got), free(got0), free(local), free(stream);
 }
+
+/* --json's epoch values of key, as numbers (at most 4 epochs) */
+static int epoch_nums(const char *json, const char *key, double *v)
+{
+    char vals[4][JSON_VALUE_MAX];
+    int n = json_epoch_values(json, key, vals, 4);
+    for (int i = 0; i < n; i++)
+        v[i] = strtod(vals[i], NULL);
+    return n;
+}
+
+/* train --loader-only, 2 epochs of batches of 4, 2 workers, --json to
+ * dir/NAME.json (returned), more arguments (NULL-ended, at most 6),
+ * then data; the run's output in r */
+static char *json_run(const char *data, const char *name, run_result *r, ...)
+{
+    char file[64];
+    snprintf(file, sizeof file, "%s.json", name);
+    char *json = path_join(dir, file);
+    char *argv[24];
+    int n = 0;
+    const char *fixed[] = {
+        train_bin(), "--loader-only", "--epochs", "2", "--batch", "4", "--crop", "32", "--workers",
+        "2",         "--no-progress", "--json",   json};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
+        argv[n++] = (char *)fixed[i];
+    va_list ap;
+    va_start(ap, r);
+    for (const char *a; n < 20 && (a = va_arg(ap, const char *));)
+        argv[n++] = (char *)a;
+    va_end(ap);
+    argv[n++] = (char *)data;
+    argv[n] = NULL;
+    run_argv(argv, NULL, 120, r);
+    cr_assert_eq(r->status, 0, "%s: %s", data, r->err);
+    return json;
+}
+
+/* The report's I/O: epoch 1 downloads every shard (its bytes at least the
+ * shards'), epoch 2 reads them from the shard cache; the table has the
+ * I/O columns for remote data only, the JSON always has the keys. */
+Test(remote_shards, the_report_counts_bytes_requests_and_cache_hits_per_epoch)
+{
+    if (access("/usr/sbin/nginx", X_OK) != 0)
+        cr_skip_test("no /usr/sbin/nginx (Debian's nginx; make deps of the test rig)");
+    unsetenv("COLUMNS"); /* the table whole: stdout is a pipe */
+    char *csv = make_shards();
+    int port = start_www(NULL);
+    char url[256], *cache = path_join(dir, "cache"), *shards = path_join(dir, "www/shards");
+    snprintf(url, sizeof url, "http://127.0.0.1:%d" SPEC, port);
+    uint64_t tar_bytes;
+    cr_assert_eq(count_files(shards, ".tar", &tar_bytes), 5);
+
+    run_result r;
+    /* the workers' own downloads: no read-ahead process (loader_fetch_io,
+     * whose counters the epochs add, counts nothing yet) */
+    char *json = json_run(url, "http", &r, "--shard-cache", cache, "--read-ahead", "0", NULL);
+    const char *cols[] = {" io_MB ", " MB/s ", " req ", " retry ", " hit% "};
+    for (size_t i = 0; i < 5; i++)
+        cr_assert(strstr(r.out, cols[i]), "no%s column for HTTP shards:\n%s", cols[i], r.out);
+    double bytes[4], req[4], retry[4], hits[4], dl[4], rate[4], wait[4];
+    cr_assert_eq(epoch_nums(json, "io_bytes", bytes), 2);
+    epoch_nums(json, "io_requests", req);
+    epoch_nums(json, "io_retries", retry);
+    epoch_nums(json, "cache_hits", hits);
+    epoch_nums(json, "cache_downloads", dl);
+    epoch_nums(json, "io_mb_s", rate);
+    epoch_nums(json, "io_wait_s", wait);
+    cr_assert_geq(bytes[0], (double)tar_bytes, "epoch 1: %.0f bytes for %llu bytes of shards",
+                  bytes[0], (unsigned long long)tar_bytes);
+    cr_assert_eq(dl[0], 5, "epoch 1: every shard downloaded once (%.0f)", dl[0]);
+    /* 5 shards, 5 indexes, 5 label files, classes.txt at most */
+    cr_assert(req[0] >= 15 && req[0] <= 16, "epoch 1: %.0f requests", req[0]);
+    cr_assert_eq(retry[0], 0);
+    cr_assert_gt(rate[0], 0);
+    cr_assert_gt(wait[0], 0, "epoch 1 waited for no shard");
+    /* a lookup per shard a process opens (it keeps the file open while
+     * its samples come) */
+    cr_assert_geq(hits[0] + dl[0], 5, "%.0f shard lookups", hits[0] + dl[0]);
+    cr_assert_eq(dl[1], 0, "epoch 2 downloaded %.0f shards", dl[1]);
+    cr_assert_geq(hits[1], 5, "epoch 2: every shard from the cache (%.0f lookups)", hits[1]);
+    cr_assert_eq(bytes[1], 0, "epoch 2 read %.0f bytes from the server", bytes[1]);
+    cr_assert_eq(req[1], 0);
+    /* the table's hit% is the share of lookups the cache answered */
+    for (int k = 0; k < 2; k++) {
+        char want[32];
+        snprintf(want, sizeof want, " %5.1f ", 100 * hits[k] / (hits[k] + dl[k]));
+        cr_assert(strstr(r.out, want), "epoch %d's hit%% is not%s:\n%s", k + 1, want, r.out);
+    }
+    run_free(&r);
+
+    /* a second run over the same cache: no download in epoch 1 either */
+    free(json);
+    json = json_run(url, "http-again", &r, "--shard-cache", cache, NULL);
+    epoch_nums(json, "cache_downloads", dl);
+    epoch_nums(json, "cache_hits", hits);
+    cr_assert_eq(dl[0], 0, "a warm cache: %.0f downloads", dl[0]);
+    cr_assert_gt(hits[0], 0);
+    run_free(&r);
+
+    /* local data: no I/O columns; the keys with zeros */
+    free(json);
+    json = json_run(csv, "csv", &r, NULL);
+    cr_assert(!strstr(r.out, "io_MB") && !strstr(r.out, " hit% "), "I/O columns for a CSV:\n%s",
+              r.out);
+    const char *keys[] = {"io_bytes",   "io_mb_s",         "io_requests", "io_retries",
+                          "cache_hits", "cache_downloads", "io_wait_s"};
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        char vals[4][JSON_VALUE_MAX];
+        cr_assert_eq(json_epoch_values(json, keys[k], vals, 4), 2, "no %s in the CSV's records",
+                     keys[k]);
+        cr_assert_str_eq(vals[0], "0", "%s", keys[k]);
+        cr_assert_str_eq(vals[1], "0", "%s", keys[k]);
+    }
+    run_free(&r);
+    free(json), free(csv), free(cache), free(shards);
+}
+
+/* --diagnose over a slow server: the loader waits for shards, and says so */
+Test(remote_shards, diagnose_over_a_slow_server_says_io_bound)
+{
+    if (access("/usr/sbin/nginx", X_OK) != 0)
+        cr_skip_test("no /usr/sbin/nginx (Debian's nginx; make deps of the test rig)");
+    free(make_shards());
+    /* shards of about 20 KB: about a second each at 20 KB/s */
+    int port = start_www("limit_rate 20k;");
+    char url[256], host[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d" SPEC, port);
+    snprintf(host, sizeof host, "waiting for shards from http://127.0.0.1:%d: ", port);
+    run_result r;
+    /* 2 workers, 2 batches of 2: a shard each at a time, about a second
+     * each (about 14 s in all under ASan: every phase opens the data set,
+     * fetching the first shard) */
+    char *argv[] = {(char *)train_bin(),
+                    "--diagnose",
+                    "--diagnose-batches",
+                    "2",
+                    "--batch",
+                    "2",
+                    "--crop",
+                    "32",
+                    "--workers",
+                    "2",
+                    "--no-progress",
+                    url,
+                    NULL};
+    run_argv(argv, NULL, 120, &r);
+    cr_assert_eq(r.status, 0, "%s\n%s", r.out, r.err);
+    cr_assert(strstr(r.out, "verdict: I/O-bound: "), "%s", r.out);
+    cr_assert(strstr(r.out, host), "%s", r.out);
+    cr_assert(strstr(r.out, "--shard-cache DIR") && strstr(r.out, "--mode preload") &&
+                  strstr(r.out, ": downloads run in parallel, one per worker"),
+              "%s", r.out);
+    cr_assert(strstr(r.out, "bigger shards"), "shards of a few KB: %s", r.out);
+    run_free(&r);
+}
