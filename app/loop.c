@@ -67,7 +67,8 @@ static void io_add(loader_io *sum, const loader_io *d, int sign)
 }
 
 /* The epoch's I/O: its batches' (each filler's share) and the loader's
- * read-ahead over the epoch (loader_fetch_io, from the pass's start);
+ * read-ahead since the last epoch line (loader_fetch_io; the first
+ * epoch's from the loader's start);
  * the first epoch reported also has what came before it: opening the
  * data set (feed.setup_io) and the preload build. */
 static void epoch_io(run_ctx *r, const pass_acc *a, epoch_rec *er)
@@ -75,7 +76,8 @@ static void epoch_io(run_ctx *r, const pass_acc *a, epoch_rec *er)
     loader_io io = a->io, f1;
     loader_fetch_io(r->f.ldr, &f1);
     io_add(&io, &f1, 1);
-    io_add(&io, &a->fetch0, -1);
+    io_add(&io, &r->fetch_seen, -1);
+    r->fetch_seen = f1;
     double fill = a->fill;
     if (r->nrecs == 0) {
         loader_io setup = r->f.setup_io;
@@ -268,7 +270,6 @@ static int fetch(run_ctx *r, loader_batch *b, const uint8_t **dev, int *status, 
         a->started = 1;
         a->t0 = t0;
         a->made0 = b->fill_t0;
-        loader_fetch_io(r->f.ldr, &a->fetch0);
         if (r->monitor && r->passes[b->pass].kind != LOAD_PASS_EVAL)
             device_monitor_start(r->monitor);
     }

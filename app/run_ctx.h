@@ -27,9 +27,8 @@ typedef struct pass_acc {
                             that long, whatever the ring held ahead) */
     step_stats stats;
     uint64_t images, skipped;
-    double fill;      /* the batches' fill times summed (every filler's) */
-    loader_io io;     /* the batches' I/O summed ... */
-    loader_io fetch0; /* ... and the read-ahead's counters at the pass's start */
+    double fill;  /* the batches' fill times summed (every filler's) */
+    loader_io io; /* the batches' I/O summed */
     int started;
 } pass_acc;
 
@@ -74,6 +73,7 @@ typedef struct run_ctx {
     machine_info mi;
     epoch_rec *recs;
     int nrecs;
+    loader_io fetch_seen; /* the read-ahead's counters at the last epoch line */
     long steps;
     char **class_names;
     int progress;

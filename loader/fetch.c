@@ -80,10 +80,23 @@ static void done_add(done_set *d, uint64_t u)
     d->v[d->n++] = u;
 }
 
+/* the fetcher's counters since `base`, published for loader_fetch_io */
+static void publish_io(loader *p, const loader_io *base)
+{
+    if (!p->cfg.io_counts)
+        return;
+    loader_io io;
+    p->cfg.io_counts(NULL, &io);
+    atomic_store(&p->ctl->fetch_bytes, io.bytes - base->bytes);
+    atomic_store(&p->ctl->fetch_requests, io.requests - base->requests);
+    atomic_store(&p->ctl->fetch_retries, io.retries - base->retries);
+    atomic_store(&p->ctl->fetch_downloads, io.downloads - base->downloads);
+}
+
 /* One walk: every unit of the batches workers are filling now, then
  * read_ahead units past the first one of the next batch to claim (or
  * until the posted plan ends). */
-static void walk(loader *p, cached_perm cache[2], done_set *done)
+static void walk(loader *p, cached_perm cache[2], done_set *done, const loader_io *base)
 {
     loader_ctl *c = p->ctl;
     uint64_t claim = atomic_load(&c->next_claim), posted = atomic_load(&c->plan_posted);
@@ -123,6 +136,7 @@ static void walk(loader *p, cached_perm cache[2], done_set *done)
                     return;
                 p->cfg.fetch(p->cfg.arg, r->pass.src, idx);
                 done_add(done, u);
+                publish_io(p, base);
             }
         }
     }
@@ -133,9 +147,12 @@ void loader_fetch_main(loader *p)
     loader_ctl *c = p->ctl;
     cached_perm cache[2] = {{0, NULL}, {0, NULL}};
     done_set done = {.n = 0};
+    loader_io base = {0}; /* what this process's counters held at its fork */
+    if (p->cfg.io_counts)
+        p->cfg.io_counts(NULL, &base);
     while (!atomic_load(&c->stop)) {
         uint32_t ms = atomic_load(&c->main_seq);
-        walk(p, cache, &done);
+        walk(p, cache, &done, &base);
         struct timespec ts = {1, 0}; /* a safety net: completed batches wake it */
         futex_wait_shared(&c->main_seq, ms, &ts);
     }

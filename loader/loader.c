@@ -673,6 +673,11 @@ void loader_get_stats(const loader *p, loader_stats *s) { *s = p->stats; }
 
 void loader_fetch_io(const loader *p, loader_io *io)
 {
-    (void)p; /* no read-ahead process yet */
     memset(io, 0, sizeof *io);
+    if (!p || !p->ctl)
+        return;
+    io->bytes = atomic_load(&p->ctl->fetch_bytes);
+    io->requests = atomic_load(&p->ctl->fetch_requests);
+    io->retries = atomic_load(&p->ctl->fetch_retries);
+    io->downloads = atomic_load(&p->ctl->fetch_downloads);
 }

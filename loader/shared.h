@@ -89,6 +89,10 @@ typedef struct loader_ctl {
     _Atomic uint32_t interrupted;
     _Atomic uint64_t plan_posted; /* fetch_plan records written */
     _Atomic int32_t fetch_pid;    /* the fetcher process, or 0 */
+    /* the fetcher's I/O since it started (loader_fetch_io): its downloads
+     * only (its look into the cache before each is not a lookup a worker
+     * waited on, so neither hits nor wait time) */
+    _Atomic uint64_t fetch_bytes, fetch_requests, fetch_retries, fetch_downloads;
 } loader_ctl;
 
 struct loader {
