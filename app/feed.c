@@ -205,6 +205,8 @@ void feed_shard_cache_close(shard_cache_opts *sc, int temp)
 {
     if (temp && sc->dir)
         shard_cache_remove_dir(sc->dir);
+    else if (sc->dir) /* after the loader: its processes' half downloads */
+        shard_cache_sweep(sc);
     free(sc->dir);
     sc->dir = NULL;
 }

@@ -983,6 +983,11 @@ int options_parse(options *o, int argc, char **argv)
                      "every sample): use --mode lazy, or --check to list the bad files\n");
             return -1;
         }
+    if (o->diagnose && o->loader_only && !o->sweep_child) {
+        complain("train: --diagnose measures the loader with and without the model: leave out "
+                 "--loader-only (or leave out --diagnose for the loader alone)\n");
+        return -1;
+    }
     if (o->warmup_epochs >= o->epochs && o->warmup_epochs > 0) {
         complain("train: --warmup-epochs %d leaves no counted epoch of --epochs %d\n",
                  o->warmup_epochs, o->epochs);

@@ -155,6 +155,9 @@ static int expand(const char *spec, const char *s, names *out, errbuf *e)
         }
         return 0;
     }
+    if (!memchr(open + 1, ',', in)) /* {000000...000009}: a typo, not one literal name */
+        return errf(e, "%s: {%.*s} is neither a range {A..B} of numbers nor a list {a,b}", spec,
+                    (int)in, open + 1);
     for (const char *alt = open + 1;;) { /* {a,b,c} */
         const char *end = memchr(alt, ',', (size_t)(close - alt));
         if (!end)
@@ -264,14 +267,17 @@ static int is_s3_prefix(const char *spec)
 
 int dataset_is_shards(const char *spec)
 {
-    return names_are_shards(spec) || is_s3_prefix(spec) || is_list_file(spec);
+    /* train reads no CSV or folder behind a URL: a URL spec is shards,
+     * and a malformed pattern gets the shard list's message */
+    return names_are_shards(spec) || remote_is_url(spec) || ends_with_tar(spec) ||
+           is_list_file(spec);
 }
 
 static int expand_list_file(const char *list, names *out, errbuf *e);
 
 int dataset_is_remote(const char *spec)
 {
-    if (is_s3_prefix(spec))
+    if (remote_is_url(spec))
         return 1;
     names l = {0};
     errbuf e;
@@ -661,13 +667,13 @@ static int parse_labels(char *text, const char *url, label_list *l, errbuf *e)
     return 0;
 }
 
+/* A remote shard's sidecar: its URL with ".tar" replaced by ".EXT"
+ * (train-000003.tar -> train-000003.idx, as tools/shard and wds2idx name
+ * it; v1.0-000003.tar -> v1.0-000003.idx, where wds2idx's first-dot rule
+ * would give the v1.idx of every v1.* shard). */
 static char *sidecar_name(const char *tar, const char *ext)
 {
-    char *idx = tar_index_name(tar); /* NAME.idx */
-    size_t n = strlen(idx) - 3;
-    char *out = concat3(idx, n, ext, strlen(ext), "");
-    free(idx);
-    return out;
+    return concat3(tar, strlen(tar) - 4, ".", 1, ext);
 }
 
 /* A shard behind a URL: its members from the .idx and its labels from the
@@ -677,7 +683,7 @@ static char *sidecar_name(const char *tar, const char *ext)
 static int read_remote_shard(shard_read *s, builder *b, tar_members *m, const shard_cache_opts *c,
                              uint32_t *slow)
 {
-    char *idx_url = tar_index_name(s->path), *lab_url = sidecar_name(s->path, "labels");
+    char *idx_url = sidecar_name(s->path, "idx"), *lab_url = sidecar_name(s->path, "labels");
     char *idx = NULL, *lab = NULL;
     size_t il = 0, ll = 0;
     label_list labels = {0};
@@ -774,9 +780,16 @@ static int shards_load(dataset *ds, const char *spec, const csv_opts *o, errbuf 
             errf(e, "%s: no .tar objects under this prefix (%zu other objects)", spec, nu);
             goto out;
         }
-    } else if (names_are_shards(spec) ? expand_spec(spec, &l, e) != 0
-                                      : expand_list_file(spec, &l, e) != 0)
+    } else if (names_are_shards(spec) || remote_is_url(spec) || ends_with_tar(spec)
+                   ? expand_spec(spec, &l, e) != 0
+                   : expand_list_file(spec, &l, e) != 0)
         goto out;
+    for (size_t i = 0; i < l.n; i++)
+        if (!ends_with_tar(l.v[i])) {
+            errf(e, "%s: %s does not end in .tar (shards are .tar files; quote a brace pattern)",
+                 spec, l.v[i]);
+            goto out;
+        }
     const int remote = remote_is_url(l.v[0]);
     for (size_t i = 1; i < l.n; i++)
         if (remote_is_url(l.v[i]) != remote) {
@@ -887,6 +900,20 @@ int dataset_src_local(const dataset *ds, uint32_t i, img_src *s, char *buf, size
         return errf(e, "%s: %s", s->name, why);
     }
     s->file = local;
+    /* the .idx fetched at start-up and this shard must agree: the tar
+     * header before the member names it (a stale or another shard's index
+     * would hand out other bytes, and the .labels' labels with them) */
+    const dataset_member *m = &ds->members[i];
+    tar_member want = {.name = ds->strs + m->name, .off = m->off, .len = m->len};
+    int fd = open(local, O_RDONLY | O_CLOEXEC);
+    int ok = fd >= 0 && tar_header_names(fd, &want);
+    if (fd >= 0)
+        close(fd);
+    if (!ok)
+        return errf(e,
+                    "%s: the shard's tar header there is not this member's: its .idx is not this "
+                    "shard's (stale, or another shard's; write both again with tools/shard)",
+                    s->name);
     return 0;
 }
 

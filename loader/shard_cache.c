@@ -342,3 +342,13 @@ int shard_cache_prefetch(const shard_cache_opts *c, const char *url, errbuf *e)
     char path[4200];
     return fetch(c, url, 0, path, sizeof path, 1, e);
 }
+
+void shard_cache_sweep(const shard_cache_opts *c)
+{
+    DIR *d = c->dir ? opendir(c->dir) : NULL;
+    if (!d)
+        return;
+    for (struct dirent *de; (de = readdir(d)) != NULL;)
+        dead_part(dirfd(d), de->d_name);
+    closedir(d);
+}

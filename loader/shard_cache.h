@@ -69,6 +69,10 @@ char *shard_cache_dir_expand(const char *arg);
 /* Create c->dir (and its parents) when missing: 0, or -1 with e. */
 int shard_cache_prepare(const shard_cache_opts *c, errbuf *e);
 
+/* Remove the .part-PID files of processes that are gone (a run's
+ * workers killed mid-download when it ended). */
+void shard_cache_sweep(const shard_cache_opts *c);
+
 /* Remove every file in dir and dir itself (a run's temporary cache). */
 void shard_cache_remove_dir(const char *dir);
 

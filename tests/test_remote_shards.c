@@ -238,6 +238,26 @@ Test(remote_shards, http_shards_give_the_batches_of_local_shards_and_the_csv_for
     unsetenv("TMPDIR");
     cr_assert(same_bytes(stream, w3));
     cr_assert_eq(count_files(tmp, "", NULL), 0, "the run's temporary shard cache is left");
+    /* a dot in the shards' names: each has its own .idx and .labels
+     * (v1.0-000000.idx, not wds2idx's first-dot v1.idx for every one) */
+    char *mv;
+    if (asprintf(&mv,
+                 "cd '%s/www/shards' && for k in 0 1 2 3 4; do for x in tar idx labels; do "
+                 "cp train-00000$k.$x v1.0-00000$k.$x; done; done",
+                 dir) < 0)
+        abort();
+    cr_assert_eq(system(mv), 0);
+    free(mv);
+    char dotted[256];
+    snprintf(dotted, sizeof dotted, "http://127.0.0.1:%d/shards/v1.0-{000000..000004}.tar", port);
+    run_result rd;
+    char *wd = dump_run(dotted, "dotted", &rd, "--workers", "2", NULL);
+    cr_assert_eq(rd.status, 0, "%s", rd.err);
+    cr_assert(!strstr(rd.err, "have no .idx"), "the dotted shards' sidecars were not found: %s",
+              rd.err);
+    cr_assert(same_bytes(stream, wd), "dotted names: other batches");
+    run_free(&rd);
+    free(wd);
     /* --check reads them too (downloading each shard into its cache) */
     run_result r;
     run_train(&r, "--check", "--shard-cache", cache, url, NULL);
@@ -334,6 +354,25 @@ Test(remote_shards, a_lost_shard_names_shard_member_and_status_and_skip_bad_skip
     run_free(&r);
     free(gone);
 
+    /* another shard's index and labels beside a shard (the pair agrees
+     * with itself): the members' tar headers give it away */
+    char *i2 = path_join(dir, "www/shards/train-000001.idx"),
+         *l2 = path_join(dir, "www/shards/train-000001.labels"),
+         *i3 = path_join(dir, "www/shards/train-000003.idx"),
+         *l3 = path_join(dir, "www/shards/train-000003.labels");
+    char *cp;
+    if (asprintf(&cp, "cp '%s' '%s' && cp '%s' '%s'", i3, i2, l3, l2) < 0)
+        abort();
+    cr_assert_eq(system(cp), 0);
+    char one[256];
+    snprintf(one, sizeof one, "http://127.0.0.1:%d/shards/train-000001.tar", port);
+    free(dump_run(one, "other-index", &r, "--workers", "0", NULL));
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "train-000001.tar: member 0000") &&
+                  strstr(r.err, "its .idx is not this shard's"),
+              "%s", r.err);
+    run_free(&r);
+    free(i2), free(l2), free(i3), free(l3), free(cp);
     /* another shard's labels beside a shard: refused, not mislabelled */
     char *a = path_join(dir, "www/shards/train-000003.labels"),
          *b = path_join(dir, "www/shards/train-000004.labels");
@@ -600,5 +639,11 @@ Test(remote_shards, diagnose_over_a_slow_server_says_io_bound)
                   strstr(r.out, ": downloads run in parallel, one per worker"),
               "%s", r.out);
     cr_assert(strstr(r.out, "bigger shards"), "shards of a few KB: %s", r.out);
+    run_free(&r);
+    /* the loader alone has no model phase to compare with: refused */
+    run_train(&r, "--diagnose", "--loader-only", url, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "--diagnose measures the loader with and without the model"), "%s",
+              r.err);
     run_free(&r);
 }
