@@ -53,6 +53,8 @@ Test(nn_fashion, lenet_one_epoch_on_10k_reaches_80_percent)
  * resnet20's figures after full epochs are in docs/BENCH-NN.md. */
 Test(nn_fashion, resnet8_learns_from_3k_images)
 {
+    if (getenv("TRAIN_TEST_QUICK")) /* a minute of both cores under the sanitizers */
+        cr_skip_test("left out of make test (TRAIN_TEST_QUICK): make test-slow runs it");
     nn_set tr, te;
     fashion_load(&tr, "train", 3000);
     fashion_load(&te, "t10k", 1000);
