@@ -118,14 +118,11 @@ int check_main(const options *o)
         errbuf e;
         csv_opts co = o->csv_o;
         co.list_bad = stderr; /* every bad row, not only the first */
-        shard_cache_opts sc = {0};
-        int temp = 0;
-        if (dataset_is_remote(csvs[i])) {
-            if (feed_shard_cache_open(o, &sc, &temp, &e) != 0) {
-                fprintf(stderr, "%s\n", e.msg);
-                return 2;
-            }
-            co.shard_cache = &sc;
+        shard_cache_opts sc;
+        int temp;
+        if (feed_shard_cache_open(o, &csvs[i], 1, &co, &sc, &temp, &e) != 0) {
+            fprintf(stderr, "%s\n", e.msg);
+            return 2;
         }
         if (dataset_load(&ds, csvs[i], &co, &e) != 0) {
             fprintf(stderr, "%s\n", e.msg);

@@ -168,10 +168,18 @@ int feed_data(feed *f, errbuf *e)
     return rc;
 }
 
-int feed_shard_cache_open(const options *o, shard_cache_opts *sc, int *temp, errbuf *e)
+int feed_shard_cache_open(const options *o, const char *const *specs, int nspecs, csv_opts *co,
+                          shard_cache_opts *sc, int *temp, errbuf *e)
 {
     *sc = o->shards;
+    sc->dir = NULL;
     *temp = 0;
+    int remote = 0;
+    for (int i = 0; i < nspecs; i++)
+        remote |= specs[i] && dataset_is_remote(specs[i]);
+    if (!remote)
+        return 0;
+    co->shard_cache = sc;
     if (o->shard_cache) {
         sc->dir = shard_cache_dir_expand(o->shard_cache);
     } else {
@@ -237,11 +245,9 @@ static int feed_data_(feed *f, errbuf *e)
 {
     const options *o = f->o;
     csv_opts co = o->csv_o;
-    if (dataset_is_remote(o->csv) || (o->val_csv && dataset_is_remote(o->val_csv))) {
-        if (feed_shard_cache_open(o, &f->shards, &f->shards_temp, e) != 0)
-            return RUN_BAD_INPUT;
-        co.shard_cache = &f->shards;
-    }
+    const char *specs[] = {o->csv, o->val_csv};
+    if (feed_shard_cache_open(o, specs, 2, &co, &f->shards, &f->shards_temp, e) != 0)
+        return RUN_BAD_INPUT;
     if (dataset_load(&f->train, o->csv, &co, e) != 0)
         return RUN_BAD_INPUT;
     if (o->val_csv) {

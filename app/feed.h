@@ -89,11 +89,14 @@ int feed_serve(feed *f, errbuf *e);
 /* Undoes all of the above, also after a failure. */
 void feed_close(feed *f);
 
-/* The shard cache for data behind URLs (dataset_is_remote): the folder
- * --shard-cache names (%h expanded, created), else a temporary one
+/* The shard cache, when any of specs[0..nspecs) (NULLs skipped) names
+ * data behind URLs (dataset_is_remote), set as co's shard_cache: the
+ * folder --shard-cache names (%h expanded, created), else a temporary one
  * (*temp = 1: removed by the close); the size limit --shard-cache-size,
- * else half the folder's free space. 0, or -1 with e. */
-int feed_shard_cache_open(const options *o, shard_cache_opts *sc, int *temp, errbuf *e);
+ * else half the folder's free space. Local data: sc->dir stays NULL. 0,
+ * or -1 with e. */
+int feed_shard_cache_open(const options *o, const char *const *specs, int nspecs, csv_opts *co,
+                          shard_cache_opts *sc, int *temp, errbuf *e);
 void feed_shard_cache_close(shard_cache_opts *sc, int temp);
 
 /* The preload build's pass, when the cache needs one: its pass id, else -1

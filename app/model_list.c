@@ -26,14 +26,11 @@ static int model_list_print(const options *o, backend *cpu)
     }
     errbuf e;
     csv_opts co = o->csv_o;
-    shard_cache_opts sc = {0};
-    int temp = 0;
-    if (dataset_is_remote(o->csv)) {
-        if (feed_shard_cache_open(o, &sc, &temp, &e) != 0) {
-            fprintf(stderr, "%s\n", e.msg);
-            return 2;
-        }
-        co.shard_cache = &sc;
+    shard_cache_opts sc;
+    int temp;
+    if (feed_shard_cache_open(o, &o->csv, 1, &co, &sc, &temp, &e) != 0) {
+        fprintf(stderr, "%s\n", e.msg);
+        return 2;
     }
     int rc = model_list_data(o, cpu, &co);
     feed_shard_cache_close(&sc, temp);

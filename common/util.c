@@ -749,3 +749,22 @@ int reap_bounded(pid_t pid, double secs, const char *what)
      * outlasts it, and then the zombie is left to be reaped at exit */
     return wait_child_for(pid, secs, &st) > 0 ? st : -1;
 }
+
+int mkdir_p(const char *path, unsigned mode)
+{
+    char *tmp = xstrdup(path);
+    int rc = 0;
+    for (char *p = tmp + 1; *p && rc == 0; p++)
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(tmp, (mode_t)mode) != 0 && errno != EEXIST)
+                rc = -1;
+            *p = '/';
+        }
+    if (rc == 0 && mkdir(tmp, (mode_t)mode) != 0 && errno != EEXIST)
+        rc = -1;
+    int saved = errno;
+    free(tmp);
+    errno = saved;
+    return rc;
+}

@@ -112,6 +112,10 @@ int check_output_folder(const char *path, errbuf *e);
  * O_NONBLOCK cleared. flags as open's (O_CLOEXEC added); mode for O_CREAT.
  * Returns the descriptor, or -1 with "PATH: reason" in e. */
 int open_regular(const char *path, int flags, unsigned mode, errbuf *e);
+/* mkdir -p: path and every missing folder above it, with mode; 0, or -1
+ * with errno (from the first folder that could not be made). */
+int mkdir_p(const char *path, unsigned mode);
+
 /* read_whole_file for a regular file of at most max bytes (NUL-terminated;
  * *len excludes the NUL): refused up front when larger, and never more
  * than its size read. */

@@ -707,7 +707,7 @@ static int read_remote_shard(shard_read *s, builder *b, tar_members *m, const sh
     } else if (rc == REMOTE_MISSING) { /* no sidecars: the shard itself */
         char local[4096];
         (*slow)++;
-        rc = shard_cache_get(c, s->path, 0, local, sizeof local, s->e);
+        rc = shard_cache_get(c, s->path, local, sizeof local, s->e);
         if (rc == 0) {
             s->local = local;
             rc = read_shard(s, b, m);
@@ -893,7 +893,7 @@ int dataset_src_local(const dataset *ds, uint32_t i, img_src *s, char *buf, size
     if (!fetch)
         return shard_cache_peek(ds->cache, s->file, local, llen) ? (s->file = local, 0) : 1;
     errbuf ce;
-    if (shard_cache_get(ds->cache, s->file, 0, local, llen, &ce) != 0) {
+    if (shard_cache_get(ds->cache, s->file, local, llen, &ce) != 0) {
         size_t ul = strlen(s->file); /* `URL: why` -> `URL: member NAME: why` */
         const char *why =
             !strncmp(ce.msg, s->file, ul) && ce.msg[ul] == ':' ? ce.msg + ul + 2 : ce.msg;

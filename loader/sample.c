@@ -48,12 +48,17 @@ void sample_phase_times(void *wctx, double *read_s, double *decode_s)
     img_ctx_times(c->img, read_s, decode_s);
 }
 
+/* a pass the preload cache serves: no file or shard is read */
+static int from_preload(const sample_setup *s, int src, load_pass_kind kind)
+{
+    return (kind == LOAD_PASS_TRAIN || kind == LOAD_PASS_EVAL) && s->cache && src == 0;
+}
+
 uint32_t sample_fetch_unit(void *arg, int src, load_pass_kind kind, uint32_t index)
 {
     const sample_setup *s = arg;
     const dataset *ds = s->src[src];
-    int from_cache = (kind == LOAD_PASS_TRAIN || kind == LOAD_PASS_EVAL) && s->cache && src == 0;
-    if (!ds->remote || from_cache)
+    if (!ds->remote || from_preload(s, src, kind))
         return UINT32_MAX;
     return (uint32_t)(ds->rows[index].path % UINT32_MAX); /* one string per shard */
 }
@@ -88,7 +93,7 @@ int sample_load(void *wctx, int src, uint32_t index, load_pass_kind kind, rng *r
     char where[ERR_MAX], local[4096];
     /* a remote shard: its copy in the shard cache, downloaded now when no
      * process of the node has */
-    int from_cache = (kind == LOAD_PASS_TRAIN || kind == LOAD_PASS_EVAL) && s->cache && src == 0;
+    int from_cache = from_preload(s, src, kind);
     if (!from_cache)
         if (dataset_src_local(s->src[src], index, &at, where, sizeof where, local, sizeof local, 1,
                               e) != 0)

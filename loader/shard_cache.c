@@ -123,22 +123,8 @@ char *shard_cache_dir_expand(const char *arg)
 
 int shard_cache_prepare(const shard_cache_opts *c, errbuf *e)
 {
-    char *p = xstrdup(c->dir);
-    for (char *s = p + 1;; s++) { /* mkdir -p */
-        char keep = *s;
-        if (keep != '/' && keep != '\0')
-            continue;
-        *s = '\0';
-        if (mkdir(p, 0755) != 0 && errno != EEXIST) {
-            int rc = errf(e, "--shard-cache %s: cannot create %s: %s", c->dir, p, strerror(errno));
-            free(p);
-            return rc;
-        }
-        *s = keep;
-        if (!keep)
-            break;
-    }
-    free(p);
+    if (mkdir_p(c->dir, 0755) != 0)
+        return errf(e, "--shard-cache %s: cannot create it: %s", c->dir, strerror(errno));
     struct stat st;
     if (stat(c->dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return errf(e, "--shard-cache %s: not a folder", c->dir);
@@ -193,9 +179,9 @@ static int dead_part(int dfd, const char *name)
     return 1;
 }
 
-/* Remove least recently used shards until they and `coming` bytes fit;
- * never `keep` (a name in the folder, or NULL). */
-static void evict(const shard_cache_opts *c, uint64_t coming, const char *keep)
+/* Remove least recently used shards until they fit in the limit; never
+ * `keep` (a name in the folder, or NULL), though it counts. */
+static void evict(const shard_cache_opts *c, const char *keep)
 {
     char lock[4096];
     snprintf(lock, sizeof lock, "%s/.lock", c->dir);
@@ -211,25 +197,21 @@ static void evict(const shard_cache_opts *c, uint64_t coming, const char *keep)
     while (d && (de = readdir(d)) != NULL) {
         const char *nm = de->d_name;
         size_t l = strlen(nm);
-        if (nm[0] == '.' || dead_part(dirfd(d), nm) || (l > 5 && !strcmp(nm + l - 5, ".lock")) ||
-            (keep && !strcmp(nm, keep)))
+        if (nm[0] == '.' || dead_part(dirfd(d), nm) || (l > 5 && !strcmp(nm + l - 5, ".lock")))
             continue;
         struct stat st;
         if (fstatat(dirfd(d), nm, &st, 0) != 0 || !S_ISREG(st.st_mode))
             continue;
+        total += (uint64_t)st.st_size;
+        if (keep && !strcmp(nm, keep))
+            continue;
         if (n == cap)
             v = xrealloc(v, (cap = cap ? 2 * cap : 64) * sizeof *v);
         v[n++] = (entry){xstrdup(nm), (uint64_t)st.st_size, st.st_mtim};
-        total += (uint64_t)st.st_size;
     }
     if (n)
         qsort(v, n, sizeof *v, older);
-    uint64_t kept = 0;
-    if (keep && d) {
-        struct stat st;
-        kept = fstatat(dirfd(d), keep, &st, 0) == 0 ? (uint64_t)st.st_size : 0;
-    }
-    for (size_t i = 0; i < n && total + kept + coming > c->limit; i++) {
+    for (size_t i = 0; i < n && total > c->limit; i++) {
         if (unlinkat(dirfd(d), v[i].name, 0) == 0) {
             total -= v[i].size;
             stats.evicted++;
@@ -248,8 +230,8 @@ static void evict(const shard_cache_opts *c, uint64_t coming, const char *keep)
 
 /* The cache's file for url, present now or downloaded by this process or
  * another: 0 with its name in path, or -1 / REMOTE_MISSING with e. */
-static int fetch(const shard_cache_opts *c, const char *url, uint64_t size_hint, char *path,
-                 size_t len, int nowait, errbuf *e)
+static int fetch(const shard_cache_opts *c, const char *url, char *path, size_t len, int nowait,
+                 errbuf *e)
 {
     char lock[4200];
     if (entry_path(c, url, "", path, len) != 0 || entry_path(c, url, ".lock", lock, sizeof lock))
@@ -287,14 +269,14 @@ static int fetch(const shard_cache_opts *c, const char *url, uint64_t size_hint,
         stats.waits += (uint64_t)waited;
     } else {
         if (c->limit)
-            evict(c, size_hint, NULL);
+            evict(c, NULL);
         uint64_t got = 0;
         rc = remote_get_file(url, path, &c->ro, &got, e);
         if (rc == 0) {
             stats.downloads++;
             stats.bytes += got;
             if (c->limit) /* others' downloads may have come in meanwhile */
-                evict(c, 0, strrchr(path, '/') + 1);
+                evict(c, strrchr(path, '/') + 1);
         } else {
             struct failed *f = &failed[nfailed < FAILED_MAX ? nfailed++ : FAILED_MAX - 1];
             f->key = key;
@@ -308,8 +290,7 @@ static int fetch(const shard_cache_opts *c, const char *url, uint64_t size_hint,
     return rc;
 }
 
-int shard_cache_get(const shard_cache_opts *c, const char *url, uint64_t size_hint, char *path,
-                    size_t len, errbuf *e)
+int shard_cache_get(const shard_cache_opts *c, const char *url, char *path, size_t len, errbuf *e)
 {
     uint64_t key = hash64(url, strlen(url), 0x09e7);
     int fd = held_find(key);
@@ -319,7 +300,7 @@ int shard_cache_get(const shard_cache_opts *c, const char *url, uint64_t size_hi
     }
     /* evicted between fetch and open (another process made room): again */
     for (int tries = 0; tries < 5; tries++) {
-        int rc = fetch(c, url, size_hint, path, len, 0, e);
+        int rc = fetch(c, url, path, len, 0, e);
         if (rc != 0)
             return rc;
         fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -340,7 +321,7 @@ int shard_cache_get(const shard_cache_opts *c, const char *url, uint64_t size_hi
 int shard_cache_prefetch(const shard_cache_opts *c, const char *url, errbuf *e)
 {
     char path[4200];
-    return fetch(c, url, 0, path, sizeof path, 1, e);
+    return fetch(c, url, path, sizeof path, 1, e);
 }
 
 void shard_cache_sweep(const shard_cache_opts *c)

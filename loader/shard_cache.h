@@ -13,7 +13,7 @@
  *     .part-PID files of dead processes are removed at the next eviction;
  *   - eviction, least recently used first (a hit touches the file's
  *     mtime), before each download, under an flock on the folder's .lock,
- *     until the shards and the coming one fit in `limit` bytes. A shard a
+ *     and after it, until the shards fit in `limit` bytes. A shard a
  *     process still has open stays readable after its name is removed
  *     (POSIX), so eviction never breaks a reader; it only costs a second
  *     download when that shard is wanted again;
@@ -48,11 +48,11 @@ shard_cache_stats shard_cache_stats_get(void);
 void shard_cache_stats_reset(void);
 
 /* The local file holding `url`'s shard, downloading it when it is not
- * there: 0 with its path in path, or -1 (REMOTE_MISSING: no such object)
- * with e naming the URL and why. size_hint: the shard's size when known
- * (eviction makes room for it first), else 0. */
-int shard_cache_get(const shard_cache_opts *c, const char *url, uint64_t size_hint, char *path,
-                    size_t len, errbuf *e);
+ * there: 0 with a path to it in path (/proc/self/fd/N of a descriptor
+ * this process keeps, so an eviction cannot take it away before the
+ * read), or -1 (REMOTE_MISSING: no such object) with e naming the URL
+ * and why. */
+int shard_cache_get(const shard_cache_opts *c, const char *url, char *path, size_t len, errbuf *e);
 
 /* Read-ahead: download `url` into the cache unless it is there or another
  * process is downloading it (then return at once). 0, or -1 with e. */

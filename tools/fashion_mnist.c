@@ -25,20 +25,6 @@
 static const char *class_names[10] = {"t-shirt", "trouser", "pullover", "dress", "coat",
                                       "sandal",  "shirt",   "sneaker",  "bag",   "ankle-boot"};
 
-static int mkdir_p(const char *path)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(tmp, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 static int convert(const char *src, const char *out, const char *split, const char *prefix,
                    long limit)
 {
@@ -57,7 +43,7 @@ static int convert(const char *src, const char *out, const char *split, const ch
     }
     uint32_t n = limit > 0 && (uint32_t)limit < im.n ? (uint32_t)limit : im.n;
     snprintf(dir, sizeof dir, "%s/%s", out, split);
-    if (mkdir_p(dir) != 0) {
+    if (mkdir_p(dir, 0755) != 0) {
         fprintf(stderr, "%s: cannot create: %s\n", dir, strerror(errno));
         return -1;
     }
@@ -135,7 +121,7 @@ int main(int argc, char **argv)
     }
     free(have);
     unlink(stamp);
-    if (mkdir_p(out) != 0) {
+    if (mkdir_p(out, 0755) != 0) {
         fprintf(stderr, "%s: cannot create: %s\n", out, strerror(errno));
         return 1;
     }

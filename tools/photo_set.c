@@ -520,20 +520,6 @@ static unsigned char *make_imagenet_sample(resize_plan *rs, const source *s, rng
     return out;
 }
 
-static int mkdirs(const char *path)
-{
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = '\0';
-            if (mkdir(tmp, 0777) != 0 && errno != EEXIST)
-                return -1;
-            *p = '/';
-        }
-    return mkdir(tmp, 0777) != 0 && errno != EEXIST ? -1 : 0;
-}
-
 /* Every sample of one split; the CSV text is appended to *csv. */
 static int write_split(const char *out, const char *split, source *src, int nsrc, int per,
                        uint64_t seed, int imagenet, char **csv, size_t *csv_len, size_t *bytes,
@@ -545,7 +531,7 @@ static int write_split(const char *out, const char *split, source *src, int nsrc
     for (int c = 0; c < nsrc && rc == 0; c++) {
         char dir[4200];
         snprintf(dir, sizeof dir, "%s/%s/%s", out, split, src[c].name);
-        if (mkdirs(dir) != 0) {
+        if (mkdir_p(dir, 0777) != 0) {
             fprintf(stderr, "photo-set: %s: %s\n", dir, strerror(errno));
             rc = -1;
             break;

@@ -394,16 +394,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "shard: --prefix %s: a file name of 1..60 bytes without '/'\n", w.prefix);
         return 2;
     }
-    struct stat st;
-    char *parents = xstrdup(w.out); /* mkdir -p */
-    for (char *sl = parents + 1; (sl = strchr(sl, '/')); sl++) {
-        *sl = '\0';
-        if (stat(parents, &st) != 0)
-            mkdir(parents, 0777);
-        *sl = '/';
-    }
-    free(parents);
-    if (stat(w.out, &st) != 0 && mkdir(w.out, 0777) != 0) {
+    if (mkdir_p(w.out, 0777) != 0) {
         fprintf(stderr, "shard: %s: %s\n", w.out, strerror(errno));
         return 1;
     }
