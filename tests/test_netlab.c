@@ -29,6 +29,7 @@
 #include "tests/support/helpers.h"
 #include "tests/support/mpirun.h"
 #include "tests/support/netlab.h"
+#include "tests/support/servers.h"
 
 static char *dir;
 static char made[4][96]; /* what fini takes down: labs, then "nodes A,B", "s3 NAME" */
@@ -653,21 +654,6 @@ Test(netlab, killing_the_rank_on_nodeb_ends_the_job_on_nodea_leaving_nothing)
     free(fm);
 }
 
-/* GETs of paths ending in `suffix` in an nginx access log */
-static int gets_in_log(const char *log, const char *suffix)
-{
-    size_t len;
-    char *text = read_whole(log, &len), pat[64];
-    snprintf(pat, sizeof pat, "%s HTTP/", suffix);
-    int n = 0;
-    for (char *p = text; p && (p = strstr(p, "\"GET ")); p++) {
-        char *eol = strchr(p, '\n'), *hit = strstr(p, pat);
-        n += hit && (!eol || hit < eol);
-    }
-    free(text);
-    return n;
-}
-
 /* files in d ending in `suffix` */
 static int files_in(const char *d, const char *suffix)
 {
@@ -700,15 +686,9 @@ Test(netlab, shards_over_http_on_two_nodes_download_once_per_node_and_end_with_o
     run_free(&r);
     nodes_up();
     /* nginx in node A, reached from both nodes by A's name */
-    char conf[4096], *log = path_join(dir, "access.log");
-    snprintf(conf, sizeof conf,
-             "daemon off; master_process off; pid %s/nginx.pid; error_log %s/error.log;\n"
-             "events { worker_connections 64; }\n"
-             "http { access_log %s; client_body_temp_path %s; proxy_temp_path %s;\n"
-             "  fastcgi_temp_path %s; uwsgi_temp_path %s; scgi_temp_path %s;\n"
-             "  server { listen 0.0.0.0:8095; root %s; } }\n",
-             dir, dir, log, dir, dir, dir, dir, dir, www);
-    char *cf = write_text(dir, "nginx.conf", conf), *nlog = path_join(dir, "nginx.out");
+    char *log = path_join(dir, "access.log");
+    char *cf = server_nginx_conf(dir, www, "0.0.0.0:8095", NULL),
+         *nlog = path_join(dir, "nginx.out");
     char *nargv[] = {"/usr/sbin/ip", "netns", "exec", node_a, "/usr/sbin/nginx",
                      "-c",           cf,      "-p",   dir,    NULL};
     spawn_bg(nargv, nlog, nlog);
@@ -736,7 +716,7 @@ Test(netlab, shards_over_http_on_two_nodes_download_once_per_node_and_end_with_o
     run_argv(oargv, NULL, 60, &r);
     cr_assert_eq(r.status, 0, "1 process: %s", r.err);
     run_free(&r);
-    int first = gets_in_log(log, ".tar");
+    int first = server_nginx_gets(log, ".tar");
     cr_assert_eq(first, 8, "one process: %d shard downloads for 8 shards", first);
     /* the nodes' caches start empty: that one process's folder is node A's */
     char *cache_a = path_join(dir, node_a), *cmd;
@@ -752,7 +732,7 @@ Test(netlab, shards_over_http_on_two_nodes_download_once_per_node_and_end_with_o
     run_free(&r);
     /* every shard once per node, though each node's rank has 2 workers and
      * a fetcher reading it */
-    int both = gets_in_log(log, ".tar") - first;
+    int both = server_nginx_gets(log, ".tar") - first;
     cr_assert_eq(both, 16, "two nodes: %d shard downloads for 8 shards, not 8 per node", both);
     char ca[512], cb[512];
     snprintf(ca, sizeof ca, "%s/cache-%s", dir, node_a);

@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,22 +80,31 @@ static char *make_shards(void)
     return path;
 }
 
+/* train FIXED... EXTRA... DATA (extra: the va_list's NULL-ended words,
+ * at most 16) into *r */
+static void run_train_va(const char *const *fixed, size_t nfixed, va_list ap, const char *data,
+                         run_result *r)
+{
+    char *argv[48];
+    size_t n = 0;
+    argv[n++] = (char *)train_bin();
+    for (size_t i = 0; i < nfixed; i++)
+        argv[n++] = (char *)fixed[i];
+    for (const char *a; n < nfixed + 17 && (a = va_arg(ap, const char *));)
+        argv[n++] = (char *)a;
+    argv[n++] = (char *)data;
+    argv[n] = NULL;
+    run_argv(argv, NULL, 120, r);
+}
+
 /* train --loader-only over data (2 epochs, random crops and flips) with
- * extra arguments (NULL-ended, at most 8): the dump's path; the run's
+ * extra arguments (NULL-ended, at most 16): the dump's path; the run's
  * result in *r when r is given (then its status is not checked). */
 static char *dump_run(const char *data, const char *tag, run_result *out, ...)
 {
     char name[64];
     snprintf(name, sizeof name, "dump-%s", tag);
     char *dump = path_join(dir, name);
-    char *argv[40];
-    int n = 0;
-    argv[n++] = path_join(source_root(), "build/asan/train");
-    const char *bin = getenv("TRAIN_BIN");
-    if (bin) {
-        free(argv[0]);
-        argv[0] = xstrdup(bin);
-    }
     const char *fixed[] = {"--loader-only",
                            "--epochs",
                            "2",
@@ -108,20 +118,13 @@ static char *dump_run(const char *data, const char *tag, run_result *out, ...)
                            "--hflip",
                            "0.5",
                            "--no-progress",
-                           "--dump-batches"};
-    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
-        argv[n++] = (char *)fixed[i];
-    argv[n++] = dump;
+                           "--dump-batches",
+                           dump};
+    run_result r;
     va_list ap;
     va_start(ap, out);
-    for (const char *a; n < 38 && (a = va_arg(ap, const char *));)
-        argv[n++] = (char *)a;
+    run_train_va(fixed, sizeof fixed / sizeof *fixed, ap, data, &r);
     va_end(ap);
-    argv[n++] = (char *)data;
-    argv[n] = NULL;
-    run_result r;
-    run_argv(argv, NULL, 120, &r);
-    free(argv[0]);
     if (out) {
         *out = r;
     } else {
@@ -169,17 +172,7 @@ static int count_files(const char *d, const char *suffix, uint64_t *bytes)
 static int gets_in(const char *d, const char *suffix)
 {
     char *log = path_join(d, "access.log");
-    size_t len;
-    errbuf e;
-    char *text = read_whole_file(log, &len, &e);
-    int n = 0;
-    char pat[64];
-    snprintf(pat, sizeof pat, "%s HTTP/", suffix);
-    for (char *p = text; p && (p = strstr(p, "\"GET ")); p++) {
-        char *eol = strchr(p, '\n'), *hit = strstr(p, pat);
-        n += hit && (!eol || hit < eol);
-    }
-    free(text);
+    int n = server_nginx_gets(log, suffix);
     free(log);
     return n;
 }
@@ -505,21 +498,13 @@ static char *json_run(const char *data, const char *name, run_result *r, ...)
     char file[64];
     snprintf(file, sizeof file, "%s.json", name);
     char *json = path_join(dir, file);
-    char *argv[24];
-    int n = 0;
-    const char *fixed[] = {
-        train_bin(), "--loader-only", "--epochs", "2", "--batch", "4", "--crop", "32", "--workers",
-        "2",         "--no-progress", "--json",   json};
-    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++)
-        argv[n++] = (char *)fixed[i];
+    const char *fixed[] = {"--loader-only", "--epochs", "2",         "--batch", "4",
+                           "--crop",        "32",       "--workers", "2",       "--no-progress",
+                           "--json",        json};
     va_list ap;
     va_start(ap, r);
-    for (const char *a; n < 20 && (a = va_arg(ap, const char *));)
-        argv[n++] = (char *)a;
+    run_train_va(fixed, sizeof fixed / sizeof *fixed, ap, data, r);
     va_end(ap);
-    argv[n++] = (char *)data;
-    argv[n] = NULL;
-    run_argv(argv, NULL, 120, r);
     cr_assert_eq(r->status, 0, "%s: %s", data, r->err);
     return json;
 }

@@ -127,22 +127,30 @@ int server_dead_port(void)
 
 /* nginx serving www on loopback (with TLS when cert and key are given):
  * its port, once it answers a HEAD of url_path */
-int server_nginx_start(const char *dir, const char *www, const char *cert, const char *key,
-                       const char *url_path, const char *extra)
+char *server_nginx_conf(const char *dir, const char *www, const char *listen, const char *extra)
 {
-    int port = server_dead_port();
-    char conf[8192], tls[1024] = "";
-    if (cert)
-        snprintf(tls, sizeof tls, " ssl; ssl_certificate %s; ssl_certificate_key %s", cert, key);
+    char conf[8192];
     snprintf(
         conf, sizeof conf,
         "daemon off; master_process off; pid %s/nginx.pid; error_log %s/error.log;\n"
         "events { worker_connections 64; }\n"
         "http { access_log %s/access.log; client_body_temp_path %s/tmp; proxy_temp_path %s/tmp;\n"
         "  fastcgi_temp_path %s/tmp; uwsgi_temp_path %s/tmp; scgi_temp_path %s/tmp;\n"
-        "  server { listen 127.0.0.1:%d%s; root %s; %s } }\n",
-        dir, dir, dir, dir, dir, dir, dir, dir, port, tls, www, extra ? extra : "");
-    char *cf = write_text(dir, "nginx.conf", conf), *out = path_join(dir, "nginx.out");
+        "  server { listen %s; root %s; %s } }\n",
+        dir, dir, dir, dir, dir, dir, dir, dir, listen, www, extra ? extra : "");
+    return write_text(dir, "nginx.conf", conf);
+}
+
+int server_nginx_start(const char *dir, const char *www, const char *cert, const char *key,
+                       const char *url_path, const char *extra)
+{
+    int port = server_dead_port();
+    char listen[1100];
+    int n = snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
+    if (cert)
+        snprintf(listen + n, sizeof listen - (size_t)n,
+                 " ssl; ssl_certificate %s; ssl_certificate_key %s", cert, key);
+    char *cf = server_nginx_conf(dir, www, listen, extra), *out = path_join(dir, "nginx.out");
     char *argv[] = {"/usr/sbin/nginx", "-c", cf, "-p", (char *)dir, NULL};
     spawn_bg(argv, out, out);
     char url[256];
@@ -286,4 +294,19 @@ const char *server_moto_signed(const char *dir, const char *upload, const char *
     free(py);
     free(log);
     return NULL;
+}
+
+int server_nginx_gets(const char *log, const char *suffix)
+{
+    size_t len;
+    errbuf e;
+    char *text = read_whole_file(log, &len, &e), pat[64];
+    snprintf(pat, sizeof pat, "%s HTTP/", suffix);
+    int n = 0;
+    for (char *p = text; p && (p = strstr(p, "\"GET ")); p++) {
+        char *eol = strchr(p, '\n'), *hit = strstr(p, pat);
+        n += hit && (!eol || hit < eol);
+    }
+    free(text);
+    return n;
 }

@@ -43,6 +43,16 @@ int server_dead_port(void);
 int server_nginx_start(const char *dir, const char *www, const char *cert, const char *key,
                        const char *url_path, const char *extra);
 
+/* dir/nginx.conf for an nginx in the foreground serving www on `listen`
+ * (an nginx listen directive's value), its pid, logs (access.log) and
+ * temporary files in dir, `extra` directives in its server block (or
+ * NULL): the file's path, malloc'd. */
+char *server_nginx_conf(const char *dir, const char *www, const char *listen, const char *extra);
+
+/* GET requests in an nginx access log for paths ending in `suffix` (0
+ * when there is no log). */
+int server_nginx_gets(const char *log, const char *suffix);
+
 /* PUT body at url, unsigned (moto takes that unless told to check): the
  * HTTP status, 0 when there was none. */
 long server_http_put(const char *url, const void *body, size_t len);
