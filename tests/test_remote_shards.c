@@ -219,10 +219,14 @@ Test(remote_shards, http_shards_give_the_batches_of_local_shards_and_the_csv_for
     cr_assert_eq(tars_first, 5, "each shard once (the first probed into the cache): %d",
                  tars_first);
     cr_assert_eq(count_files(cache, ".tar", NULL), 5);
+    /* a dead process's half download, left in a named cache: a run that
+     * downloads nothing (so evicts nothing) still clears it at exit */
+    free(write_text(cache, "0000000000000000-train-000001.tar.part-999999999", "half"));
     /* a second run over the same cache: nothing downloaded, the same batches */
     char *w2 = dump_run(url, "http2", NULL, "--workers", "2", "--shard-cache", cache, NULL);
     cr_assert(same_bytes(stream, w2), "HTTP shards, 2 workers: batches differ from local disk's");
     cr_assert_eq(gets_of(".tar"), tars_first, "the cache's shards were downloaded again");
+    cr_assert_eq(count_files(cache, ".part-999999999", NULL), 0, "a dead process's .part is left");
     /* without --shard-cache: a temporary folder, gone after the run */
     char *tmp = path_join(dir, "tmp");
     mkdir(tmp, 0755);

@@ -553,3 +553,23 @@ Test(shards, the_streaming_order_gives_the_same_batches_for_any_workers_and_not_
     run_free(&r);
     free(csv);
 }
+
+/* A brace group that is neither a range nor a list (a typo's third dot)
+ * is refused as such, not read as one literal shard name; an unclosed
+ * one too, also behind a URL (never taken for a CSV). */
+Test(shards, a_malformed_brace_pattern_is_named)
+{
+    run_result r;
+    char *spec = path_join(dir, "s/train-{000000...000002}.tar");
+    run_train(&r, "--loader-only", "--no-progress", spec, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "{000000...000002} is neither a range {A..B} of numbers nor a list"),
+              "%s", r.err);
+    run_free(&r);
+    run_train(&r, "--loader-only", "--no-progress", "http://127.0.0.1:9/t-{000000..000002.tar",
+              NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "unbalanced or nested '{'"), "%s", r.err);
+    run_free(&r);
+    free(spec);
+}
