@@ -565,9 +565,11 @@ int img_parse_size(const char *s, int *h, int *w, int *single)
  * sy x sx of the rh x rw resize. */
 static int centre_window(const img_info *info, int want_h, int want_w, int rh, int rw, img_span sy,
                          img_span sx, double *box_h, double *box_w, int *y0, int *y1, int *x0,
-                         int *x1)
+                         int *x1, int planar)
 {
-    const int num = img_jpeg_scale_num(info, want_h, want_w);
+    int num = img_jpeg_scale_num(info, want_h, want_w);
+    if (planar)
+        num = img_jpeg_planar_scale(num);
     const int dh = (info->h * num + 7) / 8, dw = (info->w * num + 7) / 8;
     dct_extent(info, num, box_h, box_w);
     resize_span(dh, 0.0, *box_h, rh, sy.src, sy.len, y0, y1);
@@ -591,7 +593,7 @@ static int decode_centre_region(img_ctx *c, const char *path, const img_info *in
     int y0, y1, x0, x1;
     double box_h, box_w;
     const int num =
-        centre_window(info, want_h, want_w, rh, rw, sy, sx, &box_h, &box_w, &y0, &y1, &x0, &x1);
+        centre_window(info, want_h, want_w, rh, rw, sy, sx, &box_h, &box_w, &y0, &y1, &x0, &x1, 0);
     img_region want = {.y = y0, .x = x0 - 16, .h = y1 - y0, .w = x1 - x0 + 32};
     return img_jpeg_decode_region(c, path, info, C, num, &want, got, e);
 }
@@ -986,7 +988,7 @@ static int base_planar(img_ctx *c, const char *path, const img_info *info, int C
     int y0, y1, x0, x1;
     double box_h, box_w;
     const int num =
-        centre_window(info, want_h, want_w, rh, rw, sy, sx, &box_h, &box_w, &y0, &y1, &x0, &x1);
+        centre_window(info, want_h, want_w, rh, rw, sy, sx, &box_h, &box_w, &y0, &y1, &x0, &x1, 1);
     const img_region want = {.y = y0 - PLANAR_MARGIN,
                              .x = x0 - PLANAR_MARGIN,
                              .h = y1 - y0 + 2 * PLANAR_MARGIN,
@@ -1028,6 +1030,7 @@ static int load_rrc(img_ctx *c, const char *path, const img_params *p, rng *r, u
         p->decode != IMG_DECODE_EXACT && planar_fits(c, &info)) {
         int num, m = p->decode == IMG_DECODE_FAST ? 1 : 2;
         img_jpeg_scale_for(bw, bh, m * out_h, m * out_w, &num);
+        num = img_jpeg_planar_scale(num);
         int rc = rrc_planar(c, path, &info, p, r, by, bx, bh, bw, num, out, out_h, out_w, e);
         if (rc <= 0)
             return rc;

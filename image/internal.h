@@ -129,6 +129,9 @@ typedef struct img_region {
 /* The smallest n in 1..8 for which an image of w x h scaled by n/8 still
  * covers want_h x want_w (8 when want is 0 x 0). */
 void img_jpeg_scale_for(int w, int h, int want_h, int want_w, int *num);
+/* The scale the planar decode takes for img_jpeg_scale_for's n/8: the
+ * next one up whose inverse DCT libjpeg-turbo vectorises (1, 2, 4, 8). */
+int img_jpeg_planar_scale(int num);
 /* Decode the region `want` (in pixels of the n/8-scaled image) of c->file
  * into c->dec as C channels; *got is the region decoded (columns widened
  * to iMCU boundaries), rows got->w * C bytes apart. */
