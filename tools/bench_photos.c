@@ -29,7 +29,9 @@
  *   rrc auto through RGB       rrc auto with the planar decode off: the
  *                              region decoded to RGB pixels (the path
  *                              before it, and --decode exact's)
- *   region decode as planes    the planar decode of the floor's region,
+ *   region decode as planes    the planar decode of the floor's region at
+ *                              the planar decode's scale (the auto one
+ *                              rounded up to 1, 2, 4 or 8 eighths),
  *                              no upsampling or colour conversion
  *   val through RGB            val ours with the planar decode off (the
  *                              path before it, and --decode exact's)
@@ -274,6 +276,8 @@ static double run_block(int v, const set *s, int a, int b, img_ctx *c, tjhandle 
             int by, bx, bh, bw, num;
             img_rrc_box(h, w, &p, &r, &by, &bx, &bh, &bw);
             img_jpeg_scale_for(bw, bh, 2 * S, 2 * S, &num);
+            if (v == 9) /* the planar decode's own scale (1, 2, 4 or 8 eighths) */
+                num = img_jpeg_planar_scale(num);
             double f = num / 8.0;
             img_region want = {(int)(by * f), (int)(bx * f) - 16, 0, 0, 0, 0}, got;
             want.h = (int)((by + bh) * f + 0.999) - want.y;
