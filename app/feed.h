@@ -66,6 +66,7 @@ typedef struct feed {
     loader_io setup_io; /* this process's I/O before the loader began (opening
                            the data set: listing, indexes, probes); counted in
                            the first epoch's */
+    int bad_first;      /* the first row's image could not be read (no --skip-bad) */
 } feed;
 
 /* f zeroed, then the choice c (its batch, else FEED_DEFAULT_BATCH). */

@@ -139,12 +139,25 @@ Test(train, bad_image_names_csv_line_and_exits_2)
         cr_assert(asprintf(&want, "%s:3: %s/img/fake.png: ", csv, dir) > 0);
         cr_assert(strstr(r.err, want), "want '%s' in: %s", want, r.err);
         free(want);
+        /* and what to do about it, once */
+        const char *hint = "--skip-bad goes on past such files";
+        const char *at = strstr(r.err, hint);
+        cr_assert(at && !strstr(at + 1, hint), "one hint in: %s", r.err);
         run_free(&r);
     }
-    /* --skip-bad replaces it and counts it */
+    /* the first row's image bad (the size probe's): the same hint */
+    char *first_bad = write_text(dir, "bad1.csv", "path,label\nimg/fake.png,2\nimg/first.png,1\n");
+    run_train(&r, "--workers", "0", "--batch", "2", first_bad, NULL);
+    cr_assert_eq(r.status, 2, "%s", r.err);
+    cr_assert(strstr(r.err, "img/fake.png: ") && strstr(r.err, "--skip-bad goes on past"), "%s",
+              r.err);
+    run_free(&r);
+    free(first_bad);
+    /* --skip-bad replaces it and counts it (no hint: it is in use) */
     run_train(&r, "--workers", "1", "--batch", "2", "--skip-bad", csv, NULL);
     cr_assert_eq(r.status, 0, "%s", r.err);
     cr_assert(strstr(r.out, "    1 warm"), "one skipped sample in the epoch line: %s", r.out);
+    cr_assert_null(strstr(r.err, "--skip-bad goes on"), "%s", r.err);
     run_free(&r);
     free(csv);
     free(first);

@@ -35,6 +35,9 @@
  *                              no upsampling or colour conversion
  *   val through RGB            val ours with the planar decode off (the
  *                              path before it, and --decode exact's)
+ * The set leaves out files that are not JPEGs, CMYK/YCCK JPEGs (the
+ * floors decode to RGB, which libjpeg cannot make of them) and files
+ * ./train's decoder refuses (each named), and says how many.
  * --phases: where ours' time goes instead, per image size class (the
  * longer side), for rrc auto and val: read, header, decode, resample and
  * store (img_ctx_phases), microseconds per image: each image's median
@@ -64,6 +67,24 @@ typedef struct set {
     size_t *len;
 } set;
 
+static img_params val(int full, int decode);
+
+/* Why a JPEG is left out of the set, or NULL: the floors decode to RGB,
+ * which libjpeg cannot make of CMYK or YCCK, and a file ./train refuses
+ * (truncated, corrupt) would be timed as its half-decode. */
+static const char *left_out(img_ctx *c, tjhandle tj, const char *path, const uint8_t *bytes,
+                            size_t len, errbuf *e)
+{
+    int w, h, sub, cs;
+    if (tjDecompressHeader3(tj, bytes, (unsigned long)len, &w, &h, &sub, &cs) == 0 &&
+        (cs == TJCS_CMYK || cs == TJCS_YCCK))
+        return "CMYK";
+    img_params p = val(1, IMG_DECODE_EXACT);
+    rng r = rng_keyed(1, RNG_AUGMENT, 0, 0);
+    static uint8_t out[3 * S * S];
+    return img_load(c, path, &p, &r, out, S, S, e) != 0 ? "refused" : NULL;
+}
+
 static int set_load(set *s, const char *where, int n)
 {
     dataset ds;
@@ -77,7 +98,9 @@ static int set_load(set *s, const char *where, int n)
     s->paths = xcalloc((size_t)want, sizeof *s->paths);
     s->bytes = xcalloc((size_t)want, sizeof *s->bytes);
     s->len = xcalloc((size_t)want, sizeof *s->len);
-    int other = 0;
+    int other = 0, cmyk = 0, refused = 0;
+    img_ctx *c = img_ctx_create();
+    tjhandle tj = tjInitDecompress();
     for (int k = 0; k < want; k++) {
         uint32_t i = (uint32_t)((uint64_t)k * ds.n / (uint64_t)want);
         size_t len;
@@ -93,13 +116,26 @@ static int set_load(set *s, const char *where, int n)
             free(bytes);
             continue;
         }
+        const char *why = left_out(c, tj, dataset_path(&ds, i), bytes, len, &e);
+        if (why) {
+            if (*why == 'C')
+                cmyk++;
+            else
+                refused++, fprintf(stderr, "bench_photos: left out: %s\n", e.msg);
+            free(bytes);
+            continue;
+        }
         s->paths[s->n] = xstrdup(dataset_path(&ds, i));
         s->bytes[s->n] = bytes;
         s->len[s->n++] = len;
     }
-    if (other)
-        fprintf(stderr, "bench_photos: %s: %d of %d files are not JPEGs; measuring the %d JPEGs\n",
-                where, other, want, s->n);
+    tjDestroy(tj);
+    img_ctx_free(c);
+    if (other || cmyk || refused)
+        fprintf(stderr,
+                "bench_photos: %s: %d files: left out %d not JPEGs, %d CMYK JPEGs (the floors "
+                "decode to RGB), %d refused (above); measuring the other %d\n",
+                where, want, other, cmyk, refused, s->n);
     dataset_free(&ds);
     return s->n ? 0 : -1;
 }
@@ -359,9 +395,9 @@ static void speed(const set *s, int runs)
     qsort(ratio_val, (size_t)runs, sizeof(double), cmp_d);
     qsort(ratio_old, (size_t)runs, sizeof(double), cmp_d);
     qsort(ratio_val_old, (size_t)runs, sizeof(double), cmp_d);
-    printf("\nspeed per core (%d images, %d rounds, medians):\n\n| %-44s | images/s | us/image "
+    printf("\nspeed per core (%d images, %d round%s, medians):\n\n| %-44s | images/s | us/image "
            "|\n|---|---:|---:|\n",
-           s->n, runs, "variant");
+           s->n, runs, runs == 1 ? "" : "s", "variant");
     for (int v = 0; v < NVAR; v++)
         printf("| %-44s | %8.0f | %8.0f |\n", var_name[v], med[v], 1e6 / med[v]);
     printf("\nratios (medians of per-round ratios): rrc auto / region-decode floor %.3f; val / its "
@@ -401,9 +437,9 @@ static void phases(const set *s, int runs)
         cls[i] = size_class(w, h);
     }
     double *t = xmalloc((size_t)s->n * (size_t)runs * IMG_PHASES * sizeof *t);
-    printf("\nwhere the time goes (%d JPEGs, median of %d rounds per image, then the mean "
+    printf("\nwhere the time goes (%d JPEGs, median of %d round%s per image, then the mean "
            "over a class; us per image):\n\n| recipe | longer side | images |",
-           s->n, runs);
+           s->n, runs, runs == 1 ? "" : "s");
     for (int k = 0; k < IMG_PHASES; k++)
         printf(" %s |", phase_name[k]);
     printf(" total |\n|---|---|---:|");
@@ -487,9 +523,14 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (fid_only + speed_only + phase_only > 1) {
+        fprintf(stderr, "bench_photos: --fidelity-only, --speed-only and --phases are "
+                        "alternatives: give one\n");
+        return 2;
+    }
     if (!nw) {
-        fprintf(stderr,
-                "usage: bench_photos [--n N] [--runs R] [--keys K] [--fidelity-only] SET [BIG]\n");
+        fprintf(stderr, "usage: bench_photos [--n N] [--runs R] [--keys K] "
+                        "[--fidelity-only|--speed-only|--phases] SET [BIG]\n");
         return 2;
     }
     set s;
