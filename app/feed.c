@@ -83,7 +83,7 @@ static int probe_first_good(feed *f, uint32_t *first, int *w, int *h, int *ch, e
     if (f->o->csv_o.skip_bad && t->n > 1)
         return errf(e, "%s: no readable image among %u %s (--skip-bad); the first: %s", t->csv_path,
                     t->n, t->folder || t->members ? "images" : "rows", where);
-    f->bad_first = 1;
+    f->bad_sample = 1;
     return errf(e, "%s", where);
 }
 

@@ -66,7 +66,8 @@ typedef struct feed {
     loader_io setup_io; /* this process's I/O before the loader began (opening
                            the data set: listing, indexes, probes); counted in
                            the first epoch's */
-    int bad_first;      /* the first row's image could not be read (no --skip-bad) */
+    int bad_sample;     /* the run stopped at an image it could not read: the size probe's
+                       first row, or a batch's sample (run_loop) */
 } feed;
 
 /* f zeroed, then the choice c (its batch, else FEED_DEFAULT_BATCH). */

@@ -263,7 +263,7 @@ static int fetch(run_ctx *r, loader_batch *b, const uint8_t **dev, int *status, 
         return FETCH_END;
     if (rc != LOADER_OK) {
         *status = rc;
-        r->bad_sample = rc == LOADER_BAD_SAMPLE;
+        r->f.bad_sample = rc == LOADER_BAD_SAMPLE;
         return FETCH_FAILED;
     }
     pass_acc *a = &r->acc[b->pass];
@@ -562,7 +562,7 @@ int run_refeed_loop(run_ctx *r, errbuf *e)
             break;
         if (got != LOADER_OK) {
             rc = got;
-            r->bad_sample = got == LOADER_BAD_SAMPLE;
+            r->f.bad_sample = got == LOADER_BAD_SAMPLE;
             break;
         }
         if (r->passes[b.pass].kind == LOAD_PASS_TRAIN && (tid < 0 || b.pass == tid)) {

@@ -592,8 +592,7 @@ static int say_end(run_ctx *r, int rc, const char *msg)
         fprintf(stderr, "%s%s\n", strncmp(out, "train:", 6) ? "train: " : "",
                 esc_path(out, esc, sizeof esc));
     /* (--skip-bad does not go with --mode preload, which refuses it) */
-    if (out[0] && (r->bad_sample || r->f.bad_first) && !r->o->csv_o.skip_bad &&
-        r->f.mode != MODE_PRELOAD)
+    if (out[0] && r->f.bad_sample && !r->o->csv_o.skip_bad && r->f.mode != MODE_PRELOAD)
         fprintf(stderr, "train: --skip-bad goes on past such files (naming each); "
                         "--check=decode lists them all without training\n");
     return rc;

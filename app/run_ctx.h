@@ -85,7 +85,6 @@ typedef struct run_ctx {
     int chunks;       /* canonical gradient sums in this many chunks per batch (0: none) */
     int dist_follow;  /* the run stopped because another rank failed */
     double *per_rank; /* the last epoch's images/s and wait% per rank (rank 0) */
-    int bad_sample;   /* the run stopped at a sample that could not be loaded */
 } run_ctx;
 
 /* process() status (never an exit status): the training pass reached

@@ -102,9 +102,10 @@ int img_jpeg_planar_scale(int num)
      * when the ratio allows: 10x10 to 14x14 blocks, four times the
      * samples, all of which the planes' resampler then reads). One step
      * up costs the resampler a little more luma and saves both: on the
-     * ImageNet-sized set's photographs above 700 px, rrc 1.11x and val
-     * 1.14x the images per second (5 interleaved rounds); the output is
-     * closer to the exact path, as it has more of the image to shrink. */
+     * ImageNet-sized set's photographs above 700 px, 1.19x for rrc and
+     * for val (CPU time, 8 alternating runs; docs/BENCH-PHOTOS.md run K);
+     * the output is closer to the exact path, as it has more of the image
+     * to shrink. */
     return num == 3 ? 4 : num > 4 && num < 8 ? 8 : num;
 }
 

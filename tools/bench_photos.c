@@ -69,20 +69,22 @@ typedef struct set {
 
 static img_params val(int full, int decode);
 
-/* Why a JPEG is left out of the set, or NULL: the floors decode to RGB,
- * which libjpeg cannot make of CMYK or YCCK, and a file ./train refuses
- * (truncated, corrupt) would be timed as its half-decode. */
-static const char *left_out(img_ctx *c, tjhandle tj, const char *path, const uint8_t *bytes,
-                            size_t len, errbuf *e)
+enum { KEEP, LEFT_CMYK, LEFT_REFUSED };
+
+/* Whether a JPEG stays in the set: the floors decode to RGB, which
+ * libjpeg cannot make of CMYK or YCCK, and a file ./train refuses
+ * (truncated, corrupt; the reason in e) would be timed as its half-decode. */
+static int left_out(img_ctx *c, tjhandle tj, const char *path, const uint8_t *bytes, size_t len,
+                    errbuf *e)
 {
     int w, h, sub, cs;
     if (tjDecompressHeader3(tj, bytes, (unsigned long)len, &w, &h, &sub, &cs) == 0 &&
         (cs == TJCS_CMYK || cs == TJCS_YCCK))
-        return "CMYK";
+        return LEFT_CMYK;
     img_params p = val(1, IMG_DECODE_EXACT);
     rng r = rng_keyed(1, RNG_AUGMENT, 0, 0);
     static uint8_t out[3 * S * S];
-    return img_load(c, path, &p, &r, out, S, S, e) != 0 ? "refused" : NULL;
+    return img_load(c, path, &p, &r, out, S, S, e) != 0 ? LEFT_REFUSED : KEEP;
 }
 
 static int set_load(set *s, const char *where, int n)
@@ -116,9 +118,9 @@ static int set_load(set *s, const char *where, int n)
             free(bytes);
             continue;
         }
-        const char *why = left_out(c, tj, dataset_path(&ds, i), bytes, len, &e);
-        if (why) {
-            if (*why == 'C')
+        const int why = left_out(c, tj, dataset_path(&ds, i), bytes, len, &e);
+        if (why != KEEP) {
+            if (why == LEFT_CMYK)
                 cmyk++;
             else
                 refused++, fprintf(stderr, "bench_photos: left out: %s\n", e.msg);
